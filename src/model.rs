@@ -1,0 +1,436 @@
+//! The platform-neutral picture of a machine at one instant.
+//!
+//! Every sampler (Linux `/proc`, macOS Mach, the sysinfo fallback, a replayed
+//! trace) produces a [`Snapshot`]; everything downstream (history, policy,
+//! HTTP, the CLI) reads only these types. All sizes are bytes, converted once
+//! by the sampler that read them. A field the platform cannot provide is
+//! `None`, never a made-up zero.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Wall-clock instant, milliseconds since the Unix epoch.
+///
+/// Serialized as a plain integer so traces and the JSON API stay compact and
+/// language-neutral; displayed as RFC 3339.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Timestamp(pub u64);
+
+impl Timestamp {
+    /// The current wall-clock time. Only samplers and the daemon loop call
+    /// this; policy code receives time as an argument.
+    pub fn now() -> Self {
+        Self::from_system_time(SystemTime::now())
+    }
+
+    pub fn from_system_time(t: SystemTime) -> Self {
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        Self(ms)
+    }
+
+    pub fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    /// Time elapsed from `earlier` to `self`, zero if `earlier` is later.
+    pub fn since(self, earlier: Timestamp) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
+
+    pub fn add(self, d: Duration) -> Self {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Self(self.0.saturating_add(ms))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = UNIX_EPOCH + Duration::from_millis(self.0);
+        write!(f, "{}", humantime::format_rfc3339_millis(t))
+    }
+}
+
+/// Everything one sampling pass saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub taken_at: Timestamp,
+    /// Which sampler produced it: `linux`, `macos`, `sysinfo` or `replay`.
+    pub source: String,
+    /// Wall time the sampling pass took, in microseconds.
+    pub sample_micros: u64,
+    pub system: SystemMemory,
+    pub swap: Swap,
+    pub pressure: Pressure,
+    #[serde(default)]
+    pub gpus: Vec<GpuDevice>,
+    pub processes: Vec<ProcessSample>,
+    #[serde(default)]
+    pub errors: CollectorErrors,
+}
+
+impl Snapshot {
+    /// The process with this pid, if it was sampled.
+    pub fn process(&self, pid: u32) -> Option<&ProcessSample> {
+        self.processes.iter().find(|p| p.id.pid == pid)
+    }
+
+    /// Processes ordered by footprint, largest first.
+    pub fn by_footprint(&self) -> Vec<&ProcessSample> {
+        let mut v: Vec<&ProcessSample> = self.processes.iter().collect();
+        v.sort_by(|a, b| b.footprint.cmp(&a.footprint).then(a.id.pid.cmp(&b.id.pid)));
+        v
+    }
+}
+
+/// System-wide memory, in bytes.
+///
+/// `total`, `available`, `used` and `free` exist everywhere; the breakdown
+/// fields depend on the OS (Linux has no "wired", macOS has no "shmem").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SystemMemory {
+    pub total: u64,
+    /// Memory that can be handed out without swapping (Linux MemAvailable;
+    /// macOS active + inactive + free + speculative pages).
+    pub available: u64,
+    /// In use by processes and the kernel: total − available on Linux,
+    /// app + wired + compressed on macOS.
+    pub used: u64,
+    /// Entirely unused pages.
+    pub free: u64,
+    /// Anonymous memory (Linux AnonPages; macOS app memory = internal − purgeable).
+    pub app: Option<u64>,
+    /// Memory the kernel cannot page out (macOS wired; Linux Unevictable).
+    pub wired: Option<u64>,
+    /// Compressed memory (macOS compressor; Linux zswap pool).
+    pub compressed: Option<u64>,
+    /// File-backed cache (Linux Cached + Buffers − Shmem; macOS external + purgeable).
+    pub cached: Option<u64>,
+    /// Shared memory and tmpfs (Linux Shmem).
+    pub shmem: Option<u64>,
+}
+
+/// Swap space and paging activity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Swap {
+    pub total: u64,
+    pub used: u64,
+    /// Bytes swapped in since boot (a counter), where the OS reports it.
+    pub swapped_in_bytes: Option<u64>,
+    /// Bytes swapped out since boot (a counter), where the OS reports it.
+    pub swapped_out_bytes: Option<u64>,
+}
+
+/// How hard the kernel is working to find memory.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PressureLevel {
+    #[default]
+    Normal,
+    Warn,
+    Critical,
+}
+
+impl PressureLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PressureLevel::Normal => "normal",
+            PressureLevel::Warn => "warn",
+            PressureLevel::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for PressureLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Memory pressure: a level everywhere, and the raw signals behind it where
+/// the OS has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pressure {
+    pub level: PressureLevel,
+    /// Linux pressure stall information for memory.
+    pub psi: Option<Psi>,
+    /// macOS `kern.memorystatus_level`: percentage of memory the kernel
+    /// considers free (0–100).
+    pub free_percent: Option<u8>,
+}
+
+/// `/proc/pressure/memory`: the share of time some (or all) tasks stalled on memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Psi {
+    pub some: PsiLine,
+    /// Absent on kernels that only report `some`.
+    pub full: Option<PsiLine>,
+}
+
+/// One PSI line. Averages are percentages (0–100) over 10 s, 60 s and 300 s;
+/// `total_micros` is the cumulative stall time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PsiLine {
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total_micros: u64,
+}
+
+/// One GPU, with what is known of its memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuDevice {
+    pub index: u32,
+    pub name: String,
+    pub uuid: Option<String>,
+    pub memory_total: Option<u64>,
+    pub memory_used: Option<u64>,
+    /// Busy share, 0–1.
+    pub utilization: Option<f64>,
+}
+
+/// A process identity: the pid alone is reused by the kernel, the pair is not.
+///
+/// `start` is the platform's own start-time value (clock ticks since boot on
+/// Linux, microseconds since the epoch on macOS); it is compared, never
+/// interpreted, except by the platform module that produced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ProcessId {
+    pub pid: u32,
+    pub start: u64,
+}
+
+impl fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.pid, self.start)
+    }
+}
+
+/// How exact a process's footprint figure is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    /// Read in full this pass (Linux: `status`; macOS: `proc_pid_rusage`).
+    #[default]
+    Exact,
+    /// Derived from the cheap per-tick read (Linux `statm`: resident − shared),
+    /// with the swap figure of the last full read.
+    Estimated,
+}
+
+/// One process as sampled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSample {
+    #[serde(flatten)]
+    pub id: ProcessId,
+    pub ppid: u32,
+    pub uid: Option<u32>,
+    pub user: Option<String>,
+    pub name: String,
+    pub exe: Option<String>,
+    #[serde(default)]
+    pub argv: Vec<String>,
+    pub started_at: Option<Timestamp>,
+    /// Memory this process is responsible for: on Linux RssAnon + RssShmem +
+    /// VmSwap; on macOS `ri_phys_footprint` (includes Metal buffers).
+    pub footprint: u64,
+    /// Largest footprint seen over the process's life, where the OS tracks it.
+    pub peak_footprint: Option<u64>,
+    pub resident: u64,
+    pub swapped: Option<u64>,
+    /// GPU memory held, where known.
+    pub gpu_memory: Option<u64>,
+    #[serde(default)]
+    pub detail: Detail,
+    pub workload: Workload,
+}
+
+/// What kind of program a process is, for rules and for people.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// A Jupyter kernel (`ipykernel_launcher`).
+    Jupyter,
+    Pytorch,
+    Tensorflow,
+    Jax,
+    Mlx,
+    /// llama.cpp, Ollama or vLLM serving a model.
+    LlmServer,
+    /// Python with no ML framework recognised.
+    Python,
+    #[default]
+    Other,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 8] = [
+        WorkloadKind::Jupyter,
+        WorkloadKind::Pytorch,
+        WorkloadKind::Tensorflow,
+        WorkloadKind::Jax,
+        WorkloadKind::Mlx,
+        WorkloadKind::LlmServer,
+        WorkloadKind::Python,
+        WorkloadKind::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Jupyter => "jupyter",
+            WorkloadKind::Pytorch => "pytorch",
+            WorkloadKind::Tensorflow => "tensorflow",
+            WorkloadKind::Jax => "jax",
+            WorkloadKind::Mlx => "mlx",
+            WorkloadKind::LlmServer => "llm-server",
+            WorkloadKind::Python => "python",
+            WorkloadKind::Other => "other",
+        }
+    }
+
+    /// A kind that is itself an ML workload (not plain Python, not other).
+    pub fn is_ml(self) -> bool {
+        !matches!(self, WorkloadKind::Python | WorkloadKind::Other)
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An ML framework seen inside a process (from its argv or mapped libraries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framework {
+    Pytorch,
+    Tensorflow,
+    Jax,
+    Mlx,
+    /// CUDA runtime mapped (`libcudart`), framework unknown.
+    Cuda,
+}
+
+impl Framework {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Framework::Pytorch => "pytorch",
+            Framework::Tensorflow => "tensorflow",
+            Framework::Jax => "jax",
+            Framework::Mlx => "mlx",
+            Framework::Cuda => "cuda",
+        }
+    }
+}
+
+/// A classification and the evidence for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    /// Frameworks recognised, also inside a Jupyter kernel.
+    #[serde(default)]
+    pub frameworks: Vec<Framework>,
+    /// The Jupyter kernel id, from `-f .../kernel-<id>.json`.
+    pub kernel_id: Option<String>,
+    /// Which rules matched, in words, e.g. `argv[2] is ipykernel_launcher`.
+    #[serde(default)]
+    pub evidence: Vec<String>,
+}
+
+impl Workload {
+    /// True for Jupyter kernels, framework jobs and model servers, and for
+    /// any process in which an ML framework was seen.
+    pub fn is_ml(&self) -> bool {
+        self.kind.is_ml() || !self.frameworks.is_empty()
+    }
+
+    /// True if the process is of `kind`, directly or through a framework
+    /// seen in it (a Jupyter kernel running PyTorch is also `pytorch`).
+    pub fn is(&self, kind: WorkloadKind) -> bool {
+        if self.kind == kind {
+            return true;
+        }
+        let fw = match kind {
+            WorkloadKind::Pytorch => Framework::Pytorch,
+            WorkloadKind::Tensorflow => Framework::Tensorflow,
+            WorkloadKind::Jax => Framework::Jax,
+            WorkloadKind::Mlx => Framework::Mlx,
+            _ => return false,
+        };
+        self.frameworks.contains(&fw)
+    }
+}
+
+/// Per-sample counts of what could not be read. A failing read never fails
+/// the sample; it is counted here and reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectorErrors {
+    /// Processes that exited between being listed and being read.
+    pub vanished: u64,
+    /// Entries refused for lack of permission (another user's process).
+    pub permission_denied: u64,
+    /// Entries that could not be read or parsed for another reason.
+    pub unreadable: u64,
+    /// Kernel threads skipped (no user memory of their own).
+    pub kernel_threads: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_displays_as_rfc3339() {
+        assert_eq!(
+            Timestamp(1_700_000_000_123).to_string(),
+            "2023-11-14T22:13:20.123Z"
+        );
+    }
+
+    #[test]
+    fn timestamp_since_saturates() {
+        assert_eq!(Timestamp(5).since(Timestamp(10)), Duration::ZERO);
+        assert_eq!(
+            Timestamp(1500).since(Timestamp(500)),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn jupyter_kernel_running_torch_is_pytorch_too() {
+        let w = Workload {
+            kind: WorkloadKind::Jupyter,
+            frameworks: vec![Framework::Pytorch],
+            ..Workload::default()
+        };
+        assert!(w.is(WorkloadKind::Jupyter));
+        assert!(w.is(WorkloadKind::Pytorch));
+        assert!(!w.is(WorkloadKind::Jax));
+        assert!(w.is_ml());
+    }
+
+    #[test]
+    fn plain_python_is_not_ml() {
+        let w = Workload {
+            kind: WorkloadKind::Python,
+            ..Workload::default()
+        };
+        assert!(!w.is_ml());
+    }
+
+    #[test]
+    fn workload_kind_serializes_kebab_case() {
+        let s = serde_json::to_string(&WorkloadKind::LlmServer).unwrap();
+        assert_eq!(s, "\"llm-server\"");
+    }
+}
