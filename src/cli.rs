@@ -1,4 +1,316 @@
-//! stub
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+//! The command line: subcommands, their options and help, and the mapping of
+//! every outcome to an exit code (0 ok, 1 runtime failure, 2 bad usage or bad
+//! config).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{Config, ConfigError, DEFAULT_TOML, LogFormat};
+use crate::daemon::{Daemon, RunOptions};
+use crate::report::{TableOptions, render_snapshot};
+use crate::sample::replay::{ReplaySampler, TraceWriter};
+use crate::sample::{PressureEvents, Sampler, platform_sampler};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "headroom",
+    version,
+    about = "Memory-pressure daemon for machine-learning workloads",
+    long_about = "headroom watches memory, swap, memory pressure and the footprint of ML processes \
+                  (Jupyter kernels, PyTorch/TensorFlow/JAX/MLX jobs, llama.cpp/Ollama/vLLM servers), \
+                  shows who holds the memory, and contains runaway growth, gently first."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground (launchd and systemd supervise it).
+    ///
+    /// Without --config it runs on the embedded default config (see
+    /// `headroom print-config`). SIGHUP reloads the config file; a file that
+    /// does not validate is rejected and the running config kept. SIGTERM or
+    /// Ctrl-C stops it.
+    Run {
+        /// TOML config file; re-read on SIGHUP.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Log what would be done instead of doing it (wins over the config).
+        #[arg(long)]
+        dry_run: bool,
+        /// Log format; overrides the config's `daemon.log_format`.
+        #[arg(long, value_enum, value_name = "FORMAT")]
+        log_format: Option<LogFormat>,
+        /// Play a recorded trace (from `headroom record`) instead of sampling
+        /// this machine, looping at its end. For trying configs safely.
+        #[arg(long, value_name = "TRACE")]
+        replay: Option<PathBuf>,
+    },
+    /// Print this machine's memory state and its largest processes.
+    Snapshot {
+        /// Print the full snapshot as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// List every process, not only the largest.
+        #[arg(long)]
+        all: bool,
+        /// How many processes to list without --all.
+        #[arg(long, default_value_t = 15, value_name = "N")]
+        top: usize,
+    },
+    /// Print the embedded default config, with comments.
+    PrintConfig,
+    /// Validate a config file and print the effective config.
+    ///
+    /// Exits 2 with an error naming the file, line, key and offending value
+    /// when the file is invalid.
+    CheckConfig {
+        /// The TOML file to check.
+        file: PathBuf,
+    },
+    /// Record snapshots of this machine as JSON Lines, for replay and tests.
+    Record {
+        /// Where to write the trace.
+        #[arg(long, short, value_name = "FILE")]
+        out: PathBuf,
+        /// How long to record, e.g. 60s or 5m.
+        #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
+        duration: Duration,
+        /// Time between snapshots, e.g. 1s or 250ms.
+        #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
+        interval: Duration,
+    },
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// A failure, sorted by whose fault it is.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The user's config: exit 2.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// Bad usage that clap could not catch: exit 2.
+    #[error("{0}")]
+    Usage(String),
+    /// Something failed at run time: exit 1.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_) | CliError::Usage(_) => 2,
+            CliError::Runtime(_) => 1,
+        }
+    }
+}
+
+/// Parse the command line, run it, and map the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap prints help and version to stdout (exit 0) and usage errors to
+        // stderr (exit 2).
+        Err(e) => e.exit(),
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("headroom: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Run one parsed command.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Run {
+            config,
+            dry_run,
+            log_format,
+            replay,
+        } => run_daemon(config, dry_run, log_format, replay),
+        Command::Snapshot { json, all, top } => snapshot(json, TableOptions { all, top }),
+        Command::PrintConfig => {
+            print!("{DEFAULT_TOML}");
+            Ok(())
+        }
+        Command::CheckConfig { file } => {
+            let config = Config::load(&file)?;
+            println!("# {}: valid. Effective config:", file.display());
+            print!("{}", config.to_toml());
+            Ok(())
+        }
+        Command::Record {
+            out,
+            duration,
+            interval,
+        } => record(&out, duration, interval),
+    }
+}
+
+fn run_daemon(
+    config_path: Option<PathBuf>,
+    force_dry_run: bool,
+    log_format: Option<LogFormat>,
+    replay: Option<PathBuf>,
+) -> Result<(), CliError> {
+    let config = match &config_path {
+        Some(path) => Config::load(path)?,
+        None => Config::embedded_default(),
+    };
+    crate::logging::init(log_format.unwrap_or(config.daemon.log_format));
+
+    let sampler: Box<dyn Sampler> = match &replay {
+        Some(path) => Box::new(
+            ReplaySampler::open(path)
+                .map_err(|e| CliError::Usage(format!("cannot replay {}: {e}", path.display())))?
+                .looped(true),
+        ),
+        None => platform_sampler(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("headroom")
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        let events = if replay.is_some() {
+            PressureEvents::none()
+        } else {
+            let (events, note) = PressureEvents::open();
+            match note {
+                Ok(what) => tracing::info!("waking on memory pressure through {what}"),
+                Err(why) => tracing::info!("{why}; sampling on the interval instead"),
+            }
+            events
+        };
+        let opts = RunOptions {
+            config,
+            config_path,
+            force_dry_run,
+        };
+        Daemon::new(opts, sampler, events)
+            .run()
+            .await
+            .map_err(|e| CliError::Runtime(e.to_string()))
+    })
+}
+
+fn snapshot(json: bool, opts: TableOptions) -> Result<(), CliError> {
+    let mut sampler = platform_sampler();
+    let snap = sampler
+        .sample()
+        .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;
+    let text = if json {
+        let mut s = serde_json::to_string_pretty(&snap)
+            .map_err(|e| CliError::Runtime(format!("cannot encode the snapshot: {e}")))?;
+        s.push('\n');
+        s
+    } else {
+        render_snapshot(&snap, opts)
+    };
+    write_stdout(&text)
+}
+
+fn record(out: &Path, duration: Duration, interval: Duration) -> Result<(), CliError> {
+    if interval.is_zero() {
+        return Err(CliError::Usage("--interval must be longer than 0".into()));
+    }
+    let mut writer = TraceWriter::create(out)
+        .map_err(|e| CliError::Runtime(format!("cannot create {}: {e}", out.display())))?;
+    let mut sampler = platform_sampler();
+    let started = Instant::now();
+    let mut written = 0u64;
+    let mut next = started;
+    loop {
+        match sampler.sample() {
+            Ok(snap) => {
+                writer.write(&snap).map_err(|e| {
+                    CliError::Runtime(format!("cannot write to {}: {e}", out.display()))
+                })?;
+                written += 1;
+            }
+            Err(e) => eprintln!("headroom: sample skipped: {e}"),
+        }
+        next += interval;
+        if next.duration_since(started) > duration {
+            break;
+        }
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    writer
+        .finish()
+        .map_err(|e| CliError::Runtime(format!("cannot finish {}: {e}", out.display())))?;
+    eprintln!("headroom: wrote {written} snapshots to {}", out.display());
+    Ok(())
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Runtime(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn config_errors_exit_2_and_runtime_errors_exit_1() {
+        assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
+        assert_eq!(CliError::Runtime("x".into()).exit_code(), 1);
+    }
+
+    #[test]
+    fn record_takes_human_durations() {
+        let cli = Cli::try_parse_from([
+            "headroom",
+            "record",
+            "--out",
+            "t.jsonl",
+            "--duration",
+            "2m",
+            "--interval",
+            "250ms",
+        ])
+        .unwrap();
+        let Command::Record {
+            duration, interval, ..
+        } = cli.command
+        else {
+            panic!("parsed as another command");
+        };
+        assert_eq!(duration, Duration::from_secs(120));
+        assert_eq!(interval, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn an_unknown_log_format_is_a_usage_error() {
+        let err = Cli::try_parse_from(["headroom", "run", "--log-format", "xml"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+    }
 }

@@ -1,1 +1,314 @@
-//! stub
+//! The daemon loop behind `headroom run`.
+//!
+//! Every tick it takes a sample on a blocking thread (never on the async
+//! workers), records it in the history and publishes the new [`State`]
+//! through a `watch` channel. It samples at the normal interval while memory
+//! is calm and at the fast interval while pressure is elevated, and wakes at
+//! once when the OS reports pressure (a PSI trigger on Linux). SIGHUP reloads
+//! the config file (a bad new file is rejected and the old config kept);
+//! SIGTERM and SIGINT stop it cleanly.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
+use tracing::{debug, error, info, warn};
+
+use crate::config::Config;
+use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
+use crate::report::format_bytes;
+use crate::sample::{PressureEvents, SampleError, Sampler};
+use crate::state::State;
+
+/// How long the loop stays at the fast interval after an OS pressure event.
+pub const FAST_AFTER_EVENT: Duration = Duration::from_secs(10);
+
+/// Log every this many consecutive sampling failures after the first.
+const FAILURE_LOG_EVERY: u64 = 60;
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot install the {0} signal handler: {1}")]
+    Signal(&'static str, #[source] std::io::Error),
+    #[error("the sampler thread crashed: {0}")]
+    SamplerCrashed(String),
+}
+
+/// What `headroom run` was asked to do.
+pub struct RunOptions {
+    pub config: Config,
+    /// The file to re-read on SIGHUP; `None` runs on the embedded default.
+    pub config_path: Option<PathBuf>,
+    /// `--dry-run` on the command line: wins over the config, also after reloads.
+    pub force_dry_run: bool,
+}
+
+/// A daemon ready to run: the loop's inputs and the state it publishes.
+pub struct Daemon {
+    opts: RunOptions,
+    sampler: Option<Box<dyn Sampler>>,
+    events: PressureEvents,
+    tx: watch::Sender<State>,
+}
+
+impl Daemon {
+    pub fn new(mut opts: RunOptions, sampler: Box<dyn Sampler>, events: PressureEvents) -> Self {
+        if opts.force_dry_run {
+            opts.config.daemon.dry_run = true;
+        }
+        let state = State::new(opts.config.clone(), opts.config_path.clone(), Timestamp::now());
+        let (tx, _rx) = watch::channel(state);
+        Self {
+            opts,
+            sampler: Some(sampler),
+            events,
+            tx,
+        }
+    }
+
+    /// A receiver of the published state (for the HTTP server and tests).
+    pub fn subscribe(&self) -> watch::Receiver<State> {
+        self.tx.subscribe()
+    }
+
+    /// Run until SIGTERM or SIGINT.
+    pub async fn run(mut self) -> Result<(), DaemonError> {
+        let mut sigterm =
+            signal(SignalKind::terminate()).map_err(|e| DaemonError::Signal("SIGTERM", e))?;
+        let mut sigint =
+            signal(SignalKind::interrupt()).map_err(|e| DaemonError::Signal("SIGINT", e))?;
+        let mut sighup =
+            signal(SignalKind::hangup()).map_err(|e| DaemonError::Signal("SIGHUP", e))?;
+
+        self.log_start();
+        let mut tracker = Tracker::default();
+        let mut next_tick = Instant::now();
+        let mut fast_until: Option<Instant> = None;
+
+        loop {
+            tokio::select! {
+                _ = sleep_until(next_tick) => {}
+                event = self.events.next() => {
+                    match event {
+                        Ok(()) => {
+                            info!("memory pressure event from the kernel: sampling now");
+                            self.tx.send_modify(|s| s.counters.pressure_events += 1);
+                            fast_until = Some(Instant::now() + FAST_AFTER_EVENT);
+                        }
+                        Err(why) => warn!("{why}"),
+                    }
+                }
+                _ = sigterm.recv() => { info!("SIGTERM received: shutting down"); break; }
+                _ = sigint.recv() => { info!("SIGINT received: shutting down"); break; }
+                _ = sighup.recv() => { self.reload(); continue; }
+            }
+
+            let started = Instant::now();
+            let outcome = self.sample_once().await?;
+            let level = match outcome {
+                Ok(snap) => {
+                    tracker.observe(&snap);
+                    let level = snap.pressure.level;
+                    self.tx.send_modify(|s| s.publish(snap));
+                    Some(level)
+                }
+                Err(e) => {
+                    tracker.failed(&e);
+                    let msg = e.to_string();
+                    self.tx.send_modify(|s| {
+                        s.counters.sample_failures += 1;
+                        s.last_error = Some(msg);
+                    });
+                    None
+                }
+            };
+
+            let now = Instant::now();
+            let fast = level.is_some_and(|l| l >= PressureLevel::Warn)
+                || fast_until.is_some_and(|t| now < t);
+            let (was_fast, normal, quick) = {
+                let s = self.tx.borrow();
+                (s.fast_mode, s.config.daemon.interval, s.config.daemon.fast_interval)
+            };
+            if fast != was_fast {
+                if fast {
+                    info!("pressure elevated: sampling every {}", fmt_duration(quick));
+                } else {
+                    info!("pressure back to normal: sampling every {}", fmt_duration(normal));
+                }
+                self.tx.send_modify(|s| s.fast_mode = fast);
+            }
+            let interval = if fast { quick } else { normal };
+            // Keep a steady cadence; after a long stall, start again from now.
+            next_tick = (started + interval).max(now);
+        }
+        info!("headroom stopped");
+        Ok(())
+    }
+
+    /// One sample on the blocking pool.
+    async fn sample_once(&mut self) -> Result<Result<Snapshot, SampleError>, DaemonError> {
+        let Some(mut sampler) = self.sampler.take() else {
+            return Err(DaemonError::SamplerCrashed("no sampler".into()));
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            let result = sampler.sample();
+            (sampler, result)
+        })
+        .await;
+        match joined {
+            Ok((sampler, result)) => {
+                self.sampler = Some(sampler);
+                Ok(result)
+            }
+            Err(e) => Err(DaemonError::SamplerCrashed(e.to_string())),
+        }
+    }
+
+    fn log_start(&self) {
+        let state = self.tx.borrow();
+        let d = &state.config.daemon;
+        let source = match &self.opts.config_path {
+            Some(p) => p.display().to_string(),
+            None => "the embedded default".to_string(),
+        };
+        let sampler = self.sampler.as_ref().map_or("none", |s| s.name());
+        info!(
+            "headroom {} running: config from {source}, {sampler} sampler, every {} ({} under pressure){}",
+            env!("CARGO_PKG_VERSION"),
+            fmt_duration(d.interval),
+            fmt_duration(d.fast_interval),
+            if d.dry_run { ", dry run: actions are logged, not taken" } else { "" },
+        );
+    }
+
+    fn reload(&mut self) {
+        let Some(path) = self.opts.config_path.clone() else {
+            info!("SIGHUP received, but headroom runs on its embedded default config: nothing to reload (start it with --config FILE to use a file)");
+            return;
+        };
+        match Config::load(&path) {
+            Ok(mut config) => {
+                if self.opts.force_dry_run {
+                    config.daemon.dry_run = true;
+                }
+                info!(
+                    "config reloaded from {}: sampling every {} ({} under pressure)",
+                    path.display(),
+                    fmt_duration(config.daemon.interval),
+                    fmt_duration(config.daemon.fast_interval)
+                );
+                self.tx.send_modify(|s| s.replace_config(config));
+            }
+            Err(e) => {
+                error!("config reload rejected, keeping the previous config: {e}");
+                self.tx.send_modify(|s| s.counters.reload_failures += 1);
+            }
+        }
+    }
+}
+
+/// Remembers enough between samples to log changes rather than states.
+#[derive(Default)]
+struct Tracker {
+    samples: u64,
+    consecutive_failures: u64,
+    level: Option<PressureLevel>,
+    ml: HashSet<ProcessId>,
+}
+
+impl Tracker {
+    fn observe(&mut self, snap: &Snapshot) {
+        self.samples += 1;
+        if self.consecutive_failures > 0 {
+            info!(
+                "sampling works again after {} failed attempts",
+                self.consecutive_failures
+            );
+            self.consecutive_failures = 0;
+        }
+        let m = &snap.system;
+        if self.samples == 1 {
+            let ml = snap.processes.iter().filter(|p| p.workload.is_ml()).count();
+            info!(
+                "first sample: {} used of {}, {} available, swap {} of {}, pressure {}; {} processes, {} ML workloads; took {} ms",
+                format_bytes(m.used),
+                format_bytes(m.total),
+                format_bytes(m.available),
+                format_bytes(snap.swap.used),
+                format_bytes(snap.swap.total),
+                snap.pressure.level,
+                snap.processes.len(),
+                ml,
+                snap.sample_micros / 1000,
+            );
+        } else {
+            debug!(
+                "sample: {} used, {} available, pressure {}, {} processes, {} µs",
+                format_bytes(m.used),
+                format_bytes(m.available),
+                snap.pressure.level,
+                snap.processes.len(),
+                snap.sample_micros
+            );
+        }
+        let level = snap.pressure.level;
+        if let Some(prev) = self.level
+            && prev != level
+        {
+            let msg = format!(
+                "memory pressure {level} (was {prev}): {} available of {}",
+                format_bytes(m.available),
+                format_bytes(m.total)
+            );
+            if level > prev {
+                warn!("{msg}");
+            } else {
+                info!("{msg}");
+            }
+        }
+        self.level = Some(level);
+
+        let mut seen = HashSet::new();
+        for p in snap.processes.iter().filter(|p| p.workload.is_ml()) {
+            seen.insert(p.id);
+            if !self.ml.contains(&p.id) {
+                info!(
+                    pid = p.id.pid,
+                    workload = p.workload.kind.as_str(),
+                    "watching {} {} (pid {}), footprint {}{}",
+                    p.workload.kind,
+                    p.name,
+                    p.id.pid,
+                    format_bytes(p.footprint),
+                    p.workload
+                        .evidence
+                        .first()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        for gone in self.ml.difference(&seen) {
+            info!(pid = gone.pid, "ML process {} exited", gone.pid);
+        }
+        self.ml = seen;
+    }
+
+    fn failed(&mut self, e: &SampleError) {
+        self.consecutive_failures += 1;
+        let n = self.consecutive_failures;
+        if n == 1 || n % FAILURE_LOG_EVERY == 0 {
+            error!("sampling failed ({n} in a row): {e}");
+        }
+    }
+}
+
+/// `Duration` as users write it in the config (`250ms`, `1s`).
+pub fn fmt_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}

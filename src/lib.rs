@@ -13,4 +13,5 @@ pub mod logging;
 pub mod model;
 pub mod report;
 pub mod sample;
+pub mod state;
 pub mod workload;

@@ -8,6 +8,8 @@
 pub mod fallback;
 #[cfg(target_os = "linux")]
 pub mod linux;
+#[cfg(target_os = "linux")]
+pub mod psi_trigger;
 pub mod replay;
 
 /// Why a whole sample failed. Per-process failures never get here: they are
@@ -55,5 +57,75 @@ pub fn platform_sampler() -> Box<dyn Sampler> {
     #[cfg(not(target_os = "linux"))]
     {
         Box::new(fallback::SysinfoSampler::new())
+    }
+}
+
+/// The OS's "memory is getting tight" notification, awaited by the daemon
+/// loop so it samples at once instead of at its next tick.
+///
+/// Linux: a PSI trigger. Elsewhere: none yet, and the loop polls.
+pub struct PressureEvents {
+    #[cfg(target_os = "linux")]
+    trigger: Option<psi_trigger::PsiTrigger>,
+}
+
+impl PressureEvents {
+    /// Set up the notification. The second value describes what was set up,
+    /// or why nothing was (to be logged once; polling still works).
+    /// Must be called inside a tokio runtime.
+    pub fn open() -> (Self, Result<String, String>) {
+        #[cfg(target_os = "linux")]
+        {
+            let path = std::path::Path::new("/proc/pressure/memory");
+            match psi_trigger::PsiTrigger::register(path) {
+                Ok(t) => {
+                    let note = format!("PSI trigger \"{}\" on {}", t.spec(), path.display());
+                    (Self { trigger: Some(t) }, Ok(note))
+                }
+                Err(e) => (Self { trigger: None }, Err(e.to_string())),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            (
+                Self {},
+                Err("no memory-pressure notification on this OS; polling every tick".to_string()),
+            )
+        }
+    }
+
+    /// A source that never fires (tests, replayed traces).
+    pub fn none() -> Self {
+        Self {
+            #[cfg(target_os = "linux")]
+            trigger: None,
+        }
+    }
+
+    /// True if an OS notification is registered.
+    pub fn is_active(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.trigger.is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// Wait for the next notification; never returns if none is registered.
+    /// An error disables the source (the caller logs it once).
+    pub async fn next(&mut self) -> Result<(), String> {
+        #[cfg(target_os = "linux")]
+        if let Some(t) = self.trigger.as_mut() {
+            let result = t.wait().await;
+            if let Err(e) = result {
+                self.trigger = None;
+                return Err(format!("PSI trigger stopped working: {e}; polling every tick"));
+            }
+            return Ok(());
+        }
+        std::future::pending().await
     }
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Run headroom's whole test suite: formatting, lints, unit and integration
+# tests, and (on Linux) the macOS type-check.
+#
+# On a fresh Debian/Ubuntu machine it installs what the tests need (as root,
+# with apt-get); elsewhere it tells you what is missing. On macOS it runs the
+# same tests natively and skips the cross-check.
+#
+# Usage, from anywhere:  scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n== %s\n' "$*"; }
+
+# Debian packages the tests use. Each entry: "command-to-test package".
+need_debian=(
+  "/usr/bin/systemd-analyze systemd"
+)
+
+install_debian_packages() {
+  local pkgs=()
+  for entry in "${need_debian[@]}"; do
+    read -r probe pkg <<<"$entry"
+    [[ -e $probe ]] || pkgs+=("$pkg")
+  done
+  (( ${#pkgs[@]} )) || return 0
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "test.sh: missing ${pkgs[*]}; install them (e.g. sudo apt-get install ${pkgs[*]})" >&2
+    exit 2
+  fi
+  say "installing ${pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+}
+
+ensure_rust_components() {
+  if command -v rustup >/dev/null; then
+    rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+    rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+  fi
+}
+
+os=$(uname -s)
+ensure_rust_components
+if [[ $os == Linux ]]; then
+  install_debian_packages
+fi
+
+say "cargo fmt --check"
+cargo fmt --all -- --check
+
+say "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets --locked -- -D warnings
+
+say "cargo test"
+cargo test --all-targets --locked
+
+if [[ $os == Linux ]]; then
+  say "macOS type-check (aarch64-apple-darwin, x86_64-apple-darwin)"
+  scripts/mac-check.sh
+else
+  say "on $os: macOS cross-check skipped, the tests above ran natively"
+fi
+
+say "all checks passed"

@@ -1,0 +1,130 @@
+//! Linux PSI triggers: the kernel wakes us when memory stalls cross a
+//! threshold, so the daemon samples at once instead of waiting for its tick.
+//!
+//! Protocol (kernel Documentation/accounting/psi.rst, "Monitoring for
+//! pressure thresholds"): open `/proc/pressure/memory` read-write, write
+//! `"some <stall µs> <window µs>"`, then poll the descriptor for POLLPRI. The
+//! kernel signals at most once per window while the stall lasts. Unprivileged
+//! users may only use windows that are multiples of 2 s, so a 2 s window with
+//! the same ratio is tried after the 1 s one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+/// Triggers to try, in order: 150 ms of stall in any 1 s window, then the
+/// same share over 2 s for processes without CAP_SYS_RESOURCE.
+pub const TRIGGERS: [&str; 2] = ["some 150000 1000000", "some 300000 2000000"];
+
+/// Why no trigger could be registered.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot register a PSI trigger on {path} (tried {tried}): {source}")]
+pub struct TriggerError {
+    pub path: PathBuf,
+    pub tried: String,
+    #[source]
+    pub source: io::Error,
+}
+
+/// A registered trigger, waited on through tokio's reactor.
+pub struct PsiTrigger {
+    fd: AsyncFd<File>,
+    spec: &'static str,
+}
+
+impl PsiTrigger {
+    /// Register the first trigger the kernel accepts. Must be called inside a
+    /// tokio runtime.
+    pub fn register(path: &Path) -> Result<Self, TriggerError> {
+        let mut last_err = None;
+        for spec in TRIGGERS {
+            match open_trigger(path, spec) {
+                Ok(file) => match AsyncFd::with_interest(file, Interest::PRIORITY) {
+                    Ok(fd) => return Ok(Self { fd, spec }),
+                    Err(e) => last_err = Some(e),
+                },
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(TriggerError {
+            path: path.to_path_buf(),
+            tried: TRIGGERS.map(|t| format!("\"{t}\"")).join(", "),
+            source: last_err.unwrap_or_else(|| io::Error::other("no trigger to try")),
+        })
+    }
+
+    /// The trigger the kernel accepted.
+    pub fn spec(&self) -> &'static str {
+        self.spec
+    }
+
+    /// Wait until the kernel reports the threshold crossed.
+    pub async fn wait(&mut self) -> io::Result<()> {
+        let mut guard = self.fd.ready(Interest::PRIORITY).await?;
+        if guard.ready().is_error() {
+            return Err(io::Error::other(
+                "the kernel closed the PSI trigger (the pressure file went away)",
+            ));
+        }
+        guard.clear_ready();
+        Ok(())
+    }
+}
+
+fn open_trigger(path: &Path, spec: &str) -> io::Result<File> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    // The kernel parses the string with sscanf; the NUL ends it as in the
+    // documentation's example.
+    let mut bytes = spec.as_bytes().to_vec();
+    bytes.push(0);
+    file.write_all(&bytes)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_pressure_file_names_the_path_and_the_triggers() {
+        let err = PsiTrigger::register(Path::new("/nonexistent/pressure/memory"))
+            .err()
+            .map(|e| e.to_string());
+        let msg = err.unwrap_or_default();
+        assert!(msg.contains("/nonexistent/pressure/memory"), "{msg}");
+        assert!(msg.contains("\"some 150000 1000000\""), "{msg}");
+        assert!(msg.contains("No such file"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_a_pressure_file_is_rejected() {
+        // Regular files accept the write but cannot be polled by epoll.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory");
+        std::fs::write(&path, "").unwrap();
+        assert!(PsiTrigger::register(&path).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_registered_trigger_stays_quiet_without_pressure() {
+        // Where this kernel accepts triggers, an idle machine must not wake
+        // the daemon; where it refuses them, the error says why.
+        match PsiTrigger::register(Path::new("/proc/pressure/memory")) {
+            Ok(mut t) => {
+                assert!(TRIGGERS.contains(&t.spec()));
+                let woke =
+                    tokio::time::timeout(std::time::Duration::from_millis(300), t.wait()).await;
+                assert!(woke.is_err(), "woke without memory pressure");
+            }
+            Err(e) => assert!(e.to_string().contains("/proc/pressure/memory"), "{e}"),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The real `headroom` binary as users run it: the daemon starts on the
+//! embedded default or a file, samples, reloads on SIGHUP, rejects a broken
+//! file on reload and keeps running, and exits 0 on SIGTERM. Also the
+//! one-shot commands and their exit codes.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_headroom");
+
+/// A daemon child whose stderr lines arrive on a channel.
+struct Running {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("HEADROOM_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn headroom");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Wait for a log line containing `needle`; panics with the log so far.
+    fn expect_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                self.seen.push(line.clone());
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+        }
+        panic!("no log line with {needle:?}; log so far:\n{}", self.seen.join("\n"));
+    }
+
+    fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{name} failed");
+    }
+
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "daemon did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write config");
+}
+
+#[test]
+fn runs_on_the_embedded_default_and_stops_on_sigterm() {
+    let mut d = Running::start(&["run"]);
+    d.expect_line("config from the embedded default");
+    d.expect_line("first sample:");
+    d.signal("HUP");
+    d.expect_line("nothing to reload");
+    d.signal("TERM");
+    d.expect_line("headroom stopped");
+    let status = d.wait_exit();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn reloads_on_sighup_and_keeps_the_old_config_when_the_new_one_is_broken() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("headroom.toml");
+    write(&cfg, "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\n");
+    let cfg_arg = cfg.to_str().expect("utf-8 path");
+    let mut d = Running::start(&["run", "--config", cfg_arg]);
+    d.expect_line("every 100ms");
+    d.expect_line("first sample:");
+
+    write(&cfg, "[daemon]\ninterval = \"200ms\"\nfast_interval = \"50ms\"\n");
+    d.signal("HUP");
+    let line = d.expect_line("config reloaded");
+    assert!(line.contains("every 200ms"), "{line}");
+
+    write(&cfg, "[daemon]\ninterval = \"200ms\"\nfast_interval = \"5 parsecs\"\n");
+    d.signal("HUP");
+    let line = d.expect_line("config reload rejected");
+    assert!(line.contains("headroom.toml:3"), "error names file and line: {line}");
+    assert!(line.contains("fast_interval"), "error names the key: {line}");
+    assert!(line.contains("5 parsecs"), "error names the value: {line}");
+
+    // Still sampling after the rejected reload.
+    d.expect_line("sample:");
+    d.expect_line("sample:");
+    d.signal("TERM");
+    assert_eq!(d.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn sigint_stops_the_daemon_cleanly_too() {
+    let mut d = Running::start(&["run", "--log-format", "json"]);
+    let line = d.expect_line("first sample:");
+    let parsed: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+    assert_eq!(parsed["level"], "INFO");
+    d.signal("INT");
+    assert_eq!(d.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn a_bad_config_at_start_exits_2_and_names_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("bad.toml");
+    write(&cfg, "[daemon]\nintervall = \"1s\"\n");
+    let out = Command::new(BIN)
+        .args(["run", "--config", cfg.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:2"), "{err}");
+    assert!(err.contains("intervall"), "{err}");
+}
+
+#[test]
+fn a_missing_config_exits_2() {
+    let out = Command::new(BIN)
+        .args(["run", "--config", "/nonexistent/headroom.toml"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/headroom.toml"), "{err}");
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let out = Command::new(BIN).args(["snapshot", "--bogus"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_printed_default_config_checks_clean() {
+    let printed = Command::new(BIN).arg("print-config").output().expect("run");
+    assert!(printed.status.success());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("default.toml");
+    std::fs::write(&cfg, &printed.stdout).expect("write");
+    let checked = Command::new(BIN)
+        .args(["check-config", cfg.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let text = String::from_utf8_lossy(&checked.stdout);
+    assert!(text.contains("interval"), "{text}");
+}
+
+#[test]
+fn check_config_rejects_an_invalid_file_with_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("broken.toml");
+    write(&cfg, "[daemon]\ninterval = \"0s\"\n");
+    let out = Command::new(BIN)
+        .args(["check-config", cfg.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("broken.toml:2"), "{err}");
+    assert!(err.contains("daemon.interval"), "{err}");
+}
+
+#[test]
+fn snapshot_json_lists_this_test_process() {
+    let out = Command::new(BIN).args(["snapshot", "--json"]).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snap: headroom::model::Snapshot = serde_json::from_slice(&out.stdout).expect("snapshot JSON");
+    let me = snap
+        .process(std::process::id())
+        .expect("the test process is in the snapshot");
+    assert!(me.footprint > 0);
+    assert!(snap.system.total > 0);
+    assert!(snap.system.available <= snap.system.total);
+}
+
+#[test]
+fn snapshot_table_shows_memory_and_the_largest_processes() {
+    let out = Command::new(BIN).args(["snapshot", "--top", "5"]).output().expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("memory "), "{text}");
+    assert!(text.contains("FOOTPRINT"), "{text}");
+    let rows = text
+        .lines()
+        .skip_while(|l| !l.contains("FOOTPRINT"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('…') && !l.starts_with('~'))
+        .count();
+    assert_eq!(rows, 5, "{text}");
+}
+
+#[test]
+fn record_writes_a_trace_that_replays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("t.jsonl");
+    let out = Command::new(BIN)
+        .args([
+            "record",
+            "--out",
+            trace.to_str().expect("utf-8"),
+            "--duration",
+            "1s",
+            "--interval",
+            "250ms",
+        ])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snaps = headroom::sample::replay::read_trace(&trace).expect("trace reads back");
+    assert!((4..=5).contains(&snaps.len()), "{} snapshots", snaps.len());
+    assert!(snaps.windows(2).all(|w| w[0].taken_at < w[1].taken_at));
+}
