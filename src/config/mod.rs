@@ -1,1 +1,221 @@
-//! Configuration: stub.
+//! Configuration: the TOML file, read in two stages.
+//!
+//! Stage one deserializes the text into raw structs (`raw.rs`) that mirror the file
+//! and deny unknown keys; stage two validates each section into the structs the rest of the
+//! program uses ([`Config`], [`DaemonConfig`]), filling in defaults and checking values
+//! against each other. Sizes, rates and durations are converted once, in stage one
+//! ([`units`]). Every failure is a [`ConfigError`] naming the file, line, column, key
+//! path and offending value, and saying what to do.
+//!
+//! The embedded default, [`DEFAULT_TOML`], is the commented file that
+//! `headroom print-config` prints; leaving a key out of a file means its value there.
+#![expect(
+    clippy::result_large_err,
+    reason = "ConfigError's public fields are the interface; errors are rare and cold"
+)]
+
+mod daemon;
+mod error;
+mod raw;
+pub mod units;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+pub use daemon::{DaemonConfig, LogFormat};
+pub use error::ConfigError;
+pub use units::{
+    ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
+    parse_rate, parse_size, parse_size_limit,
+};
+
+use error::Source;
+use raw::RawConfig;
+
+/// The built-in configuration, commented for users.
+pub const DEFAULT_TOML: &str = include_str!("default.toml");
+
+/// Name used in errors about [`DEFAULT_TOML`].
+const EMBEDDED_ORIGIN: &str = "<embedded default>";
+
+/// The validated configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    pub daemon: DaemonConfig,
+}
+
+impl Config {
+    /// The configuration in [`DEFAULT_TOML`].
+    pub fn embedded_default() -> Config {
+        match Config::from_toml_str(DEFAULT_TOML, EMBEDDED_ORIGIN) {
+            Ok(config) => config,
+            // The embedded file is checked by a unit test; reaching this is a build of
+            // the program with a broken default, not a user error.
+            Err(err) => panic!("the embedded default configuration is invalid: {err}"),
+        }
+    }
+
+    /// Parses and validates `text`; `origin` names it in errors (usually the path).
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let source = Source { origin, text };
+        let document =
+            toml::Deserializer::parse(text).map_err(|e| ConfigError::from_toml(&source, &e))?;
+        let raw: RawConfig = serde_path_to_error::deserialize(document)
+            .map_err(|e| ConfigError::from_deserialize(&source, e))?;
+        validate(raw, &source)
+    }
+
+    /// Reads, parses and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let bytes = std::fs::read(path).map_err(|e| ConfigError::read(path, &e))?;
+        let origin = path.display().to_string();
+        let text = String::from_utf8(bytes).map_err(|e| {
+            // Point at the first byte that is not UTF-8: the end of the valid prefix.
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let source = Source {
+                origin: &origin,
+                text: std::str::from_utf8(valid).unwrap_or_default(),
+            };
+            let (line, column) = source.line_column(source.text.len());
+            ConfigError {
+                line: Some(line),
+                column: Some(column),
+                ..ConfigError::whole_file(&origin, "the file is not UTF-8 text; save it as UTF-8")
+            }
+        })?;
+        Config::from_toml_str(&text, &origin)
+    }
+
+    /// The effective configuration as TOML, every key written out (an unset `journal`
+    /// excepted); parses back to the same `Config`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self)
+            .unwrap_or_else(|e| format!("# the configuration could not be written as TOML: {e}\n"))
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::embedded_default()
+    }
+}
+
+/// Stage two: one validating call per section.
+fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> {
+    Ok(Config {
+        daemon: daemon::validate(raw.daemon, source)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        Config::from_toml_str(text, "t.toml").unwrap_err()
+    }
+
+    #[test]
+    fn embedded_default_parses() {
+        assert!(Config::from_toml_str(DEFAULT_TOML, EMBEDDED_ORIGIN).is_ok());
+    }
+
+    #[test]
+    fn embedded_default_equals_built_in_defaults() {
+        assert_eq!(
+            Config::embedded_default(),
+            Config::from_toml_str("", "empty").unwrap()
+        );
+    }
+
+    #[test]
+    fn embedded_default_mentions_every_key() {
+        let written = Config::default().to_toml();
+        for line in written.lines().filter(|l| l.contains(" = ")) {
+            let key = line.split(" = ").next().unwrap_or_default();
+            assert!(
+                DEFAULT_TOML.contains(&format!("{key} = ")),
+                "{key} is not documented"
+            );
+        }
+        assert!(DEFAULT_TOML.contains("# journal = "));
+    }
+
+    #[test]
+    fn to_toml_round_trips_defaults() {
+        let config = Config::default();
+        assert_eq!(
+            Config::from_toml_str(&config.to_toml(), "out").unwrap(),
+            config
+        );
+    }
+
+    #[test]
+    fn to_toml_round_trips_every_field() {
+        let mut config = Config::default();
+        config.daemon.interval = Duration::from_millis(1500);
+        config.daemon.fast_interval = Duration::from_millis(125);
+        config.daemon.history = Duration::from_secs(2 * 3600 + 1);
+        config.daemon.journal = Some(PathBuf::from("/var/tmp/j ournal.jsonl"));
+        config.daemon.dry_run = true;
+        config.daemon.log_format = LogFormat::Json;
+        let text = config.to_toml();
+        assert!(text.contains("interval = \"1s 500ms\""), "{text}");
+        assert_eq!(Config::from_toml_str(&text, "out").unwrap(), config);
+    }
+
+    #[test]
+    fn json_uses_human_units() {
+        let json = serde_json::to_value(Config::default()).unwrap();
+        assert_eq!(json["daemon"]["fast_interval"], "250ms");
+        assert_eq!(json["daemon"]["log_format"], "human");
+        assert!(json["daemon"].get("journal").is_none());
+    }
+
+    #[test]
+    fn unknown_section_is_called_a_section() {
+        let e = err("[rules]\n");
+        assert_eq!(
+            e.to_string(),
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon"
+        );
+    }
+
+    #[test]
+    fn unknown_top_level_key_is_called_a_key() {
+        let e = err("dry_run = true\n");
+        assert_eq!(
+            e.to_string(),
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon"
+        );
+    }
+
+    #[test]
+    fn bad_value_carries_key_line_and_value() {
+        let e = err("[daemon]\n\ninterval = \"5x\"\n");
+        assert_eq!((e.line, e.column), (Some(3), Some(12)));
+        assert_eq!(e.key.as_deref(), Some("daemon.interval"));
+        assert_eq!(e.value.as_deref(), Some("\"5x\""));
+    }
+
+    #[test]
+    fn syntax_error_has_position_but_no_key() {
+        let e = err("[daemon\n");
+        assert_eq!((e.line, e.key.as_deref()), (Some(1), None));
+        assert!(e.message.starts_with("invalid TOML"), "{e}");
+    }
+
+    #[test]
+    fn load_reports_non_utf8_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, b"[daemon]\nx = \"\xff\"\n").unwrap();
+        let e = Config::load(&path).unwrap_err();
+        assert_eq!((e.line, e.column), (Some(2), Some(6)));
+        assert!(e.message.contains("UTF-8"));
+    }
+}
