@@ -43,7 +43,7 @@ impl Timestamp {
         Duration::from_millis(self.0.saturating_sub(earlier.0))
     }
 
-    pub fn add(self, d: Duration) -> Self {
+    pub fn plus(self, d: Duration) -> Self {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Self(self.0.saturating_add(ms))
     }

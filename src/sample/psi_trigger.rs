@@ -43,10 +43,17 @@ impl PsiTrigger {
         let mut last_err = None;
         for spec in TRIGGERS {
             match open_trigger(path, spec) {
-                Ok(file) => match AsyncFd::with_interest(file, Interest::PRIORITY) {
-                    Ok(fd) => return Ok(Self { fd, spec }),
-                    Err(e) => last_err = Some(e),
-                },
+                Ok(file) => {
+                    // SAFETY: `file` is an open descriptor that AsyncFd takes
+                    // ownership of: it stays open, and refers to the same
+                    // pressure file, until the AsyncFd (and the File in it)
+                    // is dropped, which also deregisters it.
+                    let registered = unsafe { AsyncFd::register_with_interest(file, Interest::PRIORITY) };
+                    match registered {
+                        Ok(fd) => return Ok(Self { fd, spec }),
+                        Err(e) => last_err = Some(io::Error::from(e)),
+                    }
+                }
                 Err(e) => last_err = Some(e),
             }
         }
