@@ -23,7 +23,8 @@
 //! start time) and cached; a process seen within its first seconds is read
 //! again on the next tick, in case it was caught between `fork` and `exec`.
 //! User names are looked up in one refresh of the user list when a uid
-//! not seen before appears.
+//! not seen before appears; a uid the list does not know stays nameless
+//! (`user: None`) without further refreshes.
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
