@@ -97,13 +97,19 @@ fn parse_duration_arg(s: &str) -> Result<Duration, String> {
 pub enum CliError {
     /// The user's config: exit 2.
     #[error("{0}")]
-    Config(#[from] ConfigError),
+    Config(Box<ConfigError>),
     /// Bad usage that clap could not catch: exit 2.
     #[error("{0}")]
     Usage(String),
     /// Something failed at run time: exit 1.
     #[error("{0}")]
     Runtime(String),
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> Self {
+        CliError::Config(Box::new(e))
+    }
 }
 
 impl CliError {

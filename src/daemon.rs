@@ -60,7 +60,11 @@ impl Daemon {
         if opts.force_dry_run {
             opts.config.daemon.dry_run = true;
         }
-        let state = State::new(opts.config.clone(), opts.config_path.clone(), Timestamp::now());
+        let state = State::new(
+            opts.config.clone(),
+            opts.config_path.clone(),
+            Timestamp::now(),
+        );
         let (tx, _rx) = watch::channel(state);
         Self {
             opts,
@@ -132,13 +136,20 @@ impl Daemon {
                 || fast_until.is_some_and(|t| now < t);
             let (was_fast, normal, quick) = {
                 let s = self.tx.borrow();
-                (s.fast_mode, s.config.daemon.interval, s.config.daemon.fast_interval)
+                (
+                    s.fast_mode,
+                    s.config.daemon.interval,
+                    s.config.daemon.fast_interval,
+                )
             };
             if fast != was_fast {
                 if fast {
                     info!("pressure elevated: sampling every {}", fmt_duration(quick));
                 } else {
-                    info!("pressure back to normal: sampling every {}", fmt_duration(normal));
+                    info!(
+                        "pressure back to normal: sampling every {}",
+                        fmt_duration(normal)
+                    );
                 }
                 self.tx.send_modify(|s| s.fast_mode = fast);
             }
@@ -182,13 +193,19 @@ impl Daemon {
             env!("CARGO_PKG_VERSION"),
             fmt_duration(d.interval),
             fmt_duration(d.fast_interval),
-            if d.dry_run { ", dry run: actions are logged, not taken" } else { "" },
+            if d.dry_run {
+                ", dry run: actions are logged, not taken"
+            } else {
+                ""
+            },
         );
     }
 
     fn reload(&mut self) {
         let Some(path) = self.opts.config_path.clone() else {
-            info!("SIGHUP received, but headroom runs on its embedded default config: nothing to reload (start it with --config FILE to use a file)");
+            info!(
+                "SIGHUP received, but headroom runs on its embedded default config: nothing to reload (start it with --config FILE to use a file)"
+            );
             return;
         };
         match Config::load(&path) {

@@ -270,7 +270,9 @@ mod tests {
         for (t, f) in [(0, 10), (1000, 50), (2000, 20)] {
             h.record(&snapshot(t, vec![process(7, f, WorkloadKind::Jax)]));
         }
-        let track = h.process(&ProcessId { pid: 7, start: 1 }).map(|t| t.peak_footprint);
+        let track = h
+            .process(&ProcessId { pid: 7, start: 1 })
+            .map(|t| t.peak_footprint);
         assert_eq!(track, Some(50));
     }
 

@@ -45,7 +45,10 @@ pub struct TableOptions {
 
 impl Default for TableOptions {
     fn default() -> Self {
-        Self { all: false, top: 15 }
+        Self {
+            all: false,
+            top: 15,
+        }
     }
 }
 
@@ -126,7 +129,11 @@ fn render_summary(out: &mut String, snap: &Snapshot) {
     for gpu in &snap.gpus {
         let used = gpu.memory_used.map_or("?".to_string(), format_bytes);
         let total = gpu.memory_total.map_or("?".to_string(), format_bytes);
-        let _ = writeln!(out, "gpu {}    {}: {used} used of {total}", gpu.index, gpu.name);
+        let _ = writeln!(
+            out,
+            "gpu {}    {}: {used} used of {total}",
+            gpu.index, gpu.name
+        );
     }
     let e = &snap.errors;
     if e.vanished + e.permission_denied + e.unreadable > 0 {
@@ -174,7 +181,11 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
             p.swapped.map_or("-".to_string(), format_bytes),
         );
         if has_gpu {
-            let _ = write!(line, " {:>9}", p.gpu_memory.map_or("-".to_string(), format_bytes));
+            let _ = write!(
+                line,
+                " {:>9}",
+                p.gpu_memory.map_or("-".to_string(), format_bytes)
+            );
         }
         let workload = match &p.workload.kernel_id {
             Some(_) => format!("{}*", p.workload.kind),

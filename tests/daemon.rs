@@ -55,7 +55,10 @@ impl Running {
                 }
             }
         }
-        panic!("no log line with {needle:?}; log so far:\n{}", self.seen.join("\n"));
+        panic!(
+            "no log line with {needle:?}; log so far:\n{}",
+            self.seen.join("\n")
+        );
     }
 
     fn signal(&self, name: &str) {
@@ -107,22 +110,37 @@ fn runs_on_the_embedded_default_and_stops_on_sigterm() {
 fn reloads_on_sighup_and_keeps_the_old_config_when_the_new_one_is_broken() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("headroom.toml");
-    write(&cfg, "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\n");
+    write(
+        &cfg,
+        "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\n",
+    );
     let cfg_arg = cfg.to_str().expect("utf-8 path");
     let mut d = Running::start(&["run", "--config", cfg_arg]);
     d.expect_line("every 100ms");
     d.expect_line("first sample:");
 
-    write(&cfg, "[daemon]\ninterval = \"200ms\"\nfast_interval = \"50ms\"\n");
+    write(
+        &cfg,
+        "[daemon]\ninterval = \"200ms\"\nfast_interval = \"50ms\"\n",
+    );
     d.signal("HUP");
     let line = d.expect_line("config reloaded");
     assert!(line.contains("every 200ms"), "{line}");
 
-    write(&cfg, "[daemon]\ninterval = \"200ms\"\nfast_interval = \"5 parsecs\"\n");
+    write(
+        &cfg,
+        "[daemon]\ninterval = \"200ms\"\nfast_interval = \"5 parsecs\"\n",
+    );
     d.signal("HUP");
     let line = d.expect_line("config reload rejected");
-    assert!(line.contains("headroom.toml:3"), "error names file and line: {line}");
-    assert!(line.contains("fast_interval"), "error names the key: {line}");
+    assert!(
+        line.contains("headroom.toml:3"),
+        "error names file and line: {line}"
+    );
+    assert!(
+        line.contains("fast_interval"),
+        "error names the key: {line}"
+    );
     assert!(line.contains("5 parsecs"), "error names the value: {line}");
 
     // Still sampling after the rejected reload.
@@ -170,7 +188,10 @@ fn a_missing_config_exits_2() {
 
 #[test]
 fn bad_usage_exits_2() {
-    let out = Command::new(BIN).args(["snapshot", "--bogus"]).output().expect("run");
+    let out = Command::new(BIN)
+        .args(["snapshot", "--bogus"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -185,7 +206,11 @@ fn the_printed_default_config_checks_clean() {
         .args(["check-config", cfg.to_str().expect("utf-8")])
         .output()
         .expect("run");
-    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
     let text = String::from_utf8_lossy(&checked.stdout);
     assert!(text.contains("interval"), "{text}");
 }
@@ -207,9 +232,17 @@ fn check_config_rejects_an_invalid_file_with_exit_2() {
 
 #[test]
 fn snapshot_json_lists_this_test_process() {
-    let out = Command::new(BIN).args(["snapshot", "--json"]).output().expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let snap: headroom::model::Snapshot = serde_json::from_slice(&out.stdout).expect("snapshot JSON");
+    let out = Command::new(BIN)
+        .args(["snapshot", "--json"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snap: headroom::model::Snapshot =
+        serde_json::from_slice(&out.stdout).expect("snapshot JSON");
     let me = snap
         .process(std::process::id())
         .expect("the test process is in the snapshot");
@@ -220,7 +253,10 @@ fn snapshot_json_lists_this_test_process() {
 
 #[test]
 fn snapshot_table_shows_memory_and_the_largest_processes() {
-    let out = Command::new(BIN).args(["snapshot", "--top", "5"]).output().expect("run");
+    let out = Command::new(BIN)
+        .args(["snapshot", "--top", "5"])
+        .output()
+        .expect("run");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("memory "), "{text}");
@@ -250,7 +286,11 @@ fn record_writes_a_trace_that_replays() {
         ])
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let snaps = headroom::sample::replay::read_trace(&trace).expect("trace reads back");
     assert!((4..=5).contains(&snaps.len()), "{} snapshots", snaps.len());
     assert!(snaps.windows(2).all(|w| w[0].taken_at < w[1].taken_at));

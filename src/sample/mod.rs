@@ -122,7 +122,9 @@ impl PressureEvents {
             let result = t.wait().await;
             if let Err(e) = result {
                 self.trigger = None;
-                return Err(format!("PSI trigger stopped working: {e}; polling every tick"));
+                return Err(format!(
+                    "PSI trigger stopped working: {e}; polling every tick"
+                ));
             }
             return Ok(());
         }

@@ -48,7 +48,8 @@ impl PsiTrigger {
                     // ownership of: it stays open, and refers to the same
                     // pressure file, until the AsyncFd (and the File in it)
                     // is dropped, which also deregisters it.
-                    let registered = unsafe { AsyncFd::register_with_interest(file, Interest::PRIORITY) };
+                    let registered =
+                        unsafe { AsyncFd::register_with_interest(file, Interest::PRIORITY) };
                     match registered {
                         Ok(fd) => return Ok(Self { fd, spec }),
                         Err(e) => last_err = Some(io::Error::from(e)),
