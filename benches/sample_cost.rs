@@ -11,6 +11,8 @@
 //!   every pid, nothing else. No sampler that looks at every process each
 //!   tick can be cheaper.
 //! - **headroom**: one `LinuxSampler::sample()` in steady state.
+//! - **reopen**: the same with `with_held_files(0)`, i.e. `statm` opened,
+//!   read and closed every tick instead of kept open and re-read.
 //! - **sysinfo**: `System::refresh_processes_specifics(All, true,
 //!   ProcessRefreshKind::nothing().with_memory())`.
 //!
@@ -172,6 +174,7 @@ mod linux {
         let mut path = PathBuf::with_capacity(64);
         let mut buf = vec![0u8; 16 * 1024];
         let mut sampler = LinuxSampler::new("/proc");
+        let mut reopening = LinuxSampler::new("/proc").with_held_files(0);
         let mut sys = System::new().expect("sysinfo System");
         let refresh = |sys: &mut System| {
             sys.refresh_processes_specifics(
@@ -193,6 +196,9 @@ mod linux {
             if warm("headroom") {
                 processes = sampler.sample().expect("sample").processes.len();
             }
+            if warm("reopen") {
+                black_box(reopening.sample().expect("sample"));
+            }
             if warm("sysinfo") {
                 black_box(refresh(&mut sys));
             }
@@ -207,6 +213,7 @@ mod linux {
 
         let mut floor = Row::new("floor", "readdir + statm of every pid");
         let mut headroom = Row::new("headroom", "LinuxSampler::sample()");
+        let mut reopen = Row::new("reopen", "the same, statm reopened every tick");
         let mut sysinfo = Row::new("sysinfo", "refresh_processes_specifics(memory)");
         let mut stat = Row::new("stat", "readdir + stat of every pid");
         let mut status = Row::new("status", "readdir + status of every pid");
@@ -225,6 +232,9 @@ mod linux {
                     .filter(|p| p.detail == headroom::model::Detail::Exact)
                     .count();
                 black_box(snap);
+            });
+            reopen.time(|| {
+                black_box(reopening.sample().expect("sample"));
             });
             sysinfo.time(|| {
                 black_box(refresh(&mut sys));
@@ -254,7 +264,7 @@ mod linux {
             "|{:-<11}|{:-<39}|{:->12}|{:->12}|{:->11}|",
             "", "", "", "", ""
         );
-        for row in [&floor, &headroom, &sysinfo, &stat, &status] {
+        for row in [&floor, &headroom, &reopen, &sysinfo, &stat, &status] {
             println!(
                 "| {:<9} | {:<37} | {:>10.0} | {:>10.0} | {:>8.2}× |",
                 row.name,

@@ -154,6 +154,21 @@ fn fixture_second_sample_is_stable() {
 }
 
 #[test]
+fn kept_open_files_do_not_change_the_figures() {
+    let mut samplers = [
+        fixture_sampler("basic"),
+        fixture_sampler("basic").with_held_files(0),
+        fixture_sampler("basic").with_held_files(2),
+    ];
+    for _ in 0..3 {
+        let snaps: Vec<Snapshot> = samplers.iter_mut().map(|s| s.sample().unwrap()).collect();
+        assert_eq!(snaps[0].processes, snaps[1].processes);
+        assert_eq!(snaps[0].processes, snaps[2].processes);
+        assert_eq!(snaps[0].errors, snaps[1].errors);
+    }
+}
+
+#[test]
 fn fixture_without_psi_has_no_psi() {
     let snap = fixture_sampler("nopsi").sample().unwrap();
     assert_eq!(snap.pressure.psi, None);

@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::procfs;
@@ -111,6 +112,26 @@ impl ProcReader {
         }
     }
 
+    /// Open a `single_open` file of a process (`statm`) to keep and re-read
+    /// with [`ProcReader::read_held`].
+    pub fn open_pid(&mut self, pid: u32, name: &str) -> Result<File, Failure> {
+        self.pid_path(pid, name);
+        File::open(&self.path).map_err(|e| Failure::of(&e))
+    }
+
+    /// Re-read a kept-open `single_open` file from offset 0 (`pread`): the
+    /// kernel renders it afresh (`seq_read_iter` restarts at offset 0).
+    /// A `/proc/[pid]` file stays bound to the process it was opened for:
+    /// once that process is gone the read fails with ESRCH, even if the
+    /// pid has been reused, which is [`Failure::Vanished`].
+    pub fn read_held(&mut self, file: &File) -> Result<&[u8], Failure> {
+        match fill(&mut self.buf, false, |chunk, at| file.read_at(chunk, at)) {
+            Ok(0) => Err(Failure::Vanished),
+            Ok(n) => Ok(&self.buf[..n]),
+            Err(e) => Err(Failure::of(&e)),
+        }
+    }
+
     /// A process file read to the end (`cmdline`, `maps`); may be empty.
     pub fn read_pid_to_end(&mut self, pid: u32, name: &str) -> Result<&[u8], Failure> {
         self.pid_path(pid, name);
@@ -157,12 +178,21 @@ impl ProcReader {
 /// buffer (enough for `single_open` files, see the module doc).
 fn read_into(path: &Path, buf: &mut Vec<u8>, to_end: bool) -> io::Result<usize> {
     let mut file = File::open(path)?;
+    fill(buf, to_end, |chunk, _| file.read(chunk))
+}
+
+/// Fill `buf` from a reader called with (chunk, offset of the chunk).
+fn fill(
+    buf: &mut Vec<u8>,
+    to_end: bool,
+    mut read: impl FnMut(&mut [u8], u64) -> io::Result<usize>,
+) -> io::Result<usize> {
     let mut len = 0;
     loop {
         if len == buf.len() {
             buf.resize(buf.len().max(4096) * 2, 0);
         }
-        let n = match file.read(&mut buf[len..]) {
+        let n = match read(&mut buf[len..], len as u64) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
@@ -228,5 +258,32 @@ mod tests {
         let mut pids = Vec::new();
         r.list_pids(&mut pids).unwrap();
         assert_eq!(pids, [12]);
+    }
+
+    #[test]
+    fn held_files_are_reread_from_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("7")).unwrap();
+        std::fs::write(dir.path().join("7/statm"), b"1 2 3 4 5 6 7\n").unwrap();
+        let mut r = ProcReader::new(dir.path().to_owned());
+        let file = r.open_pid(7, "statm").unwrap();
+        assert_eq!(r.read_held(&file).unwrap(), b"1 2 3 4 5 6 7\n");
+        std::fs::write(dir.path().join("7/statm"), b"9 9 9 9 9 9 9\n").unwrap();
+        assert_eq!(r.read_held(&file).unwrap(), b"9 9 9 9 9 9 9\n");
+        assert_eq!(r.open_pid(8, "statm").err(), Some(Failure::Vanished));
+    }
+
+    #[test]
+    fn held_proc_file_fails_once_its_process_is_reaped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut r = ProcReader::new(PathBuf::from("/proc"));
+        let file = r.open_pid(child.id(), "statm").unwrap();
+        assert!(r.read_held(&file).is_ok());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(r.read_held(&file), Err(Failure::Vanished));
     }
 }

@@ -522,6 +522,20 @@ pub fn parse_passwd(text: &str) -> HashMap<u32, String> {
     users
 }
 
+// --- /proc/self/limits ---------------------------------------------------
+
+/// The soft limit on open files from `/proc/[pid]/limits` (`Max open files`
+/// line: soft, hard, unit); `unlimited` is `u64::MAX`.
+pub fn parse_max_open_files(text: &str) -> Option<u64> {
+    let rest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))?;
+    match rest.split_ascii_whitespace().next()? {
+        "unlimited" => Some(u64::MAX),
+        soft => parse_u64(soft.as_bytes()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -927,6 +941,20 @@ mod tests {
         for cut in 0..PY_MAPS.len().min(2000) {
             let _ = parse_maps_libraries(&PY_MAPS[..cut]);
         }
+    }
+
+    #[test]
+    fn max_open_files_is_the_soft_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max processes             96365                96365                processes \n\
+                      Max open files            1024                 524288               files     \n";
+        assert_eq!(parse_max_open_files(limits), Some(1024));
+        assert_eq!(
+            parse_max_open_files("Max open files unlimited unlimited files\n"),
+            Some(u64::MAX)
+        );
+        assert_eq!(parse_max_open_files("Max open files\n"), None);
+        assert_eq!(parse_max_open_files(""), None);
     }
 
     #[test]
