@@ -777,15 +777,23 @@ impl Io {
             return;
         }
         let resident = t.statm.resident.saturating_mul(self.page_size);
-        let growth = resident.saturating_sub(scan.resident_at);
-        let grown = growth >= RESCAN_GROWTH_BYTES
-            && u128::from(growth) * 100
-                >= u128::from(scan.resident_at) * u128::from(RESCAN_GROWTH_PERCENT);
-        if grown || scan.at.elapsed() >= RESCAN_INTERVAL {
+        if rescan_due(scan.resident_at, resident, scan.at.elapsed()) {
             self.scan_libraries(pid, t, errors);
             t.workload = classify(t);
         }
     }
+}
+
+/// Whether a Python process's libraries are worth listing again: frameworks
+/// are imported seconds after start and show up as growth, so rescan after
+/// growth by [`RESCAN_GROWTH_PERCENT`] and [`RESCAN_GROWTH_BYTES`] since the
+/// last scan, and otherwise every [`RESCAN_INTERVAL`].
+fn rescan_due(resident_at_scan: u64, resident: u64, since_scan: Duration) -> bool {
+    let growth = resident.saturating_sub(resident_at_scan);
+    let grown = growth >= RESCAN_GROWTH_BYTES
+        && u128::from(growth) * 100
+            >= u128::from(resident_at_scan) * u128::from(RESCAN_GROWTH_PERCENT);
+    grown || since_scan >= RESCAN_INTERVAL
 }
 
 /// Half of the open-file soft limit above [`FD_RESERVE`], at most
@@ -885,6 +893,49 @@ mod tests {
             frameworks: vec![crate::model::Framework::Cuda],
             ..Workload::default()
         }));
+    }
+
+    #[test]
+    fn rescan_after_half_and_64_mib_growth_or_30_s() {
+        const MIB: u64 = 1 << 20;
+        let soon = Duration::from_secs(1);
+        // 200 MiB → 299 MiB: 49.5 %, not yet; 300 MiB: due.
+        assert!(!rescan_due(200 * MIB, 299 * MIB, soon));
+        assert!(rescan_due(200 * MIB, 300 * MIB, soon));
+        // +50 % but only 50 MiB.
+        assert!(!rescan_due(100 * MIB, 150 * MIB, soon));
+        // 10 MiB → 70 MiB is +600 % but under 64 MiB of growth.
+        assert!(!rescan_due(10 * MIB, 70 * MIB, soon));
+        assert!(rescan_due(10 * MIB, 74 * MIB, soon));
+        // Shrinking never triggers; time does.
+        assert!(!rescan_due(500 * MIB, 100 * MIB, soon));
+        assert!(rescan_due(500 * MIB, 100 * MIB, Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn library_scan_lists_mapped_shared_objects_and_stops_when_refused() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc/basic");
+        let mut sampler = LinuxSampler::new(root);
+        let mut errors = CollectorErrors::default();
+        let mut t = Tracked {
+            scan: Some(LibraryScan {
+                resident_at: 0,
+                at: Instant::now(),
+                blocked: false,
+            }),
+            ..Tracked::default()
+        };
+        sampler.io.scan_libraries(6441, &mut t, &mut errors);
+        assert!(t.libraries.iter().any(|l| l == "libpython3.11.so.1.0"));
+        assert_eq!(errors, CollectorErrors::default());
+        // A process without maps (gone): nothing counted, nothing found.
+        let mut gone = Tracked {
+            scan: t.scan,
+            ..Tracked::default()
+        };
+        sampler.io.scan_libraries(99999, &mut gone, &mut errors);
+        assert!(gone.libraries.is_empty());
+        assert_eq!(errors, CollectorErrors::default());
     }
 
     #[test]
