@@ -294,9 +294,7 @@ impl LinuxSampler {
 
         // Python processes that may have imported a framework since.
         for &pid in &s.rescan {
-            if let Some(t) = self.tracked.get_mut(&pid)
-                && t.seen == tick
-            {
+            if let Some(t) = self.tracked.get_mut(&pid).filter(|t| t.seen == tick) {
                 self.io.rescan_if_due(pid, t, errors);
             }
         }
