@@ -1,0 +1,969 @@
+//! Pure parsers for the `/proc` files the Linux sampler reads.
+//!
+//! Every function here takes the bytes (or text) of one file and returns
+//! plain values; none of them touches the file system, so each is unit-tested
+//! against captured real content and against truncated or garbage input. None
+//! of them panics: malformed input gives `None` or `Err`.
+//!
+//! Units are converted to bytes here, once: `kB` in `meminfo` and `status`
+//! means KiB (proc(5): "the kernel uses kB to mean 1024 bytes"). Files counted
+//! in pages (`statm`, `vmstat`) are returned in pages; the caller multiplies by
+//! the page size it got from `sysconf`.
+//!
+//! References: proc(5); the kernel's `Documentation/filesystems/proc.rst` and
+//! `Documentation/accounting/psi.rst`.
+
+use std::collections::HashMap;
+
+use crate::model::{PressureLevel, Psi, PsiLine, Swap, SystemMemory};
+
+/// Bytes in the `kB` unit of `/proc/meminfo` and `/proc/[pid]/status`.
+const KIB: u64 = 1024;
+
+/// `PF_KTHREAD` in the `flags` field of `/proc/[pid]/stat`
+/// (`include/linux/sched.h`): the task is a kernel thread.
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+
+// --- numbers --------------------------------------------------------------
+
+/// A non-empty run of ASCII digits as `u64`; `None` on anything else or on
+/// overflow.
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(n)
+}
+
+/// A `/proc` directory entry name as a pid: digits only, fits in `u32`.
+pub fn parse_pid(name: &[u8]) -> Option<u32> {
+    parse_u64(name).and_then(|n| u32::try_from(n).ok())
+}
+
+/// The value of a `Key:   1234 kB` line (the part after the colon), in
+/// bytes. The unit is required, so a line cut short is rejected rather than
+/// read as a smaller number.
+fn parse_kb_value(rest: &[u8]) -> Option<u64> {
+    let mut words = rest
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    let n = parse_u64(words.next()?)?;
+    match (words.next(), words.next()) {
+        (Some(b"kB"), None) => Some(n.saturating_mul(KIB)),
+        _ => None,
+    }
+}
+
+// --- /proc/meminfo --------------------------------------------------------
+
+/// The `/proc/meminfo` fields the sampler uses, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Meminfo {
+    pub total: u64,
+    pub free: u64,
+    pub available: u64,
+    pub buffers: Option<u64>,
+    pub cached: Option<u64>,
+    pub shmem: Option<u64>,
+    pub anon_pages: Option<u64>,
+    pub unevictable: Option<u64>,
+    /// Only with `CONFIG_ZSWAP`.
+    pub zswap: Option<u64>,
+    pub swap_total: Option<u64>,
+    pub swap_free: Option<u64>,
+}
+
+/// Parse `/proc/meminfo`. `MemTotal`, `MemFree` and `MemAvailable` (Linux ≥
+/// 3.14) are required; the error names the first one missing or malformed.
+pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
+    let mut total = None;
+    let mut free = None;
+    let mut available = None;
+    let mut m = Meminfo::default();
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let slot = match key {
+            "MemTotal" => &mut total,
+            "MemFree" => &mut free,
+            "MemAvailable" => &mut available,
+            "Buffers" => &mut m.buffers,
+            "Cached" => &mut m.cached,
+            "Shmem" => &mut m.shmem,
+            "AnonPages" => &mut m.anon_pages,
+            "Unevictable" => &mut m.unevictable,
+            "Zswap" => &mut m.zswap,
+            "SwapTotal" => &mut m.swap_total,
+            "SwapFree" => &mut m.swap_free,
+            _ => continue,
+        };
+        match parse_kb_value(rest.as_bytes()) {
+            Some(v) => *slot = Some(v),
+            None => return Err(format!("malformed line {line:?}")),
+        }
+    }
+    m.total = total.ok_or("no MemTotal line")?;
+    m.free = free.ok_or("no MemFree line")?;
+    m.available = available.ok_or("no MemAvailable line")?;
+    Ok(m)
+}
+
+/// System memory from `/proc/meminfo`, with the formulas of `free(1)` and
+/// `Documentation/filesystems/proc.rst`.
+pub fn system_memory(m: &Meminfo) -> SystemMemory {
+    // Cached includes Shmem (tmpfs pages live in the page cache, proc.rst
+    // "Shmem"), which cannot be dropped like file cache, so take it out:
+    // cached = Cached + Buffers − Shmem, as procps' free(1) computes buff/cache
+    // less shared.
+    let cached = match (m.cached, m.buffers) {
+        (None, None) => None,
+        (c, b) => Some(
+            c.unwrap_or(0)
+                .saturating_add(b.unwrap_or(0))
+                .saturating_sub(m.shmem.unwrap_or(0)),
+        ),
+    };
+    SystemMemory {
+        total: m.total,
+        available: m.available,
+        // used = MemTotal − MemAvailable: what cannot be handed out without
+        // swapping (proc.rst "MemAvailable").
+        used: m.total.saturating_sub(m.available),
+        free: m.free,
+        app: m.anon_pages,
+        wired: m.unevictable,
+        compressed: m.zswap,
+        cached,
+        shmem: m.shmem,
+    }
+}
+
+// --- /proc/vmstat ---------------------------------------------------------
+
+/// Swap paging counters from `/proc/vmstat`, in pages since boot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VmstatSwap {
+    pub pswpin: Option<u64>,
+    pub pswpout: Option<u64>,
+}
+
+/// Parse the `pswpin` / `pswpout` lines of `/proc/vmstat`. Missing or
+/// malformed lines are `None`.
+pub fn parse_vmstat(text: &str) -> VmstatSwap {
+    let mut v = VmstatSwap::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
+        match key {
+            "pswpin" => v.pswpin = parse_u64(value.trim().as_bytes()),
+            "pswpout" => v.pswpout = parse_u64(value.trim().as_bytes()),
+            _ => continue,
+        }
+        if v.pswpin.is_some() && v.pswpout.is_some() {
+            break;
+        }
+    }
+    v
+}
+
+/// Swap figures from `/proc/meminfo` and `/proc/vmstat`.
+pub fn swap(m: &Meminfo, vm: &VmstatSwap, page_size: u64) -> Swap {
+    let total = m.swap_total.unwrap_or(0);
+    Swap {
+        total,
+        // used = SwapTotal − SwapFree, as free(1) reports it. SwapCached
+        // (pages both in RAM and in swap) is not subtracted: its swap slots
+        // are still taken and the space is not free for new swap-outs.
+        used: total.saturating_sub(m.swap_free.unwrap_or(0)),
+        // pswpin/pswpout count pages (mm/vmstat.c, one per swapped page).
+        swapped_in_bytes: vm.pswpin.map(|p| p.saturating_mul(page_size)),
+        swapped_out_bytes: vm.pswpout.map(|p| p.saturating_mul(page_size)),
+    }
+}
+
+// --- /proc/pressure/memory ------------------------------------------------
+
+/// One `some …` / `full …` line: `avg10=0.00 avg60=0.00 avg300=0.00 total=0`.
+fn parse_psi_line(rest: &str) -> Option<PsiLine> {
+    let mut line = PsiLine::default();
+    let (mut a10, mut a60, mut a300, mut tot) = (false, false, false, false);
+    for field in rest.split_ascii_whitespace() {
+        let (key, value) = field.split_once('=')?;
+        match key {
+            "avg10" => (line.avg10, a10) = (parse_percent(value)?, true),
+            "avg60" => (line.avg60, a60) = (parse_percent(value)?, true),
+            "avg300" => (line.avg300, a300) = (parse_percent(value)?, true),
+            "total" => (line.total_micros, tot) = (parse_u64(value.as_bytes())?, true),
+            _ => {}
+        }
+    }
+    (a10 && a60 && a300 && tot).then_some(line)
+}
+
+/// A PSI average: a finite percentage, 0–100.
+fn parse_percent(s: &str) -> Option<f64> {
+    let v: f64 = s.parse().ok()?;
+    (v.is_finite() && (0.0..=100.0).contains(&v)).then_some(v)
+}
+
+/// Parse `/proc/pressure/memory` (psi.rst "Pressure interface"). The `some`
+/// line is required; `full` is optional.
+pub fn parse_psi(text: &str) -> Option<Psi> {
+    let mut some = None;
+    let mut full = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("some ") {
+            some = Some(parse_psi_line(rest)?);
+        } else if let Some(rest) = line.strip_prefix("full ") {
+            full = Some(parse_psi_line(rest)?);
+        }
+    }
+    Some(Psi { some: some?, full })
+}
+
+/// `full avg10` at or above this is critical: for a tenth of the last 10 s
+/// every non-idle task was stalled on memory at once, i.e. the machine did
+/// no work at all for a second out of ten (psi.rst: "full" means lost
+/// productivity, the thrashing signal oomd and systemd-oomd act on).
+pub const PSI_FULL_CRITICAL: f64 = 10.0;
+/// `some avg10` at or above this is critical: some task waited on memory
+/// (reclaim, refaults, swap-in) for 40 % of the last 10 s. Sustained, this is
+/// a workload slowed to a crawl even if others still run.
+pub const PSI_SOME_CRITICAL: f64 = 40.0;
+/// `some avg10` at or above this is a warning: a tenth of wall time lost by
+/// some task to memory stalls is noticeable, and usually early.
+pub const PSI_SOME_WARN: f64 = 10.0;
+/// Available memory below this share of total (percent) is critical: the
+/// kernel is about to reclaim hard, swap or OOM-kill regardless of PSI.
+pub const AVAILABLE_CRITICAL_PERCENT: u64 = 5;
+/// Available memory below this share of total (percent) is a warning.
+pub const AVAILABLE_WARN_PERCENT: u64 = 10;
+
+/// The pressure level from PSI (where the kernel has it) and from the share
+/// of memory still available; whichever signal is worse wins.
+pub fn pressure_level(psi: Option<&Psi>, available: u64, total: u64) -> PressureLevel {
+    // available / total < pct / 100, without division or overflow.
+    let below =
+        |pct: u64| total > 0 && u128::from(available) * 100 < u128::from(total) * u128::from(pct);
+    let some10 = psi.map_or(0.0, |p| p.some.avg10);
+    let full10 = psi.and_then(|p| p.full).map_or(0.0, |f| f.avg10);
+    if full10 >= PSI_FULL_CRITICAL
+        || some10 >= PSI_SOME_CRITICAL
+        || below(AVAILABLE_CRITICAL_PERCENT)
+    {
+        PressureLevel::Critical
+    } else if some10 >= PSI_SOME_WARN || below(AVAILABLE_WARN_PERCENT) {
+        PressureLevel::Warn
+    } else {
+        PressureLevel::Normal
+    }
+}
+
+// --- /proc/stat -----------------------------------------------------------
+
+/// `btime` from `/proc/stat`: boot time in seconds since the Unix epoch.
+pub fn parse_btime(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| parse_u64(v.trim().as_bytes()))
+}
+
+// --- /proc/[pid]/statm ----------------------------------------------------
+
+/// `/proc/[pid]/statm`, in pages (proc(5)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Statm {
+    pub size: u64,
+    /// Resident set: RssAnon + RssFile + RssShmem.
+    pub resident: u64,
+    /// Resident shared pages: RssFile + RssShmem (proc(5), since Linux 2.6.
+    /// `fs/proc/task_mmu.c` `task_statm()`).
+    pub shared: u64,
+}
+
+impl Statm {
+    /// Anonymous resident pages: resident − shared = RssAnon (task_statm()
+    /// computes shared as file + shmem pages).
+    pub fn anon(&self) -> u64 {
+        self.resident.saturating_sub(self.shared)
+    }
+}
+
+/// Parse `size resident shared text lib data dt`; only the first three are
+/// used, the rest must be present but are ignored.
+pub fn parse_statm(data: &[u8]) -> Option<Statm> {
+    let mut f = data
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    let size = parse_u64(f.next()?)?;
+    let resident = parse_u64(f.next()?)?;
+    let shared = parse_u64(f.next()?)?;
+    // text lib data dt: a truncated file is rejected.
+    for _ in 0..4 {
+        parse_u64(f.next()?)?;
+    }
+    Some(Statm {
+        size,
+        resident,
+        shared,
+    })
+}
+
+// --- /proc/[pid]/stat -----------------------------------------------------
+
+/// The fields of `/proc/[pid]/stat` the sampler uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat<'a> {
+    pub pid: u32,
+    /// Field 2 without the parentheses; may contain spaces and parentheses.
+    pub comm: &'a [u8],
+    /// Field 3: R, S, D, Z, …
+    pub state: u8,
+    /// Field 4.
+    pub ppid: u32,
+    /// Field 9: `PF_*` flags.
+    pub flags: u64,
+    /// Field 22: start time in clock ticks since boot.
+    pub start_ticks: u64,
+}
+
+impl Stat<'_> {
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+}
+
+/// Parse `/proc/[pid]/stat`. The command name may itself contain `)` and
+/// spaces, so it ends at the LAST `)` of the line (proc(5) notes the name is
+/// in parentheses; only the final one is trustworthy).
+pub fn parse_stat(data: &[u8]) -> Option<Stat<'_>> {
+    let open = data.iter().position(|&c| c == b'(')?;
+    let close = data.iter().rposition(|&c| c == b')')?;
+    if close < open {
+        return None;
+    }
+    let pid = parse_pid(data[..open].trim_ascii())?;
+    let comm = &data[open + 1..close];
+    let mut f = data[close + 1..]
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    // Fields from 3 on; index i here is field i + 3.
+    let state = match f.next()? {
+        [s] => *s,
+        _ => return None,
+    };
+    let ppid = parse_pid(f.next()?)?;
+    let flags = parse_u64(f.nth(4)?)?; // skip pgrp session tty_nr tpgid
+    let start_ticks = parse_u64(f.nth(12)?)?; // skip fields 10..=21
+    // vsize (23) must follow, so a file cut inside the start time is not
+    // taken for a smaller start time.
+    f.next()?;
+    Some(Stat {
+        pid,
+        comm,
+        state,
+        ppid,
+        flags,
+        start_ticks,
+    })
+}
+
+// --- /proc/[pid]/status ---------------------------------------------------
+
+/// The fields of `/proc/[pid]/status` the sampler uses; sizes in bytes.
+/// Kernel threads and zombies have no `Vm*`/`Rss*` lines: those are `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Real uid (first of the four `Uid:` values).
+    pub uid: u32,
+    pub vm_rss: Option<u64>,
+    /// Peak resident set size ("high water mark"), not a footprint peak.
+    pub vm_hwm: Option<u64>,
+    pub rss_anon: Option<u64>,
+    pub rss_file: Option<u64>,
+    pub rss_shmem: Option<u64>,
+    pub vm_swap: Option<u64>,
+}
+
+impl Status {
+    /// Footprint = RssAnon + RssShmem + VmSwap: the memory this process alone
+    /// holds or pushed to swap; file pages can be dropped and re-read
+    /// (proc.rst, "Contents of the status fields").
+    pub fn footprint(&self) -> u64 {
+        self.rss_anon
+            .unwrap_or(0)
+            .saturating_add(self.rss_shmem.unwrap_or(0))
+            .saturating_add(self.vm_swap.unwrap_or(0))
+    }
+}
+
+/// Parse `/proc/[pid]/status`. `Uid:` is required; a line we use that is
+/// present but malformed rejects the whole file.
+pub fn parse_status(data: &[u8]) -> Option<Status> {
+    let mut uid = None;
+    let mut s = Status::default();
+    for line in data.split(|&c| c == b'\n') {
+        let Some(colon) = line.iter().position(|&c| c == b':') else {
+            continue;
+        };
+        let (key, rest) = (&line[..colon], &line[colon + 1..]);
+        let slot = match key {
+            b"Uid" => {
+                let first = rest
+                    .split(|c| c.is_ascii_whitespace())
+                    .find(|w| !w.is_empty())?;
+                uid = Some(parse_pid(first)?);
+                continue;
+            }
+            b"VmHWM" => &mut s.vm_hwm,
+            b"VmRSS" => &mut s.vm_rss,
+            b"RssAnon" => &mut s.rss_anon,
+            b"RssFile" => &mut s.rss_file,
+            b"RssShmem" => &mut s.rss_shmem,
+            b"VmSwap" => &mut s.vm_swap,
+            _ => continue,
+        };
+        *slot = Some(parse_kb_value(rest)?);
+        if key == b"VmSwap" {
+            // Nothing the sampler uses comes after VmSwap.
+            break;
+        }
+    }
+    s.uid = uid?;
+    Some(s)
+}
+
+// --- /proc/[pid]/cmdline --------------------------------------------------
+
+/// Split `/proc/[pid]/cmdline` (arguments separated and terminated by NUL)
+/// into arguments, lossy UTF-8. Tolerates a missing final NUL (a process that
+/// rewrote its arguments) and an empty file (zombies, kernel threads). Empty
+/// arguments inside the list are kept.
+pub fn parse_cmdline(data: &[u8]) -> Vec<String> {
+    let data = data.strip_suffix(b"\0").unwrap_or(data);
+    if data.is_empty() {
+        return Vec::new();
+    }
+    data.split(|&c| c == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+// --- /proc/[pid]/maps -----------------------------------------------------
+
+/// Basenames of the shared objects mapped in `/proc/[pid]/maps`, sorted and
+/// without duplicates. A line is `address perms offset dev inode pathname`;
+/// the pathname may contain spaces and ends in ` (deleted)` when the file was
+/// removed. A shared object is a name ending in `.so` or containing `.so.`
+/// (`libc.so.6`, `_C.cpython-311-x86_64-linux-gnu.so`).
+pub fn parse_maps_libraries(data: &[u8]) -> Vec<String> {
+    let mut libs: Vec<String> = Vec::new();
+    for line in data.split(|&c| c == b'\n') {
+        let Some(path) = maps_pathname(line) else {
+            continue;
+        };
+        let path = path.strip_suffix(b" (deleted)").unwrap_or(path);
+        if path.first() != Some(&b'/') {
+            continue; // [heap], [stack], anonymous
+        }
+        let base = path.rsplit(|&c| c == b'/').next().unwrap_or(path);
+        if is_shared_object(base) {
+            libs.push(String::from_utf8_lossy(base).into_owned());
+        }
+    }
+    libs.sort_unstable();
+    libs.dedup();
+    libs
+}
+
+/// The pathname column of one maps line: what follows the five fixed fields.
+fn maps_pathname(line: &[u8]) -> Option<&[u8]> {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_ascii_start();
+        let end = rest.iter().position(|c| c.is_ascii_whitespace())?;
+        rest = &rest[end..];
+    }
+    let path = rest.trim_ascii();
+    (!path.is_empty()).then_some(path)
+}
+
+fn is_shared_object(base: &[u8]) -> bool {
+    base.ends_with(b".so") || base.windows(4).any(|w| w == b".so.")
+}
+
+// --- /etc/passwd ----------------------------------------------------------
+
+/// uid → user name from `/etc/passwd` (`name:passwd:uid:gid:gecos:dir:shell`).
+/// Malformed lines are skipped; the first entry for a uid wins.
+pub fn parse_passwd(text: &str) -> HashMap<u32, String> {
+    let mut users = HashMap::new();
+    for line in text.lines() {
+        let mut f = line.split(':');
+        let (Some(name), Some(_), Some(uid)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if name.is_empty() || name.starts_with('#') {
+            continue;
+        }
+        if let Some(uid) = parse_pid(uid.as_bytes()) {
+            users.entry(uid).or_insert_with(|| name.to_owned());
+        }
+    }
+    users
+}
+
+// --- /proc/self/limits ---------------------------------------------------
+
+/// The soft limit on open files from `/proc/[pid]/limits` (`Max open files`
+/// line: soft, hard, unit); `unlimited` is `u64::MAX`.
+pub fn parse_max_open_files(text: &str) -> Option<u64> {
+    let rest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))?;
+    match rest.split_ascii_whitespace().next()? {
+        "unlimited" => Some(u64::MAX),
+        soft => parse_u64(soft.as_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Captured on this project's Linux test machine (kernel 6.18); see
+    // tests/fixtures/proc/README.md.
+    const MEMINFO: &str = include_str!("../../../tests/fixtures/proc/basic/meminfo");
+    const VMSTAT: &str = include_str!("../../../tests/fixtures/proc/basic/vmstat");
+    const PROC_STAT: &str = include_str!("../../../tests/fixtures/proc/basic/stat");
+    const PY_STAT: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/stat");
+    const PY_STATUS: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/status");
+    const PY_STATM: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/statm");
+    const PY_CMDLINE: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/cmdline");
+    const PY_MAPS: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/maps");
+    const KTHREAD_STAT: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/2/stat");
+    const KTHREAD_STATUS: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/2/status");
+    const ODD_STAT: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6445/stat");
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn parse_u64_rejects_non_digits_and_overflow() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"12a"), None);
+        assert_eq!(parse_u64(b"-1"), None);
+    }
+
+    #[test]
+    fn parse_pid_takes_only_numeric_names() {
+        assert_eq!(parse_pid(b"4242"), Some(4242));
+        assert_eq!(parse_pid(b"self"), None);
+        assert_eq!(parse_pid(b"4294967296"), None);
+    }
+
+    #[test]
+    fn meminfo_from_real_file_in_bytes() {
+        let m = parse_meminfo(MEMINFO).unwrap();
+        assert_eq!(m.total, 24_684_096 * 1024);
+        assert_eq!(m.available, 23_927_592 * 1024);
+        assert_eq!(m.zswap, Some(0));
+        assert_eq!(m.swap_total, Some(0));
+    }
+
+    #[test]
+    fn meminfo_without_memavailable_is_an_error() {
+        let err = parse_meminfo("MemTotal: 100 kB\nMemFree: 50 kB\n").unwrap_err();
+        assert!(err.contains("MemAvailable"), "{err}");
+    }
+
+    #[test]
+    fn meminfo_with_garbage_value_is_an_error() {
+        let err = parse_meminfo("MemTotal: lots kB\n").unwrap_err();
+        assert!(err.contains("MemTotal"), "{err}");
+    }
+
+    #[test]
+    fn meminfo_of_garbage_is_an_error_not_a_panic() {
+        assert!(parse_meminfo("").is_err());
+        assert!(parse_meminfo("\u{0}\u{1}::::\n:").is_err());
+        assert!(parse_meminfo(&MEMINFO[..20]).is_err());
+    }
+
+    #[test]
+    fn meminfo_values_saturate() {
+        let m =
+            parse_meminfo("MemTotal: 18446744073709551615 kB\nMemFree: 1 kB\nMemAvailable: 1 kB\n")
+                .unwrap();
+        assert_eq!(m.total, u64::MAX);
+    }
+
+    #[test]
+    fn system_memory_formulas() {
+        let m = Meminfo {
+            total: 1000,
+            free: 100,
+            available: 600,
+            buffers: Some(10),
+            cached: Some(300),
+            shmem: Some(50),
+            anon_pages: Some(200),
+            unevictable: Some(7),
+            zswap: None,
+            swap_total: None,
+            swap_free: None,
+        };
+        let s = system_memory(&m);
+        assert_eq!(s.used, 400);
+        assert_eq!(s.cached, Some(260));
+        assert_eq!(s.app, Some(200));
+        assert_eq!(s.wired, Some(7));
+        assert_eq!(s.compressed, None);
+    }
+
+    #[test]
+    fn cached_saturates_when_shmem_exceeds_cache() {
+        let m = Meminfo {
+            cached: Some(10),
+            shmem: Some(50),
+            ..Meminfo::default()
+        };
+        assert_eq!(system_memory(&m).cached, Some(0));
+    }
+
+    #[test]
+    fn swap_used_is_total_minus_free_and_counters_scale_by_page() {
+        let m = Meminfo {
+            swap_total: Some(8 * MIB),
+            swap_free: Some(6 * MIB),
+            ..Meminfo::default()
+        };
+        let vm = VmstatSwap {
+            pswpin: Some(3),
+            pswpout: Some(5),
+        };
+        let s = swap(&m, &vm, 4096);
+        assert_eq!(s.used, 2 * MIB);
+        assert_eq!(s.swapped_in_bytes, Some(3 * 4096));
+        assert_eq!(s.swapped_out_bytes, Some(5 * 4096));
+    }
+
+    #[test]
+    fn vmstat_from_real_file() {
+        let v = parse_vmstat(VMSTAT);
+        assert_eq!(v.pswpin, Some(0));
+        assert_eq!(v.pswpout, Some(0));
+    }
+
+    #[test]
+    fn vmstat_garbage_gives_none() {
+        assert_eq!(parse_vmstat("pswpin x\npswpout"), VmstatSwap::default());
+    }
+
+    #[test]
+    fn psi_with_some_and_full() {
+        let p = parse_psi(
+            "some avg10=12.50 avg60=3.00 avg300=0.75 total=123456\n\
+             full avg10=1.25 avg60=0.00 avg300=0.00 total=789\n",
+        )
+        .unwrap();
+        assert_eq!(p.some.avg10, 12.5);
+        assert_eq!(p.some.total_micros, 123_456);
+        assert_eq!(p.full.unwrap().total_micros, 789);
+    }
+
+    #[test]
+    fn psi_full_is_optional() {
+        let p = parse_psi("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
+        assert_eq!(p.full, None);
+    }
+
+    #[test]
+    fn psi_truncated_or_garbage_is_none() {
+        assert_eq!(parse_psi(""), None);
+        assert_eq!(parse_psi("some avg10=0.00 avg60=0.00"), None);
+        assert_eq!(
+            parse_psi("some avg10=nan avg60=0.00 avg300=0.00 total=0"),
+            None
+        );
+        assert_eq!(
+            parse_psi("full avg10=0.00 avg60=0.00 avg300=0.00 total=0"),
+            None
+        );
+    }
+
+    fn psi(some10: f64, full10: f64) -> Psi {
+        Psi {
+            some: PsiLine {
+                avg10: some10,
+                ..PsiLine::default()
+            },
+            full: Some(PsiLine {
+                avg10: full10,
+                ..PsiLine::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn pressure_normal_when_quiet_and_plenty_available() {
+        assert_eq!(
+            pressure_level(Some(&psi(1.0, 0.0)), 50, 100),
+            PressureLevel::Normal
+        );
+    }
+
+    #[test]
+    fn pressure_warn_from_some_avg10() {
+        assert_eq!(
+            pressure_level(Some(&psi(10.0, 0.0)), 50, 100),
+            PressureLevel::Warn
+        );
+    }
+
+    #[test]
+    fn pressure_critical_from_full_or_some() {
+        assert_eq!(
+            pressure_level(Some(&psi(0.0, 10.0)), 50, 100),
+            PressureLevel::Critical
+        );
+        assert_eq!(
+            pressure_level(Some(&psi(40.0, 0.0)), 50, 100),
+            PressureLevel::Critical
+        );
+    }
+
+    #[test]
+    fn pressure_from_available_share_without_psi() {
+        assert_eq!(pressure_level(None, 10, 100), PressureLevel::Normal);
+        assert_eq!(pressure_level(None, 9, 100), PressureLevel::Warn);
+        assert_eq!(pressure_level(None, 4, 100), PressureLevel::Critical);
+        assert_eq!(pressure_level(None, 0, 0), PressureLevel::Normal);
+        assert_eq!(
+            pressure_level(None, u64::MAX / 2, u64::MAX),
+            PressureLevel::Normal
+        );
+    }
+
+    #[test]
+    fn btime_from_real_file() {
+        assert_eq!(parse_btime(PROC_STAT), Some(1_795_317_273));
+        assert_eq!(parse_btime("cpu 1 2 3\n"), None);
+        assert_eq!(parse_btime("btime soon\n"), None);
+    }
+
+    #[test]
+    fn statm_from_real_file() {
+        let s = parse_statm(PY_STATM).unwrap();
+        assert_eq!(s.resident, 16193);
+        assert_eq!(s.shared, 1676);
+        assert_eq!(s.anon(), 16193 - 1676);
+    }
+
+    #[test]
+    fn statm_truncated_or_garbage_is_none() {
+        assert_eq!(parse_statm(b""), None);
+        assert_eq!(parse_statm(b"16942 16193"), None);
+        assert_eq!(parse_statm(b"16942 16193 1676 1 0"), None);
+        assert_eq!(parse_statm(b"a b c d e f g"), None);
+    }
+
+    #[test]
+    fn statm_anon_saturates() {
+        let s = Statm {
+            size: 0,
+            resident: 1,
+            shared: 2,
+        };
+        assert_eq!(s.anon(), 0);
+    }
+
+    #[test]
+    fn stat_from_real_python_process() {
+        let s = parse_stat(PY_STAT).unwrap();
+        assert_eq!(s.pid, 6441);
+        assert_eq!(s.comm, b"python3");
+        assert_eq!(s.state, b'S');
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.start_ticks, 30133);
+        assert!(!s.is_kernel_thread());
+    }
+
+    #[test]
+    fn stat_of_kernel_thread_has_pf_kthread() {
+        let s = parse_stat(KTHREAD_STAT).unwrap();
+        assert_eq!(s.comm, b"kthreadd");
+        assert!(s.is_kernel_thread());
+    }
+
+    #[test]
+    fn stat_comm_with_spaces_and_parentheses() {
+        let s = parse_stat(ODD_STAT).unwrap();
+        assert_eq!(s.comm, b"my (odd) name");
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.start_ticks, 30134);
+    }
+
+    #[test]
+    fn stat_comm_ending_in_paren_space() {
+        let line = b"7 (a) b) R 1 7 7 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.comm, b"a) b");
+        assert_eq!(s.start_ticks, 99);
+    }
+
+    #[test]
+    fn stat_truncated_or_garbage_is_none() {
+        for cut in 0..PY_STAT.len() {
+            let s = parse_stat(&PY_STAT[..cut]);
+            // Only cuts after start time may still parse.
+            if let Some(s) = s {
+                assert_eq!(s.start_ticks, 30133, "cut at {cut}");
+            }
+        }
+        assert_eq!(parse_stat(b""), None);
+        assert_eq!(parse_stat(b")("), None);
+        assert_eq!(parse_stat(b"x (y) S 1 2 3 4 5 6"), None);
+        assert_eq!(parse_stat(b"\xff\xfe (\xff) \xff"), None);
+    }
+
+    #[test]
+    fn status_from_real_python_process() {
+        let s = parse_status(PY_STATUS).unwrap();
+        assert_eq!(s.uid, 0);
+        assert_eq!(s.rss_anon, Some(58068 * 1024));
+        assert_eq!(s.rss_file, Some(6704 * 1024));
+        assert_eq!(s.rss_shmem, Some(0));
+        assert_eq!(s.vm_swap, Some(0));
+        assert_eq!(s.vm_rss, Some(64772 * 1024));
+        assert_eq!(s.vm_hwm, Some(64772 * 1024));
+        assert_eq!(s.footprint(), 58068 * 1024);
+    }
+
+    #[test]
+    fn status_of_kernel_thread_has_no_memory_lines() {
+        let s = parse_status(KTHREAD_STATUS).unwrap();
+        assert_eq!(s.vm_rss, None);
+        assert_eq!(s.footprint(), 0);
+    }
+
+    #[test]
+    fn status_footprint_sums_anon_shmem_swap() {
+        let s = parse_status(
+            b"Uid:\t1000\t1000\t1000\t1000\nRssAnon:\t 10 kB\nRssShmem:\t 2 kB\nVmSwap:\t 3 kB\n",
+        )
+        .unwrap();
+        assert_eq!(s.uid, 1000);
+        assert_eq!(s.footprint(), 15 * 1024);
+    }
+
+    #[test]
+    fn status_garbage_is_none() {
+        assert_eq!(parse_status(b""), None);
+        assert_eq!(parse_status(b"Name:\tx\n"), None);
+        assert_eq!(parse_status(b"Uid:\tnot-a-number\n"), None);
+        assert_eq!(parse_status(b"Uid:\t0\nRssAnon:\t12 MB?\n"), None);
+        assert_eq!(parse_status(b"Uid:"), None);
+        let garbage = include_bytes!("../../../tests/fixtures/proc/basic/31337/status");
+        assert_eq!(parse_status(garbage), None);
+    }
+
+    #[test]
+    fn status_truncated_never_panics() {
+        for cut in 0..PY_STATUS.len() {
+            let _ = parse_status(&PY_STATUS[..cut]);
+        }
+    }
+
+    #[test]
+    fn cmdline_from_real_python_process() {
+        let argv = parse_cmdline(PY_CMDLINE);
+        assert_eq!(
+            argv,
+            [
+                "/root/.pyenv/versions/3.11.7/bin/python3",
+                "-c",
+                "import time; x=bytearray(50<<20); time.sleep(600)",
+            ]
+        );
+    }
+
+    #[test]
+    fn cmdline_without_trailing_nul_or_empty() {
+        assert_eq!(
+            parse_cmdline(b"nginx: worker process"),
+            ["nginx: worker process"]
+        );
+        assert!(parse_cmdline(b"").is_empty());
+        assert_eq!(parse_cmdline(b"a\0\0b\0"), ["a", "", "b"]);
+        assert_eq!(parse_cmdline(b"\xff\0"), ["\u{fffd}"]);
+    }
+
+    #[test]
+    fn maps_libraries_from_real_python_process() {
+        let libs = parse_maps_libraries(PY_MAPS);
+        assert!(libs.contains(&"libc.so.6".to_owned()), "{libs:?}");
+        assert!(libs.contains(&"libpython3.11.so.1.0".to_owned()));
+        assert!(libs.contains(&"math.cpython-311-x86_64-linux-gnu.so".to_owned()));
+        assert!(
+            !libs
+                .iter()
+                .any(|l| l.contains("python3.11") && !l.contains(".so"))
+        );
+        let mut sorted = libs.clone();
+        sorted.dedup();
+        assert_eq!(sorted, libs);
+    }
+
+    #[test]
+    fn maps_pathnames_with_spaces_and_deleted() {
+        let maps = b"7f00-7f01 r-xp 00000000 08:01 12 /opt/my libs/libtorch_cpu.so (deleted)\n\
+                     7f01-7f02 rw-p 00000000 00:00 0 \n\
+                     7f02-7f03 rw-p 00000000 00:00 0 [heap]\n\
+                     7f03-7f04 r--p 00000000 08:01 13 /usr/lib/libsomething.sox\n";
+        assert_eq!(parse_maps_libraries(maps), ["libtorch_cpu.so"]);
+    }
+
+    #[test]
+    fn maps_garbage_gives_nothing() {
+        assert!(parse_maps_libraries(b"").is_empty());
+        assert!(parse_maps_libraries(b"garbage\n\xff\xff /x.so").is_empty());
+        for cut in 0..PY_MAPS.len().min(2000) {
+            let _ = parse_maps_libraries(&PY_MAPS[..cut]);
+        }
+    }
+
+    #[test]
+    fn max_open_files_is_the_soft_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max processes             96365                96365                processes \n\
+                      Max open files            1024                 524288               files     \n";
+        assert_eq!(parse_max_open_files(limits), Some(1024));
+        assert_eq!(
+            parse_max_open_files("Max open files unlimited unlimited files\n"),
+            Some(u64::MAX)
+        );
+        assert_eq!(parse_max_open_files("Max open files\n"), None);
+        assert_eq!(parse_max_open_files(""), None);
+    }
+
+    #[test]
+    fn passwd_maps_uids_to_names() {
+        let users = parse_passwd(
+            "root:x:0:0:root:/root:/bin/bash\n#comment\nbroken\nalice:x:1000:1000::/home/a:/bin/sh\nalice2:x:1000:1000::/:/\n",
+        );
+        assert_eq!(users.get(&0).map(String::as_str), Some("root"));
+        assert_eq!(users.get(&1000).map(String::as_str), Some("alice"));
+        assert_eq!(users.len(), 2);
+    }
+}

@@ -1,0 +1,339 @@
+//! The Linux sampler against captured `/proc` trees (exact figures) and
+//! against this machine's real `/proc` (its own process, a child process).
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use headroom::model::{Detail, PressureLevel, Snapshot, Timestamp};
+use headroom::sample::linux::{LinuxSampler, procfs};
+use headroom::sample::{SampleError, Sampler};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1 << 20;
+
+/// Tests that measure this process's own memory must not overlap with each
+/// other (the harness runs tests on several threads of one process).
+static REAL_PROC: Mutex<()> = Mutex::new(());
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc")
+}
+
+fn fixture_sampler(tree: &str) -> LinuxSampler {
+    LinuxSampler::new(fixtures().join(tree)).with_passwd(fixtures().join("passwd"))
+}
+
+fn getconf(name: &str) -> u64 {
+    let out = Command::new("getconf").arg(name).output().expect("getconf");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("getconf prints a number")
+}
+
+fn pids(snap: &Snapshot) -> Vec<u32> {
+    let mut v: Vec<u32> = snap.processes.iter().map(|p| p.id.pid).collect();
+    v.sort_unstable();
+    v
+}
+
+/// `RssAnon + RssShmem + VmSwap` of a real `/proc/[pid]/status`, bytes.
+fn status_footprint(pid: &str) -> u64 {
+    let data = std::fs::read(format!("/proc/{pid}/status")).expect("read status");
+    procfs::parse_status(&data)
+        .expect("parse status")
+        .footprint()
+}
+
+fn within(actual: u64, expected: u64, tolerance: f64) -> bool {
+    (actual as f64 - expected as f64).abs() <= expected as f64 * tolerance
+}
+
+#[test]
+fn fixture_system_figures_are_exact() {
+    let snap = fixture_sampler("basic").sample().unwrap();
+    assert_eq!(snap.source, "linux");
+    let s = snap.system;
+    assert_eq!(s.total, 24_684_096 * KIB);
+    assert_eq!(s.available, 23_927_592 * KIB);
+    assert_eq!(s.used, (24_684_096 - 23_927_592) * KIB);
+    assert_eq!(s.free, 20_655_088 * KIB);
+    assert_eq!(s.app, Some(306_140 * KIB));
+    assert_eq!(s.wired, Some(13_536 * KIB));
+    assert_eq!(s.compressed, Some(0));
+    // Cached + Buffers − Shmem.
+    assert_eq!(s.cached, Some((3_257_792 + 84_544 - 8_788) * KIB));
+    assert_eq!(s.shmem, Some(8_788 * KIB));
+    // The machine has no swap.
+    assert_eq!(snap.swap.total, 0);
+    assert_eq!(snap.swap.used, 0);
+    assert_eq!(snap.swap.swapped_in_bytes, Some(0));
+    assert_eq!(snap.swap.swapped_out_bytes, Some(0));
+    let psi = snap.pressure.psi.expect("the fixture has PSI");
+    assert_eq!(psi.some.avg10, 0.0);
+    assert_eq!(psi.full.map(|f| f.total_micros), Some(0));
+    assert_eq!(snap.pressure.level, PressureLevel::Normal);
+}
+
+#[test]
+fn fixture_skips_and_counts_vanished_garbage_and_kernel_threads() {
+    let snap = fixture_sampler("basic").sample().unwrap();
+    // 2 is kthreadd, 99999 has no files (exited after the listing), 31337
+    // has a garbage status.
+    assert_eq!(pids(&snap), [6441, 6443, 6445, 7001]);
+    assert_eq!(snap.errors.kernel_threads, 1);
+    assert_eq!(snap.errors.vanished, 1);
+    assert_eq!(snap.errors.unreadable, 1);
+    assert_eq!(snap.errors.permission_denied, 0);
+}
+
+#[test]
+fn fixture_python_process_is_exact() {
+    let snap = fixture_sampler("basic").sample().unwrap();
+    let p = snap.process(6441).unwrap();
+    assert_eq!(p.id.start, 30_133);
+    assert_eq!(p.ppid, 1);
+    assert_eq!(p.uid, Some(0));
+    assert_eq!(p.user.as_deref(), Some("root"));
+    assert_eq!(p.name, "python3");
+    assert_eq!(
+        p.exe.as_deref(),
+        Some("/root/.pyenv/versions/3.11.7/bin/python3.11")
+    );
+    assert_eq!(
+        p.argv,
+        [
+            "/root/.pyenv/versions/3.11.7/bin/python3",
+            "-c",
+            "import time; x=bytearray(50<<20); time.sleep(600)",
+        ]
+    );
+    // RssAnon 58068 kB + RssShmem 0 + VmSwap 0.
+    assert_eq!(p.footprint, 58_068 * KIB);
+    assert_eq!(p.resident, 64_772 * KIB);
+    assert_eq!(p.swapped, Some(0));
+    assert_eq!(p.detail, Detail::Exact);
+    assert_eq!(p.peak_footprint, Some(58_068 * KIB));
+    // btime + start ticks / CLK_TCK.
+    let expected_ms = 1_795_317_273 * 1000 + 30_133 * 1000 / getconf("CLK_TCK");
+    assert_eq!(p.started_at, Some(Timestamp(expected_ms)));
+}
+
+#[test]
+fn fixture_footprint_sums_anon_shmem_and_swap() {
+    let snap = fixture_sampler("basic").sample().unwrap();
+    let p = snap.process(7001).unwrap();
+    assert_eq!(p.footprint, (6_936 + 2_048 + 4_096) * KIB);
+    assert_eq!(p.swapped, Some(4_096 * KIB));
+    // The multi-threaded original.
+    assert_eq!(snap.process(6443).unwrap().footprint, 6_936 * KIB);
+}
+
+#[test]
+fn fixture_name_with_spaces_and_parentheses() {
+    let snap = fixture_sampler("basic").sample().unwrap();
+    let p = snap.process(6445).unwrap();
+    assert_eq!(p.name, "my (odd) name");
+    assert_eq!(p.argv, ["sleep", "600"]);
+    assert_eq!(p.id.start, 30_134);
+    assert_eq!(p.footprint, 112 * KIB);
+}
+
+#[test]
+fn fixture_second_sample_is_stable() {
+    let mut sampler = fixture_sampler("basic");
+    let first = sampler.sample().unwrap();
+    let second = sampler.sample().unwrap();
+    assert_eq!(first.processes, second.processes);
+    assert_eq!(second.errors, first.errors);
+    // kthreadd and the four processes; nothing for the skipped ones.
+    assert_eq!(sampler.tracked_count(), 5);
+}
+
+#[test]
+fn kept_open_files_do_not_change_the_figures() {
+    let mut samplers = [
+        fixture_sampler("basic"),
+        fixture_sampler("basic").with_held_files(0),
+        fixture_sampler("basic").with_held_files(2),
+    ];
+    for _ in 0..3 {
+        let snaps: Vec<Snapshot> = samplers.iter_mut().map(|s| s.sample().unwrap()).collect();
+        assert_eq!(snaps[0].processes, snaps[1].processes);
+        assert_eq!(snaps[0].processes, snaps[2].processes);
+        assert_eq!(snaps[0].errors, snaps[1].errors);
+    }
+}
+
+#[test]
+fn fixture_without_psi_has_no_psi() {
+    let snap = fixture_sampler("nopsi").sample().unwrap();
+    assert_eq!(snap.pressure.psi, None);
+    assert_eq!(snap.pressure.level, PressureLevel::Normal);
+    assert_eq!(snap.errors.unreadable, 0);
+    assert!(snap.processes.is_empty());
+}
+
+#[test]
+fn missing_meminfo_fails_the_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    match LinuxSampler::new(dir.path()).sample() {
+        Err(SampleError::Read { path, .. }) => assert!(path.ends_with("meminfo"), "{path}"),
+        other => panic!("expected a read error, got {other:?}"),
+    }
+}
+
+#[test]
+fn garbage_meminfo_fails_the_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("meminfo"), "MemTotal: many\n").unwrap();
+    match LinuxSampler::new(dir.path()).sample() {
+        Err(SampleError::Parse { reason, .. }) => assert!(reason.contains("MemTotal"), "{reason}"),
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+}
+
+/// Copy a fixture tree (files and the `exe` links) into a temporary directory.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &target).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn reused_pid_is_a_new_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("basic"), dir.path());
+    let mut sampler = LinuxSampler::new(dir.path());
+    let before = sampler.sample().unwrap();
+    assert_eq!(before.process(6441).unwrap().id.start, 30_133);
+
+    // pid 6441 now belongs to a process that started later, with new argv.
+    let stat = dir.path().join("6441/stat");
+    let text = std::fs::read_to_string(&stat).unwrap();
+    std::fs::write(&stat, text.replace(" 30133 ", " 99999 ")).unwrap();
+    std::fs::write(dir.path().join("6441/cmdline"), b"python3\0train.py\0").unwrap();
+
+    let after = sampler.sample().unwrap();
+    let p = after.process(6441).unwrap();
+    assert_eq!(p.id.start, 99_999);
+    assert_eq!(p.argv, ["python3", "train.py"]);
+}
+
+#[test]
+fn a_process_that_exits_is_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("basic"), dir.path());
+    let mut sampler = LinuxSampler::new(dir.path());
+    sampler.sample().unwrap();
+    std::fs::remove_dir_all(dir.path().join("6443")).unwrap();
+    let snap = sampler.sample().unwrap();
+    assert!(snap.process(6443).is_none());
+    assert_eq!(sampler.tracked_count(), 4);
+}
+
+#[test]
+fn own_process_footprint_matches_status_and_follows_touched_memory() {
+    let _guard = REAL_PROC.lock().unwrap_or_else(|e| e.into_inner());
+    let me = std::process::id();
+    let mut sampler = LinuxSampler::new("/proc");
+
+    let before = sampler.sample().unwrap();
+    let expected = status_footprint("self");
+    let p = before.process(me).expect("this process is sampled");
+    assert!(
+        within(p.footprint, expected, 0.05),
+        "footprint {} vs status {expected} ({:?})",
+        p.footprint,
+        p.detail
+    );
+    assert!(!p.argv.is_empty());
+
+    // Allocate and touch 256 MiB: every page written, so all of it is
+    // resident anonymous memory.
+    let size = 256 * MIB as usize;
+    let mut block = vec![0u8; size];
+    for i in (0..size).step_by(4096) {
+        block[i] = 1;
+    }
+    std::hint::black_box(&mut block);
+
+    let after = sampler.sample().unwrap();
+    let grown = after.process(me).unwrap().footprint - p.footprint;
+    assert!(
+        within(grown, 256 * MIB, 0.05),
+        "grew by {grown} bytes, expected 256 MiB ({:?})",
+        after.process(me).unwrap().detail
+    );
+    assert!(after.process(me).unwrap().peak_footprint >= Some(p.footprint + grown));
+    drop(block);
+}
+
+#[test]
+fn child_process_appears_with_ppid_argv_start_and_goes_after_reaping() {
+    let _guard = REAL_PROC.lock().unwrap_or_else(|e| e.into_inner());
+    let spawned_at = SystemTime::now();
+    let mut child = Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("spawn sleep");
+    let pid = child.id();
+
+    let mut sampler = LinuxSampler::new("/proc");
+    let snap = sampler.sample().unwrap();
+    let result = std::panic::catch_unwind(|| {
+        let p = snap.process(pid).expect("the child is sampled");
+        assert_eq!(p.ppid, std::process::id());
+        assert_eq!(p.argv, ["sleep", "30"]);
+        assert_eq!(p.name, "sleep");
+        let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+        let start = procfs::parse_stat(&stat).unwrap().start_ticks;
+        assert_eq!(p.id.start, start);
+        // btime has one-second resolution.
+        let started = p.started_at.expect("start time").as_millis();
+        let spawned = Timestamp::from_system_time(spawned_at).as_millis();
+        assert!(
+            started.abs_diff(spawned) <= 2_000,
+            "started_at {started} vs spawned {spawned}"
+        );
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+
+    let snap = sampler.sample().unwrap();
+    assert!(snap.process(pid).is_none(), "reaped child still listed");
+}
+
+#[test]
+fn real_proc_sample_is_sane() {
+    let _guard = REAL_PROC.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sampler = LinuxSampler::new("/proc");
+    let snap = sampler.sample().unwrap();
+    assert!(snap.system.total > 0);
+    assert!(snap.system.available <= snap.system.total);
+    assert!(snap.errors.kernel_threads > 0 || Path::new("/.dockerenv").exists());
+    assert!(
+        snap.processes
+            .iter()
+            .all(|p| p.peak_footprint >= Some(p.footprint))
+    );
+    assert!(snap.sample_micros < Duration::from_secs(10).as_micros() as u64);
+    // Kernel threads are not listed as processes.
+    assert!(snap.process(2).is_none_or(|p| p.name != "kthreadd"));
+}
