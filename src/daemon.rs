@@ -319,7 +319,7 @@ impl Tracker {
     fn failed(&mut self, e: &SampleError) {
         self.consecutive_failures += 1;
         let n = self.consecutive_failures;
-        if n == 1 || n % FAILURE_LOG_EVERY == 0 {
+        if n == 1 || n.is_multiple_of(FAILURE_LOG_EVERY) {
             error!("sampling failed ({n} in a row): {e}");
         }
     }

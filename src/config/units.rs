@@ -217,7 +217,7 @@ impl fmt::Display for ByteSize {
         let n = self.0;
         if n != 0 {
             for (multiplier, unit) in DISPLAY_UNITS {
-                if n % multiplier == 0 {
+                if n.is_multiple_of(multiplier) {
                     return write!(f, "{}{unit}", n / multiplier);
                 }
             }
