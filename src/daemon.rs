@@ -251,13 +251,20 @@ impl Tracker {
         let m = &snap.system;
         if self.samples == 1 {
             let ml = snap.processes.iter().filter(|p| p.workload.is_ml()).count();
+            let swap = if snap.swap.total == 0 {
+                "no swap".to_string()
+            } else {
+                format!(
+                    "swap {} used of {}",
+                    format_bytes(snap.swap.used),
+                    format_bytes(snap.swap.total)
+                )
+            };
             info!(
-                "first sample: {} used of {}, {} available, swap {} of {}, pressure {}; {} processes, {} ML workloads; took {} ms",
+                "first sample: {} used of {}, {} available, {swap}, pressure {}; {} processes, {} ML workloads; took {} ms",
                 format_bytes(m.used),
                 format_bytes(m.total),
                 format_bytes(m.available),
-                format_bytes(snap.swap.used),
-                format_bytes(snap.swap.total),
                 snap.pressure.level,
                 snap.processes.len(),
                 ml,
