@@ -54,7 +54,7 @@ say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
 say "cargo test"
-cargo test --all-targets --locked
+cargo test --locked
 
 if [[ $os == Linux ]]; then
   say "macOS type-check (aarch64-apple-darwin, x86_64-apple-darwin)"

@@ -1,16 +1,22 @@
 //! headroom: a memory-pressure daemon for machine-learning workloads.
 //!
 //! Data flows one way: a [`sample::Sampler`] produces [`model::Snapshot`]s,
-//! [`history`] keeps the recent past, and the [`daemon`] publishes both as
-//! shared state that the CLI and HTTP read. [`config`] holds the validated
-//! settings, [`workload`] says which processes are ML work and why.
+//! [`history`] keeps the recent past, the [`policy`] turns config, history
+//! and snapshot into decisions, the [`act`]uator carries them out, and the
+//! [`journal`] records every [`event`]. The [`daemon`] publishes the result
+//! as shared [`state`] that the CLI and HTTP read. [`config`] holds the
+//! validated settings, [`workload`] says which processes are ML work and why.
 
+pub mod act;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod event;
 pub mod history;
+pub mod journal;
 pub mod logging;
 pub mod model;
+pub mod policy;
 pub mod report;
 pub mod sample;
 pub mod state;

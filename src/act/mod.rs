@@ -1,0 +1,1 @@
+//! The actuator: carries out the policy's decisions.

@@ -1,0 +1,198 @@
+//! Events: what headroom saw cross a line and what it did about it.
+//!
+//! The policy decides, the actuator acts, and both outcomes become
+//! [`Event`]s that the journal appends (one JSON object per line), the
+//! metrics count, and the API and status page show.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ProcessId, ProcessSample, Timestamp, WorkloadKind};
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: Timestamp,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// The process an event is about, as it was when the event happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRef {
+    pub pid: u32,
+    pub start: u64,
+    pub name: String,
+    pub user: Option<String>,
+    pub uid: Option<u32>,
+    pub workload: WorkloadKind,
+    pub footprint: u64,
+    pub kernel_id: Option<String>,
+}
+
+impl ProcessRef {
+    pub fn of(p: &ProcessSample) -> Self {
+        Self {
+            pid: p.id.pid,
+            start: p.id.start,
+            name: p.name.clone(),
+            user: p.user.clone(),
+            uid: p.uid,
+            workload: p.workload.kind,
+            footprint: p.footprint,
+            kernel_id: p.workload.kernel_id.clone(),
+        }
+    }
+
+    pub fn id(&self) -> ProcessId {
+        ProcessId {
+            pid: self.pid,
+            start: self.start,
+        }
+    }
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum EventKind {
+    /// The daemon started.
+    Started {
+        version: String,
+        config: Option<String>,
+        dry_run: bool,
+    },
+    /// The daemon stopped cleanly.
+    Stopped,
+    /// A config reload was applied (`error: None`) or rejected.
+    ConfigReloaded {
+        path: String,
+        error: Option<String>,
+    },
+    /// A rule's condition started to hold for a process.
+    LimitCrossed {
+        rule: String,
+        process: ProcessRef,
+        /// Which limit, in words: `footprint 9.1 GiB > 8 GiB`.
+        detail: String,
+    },
+    /// A rule's condition stopped holding (below the hysteresis margin); its
+    /// ladder starts again from the first step next time.
+    LimitCleared {
+        rule: String,
+        process: ProcessRef,
+        detail: String,
+    },
+    /// A step of a ladder was carried out (or, in a dry run, would have been).
+    Action {
+        rule: String,
+        process: ProcessRef,
+        /// 0-based index of the step in the rule's ladder.
+        step: usize,
+        /// `SIGINT`, `hook /usr/local/bin/x`, `notify`.
+        action: String,
+        outcome: Outcome,
+        dry_run: bool,
+        detail: String,
+    },
+    /// A step was not carried out, and why (no handler, protected, cooldown).
+    Skipped {
+        rule: String,
+        process: ProcessRef,
+        step: usize,
+        action: String,
+        reason: String,
+    },
+    /// A process headroom had acted on has exited.
+    Exited {
+        process: ProcessRef,
+        /// The last action headroom took on it, if any.
+        last_action: Option<String>,
+        /// Peak footprint seen.
+        peak_footprint: u64,
+    },
+}
+
+impl EventKind {
+    /// The event's name as written in the journal (`limit-crossed`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Started { .. } => "started",
+            EventKind::Stopped => "stopped",
+            EventKind::ConfigReloaded { .. } => "config-reloaded",
+            EventKind::LimitCrossed { .. } => "limit-crossed",
+            EventKind::LimitCleared { .. } => "limit-cleared",
+            EventKind::Action { .. } => "action",
+            EventKind::Skipped { .. } => "skipped",
+            EventKind::Exited { .. } => "exited",
+        }
+    }
+}
+
+/// How an action ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", content = "detail", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The signal was delivered / the hook ran / the notification was shown.
+    Done,
+    /// Dry run: logged, nothing sent.
+    DryRun,
+    /// The process exited before the action could reach it.
+    Gone,
+    /// The pid now belongs to another process (start time differs): nothing sent.
+    IdentityChanged,
+    /// Refused by the safety checks (PID 1, the daemon, a protected process).
+    Refused(String),
+    /// The action failed (permission, hook exit status, timeout).
+    Failed(String),
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::DryRun => "dry-run",
+            Outcome::Gone => "gone",
+            Outcome::IdentityChanged => "identity-changed",
+            Outcome::Refused(_) => "refused",
+            Outcome::Failed(_) => "failed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_with_a_kebab_case_tag() {
+        let e = Event {
+            at: Timestamp(1),
+            kind: EventKind::ConfigReloaded {
+                path: "/etc/headroom.toml".into(),
+                error: None,
+            },
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"at":1,"event":"config-reloaded","path":"/etc/headroom.toml","error":null}"#
+        );
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn outcomes_round_trip() {
+        for o in [
+            Outcome::Done,
+            Outcome::DryRun,
+            Outcome::Gone,
+            Outcome::IdentityChanged,
+            Outcome::Refused("pid 1".into()),
+            Outcome::Failed("EPERM".into()),
+        ] {
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), o);
+        }
+    }
+}

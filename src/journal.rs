@@ -1,0 +1,1 @@
+//! The journal: append-only JSON Lines of events.
