@@ -17,6 +17,7 @@
 mod daemon;
 mod error;
 mod raw;
+pub mod rules;
 pub mod units;
 
 use std::path::Path;
@@ -25,6 +26,7 @@ use serde::Serialize;
 
 pub use daemon::{DaemonConfig, LogFormat};
 pub use error::ConfigError;
+pub use rules::{Limits, Matcher, Protect, Rule, Select, Step, SystemCondition};
 pub use units::{
     ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
     parse_rate, parse_size, parse_size_limit,
@@ -43,6 +45,9 @@ const EMBEDDED_ORIGIN: &str = "<embedded default>";
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     pub daemon: DaemonConfig,
+    #[serde(rename = "rule")]
+    pub rules: Vec<Rule>,
+    pub protect: Protect,
 }
 
 impl Config {
@@ -103,8 +108,11 @@ impl Default for Config {
 
 /// Stage two: one validating call per section.
 fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> {
+    let rules = rules::validate_rules(raw.rules, source)?;
     Ok(Config {
         daemon: daemon::validate(raw.daemon, source)?,
+        rules,
+        protect: rules::validate_protect(raw.protect, source)?,
     })
 }
 
@@ -125,11 +133,16 @@ mod tests {
     }
 
     #[test]
-    fn embedded_default_equals_built_in_defaults() {
-        assert_eq!(
-            Config::embedded_default(),
-            Config::from_toml_str("", "empty").unwrap()
-        );
+    fn embedded_default_equals_built_in_defaults_but_for_rules() {
+        // Every key left out takes its default, except rules: a file's
+        // [[rule]] tables replace the built-in ones, and a file without any
+        // has none.
+        let empty = Config::from_toml_str("", "empty").unwrap();
+        let embedded = Config::embedded_default();
+        assert_eq!(embedded.daemon, empty.daemon);
+        assert_eq!(embedded.protect, empty.protect);
+        assert!(empty.rules.is_empty());
+        assert_eq!(embedded.rules.len(), 3);
     }
 
     #[test]
@@ -181,7 +194,7 @@ mod tests {
         let e = err("[rules]\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon"
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect"
         );
     }
 
@@ -190,7 +203,7 @@ mod tests {
         let e = err("dry_run = true\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon"
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect"
         );
     }
 

@@ -13,13 +13,16 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::units::HumanDuration;
+use super::units::{HumanDuration, Rate, SizeLimit};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "a TOML document")]
 pub(crate) struct RawConfig {
     pub(crate) daemon: RawDaemon,
+    #[serde(rename = "rule")]
+    pub(crate) rules: Vec<Spanned<RawRule>>,
+    pub(crate) protect: RawProtect,
 }
 
 /// `[daemon]`: how the daemon samples, keeps history, logs and journals.
@@ -32,4 +35,71 @@ pub(crate) struct RawDaemon {
     pub(crate) journal: Option<Spanned<String>>,
     pub(crate) dry_run: Option<bool>,
     pub(crate) log_format: Option<super::LogFormat>,
+}
+
+/// `[[rule]]`: one limit and its ladder of actions.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [[rule]] table")]
+pub(crate) struct RawRule {
+    pub(crate) name: Option<Spanned<String>>,
+    #[serde(rename = "match")]
+    pub(crate) matcher: Option<RawMatch>,
+    pub(crate) footprint: Option<Spanned<SizeLimit>>,
+    pub(crate) gpu_memory: Option<Spanned<SizeLimit>>,
+    pub(crate) growth: Option<Spanned<Rate>>,
+    pub(crate) time_to_exhaustion: Option<Spanned<HumanDuration>>,
+    pub(crate) window: Option<Spanned<HumanDuration>>,
+    pub(crate) when: Option<RawWhen>,
+    pub(crate) select: Option<Spanned<String>>,
+    pub(crate) actions: Option<Spanned<Vec<Spanned<RawStep>>>>,
+    pub(crate) cooldown: Option<Spanned<HumanDuration>>,
+    pub(crate) hysteresis: Option<Spanned<SizeLimit>>,
+    pub(crate) dry_run: Option<bool>,
+    pub(crate) other_users: Option<bool>,
+    pub(crate) root: Option<bool>,
+}
+
+/// `[rule.match]`: which processes a rule looks at.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [rule.match] table")]
+pub(crate) struct RawMatch {
+    pub(crate) workload: Option<Vec<Spanned<String>>>,
+    pub(crate) name: Option<Spanned<String>>,
+    pub(crate) argv: Option<Spanned<String>>,
+    pub(crate) user: Option<Spanned<String>>,
+    pub(crate) exe: Option<Spanned<String>>,
+}
+
+/// `[rule.when]`: machine-wide conditions gating a rule.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [rule.when] table")]
+pub(crate) struct RawWhen {
+    pub(crate) pressure: Option<Spanned<String>>,
+    pub(crate) available_below: Option<Spanned<SizeLimit>>,
+    pub(crate) swap_used_above: Option<Spanned<SizeLimit>>,
+}
+
+/// One entry of `actions = [...]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an action such as { signal = \"SIGINT\" }"
+)]
+pub(crate) struct RawStep {
+    pub(crate) signal: Option<Spanned<String>>,
+    pub(crate) hook: Option<Spanned<Vec<String>>>,
+    pub(crate) notify: Option<bool>,
+    pub(crate) after: Option<Spanned<HumanDuration>>,
+    pub(crate) timeout: Option<Spanned<HumanDuration>>,
+    pub(crate) require_handler: Option<bool>,
+    pub(crate) process_group: Option<bool>,
+}
+
+/// `[protect]`: processes never signalled.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [protect] table")]
+pub(crate) struct RawProtect {
+    pub(crate) defaults: Option<bool>,
+    pub(crate) names: Option<Vec<Spanned<String>>>,
+    pub(crate) patterns: Option<Vec<Spanned<String>>>,
 }

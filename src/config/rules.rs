@@ -1,0 +1,808 @@
+//! `[[rule]]` and `[protect]`, validated: which processes a rule watches, the
+//! limits and system conditions that set it off, which process it picks, and
+//! the ladder of actions it climbs, gently first.
+//!
+//! A rule **holds** for a process when the process matches, at least one of
+//! its per-process limits is exceeded (if it has any), and all of its system
+//! conditions hold (if it has any). A rule with system conditions but no
+//! per-process limit picks one matching process with `select`.
+
+use std::fmt;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::{Serialize, Serializer};
+use toml::Spanned;
+
+use super::error::{ConfigError, Source};
+use super::raw::{RawMatch, RawProtect, RawRule, RawStep, RawWhen};
+use super::units::{self, Rate, SizeLimit, format_duration};
+use crate::model::{PressureLevel, ProcessSample, WorkloadKind};
+use crate::policy::{Action, SignalName};
+
+/// Default time between a rule's actions on the same process once its ladder ends.
+pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(60);
+/// Default window over which growth is measured for `time_to_exhaustion`.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+/// Default hysteresis: a limit clears when the value falls 10% below it.
+pub const DEFAULT_HYSTERESIS: f64 = 0.10;
+/// Default time a hook may run before it is killed.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Names protected by default: the init systems, the window server, remote
+/// login and the kernel's own tasks. PID 1, the daemon and its ancestors are
+/// protected whatever the config says.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    "launchd",
+    "kernel_task",
+    "WindowServer",
+    "loginwindow",
+    "systemd",
+    "init",
+    "sshd",
+    "dbus-daemon",
+    "Xorg",
+    "gnome-shell",
+    "kwin_x11",
+    "kwin_wayland",
+];
+
+/// A regular expression, compared and printed by its source text.
+#[derive(Debug, Clone)]
+pub struct Pattern(pub Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Serialize for Pattern {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.as_str())
+    }
+}
+
+/// A workload a rule can match: one kind, or any ML kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadMatch {
+    Kind(WorkloadKind),
+    AnyMl,
+}
+
+impl WorkloadMatch {
+    fn parse(s: &str) -> Option<Self> {
+        if s == "any-ml" {
+            return Some(WorkloadMatch::AnyMl);
+        }
+        WorkloadKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .map(WorkloadMatch::Kind)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            WorkloadMatch::Kind(k) => k.as_str(),
+            WorkloadMatch::AnyMl => "any-ml",
+        }
+    }
+}
+
+impl Serialize for WorkloadMatch {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Which processes a rule looks at. Every given condition must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Matcher {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workload: Vec<WorkloadMatch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<Pattern>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Pattern>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exe: Option<Pattern>,
+}
+
+impl Matcher {
+    /// True if every given condition holds for `p`.
+    pub fn matches(&self, p: &ProcessSample) -> bool {
+        let workload_ok = self.workload.is_empty()
+            || self.workload.iter().any(|w| match w {
+                WorkloadMatch::AnyMl => p.workload.is_ml(),
+                WorkloadMatch::Kind(k) => p.workload.is(*k),
+            });
+        workload_ok
+            && self.name.as_ref().is_none_or(|re| re.0.is_match(&p.name))
+            && self
+                .argv
+                .as_ref()
+                .is_none_or(|re| re.0.is_match(&p.argv.join(" ")))
+            && self
+                .user
+                .as_ref()
+                .is_none_or(|u| p.user.as_deref() == Some(u.as_str()))
+            && self
+                .exe
+                .as_ref()
+                .is_none_or(|re| p.exe.as_deref().is_some_and(|e| re.0.is_match(e)))
+    }
+}
+
+/// Machine-wide conditions that gate a rule. All given ones must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SystemCondition {
+    /// Pressure level at least this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<PressureLevel>,
+    /// Available memory below this (bytes or % of physical memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available_below: Option<SizeLimit>,
+    /// Swap used above this (bytes or % of swap space).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_used_above: Option<SizeLimit>,
+}
+
+/// Which matching process a system-gated rule acts on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Select {
+    /// The largest footprint.
+    #[default]
+    Largest,
+    /// The fastest growth.
+    FastestGrowing,
+    /// The most recently started: long-running work survives.
+    Newest,
+}
+
+impl Select {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "largest" => Some(Select::Largest),
+            "fastest-growing" => Some(Select::FastestGrowing),
+            "newest" => Some(Select::Newest),
+            _ => None,
+        }
+    }
+}
+
+/// Per-process limits; exceeding any one of them sets the rule off.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Limits {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<SizeLimit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_memory: Option<SizeLimit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub growth: Option<Rate>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_duration"
+    )]
+    pub time_to_exhaustion: Option<Duration>,
+}
+
+impl Limits {
+    pub fn is_empty(&self) -> bool {
+        self.footprint.is_none()
+            && self.gpu_memory.is_none()
+            && self.growth.is_none()
+            && self.time_to_exhaustion.is_none()
+    }
+}
+
+/// One step of a ladder: an action, `after` the previous step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub action: Action,
+    /// Delay after the previous step (zero for the first).
+    pub after: Duration,
+}
+
+impl Serialize for Step {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match &self.action {
+            Action::Signal {
+                signal,
+                require_handler,
+                process_group,
+            } => {
+                m.serialize_entry("signal", signal.as_str())?;
+                m.serialize_entry("require_handler", require_handler)?;
+                m.serialize_entry("process_group", process_group)?;
+            }
+            Action::Hook {
+                command,
+                args,
+                timeout,
+            } => {
+                let mut argv = vec![command.display().to_string()];
+                argv.extend(args.iter().cloned());
+                m.serialize_entry("hook", &argv)?;
+                m.serialize_entry("timeout", &format_duration(*timeout))?;
+            }
+            Action::Notify => m.serialize_entry("notify", &true)?,
+        }
+        if !self.after.is_zero() {
+            m.serialize_entry("after", &format_duration(self.after))?;
+        }
+        m.end()
+    }
+}
+
+/// One validated rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rule {
+    pub name: String,
+    #[serde(rename = "match")]
+    pub matcher: Matcher,
+    #[serde(flatten)]
+    pub limits: Limits,
+    /// Window over which growth is measured for `time_to_exhaustion`.
+    #[serde(with = "units::duration")]
+    pub window: Duration,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<SystemCondition>,
+    /// Set only for rules gated by `when` (default largest there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub select: Option<Select>,
+    pub actions: Vec<Step>,
+    #[serde(with = "units::duration")]
+    pub cooldown: Duration,
+    /// Share below a limit at which it clears (0–0.5).
+    #[serde(serialize_with = "fraction_as_percent")]
+    pub hysteresis: f64,
+    pub dry_run: bool,
+    /// Act on processes of users other than the daemon's.
+    pub other_users: bool,
+    /// Act on processes running as root.
+    pub root: bool,
+}
+
+/// `[protect]`: processes never signalled, on top of PID 1, the daemon and its
+/// ancestors, and kernel threads.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Protect {
+    /// Include [`DEFAULT_PROTECTED`].
+    pub defaults: bool,
+    /// Exact process names.
+    pub names: Vec<String>,
+    /// Regular expressions matched against the process name.
+    pub patterns: Vec<Pattern>,
+}
+
+impl Default for Protect {
+    fn default() -> Self {
+        Self {
+            defaults: true,
+            names: Vec::new(),
+            patterns: Vec::new(),
+        }
+    }
+}
+
+impl Protect {
+    /// True if the config protects a process with this name.
+    pub fn protects_name(&self, name: &str) -> bool {
+        (self.defaults && DEFAULT_PROTECTED.contains(&name))
+            || self.names.iter().any(|n| n == name)
+            || self.patterns.iter().any(|p| p.0.is_match(name))
+    }
+}
+
+fn opt_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format_duration(*d)),
+        None => s.serialize_none(),
+    }
+}
+
+fn fraction_as_percent<S: Serializer>(f: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{}%", f * 100.0))
+}
+
+impl fmt::Display for Select {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Select::Largest => "largest",
+            Select::FastestGrowing => "fastest-growing",
+            Select::Newest => "newest",
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Validation
+// ---------------------------------------------------------------------------------
+
+/// Checks every `[[rule]]`.
+pub(crate) fn validate_rules(
+    raw: Vec<Spanned<RawRule>>,
+    source: &Source<'_>,
+) -> Result<Vec<Rule>, ConfigError> {
+    let mut rules: Vec<Rule> = Vec::with_capacity(raw.len());
+    for (index, spanned) in raw.into_iter().enumerate() {
+        let span = spanned.span();
+        let name_span = spanned.get_ref().name.as_ref().map(|n| n.span());
+        let rule = validate_rule(index, spanned.into_inner(), span, source)?;
+        if rules.iter().any(|r| r.name == rule.name) {
+            return Err(source.error_at(
+                name_span.unwrap_or_default(),
+                &format!("rule.{}.name", rule.name),
+                "another rule has this name; give each rule its own (names label metrics \
+                 and journal events)",
+            ));
+        }
+        rules.push(rule);
+    }
+    Ok(rules)
+}
+
+/// Checks `[protect]`.
+pub(crate) fn validate_protect(
+    raw: RawProtect,
+    source: &Source<'_>,
+) -> Result<Protect, ConfigError> {
+    let mut patterns = Vec::new();
+    for (i, p) in raw.patterns.unwrap_or_default().into_iter().enumerate() {
+        patterns.push(compile(&p, &format!("protect.patterns[{i}]"), source)?);
+    }
+    let names = raw
+        .names
+        .unwrap_or_default()
+        .into_iter()
+        .map(Spanned::into_inner)
+        .collect();
+    Ok(Protect {
+        defaults: raw.defaults.unwrap_or(true),
+        names,
+        patterns,
+    })
+}
+
+fn validate_rule(
+    index: usize,
+    raw: RawRule,
+    span: std::ops::Range<usize>,
+    source: &Source<'_>,
+) -> Result<Rule, ConfigError> {
+    let name = raw.name.as_ref().map(|n| n.get_ref().trim().to_string());
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        let at = raw.name.map_or(span, |n| n.span());
+        return Err(source.error_at(
+            at,
+            &format!("rule[{index}].name"),
+            "every rule needs a non-empty name, e.g. name = \"notebook-runaway\"",
+        ));
+    };
+    let key = |k: &str| format!("rule.{name}.{k}");
+
+    let matcher = validate_match(raw.matcher.unwrap_or_default(), &key("match"), source)?;
+    let limits = Limits {
+        footprint: raw.footprint.map(Spanned::into_inner),
+        gpu_memory: raw.gpu_memory.map(Spanned::into_inner),
+        growth: raw.growth.map(Spanned::into_inner),
+        time_to_exhaustion: raw.time_to_exhaustion.map(|d| d.into_inner().0),
+    };
+    if let Some(growth) = &limits.growth
+        && growth.bytes.0 == 0
+    {
+        return Err(source.error(
+            None,
+            Some(key("growth")),
+            "a growth limit of zero would fire on any growth; use e.g. \"1GiB/10s\"",
+        ));
+    }
+    let when = raw
+        .when
+        .map(|w| validate_when(w, &key("when"), source))
+        .transpose()?;
+    if limits.is_empty() && when.is_none() {
+        return Err(without_value(source.error(
+            Some(span),
+            Some(format!("rule.{name}")),
+            "the rule has no limit (footprint, gpu_memory, growth, time_to_exhaustion) and no \
+             [rule.when] condition, so it would act on every matching process; add one",
+        )));
+    }
+    let select = match raw.select {
+        None => when.as_ref().map(|_| Select::default()),
+        Some(s) => {
+            if when.is_none() {
+                return Err(source.error_at(
+                    s.span(),
+                    &key("select"),
+                    "select picks one process when a system condition holds; add a \
+                     [rule.when] condition or remove select",
+                ));
+            }
+            match Select::parse(s.get_ref()) {
+                Some(sel) => Some(sel),
+                None => {
+                    return Err(source.error_at(
+                        s.span(),
+                        &key("select"),
+                        "expected \"largest\", \"fastest-growing\" or \"newest\"",
+                    ));
+                }
+            }
+        }
+    };
+    let window = match raw.window {
+        Some(w) => {
+            let d = w.get_ref().0;
+            if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
+                return Err(source.error_at(
+                    w.span(),
+                    &key("window"),
+                    "the growth window must be from \"1s\" to \"1h\", e.g. \"10s\"",
+                ));
+            }
+            d
+        }
+        None => DEFAULT_WINDOW,
+    };
+    let actions = validate_steps(raw.actions, &key("actions"), span, source)?;
+    let hysteresis = match raw.hysteresis {
+        None => DEFAULT_HYSTERESIS,
+        Some(h) => match h.get_ref() {
+            SizeLimit::Percent(p) if *p <= 50.0 => p / 100.0,
+            _ => {
+                return Err(source.error_at(
+                    h.span(),
+                    &key("hysteresis"),
+                    "hysteresis is a percentage from 0% to 50%, e.g. \"10%\"",
+                ));
+            }
+        },
+    };
+    Ok(Rule {
+        name,
+        matcher,
+        limits,
+        window,
+        when,
+        select,
+        actions,
+        cooldown: raw.cooldown.map_or(DEFAULT_COOLDOWN, |c| c.into_inner().0),
+        hysteresis,
+        dry_run: raw.dry_run.unwrap_or(false),
+        other_users: raw.other_users.unwrap_or(false),
+        root: raw.root.unwrap_or(false),
+    })
+}
+
+fn validate_match(raw: RawMatch, key: &str, source: &Source<'_>) -> Result<Matcher, ConfigError> {
+    let mut workload = Vec::new();
+    for w in raw.workload.unwrap_or_default() {
+        match WorkloadMatch::parse(w.get_ref()) {
+            Some(m) => workload.push(m),
+            None => {
+                let kinds: Vec<&str> = WorkloadKind::ALL.iter().map(|k| k.as_str()).collect();
+                return Err(source.error_at(
+                    w.span(),
+                    &format!("{key}.workload"),
+                    format!(
+                        "unknown workload; expected one of: {}, any-ml",
+                        kinds.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    let pattern = |p: Option<Spanned<String>>, k: &str| {
+        p.map(|p| compile(&p, &format!("{key}.{k}"), source))
+            .transpose()
+    };
+    Ok(Matcher {
+        workload,
+        name: pattern(raw.name, "name")?,
+        argv: pattern(raw.argv, "argv")?,
+        user: raw.user.map(Spanned::into_inner),
+        exe: pattern(raw.exe, "exe")?,
+    })
+}
+
+fn validate_when(
+    raw: RawWhen,
+    key: &str,
+    source: &Source<'_>,
+) -> Result<SystemCondition, ConfigError> {
+    let pressure = match raw.pressure {
+        None => None,
+        Some(p) => match p.get_ref().as_str() {
+            "warn" => Some(PressureLevel::Warn),
+            "critical" => Some(PressureLevel::Critical),
+            _ => {
+                return Err(source.error_at(
+                    p.span(),
+                    &format!("{key}.pressure"),
+                    "expected \"warn\" or \"critical\" (the level at or above which the rule applies)",
+                ));
+            }
+        },
+    };
+    let cond = SystemCondition {
+        pressure,
+        available_below: raw.available_below.map(Spanned::into_inner),
+        swap_used_above: raw.swap_used_above.map(Spanned::into_inner),
+    };
+    if cond.pressure.is_none() && cond.available_below.is_none() && cond.swap_used_above.is_none() {
+        return Err(source.error(
+            None,
+            Some(key.to_string()),
+            "[rule.when] is empty; give pressure, available_below or swap_used_above",
+        ));
+    }
+    Ok(cond)
+}
+
+fn validate_steps(
+    raw: Option<Spanned<Vec<Spanned<RawStep>>>>,
+    key: &str,
+    rule_span: std::ops::Range<usize>,
+    source: &Source<'_>,
+) -> Result<Vec<Step>, ConfigError> {
+    let Some(raw) = raw else {
+        return Err(without_value(source.error(
+            Some(rule_span),
+            Some(key.to_string()),
+            "the rule has no actions; add e.g. actions = [{ signal = \"SIGINT\" }]",
+        )));
+    };
+    let list_span = raw.span();
+    let raw = raw.into_inner();
+    if raw.is_empty() {
+        return Err(source.error_at(
+            list_span,
+            key,
+            "the rule has no actions; add e.g. actions = [{ signal = \"SIGINT\" }]",
+        ));
+    }
+    let mut steps = Vec::with_capacity(raw.len());
+    for (i, step) in raw.into_iter().enumerate() {
+        let k = format!("{key}[{i}]");
+        let span = step.span();
+        let step = step.into_inner();
+        let kinds = usize::from(step.signal.is_some())
+            + usize::from(step.hook.is_some())
+            + usize::from(step.notify == Some(true));
+        if kinds != 1 {
+            return Err(source.error_at(
+                span.clone(),
+                &k,
+                "each step has exactly one of signal = \"SIGINT\", hook = [\"/path\", \"arg\"] \
+                 or notify = true",
+            ));
+        }
+        let after = match (i, step.after) {
+            (0, Some(a)) if !a.get_ref().0.is_zero() => {
+                return Err(source.error_at(
+                    a.span(),
+                    &format!("{k}.after"),
+                    "the first step runs as soon as the limit is crossed; remove its after",
+                ));
+            }
+            (0, _) => Duration::ZERO,
+            (_, Some(a)) => a.into_inner().0,
+            (_, None) => {
+                return Err(source.error_at(
+                    span.clone(),
+                    &format!("{k}.after"),
+                    "every step after the first needs after = \"30s\" (how long the previous \
+                     step gets to work)",
+                ));
+            }
+        };
+        let action = if let Some(sig) = step.signal {
+            let Some(signal) = SignalName::parse(sig.get_ref()) else {
+                return Err(source.error_at(
+                    sig.span(),
+                    &format!("{k}.signal"),
+                    "expected one of SIGINT, SIGUSR1, SIGUSR2, SIGTERM, SIGKILL",
+                ));
+            };
+            let require_handler = step.require_handler.unwrap_or(false);
+            if require_handler && !signal.catchable() {
+                return Err(source.error_at(
+                    sig.span(),
+                    &format!("{k}.require_handler"),
+                    "SIGKILL cannot be caught, so require_handler would always skip it; remove \
+                     require_handler",
+                ));
+            }
+            if step.timeout.is_some() {
+                return Err(source.error(
+                    None,
+                    Some(format!("{k}.timeout")),
+                    "timeout applies to hooks only; remove it from this signal step",
+                ));
+            }
+            Action::Signal {
+                signal,
+                require_handler,
+                process_group: step.process_group.unwrap_or(false),
+            }
+        } else if let Some(hook) = step.hook {
+            let hook_span = hook.span();
+            let mut argv = hook.into_inner().into_iter();
+            let Some(command) = argv.next().filter(|c| c.starts_with('/')) else {
+                return Err(source.error_at(
+                    hook_span,
+                    &format!("{k}.hook"),
+                    "a hook is a list whose first item is an absolute path to a program, e.g. \
+                     [\"/usr/local/bin/save-checkpoint\", \"--now\"]; it runs without a shell",
+                ));
+            };
+            if step.require_handler.is_some() || step.process_group.is_some() {
+                return Err(source.error(
+                    None,
+                    Some(k.clone()),
+                    "require_handler and process_group apply to signal steps only",
+                ));
+            }
+            Action::Hook {
+                command: command.into(),
+                args: argv.collect(),
+                timeout: step
+                    .timeout
+                    .map_or(DEFAULT_HOOK_TIMEOUT, |t| t.into_inner().0),
+            }
+        } else {
+            Action::Notify
+        };
+        steps.push(Step { action, after });
+    }
+    Ok(steps)
+}
+
+/// An error that points at a line but quotes no value (a whole table).
+fn without_value(mut e: ConfigError) -> ConfigError {
+    e.value = None;
+    e
+}
+
+fn compile(p: &Spanned<String>, key: &str, source: &Source<'_>) -> Result<Pattern, ConfigError> {
+    Regex::new(p.get_ref()).map(Pattern).map_err(|e| {
+        let first = e.to_string();
+        let reason = first.lines().last().unwrap_or("invalid pattern").trim();
+        source.error_at(
+            p.span(),
+            key,
+            format!("not a valid regular expression ({reason}); escape special characters, e.g. \"python\\\\.exe\""),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::model::*;
+
+    fn config(text: &str) -> Result<Config, String> {
+        Config::from_toml_str(text, "t.toml").map_err(|e| e.to_string())
+    }
+
+    fn process(name: &str, kind: WorkloadKind) -> ProcessSample {
+        ProcessSample {
+            id: ProcessId { pid: 10, start: 1 },
+            ppid: 1,
+            uid: Some(1000),
+            user: Some("ana".into()),
+            name: name.into(),
+            exe: Some("/usr/bin/python3".into()),
+            argv: vec!["python3".into(), "train.py".into()],
+            started_at: None,
+            footprint: 0,
+            peak_footprint: None,
+            resident: 0,
+            swapped: None,
+            gpu_memory: None,
+            detail: Detail::Exact,
+            workload: Workload {
+                kind,
+                ..Workload::default()
+            },
+        }
+    }
+
+    const MINIMAL: &str =
+        "[[rule]]\nname = \"r\"\nfootprint = \"8GiB\"\nactions = [{ signal = \"SIGINT\" }]\n";
+
+    #[test]
+    fn a_minimal_rule_gets_its_defaults() {
+        let c = config(MINIMAL).unwrap();
+        let r = &c.rules[0];
+        assert_eq!(r.cooldown, super::DEFAULT_COOLDOWN);
+        assert_eq!(r.hysteresis, 0.10);
+        assert!(!r.other_users && !r.root && !r.dry_run);
+        assert_eq!(r.actions.len(), 1);
+    }
+
+    #[test]
+    fn a_rule_without_limit_or_condition_is_rejected() {
+        let e =
+            config("[[rule]]\nname = \"r\"\nactions = [{ signal = \"SIGINT\" }]\n").unwrap_err();
+        assert!(e.contains("rule.r: the rule has no limit"), "{e}");
+    }
+
+    #[test]
+    fn later_steps_need_after() {
+        let e = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\" }]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("rule.r.actions[1].after"), "{e}");
+    }
+
+    #[test]
+    fn select_needs_a_system_condition() {
+        let e = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nselect = \"newest\"\nactions = [{ notify = true }]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("rule.r.select"), "{e}");
+    }
+
+    #[test]
+    fn hooks_must_be_absolute_paths() {
+        let e = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ hook = [\"save.sh\"] }]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("rule.r.actions[0].hook"), "{e}");
+        assert!(e.contains("absolute path"), "{e}");
+    }
+
+    #[test]
+    fn matcher_requires_every_condition() {
+        let c = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n[rule.match]\nworkload = [\"pytorch\", \"jax\"]\nname = \"^python\"\nuser = \"ana\"\n",
+        )
+        .unwrap();
+        let m = &c.rules[0].matcher;
+        assert!(m.matches(&process("python3", WorkloadKind::Pytorch)));
+        assert!(!m.matches(&process("python3", WorkloadKind::Jupyter)));
+        assert!(!m.matches(&process("ipython", WorkloadKind::Jax)));
+        let mut other = process("python3", WorkloadKind::Jax);
+        other.user = Some("bo".into());
+        assert!(!m.matches(&other));
+    }
+
+    #[test]
+    fn any_ml_matches_a_kernel_but_not_plain_python() {
+        let c = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\nmatch = { workload = [\"any-ml\"] }\n",
+        )
+        .unwrap();
+        let m = &c.rules[0].matcher;
+        assert!(m.matches(&process("python3", WorkloadKind::Jupyter)));
+        assert!(!m.matches(&process("python3", WorkloadKind::Python)));
+    }
+
+    #[test]
+    fn rules_round_trip_through_to_toml() {
+        let text = "[[rule]]\nname = \"r\"\nfootprint = \"60%\"\ngrowth = \"1GiB/10s\"\ncooldown = \"2m\"\nhysteresis = \"5%\"\nactions = [{ signal = \"SIGINT\", require_handler = true }, { signal = \"SIGTERM\", after = \"30s\", process_group = true }, { hook = [\"/bin/echo\", \"hi\"], after = \"5s\", timeout = \"3s\" }, { notify = true, after = \"1s\" }]\n[rule.match]\nworkload = [\"jupyter\"]\nargv = \"kernel-.*\\\\.json\"\n[rule.when]\npressure = \"warn\"\navailable_below = \"10%\"\n[protect]\nnames = [\"my-db\"]\npatterns = [\"^postgres\"]\n";
+        let c = config(text).unwrap();
+        let back = config(&c.to_toml()).unwrap_or_else(|e| panic!("{e}\n{}", c.to_toml()));
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn protect_defaults_can_be_turned_off() {
+        let c = config("[protect]\ndefaults = false\nnames = [\"x\"]\n").unwrap();
+        assert!(!c.protect.protects_name("sshd"));
+        assert!(c.protect.protects_name("x"));
+        let d = config("").unwrap();
+        assert!(d.protect.protects_name("sshd"));
+    }
+}
