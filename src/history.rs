@@ -78,6 +78,81 @@ pub struct ProcessTrack {
     pub last_seen: Option<Timestamp>,
 }
 
+/// At most this many points enter a growth estimate (evenly thinned beyond),
+/// keeping the pairwise estimator's cost bounded at fast intervals.
+const MAX_GROWTH_POINTS: usize = 64;
+
+impl ProcessTrack {
+    /// Growth of the footprint in bytes per second over the `window` before
+    /// `now`: the Theil–Sen estimator, the median of the slopes between every
+    /// pair of points. A one-off spike moves a minority of the pairwise slopes
+    /// and so leaves the median where the steady trend is; a least-squares
+    /// or first-to-last slope would follow the spike.
+    ///
+    /// `None` with fewer than `min_points` points in the window, or when they
+    /// span less than half the window (too little to call it a trend).
+    pub fn growth(&self, now: Timestamp, window: Duration, min_points: usize) -> Option<f64> {
+        let recent: Vec<&ProcessPoint> = self
+            .points
+            .iter()
+            .filter(|p| p.at <= now && now.since(p.at) <= window)
+            .collect();
+        if recent.len() < min_points.max(2) {
+            return None;
+        }
+        let span = recent[recent.len() - 1].at.since(recent[0].at);
+        if span < window / 2 {
+            return None;
+        }
+        let step = recent.len().div_ceil(MAX_GROWTH_POINTS);
+        let thinned: Vec<(f64, f64)> = recent
+            .iter()
+            .step_by(step)
+            .map(|p| (p.at.as_millis() as f64 / 1000.0, p.footprint as f64))
+            .collect();
+        theil_sen(&thinned)
+    }
+
+    /// The latest point.
+    pub fn last(&self) -> Option<&ProcessPoint> {
+        self.points.back()
+    }
+}
+
+/// Median of the pairwise slopes of `(x, y)` points; `None` when no two
+/// points differ in `x`.
+pub fn theil_sen(points: &[(f64, f64)]) -> Option<f64> {
+    let mut slopes = Vec::with_capacity(points.len() * points.len().saturating_sub(1) / 2);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            let dx = b.0 - a.0;
+            if dx > 0.0 {
+                slopes.push((b.1 - a.1) / dx);
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    slopes.sort_by(f64::total_cmp);
+    let mid = slopes.len() / 2;
+    Some(if slopes.len() % 2 == 1 {
+        slopes[mid]
+    } else {
+        (slopes[mid - 1] + slopes[mid]) / 2.0
+    })
+}
+
+/// How long until `headroom` bytes are used up at `growth` bytes per second;
+/// `None` when not growing.
+pub fn time_to_exhaustion(headroom: u64, growth: f64) -> Option<Duration> {
+    if growth.is_nan() || growth <= 0.0 {
+        return None;
+    }
+    let secs = headroom as f64 / growth;
+    Duration::try_from_secs_f64(secs).ok()
+}
+
 /// Recent system and per-process series.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -274,6 +349,66 @@ mod tests {
             .process(&ProcessId { pid: 7, start: 1 })
             .map(|t| t.peak_footprint);
         assert_eq!(track, Some(50));
+    }
+
+    fn track(points: &[(u64, u64)]) -> ProcessTrack {
+        ProcessTrack {
+            points: points
+                .iter()
+                .map(|&(at, footprint)| ProcessPoint {
+                    at: Timestamp(at),
+                    footprint,
+                    gpu_memory: None,
+                })
+                .collect(),
+            ..ProcessTrack::default()
+        }
+    }
+
+    #[test]
+    fn steady_growth_is_measured_exactly() {
+        let t = track(&(0..11).map(|s| (s * 1000, s * 100)).collect::<Vec<_>>());
+        let g = t.growth(Timestamp(10_000), Duration::from_secs(10), 3);
+        assert_eq!(g, Some(100.0));
+    }
+
+    #[test]
+    fn a_single_spike_does_not_move_the_growth() {
+        let mut pts: Vec<(u64, u64)> = (0..11).map(|s| (s * 1000, 1000)).collect();
+        pts[9].1 = 1_000_000;
+        let g = track(&pts).growth(Timestamp(10_000), Duration::from_secs(10), 3);
+        assert_eq!(g, Some(0.0));
+    }
+
+    #[test]
+    fn too_few_points_or_too_short_a_span_is_unknown() {
+        let t = track(&[(0, 0), (1000, 100)]);
+        assert_eq!(t.growth(Timestamp(1000), Duration::from_secs(10), 3), None);
+        let t = track(&[(0, 0), (500, 100), (1000, 200)]);
+        assert_eq!(t.growth(Timestamp(1000), Duration::from_secs(10), 3), None);
+        assert!(
+            t.growth(Timestamp(1000), Duration::from_secs(2), 3)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn points_outside_the_window_are_ignored() {
+        let mut pts: Vec<(u64, u64)> = vec![(0, 0), (1000, 1_000_000)];
+        pts.extend((20..31).map(|s| (s * 1000, 5000)));
+        let g = track(&pts).growth(Timestamp(30_000), Duration::from_secs(10), 3);
+        assert_eq!(g, Some(0.0));
+    }
+
+    #[test]
+    fn exhaustion_needs_growth() {
+        assert_eq!(time_to_exhaustion(1000, 0.0), None);
+        assert_eq!(time_to_exhaustion(1000, -5.0), None);
+        assert_eq!(time_to_exhaustion(1000, f64::NAN), None);
+        assert_eq!(
+            time_to_exhaustion(1000, 100.0),
+            Some(Duration::from_secs(10))
+        );
     }
 
     #[test]

@@ -1,0 +1,444 @@
+//! The policy on recorded traces and on constructed snapshots: a steady
+//! process never triggers, a runaway does at the predicted moment, a spike
+//! does not, a ladder escalates step by step only while its limit holds,
+//! cooldown holds, protected processes are never chosen, and `select` picks
+//! the right victim.
+
+use std::path::Path;
+use std::time::Duration;
+
+use headroom::config::Config;
+use headroom::event::EventKind;
+use headroom::history::History;
+use headroom::model::*;
+use headroom::policy::{Action, Context, Decision, PolicyState, SignalName, evaluate};
+use headroom::sample::replay::read_trace;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+fn config(text: &str) -> Config {
+    Config::from_toml_str(text, "test.toml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn trace(name: &str) -> Vec<Snapshot> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/traces")
+        .join(name);
+    read_trace(&path).unwrap()
+}
+
+/// The daemon as seen by the policy: not any process in the traces.
+const ROOT_DAEMON: Context = Context {
+    self_pid: 999_999,
+    self_uid: 0,
+};
+
+/// Runs the policy over snapshots as the daemon does; returns every decision
+/// with the index of the snapshot that produced it, and all events.
+struct Run {
+    config: Config,
+    state: PolicyState,
+    history: History,
+    ctx: Context,
+    decisions: Vec<(usize, Decision)>,
+    events: Vec<(usize, EventKind)>,
+    predictions: Vec<(usize, Option<Duration>)>,
+}
+
+impl Run {
+    fn new(config: Config, ctx: Context) -> Self {
+        Self {
+            config,
+            state: PolicyState::default(),
+            history: History::new(Duration::from_secs(900)),
+            ctx,
+            decisions: vec![],
+            events: vec![],
+            predictions: vec![],
+        }
+    }
+
+    fn feed(&mut self, i: usize, snap: &Snapshot) {
+        self.history.record(snap);
+        let ev = evaluate(
+            &self.config,
+            &mut self.state,
+            &self.history,
+            snap,
+            self.ctx,
+            snap.taken_at,
+        );
+        self.decisions
+            .extend(ev.decisions.into_iter().map(|d| (i, d)));
+        self.events.extend(ev.events.into_iter().map(|e| (i, e)));
+        self.predictions.push((i, ev.next_check));
+    }
+
+    fn replay(mut self, snaps: &[Snapshot]) -> Self {
+        for (i, s) in snaps.iter().enumerate() {
+            self.feed(i, s);
+        }
+        self
+    }
+}
+
+fn script_pid(snaps: &[Snapshot], script: &str) -> ProcessId {
+    snaps
+        .iter()
+        .flat_map(|s| &s.processes)
+        .find(|p| p.argv.iter().any(|a| a.ends_with(script)))
+        .map(|p| p.id)
+        .expect("script in trace")
+}
+
+fn footprint_of(s: &Snapshot, id: ProcessId) -> u64 {
+    s.processes
+        .iter()
+        .find(|p| p.id == id)
+        .map_or(0, |p| p.footprint)
+}
+
+const SIGINT_STEP: &str = "actions = [{ signal = \"SIGINT\" }]";
+
+#[test]
+fn a_steady_machine_never_triggers() {
+    let cfg = config(&format!(
+        "[[rule]]\nname = \"big\"\nfootprint = \"1GiB\"\ngrowth = \"50MiB/10s\"\nother_users = true\nroot = true\n{SIGINT_STEP}\n"
+    ));
+    let run = Run::new(cfg, ROOT_DAEMON).replay(&trace("idle-linux-6.18.jsonl"));
+    assert!(run.decisions.is_empty(), "{:?}", run.decisions);
+    assert!(run.events.is_empty(), "{:?}", run.events);
+}
+
+#[test]
+fn a_runaway_triggers_at_the_snapshot_where_it_crosses_and_was_predicted() {
+    let snaps = trace("growth-linux-6.18.jsonl");
+    let id = script_pid(&snaps, "grow.py");
+    let cfg = config(&format!(
+        "[[rule]]\nname = \"runaway\"\nfootprint = \"1GiB\"\nroot = true\n{SIGINT_STEP}\n[rule.match]\nargv = \"grow\\\\.py\"\n"
+    ));
+    let run = Run::new(cfg, ROOT_DAEMON).replay(&snaps);
+    let first_over = snaps
+        .iter()
+        .position(|s| footprint_of(s, id) > GIB)
+        .expect("crosses 1 GiB");
+    assert_eq!(run.decisions.len(), 1, "one SIGINT: {:?}", run.decisions);
+    let (at, d) = &run.decisions[0];
+    assert_eq!(*at, first_over);
+    assert_eq!(d.process.pid, id.pid);
+    assert!(matches!(
+        d.action,
+        Action::Signal {
+            signal: SignalName::Int,
+            ..
+        }
+    ));
+    assert!(d.reason.contains("footprint"), "{}", d.reason);
+
+    // The snapshot before predicted the crossing within the next sampling
+    // interval or two (it grows 128 MiB/s at 0.5 s per sample).
+    let before = first_over - 1;
+    let predicted = run.predictions[before].1.expect("a predicted crossing");
+    let actual = snaps[first_over].taken_at.since(snaps[before].taken_at);
+    assert!(
+        predicted <= actual + Duration::from_millis(500),
+        "{predicted:?} vs {actual:?}"
+    );
+}
+
+#[test]
+fn a_spike_does_not_set_off_a_growth_limit() {
+    let snaps = trace("spike-linux-6.18.jsonl");
+    let id = script_pid(&snaps, "spike.py");
+    let peak = snaps.iter().map(|s| footprint_of(s, id)).max().unwrap_or(0);
+    assert!(peak > GIB, "the trace really spikes: {peak}");
+    let cfg = config(&format!(
+        "[[rule]]\nname = \"grower\"\ngrowth = \"200MiB/10s\"\nroot = true\n{SIGINT_STEP}\n[rule.match]\nargv = \"spike\\\\.py\"\n"
+    ));
+    let run = Run::new(cfg, ROOT_DAEMON).replay(&snaps);
+    assert!(run.decisions.is_empty(), "{:?}", run.decisions);
+
+    // The same trace set against a size limit does trigger: the limit is
+    // real, the spike just is not growth.
+    let cfg = config(&format!(
+        "[[rule]]\nname = \"size\"\nfootprint = \"1GiB\"\nroot = true\n{SIGINT_STEP}\n[rule.match]\nargv = \"spike\\\\.py\"\n"
+    ));
+    let run = Run::new(cfg, ROOT_DAEMON).replay(&snaps);
+    assert_eq!(run.decisions.len(), 1);
+}
+
+#[test]
+fn the_growth_trace_sets_off_a_growth_limit() {
+    let snaps = trace("growth-linux-6.18.jsonl");
+    let cfg = config(&format!(
+        "[[rule]]\nname = \"grower\"\ngrowth = \"500MiB/5s\"\nroot = true\n{SIGINT_STEP}\n[rule.match]\nargv = \"grow\\\\.py\"\n"
+    ));
+    let run = Run::new(cfg, ROOT_DAEMON).replay(&snaps);
+    assert_eq!(run.decisions.len(), 1, "{:?}", run.decisions);
+    assert!(run.decisions[0].1.reason.contains("growing"));
+}
+
+// ---------------------------------------------------------------------------
+// Constructed snapshots
+// ---------------------------------------------------------------------------
+
+fn process(pid: u32, footprint: u64) -> ProcessSample {
+    ProcessSample {
+        id: ProcessId { pid, start: 100 },
+        ppid: 1,
+        uid: Some(1000),
+        user: Some("ana".into()),
+        name: "python3".into(),
+        exe: Some("/usr/bin/python3".into()),
+        argv: vec!["python3".into(), "-m".into(), "ipykernel_launcher".into()],
+        started_at: None,
+        footprint,
+        peak_footprint: None,
+        resident: footprint,
+        swapped: None,
+        gpu_memory: None,
+        detail: Detail::Exact,
+        workload: Workload {
+            kind: WorkloadKind::Jupyter,
+            ..Workload::default()
+        },
+    }
+}
+
+fn snapshot(at_secs: u64, processes: Vec<ProcessSample>) -> Snapshot {
+    Snapshot {
+        taken_at: Timestamp(1_000_000 + at_secs * 1000),
+        source: "test".into(),
+        sample_micros: 0,
+        system: SystemMemory {
+            total: 64 * GIB,
+            available: 32 * GIB,
+            used: 32 * GIB,
+            free: 16 * GIB,
+            ..SystemMemory::default()
+        },
+        swap: Swap::default(),
+        pressure: Pressure::default(),
+        gpus: vec![],
+        processes,
+        errors: CollectorErrors::default(),
+    }
+}
+
+const USER_DAEMON: Context = Context {
+    self_pid: 5,
+    self_uid: 1000,
+};
+
+const LADDER: &str = "[[rule]]\nname = \"nb\"\nfootprint = \"8GiB\"\ncooldown = \"60s\"\nactions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\", after = \"5s\" }, { signal = \"SIGKILL\", after = \"5s\" }]\n";
+
+fn signals(run: &Run) -> Vec<(usize, SignalName)> {
+    run.decisions
+        .iter()
+        .filter_map(|(i, d)| match d.action {
+            Action::Signal { signal, .. } => Some((*i, signal)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_ladder_escalates_on_schedule_while_the_limit_holds() {
+    let mut run = Run::new(config(LADDER), USER_DAEMON);
+    for t in 0..20 {
+        run.feed(t as usize, &snapshot(t, vec![process(10, 9 * GIB)]));
+    }
+    assert_eq!(
+        signals(&run),
+        vec![
+            (0, SignalName::Int),
+            (5, SignalName::Term),
+            (10, SignalName::Kill)
+        ]
+    );
+    let crossed = run
+        .events
+        .iter()
+        .filter(|(_, e)| matches!(e, EventKind::LimitCrossed { .. }))
+        .count();
+    assert_eq!(crossed, 1);
+}
+
+#[test]
+fn a_ladder_waits_while_the_limit_does_not_hold_and_resets_when_it_clears() {
+    let mut run = Run::new(config(LADDER), USER_DAEMON);
+    // Over at 0..3; just under (inside the 10% margin) at 3..9; over again.
+    for t in 0..12 {
+        let f = if (3..9).contains(&t) {
+            7800 * MIB
+        } else {
+            9 * GIB
+        };
+        run.feed(t as usize, &snapshot(t, vec![process(10, f)]));
+    }
+    assert_eq!(
+        signals(&run),
+        vec![(0, SignalName::Int), (9, SignalName::Term)]
+    );
+
+    // Far below (past the margin): cleared; the next crossing is inside
+    // the cooldown, so nothing happens until 60 s after the last step.
+    run.feed(12, &snapshot(12, vec![process(10, GIB)]));
+    assert!(
+        run.events
+            .iter()
+            .any(|(i, e)| *i == 12 && matches!(e, EventKind::LimitCleared { .. }))
+    );
+    for t in 13..80 {
+        run.feed(t as usize, &snapshot(t, vec![process(10, 9 * GIB)]));
+    }
+    let after: Vec<_> = signals(&run).into_iter().filter(|(i, _)| *i > 12).collect();
+    assert_eq!(after.first(), Some(&(69, SignalName::Int)), "{after:?}");
+}
+
+#[test]
+fn protected_processes_and_the_daemons_ancestors_are_never_chosen() {
+    let cfg = config(
+        "[[rule]]\nname = \"any\"\nfootprint = \"1GiB\"\nother_users = true\nroot = true\nactions = [{ signal = \"SIGTERM\" }]\n[protect]\nnames = [\"postgres\"]\n",
+    );
+    let named = |pid: u32, ppid: u32, name: &str| {
+        let mut p = process(pid, 40 * GIB);
+        p.ppid = ppid;
+        p.name = name.into();
+        p
+    };
+    let procs = vec![
+        named(1, 0, "systemd"),
+        named(20, 1, "sshd"),
+        named(30, 20, "bash"),
+        named(40, 30, "headroom"),
+        named(50, 1, "postgres"),
+        named(60, 30, "python3"),
+    ];
+    let ctx = Context {
+        self_pid: 40,
+        self_uid: 0,
+    };
+    let mut run = Run::new(cfg, ctx);
+    run.feed(0, &snapshot(0, procs));
+    let targets: Vec<u32> = run.decisions.iter().map(|(_, d)| d.process.pid).collect();
+    assert_eq!(targets, vec![60]);
+}
+
+#[test]
+fn other_users_and_root_need_the_rule_to_say_so() {
+    let cfg = config(LADDER);
+    let mut mine = process(10, 9 * GIB);
+    mine.uid = Some(1000);
+    let mut theirs = process(11, 9 * GIB);
+    theirs.uid = Some(1001);
+    let mut roots = process(12, 9 * GIB);
+    roots.uid = Some(0);
+    let mut run = Run::new(cfg, USER_DAEMON);
+    run.feed(0, &snapshot(0, vec![mine, theirs, roots]));
+    let targets: Vec<u32> = run.decisions.iter().map(|(_, d)| d.process.pid).collect();
+    assert_eq!(targets, vec![10]);
+}
+
+fn gated(select: &str) -> Config {
+    config(&format!(
+        "[[rule]]\nname = \"tight\"\nselect = \"{select}\"\ncooldown = \"30s\"\nactions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nworkload = [\"jupyter\"]\n[rule.when]\npressure = \"critical\"\n"
+    ))
+}
+
+fn critical(mut s: Snapshot) -> Snapshot {
+    s.pressure.level = PressureLevel::Critical;
+    s
+}
+
+#[test]
+fn select_largest_newest_and_fastest_growing() {
+    let mut old_big = process(10, 20 * GIB);
+    old_big.id.start = 100;
+    let mut new_small = process(11, 2 * GIB);
+    new_small.id.start = 900;
+    let grower = |t: u64| {
+        let mut p = process(12, 4 * GIB + t * GIB);
+        p.id.start = 500;
+        p
+    };
+
+    let mut run = Run::new(gated("largest"), USER_DAEMON);
+    run.feed(
+        0,
+        &critical(snapshot(0, vec![old_big.clone(), new_small.clone()])),
+    );
+    assert_eq!(run.decisions[0].1.process.pid, 10);
+
+    let mut run = Run::new(gated("newest"), USER_DAEMON);
+    run.feed(
+        0,
+        &critical(snapshot(0, vec![old_big.clone(), new_small.clone()])),
+    );
+    assert_eq!(run.decisions[0].1.process.pid, 11);
+
+    let mut run = Run::new(gated("fastest-growing"), USER_DAEMON);
+    for t in 0..4 {
+        let mut s = snapshot(t, vec![old_big.clone(), new_small.clone(), grower(t)]);
+        if t == 3 {
+            s = critical(s);
+        }
+        run.feed(t as usize, &s);
+    }
+    assert_eq!(run.decisions.len(), 1);
+    assert_eq!(run.decisions[0].1.process.pid, 12);
+}
+
+#[test]
+fn a_gated_rule_takes_one_victim_per_cooldown() {
+    let mut run = Run::new(gated("largest"), USER_DAEMON);
+    let a = process(10, 20 * GIB);
+    let b = process(11, 10 * GIB);
+    // Pressure stays critical; the first victim exits at t=2.
+    for t in 0..40 {
+        let procs = if t < 2 {
+            vec![a.clone(), b.clone()]
+        } else {
+            vec![b.clone()]
+        };
+        run.feed(t as usize, &critical(snapshot(t, procs)));
+    }
+    let victims: Vec<(usize, u32)> = run
+        .decisions
+        .iter()
+        .map(|(i, d)| (*i, d.process.pid))
+        .collect();
+    assert_eq!(victims, vec![(0, 10), (30, 11)]);
+    assert!(run.events.iter().any(
+        |(i, e)| *i == 2 && matches!(e, EventKind::Exited { process, .. } if process.pid == 10)
+    ));
+}
+
+#[test]
+fn dry_run_is_carried_in_the_decision() {
+    let mut cfg = config(LADDER);
+    cfg.daemon.dry_run = true;
+    let mut run = Run::new(cfg, USER_DAEMON);
+    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
+    assert!(run.decisions[0].1.dry_run);
+}
+
+#[test]
+fn time_to_exhaustion_uses_available_memory_plus_free_swap() {
+    let cfg = config(
+        "[[rule]]\nname = \"tte\"\ntime_to_exhaustion = \"30s\"\nwindow = \"5s\"\nactions = [{ signal = \"SIGINT\" }]\n",
+    );
+    let mut run = Run::new(cfg, USER_DAEMON);
+    // Growing 1 GiB/s with 40 GiB available: exhausted in 40 s, then less.
+    for t in 0..16 {
+        let mut s = snapshot(t, vec![process(10, t * GIB)]);
+        s.system.available = (40 - t) * GIB;
+        run.feed(t as usize, &s);
+    }
+    let (at, d) = &run.decisions[0];
+    // At t, 40 − t GiB are left at 1 GiB/s: ≤ 30 s from t = 10 on (and the
+    // 5 s window needs points spanning at least 2.5 s).
+    assert_eq!(*at, 10, "{}", d.reason);
+    assert!(d.reason.contains("exhausted in"), "{}", d.reason);
+}

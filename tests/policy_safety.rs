@@ -1,0 +1,128 @@
+//! Property: for arbitrary snapshots and rules, no decision ever targets PID
+//! 0 or 1, the daemon, one of its ancestors, or a protected process, and no
+//! decision reaches another user's or root's process unless its rule allows.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use headroom::config::Config;
+use headroom::history::History;
+use headroom::model::*;
+use headroom::policy::{Context, PolicyState, evaluate};
+use proptest::prelude::*;
+
+const GIB: u64 = 1 << 30;
+const NAMES: &[&str] = &[
+    "python3", "sshd", "systemd", "postgres", "ollama", "bash", "launchd",
+];
+
+fn arb_process() -> impl Strategy<Value = ProcessSample> {
+    (
+        0u32..60,
+        0u32..60,
+        prop::option::of(prop::sample::select(vec![0u32, 1000, 1001])),
+        0usize..NAMES.len(),
+        0u64..64 * GIB,
+        prop::sample::select(WorkloadKind::ALL.to_vec()),
+    )
+        .prop_map(|(pid, ppid, uid, name, footprint, kind)| ProcessSample {
+            id: ProcessId { pid, start: 7 },
+            ppid,
+            uid,
+            user: None,
+            name: NAMES[name].to_string(),
+            exe: None,
+            argv: vec![NAMES[name].to_string()],
+            started_at: None,
+            footprint,
+            peak_footprint: None,
+            resident: footprint,
+            swapped: None,
+            gpu_memory: None,
+            detail: Detail::Exact,
+            workload: Workload {
+                kind,
+                ..Workload::default()
+            },
+        })
+}
+
+fn arb_rule() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec!["1GiB", "10%", "50%"]),
+        any::<bool>(),
+        any::<bool>(),
+        prop::option::of(prop::sample::select(vec!["warn", "critical"])),
+        prop::sample::select(vec!["largest", "newest", "fastest-growing"]),
+    )
+        .prop_map(|(limit, other_users, root, pressure, select)| {
+            let mut r = format!(
+                "footprint = \"{limit}\"\nother_users = {other_users}\nroot = {root}\nactions = [{{ signal = \"SIGKILL\" }}]\n"
+            );
+            if let Some(p) = pressure {
+                r.push_str(&format!("select = \"{select}\"\n[rule.when]\npressure = \"{p}\"\n"));
+            }
+            r
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn no_decision_targets_a_protected_process(
+        ticks in prop::collection::vec(prop::collection::vec(arb_process(), 0..25), 1..6),
+        rules in prop::collection::vec(arb_rule(), 1..4),
+        self_pid in 2u32..60,
+        self_uid in prop::sample::select(vec![0u32, 1000]),
+        level in prop::sample::select(vec![PressureLevel::Normal, PressureLevel::Warn, PressureLevel::Critical]),
+    ) {
+        let mut text = String::from("[protect]\nnames = [\"postgres\"]\n");
+        for (i, r) in rules.iter().enumerate() {
+            text.push_str(&format!("[[rule]]\nname = \"r{i}\"\n{r}"));
+        }
+        let config = Config::from_toml_str(&text, "prop.toml").unwrap();
+        let ctx = Context { self_pid, self_uid };
+        let mut state = PolicyState::default();
+        let mut history = History::new(Duration::from_secs(60));
+        for (t, processes) in ticks.into_iter().enumerate() {
+            // One process per pid, as on a real machine.
+            let mut seen = HashSet::new();
+            let processes: Vec<_> = processes.into_iter().filter(|p| seen.insert(p.id.pid)).collect();
+            let snap = Snapshot {
+                taken_at: Timestamp(1_000 + t as u64 * 1000),
+                source: "prop".into(),
+                sample_micros: 0,
+                system: SystemMemory { total: 64 * GIB, available: 8 * GIB, used: 56 * GIB, free: GIB, ..SystemMemory::default() },
+                swap: Swap::default(),
+                pressure: Pressure { level, ..Pressure::default() },
+                gpus: vec![],
+                processes: processes.clone(),
+                errors: CollectorErrors::default(),
+            };
+            // The daemon's ancestors, walking the snapshot's parent links.
+            let mut ancestors = HashSet::new();
+            let mut pid = self_pid;
+            while let Some(p) = processes.iter().find(|p| p.id.pid == pid) {
+                if !ancestors.insert(p.ppid) { break; }
+                pid = p.ppid;
+            }
+            history.record(&snap);
+            let out = evaluate(&config, &mut state, &history, &snap, ctx, snap.taken_at);
+            for d in &out.decisions {
+                let p = processes.iter().find(|p| p.id.pid == d.process.pid).unwrap();
+                prop_assert!(d.process.pid > 1, "targets pid {}", d.process.pid);
+                prop_assert_ne!(d.process.pid, self_pid);
+                prop_assert!(!ancestors.contains(&d.process.pid), "targets an ancestor");
+                prop_assert!(!["sshd", "systemd", "launchd", "postgres"].contains(&p.name.as_str()), "targets {}", p.name);
+                let rule = config.rules.iter().find(|r| r.name == d.rule).unwrap();
+                match p.uid {
+                    Some(0) => prop_assert!(rule.root),
+                    Some(u) if u != self_uid => prop_assert!(rule.other_users),
+                    None => prop_assert!(rule.root && rule.other_users),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
