@@ -218,6 +218,8 @@ mod tests {
             gpus: vec![],
             processes,
             errors: CollectorErrors::default(),
+            collectors: vec![],
+            notes: vec![],
         }
     }
 

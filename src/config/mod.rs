@@ -16,6 +16,7 @@
 
 mod daemon;
 mod error;
+mod gpu;
 mod raw;
 pub mod units;
 
@@ -25,6 +26,7 @@ use serde::Serialize;
 
 pub use daemon::{DaemonConfig, LogFormat};
 pub use error::ConfigError;
+pub use gpu::GpuConfig;
 pub use units::{
     ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
     parse_rate, parse_size, parse_size_limit,
@@ -43,6 +45,7 @@ const EMBEDDED_ORIGIN: &str = "<embedded default>";
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     pub daemon: DaemonConfig,
+    pub gpu: GpuConfig,
 }
 
 impl Config {
@@ -105,6 +108,7 @@ impl Default for Config {
 fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> {
     Ok(Config {
         daemon: daemon::validate(raw.daemon, source)?,
+        gpu: gpu::validate(raw.gpu, source)?,
     })
 }
 
@@ -143,6 +147,7 @@ mod tests {
             );
         }
         assert!(DEFAULT_TOML.contains("# journal = "));
+        assert!(DEFAULT_TOML.contains("# nvml_library = "));
     }
 
     #[test]
@@ -163,6 +168,8 @@ mod tests {
         config.daemon.journal = Some(PathBuf::from("/var/tmp/j ournal.jsonl"));
         config.daemon.dry_run = true;
         config.daemon.log_format = LogFormat::Json;
+        config.gpu.nvml = false;
+        config.gpu.nvml_library = Some(PathBuf::from("/opt/nvidia/libnvidia-ml.so.1"));
         let text = config.to_toml();
         assert!(text.contains("interval = \"1s 500ms\""), "{text}");
         assert_eq!(Config::from_toml_str(&text, "out").unwrap(), config);
@@ -181,7 +188,7 @@ mod tests {
         let e = err("[rules]\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon"
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, gpu"
         );
     }
 
@@ -190,7 +197,7 @@ mod tests {
         let e = err("dry_run = true\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon"
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, gpu"
         );
     }
 

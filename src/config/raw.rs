@@ -20,6 +20,7 @@ use super::units::HumanDuration;
 #[serde(deny_unknown_fields, default, expecting = "a TOML document")]
 pub(crate) struct RawConfig {
     pub(crate) daemon: RawDaemon,
+    pub(crate) gpu: RawGpu,
 }
 
 /// `[daemon]`: how the daemon samples, keeps history, logs and journals.
@@ -32,4 +33,12 @@ pub(crate) struct RawDaemon {
     pub(crate) journal: Option<Spanned<String>>,
     pub(crate) dry_run: Option<bool>,
     pub(crate) log_format: Option<super::LogFormat>,
+}
+
+/// `[gpu]`: how GPU memory is collected.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [gpu] table")]
+pub(crate) struct RawGpu {
+    pub(crate) nvml: Option<bool>,
+    pub(crate) nvml_library: Option<Spanned<String>>,
 }
