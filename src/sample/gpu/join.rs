@@ -208,19 +208,23 @@ fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// "12 GiB held", or "at least 12 GiB held" when some figures are unknown.
+/// "12 GiB held", "at least 12 GiB held" when some figures are unknown,
+/// "memory not reported" when all are.
 fn held(memory: impl Iterator<Item = Option<u64>>) -> String {
-    let (mut sum, mut unknown) = (0u64, false);
+    let (mut sum, mut known, mut unknown) = (0u64, false, false);
     for m in memory {
         match m {
-            Some(b) => sum = sum.saturating_add(b),
+            Some(b) => {
+                sum = sum.saturating_add(b);
+                known = true;
+            }
             None => unknown = true,
         }
     }
-    if unknown {
-        format!("at least {} held", format_bytes(sum))
-    } else {
-        format!("{} held", format_bytes(sum))
+    match (known, unknown) {
+        (true, true) => format!("at least {} held", format_bytes(sum)),
+        (false, true) => "memory not reported".to_string(),
+        _ => format!("{} held", format_bytes(sum)),
     }
 }
 
@@ -582,6 +586,21 @@ mod tests {
         );
         assert!(snap.notes.is_empty());
         assert_eq!(snap.gpus.len(), 1);
+    }
+
+    #[test]
+    fn unmatched_pids_without_figures_are_not_said_to_hold_zero() {
+        let mut snap = snapshot(vec![]);
+        join(
+            &mut snap,
+            vec![gpu(0, vec![compute(7, None)])],
+            &PidView::Host,
+        );
+        assert!(
+            snap.notes[0].contains("(memory not reported: pid 7)"),
+            "{}",
+            snap.notes[0]
+        );
     }
 
     #[test]
