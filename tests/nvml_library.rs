@@ -230,12 +230,12 @@ fn an_init_failure_is_reported_with_what_to_do() {
 #[test]
 fn the_collector_survives_device_errors_and_recovers_from_a_broken_driver() {
     let lib = StandIn::build();
-    lib.scenario(&format!(
+    lib.scenario(
         "driver 999.12.34\n\
          device NVIDIA A100-SXM4-40GB MIG 1g.5gb;GPU-a;42949672960;1073741824;0;-1\n\
          compute 0 4242 -1 1\n\
-         compute 0 4242 -1 2\n"
-    ));
+         compute 0 4242 -1 2\n",
+    );
     let mut m = GpuMonitor::new(Box::new(NvmlCollector::new(Some(lib.library.clone()))));
     let t0 = Instant::now();
 
