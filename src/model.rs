@@ -294,7 +294,10 @@ pub struct ProcessSample {
     pub peak_footprint: Option<u64>,
     pub resident: u64,
     pub swapped: Option<u64>,
-    /// GPU memory held, where known.
+    /// GPU memory held, summed over devices, where known. Where some device
+    /// does not report this process's figure (MIG, some drivers) the sum
+    /// leaves that part out (a lower bound) and the workload evidence names
+    /// the device; `None` when no figure is known or the process holds none.
     pub gpu_memory: Option<u64>,
     #[serde(default)]
     pub detail: Detail,
