@@ -54,6 +54,9 @@ pub enum Command {
     },
     /// Print this machine's memory state and its largest processes.
     Snapshot {
+        /// TOML config file; its `[gpu]` section says how GPUs are read.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Print the full snapshot as JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -147,7 +150,12 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             log_format,
             replay,
         } => run_daemon(config, dry_run, log_format, replay),
-        Command::Snapshot { json, all, top } => snapshot(json, TableOptions { all, top }),
+        Command::Snapshot {
+            config,
+            json,
+            all,
+            top,
+        } => snapshot(config, json, TableOptions { all, top }),
         Command::PrintConfig => {
             print!("{DEFAULT_TOML}");
             Ok(())
@@ -184,7 +192,7 @@ fn run_daemon(
                 .map_err(|e| CliError::Usage(format!("cannot replay {}: {e}", path.display())))?
                 .looped(true),
         ),
-        None => platform_sampler(),
+        None => platform_sampler(&config.gpu),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -215,8 +223,12 @@ fn run_daemon(
     })
 }
 
-fn snapshot(json: bool, opts: TableOptions) -> Result<(), CliError> {
-    let mut sampler = platform_sampler();
+fn snapshot(config_path: Option<PathBuf>, json: bool, opts: TableOptions) -> Result<(), CliError> {
+    let config = match &config_path {
+        Some(path) => Config::load(path)?,
+        None => Config::embedded_default(),
+    };
+    let mut sampler = platform_sampler(&config.gpu);
     let snap = sampler
         .sample()
         .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;
@@ -237,7 +249,7 @@ fn record(out: &Path, duration: Duration, interval: Duration) -> Result<(), CliE
     }
     let mut writer = TraceWriter::create(out)
         .map_err(|e| CliError::Runtime(format!("cannot create {}: {e}", out.display())))?;
-    let mut sampler = platform_sampler();
+    let mut sampler = platform_sampler(&Config::embedded_default().gpu);
     let started = Instant::now();
     let mut written = 0u64;
     let mut next = started;

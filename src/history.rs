@@ -293,6 +293,8 @@ mod tests {
             gpus: vec![],
             processes,
             errors: CollectorErrors::default(),
+            collectors: vec![],
+            notes: vec![],
         }
     }
 

@@ -72,6 +72,13 @@ pub struct Snapshot {
     pub processes: Vec<ProcessSample>,
     #[serde(default)]
     pub errors: CollectorErrors,
+    /// Health of the optional collectors that ran (e.g. `nvml`): up or not, and why.
+    #[serde(default)]
+    pub collectors: Vec<CollectorStatus>,
+    /// Caveats about this snapshot for people, in words (e.g. GPU pids that
+    /// could not be matched to processes from inside a container).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 impl Snapshot {
@@ -194,6 +201,48 @@ pub struct GpuDevice {
     pub memory_used: Option<u64>,
     /// Busy share, 0–1.
     pub utilization: Option<f64>,
+    /// Memory the driver sets aside for itself, in neither used nor free
+    /// (NVML's `reserved`).
+    #[serde(default)]
+    pub memory_reserved: Option<u64>,
+    /// The processes holding memory on this device, as the driver lists them.
+    #[serde(default)]
+    pub processes: Vec<GpuProcess>,
+}
+
+/// One process on a GPU, as the driver lists it: compute and graphics
+/// contexts merged, one entry per pid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuProcess {
+    /// The pid as the driver reports it: NVML gives pids of the host's pid
+    /// namespace, which a container cannot see.
+    pub pid: u32,
+    /// Device memory held, bytes; `None` where the driver does not say (MIG,
+    /// some drivers), which is not the same as zero.
+    pub memory: Option<u64>,
+    /// Has a compute (CUDA) context on the device.
+    pub compute: bool,
+    /// Has a graphics context on the device.
+    pub graphics: bool,
+    /// Matched to a process of [`Snapshot::processes`] by pid.
+    pub joined: bool,
+}
+
+/// Whether an optional collector (such as NVML for NVIDIA GPUs) works on
+/// this machine, for metrics (`collector_up`), `headroom doctor` and people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectorStatus {
+    /// Short name, e.g. `nvml`.
+    pub name: String,
+    /// True when the collector delivered figures this pass.
+    pub up: bool,
+    /// What it found when up (`1 GPU: NVIDIA H100 80GB HBM3, driver 560.35.03`),
+    /// why not when down (`libnvidia-ml.so.1 not found (no NVIDIA driver)`).
+    pub detail: String,
+    /// Failed reads since the collector was created (whole reads and
+    /// single queries alike).
+    #[serde(default)]
+    pub errors: u64,
 }
 
 /// A process identity: the pid alone is reused by the kernel, the pair is not.
@@ -245,7 +294,10 @@ pub struct ProcessSample {
     pub peak_footprint: Option<u64>,
     pub resident: u64,
     pub swapped: Option<u64>,
-    /// GPU memory held, where known.
+    /// GPU memory held, summed over devices, where known. Where some device
+    /// does not report this process's figure (MIG, some drivers) the sum
+    /// leaves that part out (a lower bound) and the workload evidence names
+    /// the device; `None` when no figure is known or the process holds none.
     pub gpu_memory: Option<u64>,
     #[serde(default)]
     pub detail: Detail,

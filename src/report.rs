@@ -129,11 +129,28 @@ fn render_summary(out: &mut String, snap: &Snapshot) {
     for gpu in &snap.gpus {
         let used = gpu.memory_used.map_or("?".to_string(), format_bytes);
         let total = gpu.memory_total.map_or("?".to_string(), format_bytes);
-        let _ = writeln!(
+        let _ = write!(
             out,
             "gpu {}    {}: {used} used of {total}",
             gpu.index, gpu.name
         );
+        if let Some(reserved) = gpu.memory_reserved.filter(|r| *r > 0) {
+            let _ = write!(out, ", {} reserved", format_bytes(reserved));
+        }
+        if let Some(busy) = gpu.utilization {
+            let _ = write!(out, ", {:.0}% busy", busy * 100.0);
+        }
+        if !gpu.processes.is_empty() {
+            let n = gpu.processes.len();
+            let _ = write!(out, ", {n} process{}", if n == 1 { "" } else { "es" });
+        }
+        out.push('\n');
+    }
+    for c in snap.collectors.iter().filter(|c| !c.up) {
+        let _ = writeln!(out, "{:<8} unavailable: {}", c.name, c.detail);
+    }
+    for note in &snap.notes {
+        let _ = writeln!(out, "note     {note}");
     }
     let e = &snap.errors;
     if e.vanished + e.permission_denied + e.unreadable > 0 {

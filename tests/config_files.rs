@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use headroom::config::{Config, DaemonConfig, LogFormat};
+use headroom::config::{Config, DaemonConfig, GpuConfig, LogFormat};
 
 fn fixtures(kind: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -57,6 +57,30 @@ const INVALID: &[(&str, &str)] = &[
         r#"3:17: daemon.fast_interval: must be at least 20ms; use e.g. "250ms" (got "5ms")"#,
     ),
     (
+        "gpu_empty_library.toml",
+        r#"3:16: gpu.nvml_library: is empty; give the absolute path of libnvidia-ml.so.1, or leave the key out to use the driver's usual location (got "")"#,
+    ),
+    (
+        "gpu_library_directory.toml",
+        r#"3:16: gpu.nvml_library: names a directory; give the path of the library file itself, e.g. "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" (got "/usr/lib/x86_64-linux-gnu/")"#,
+    ),
+    (
+        "gpu_library_wrong_type.toml",
+        "3:16: gpu.nvml_library: wrong type: expected a string, found an array",
+    ),
+    (
+        "gpu_nvml_wrong_type.toml",
+        r#"3:8: gpu.nvml: wrong type: expected true or false, found a string (got "on")"#,
+    ),
+    (
+        "gpu_relative_library.toml",
+        r#"3:16: gpu.nvml_library: must be an absolute path such as "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"; a bare name is searched for by the dynamic loader, which headroom already does for libnvidia-ml.so.1 when the key is left out (got "libnvidia-ml.so.1")"#,
+    ),
+    (
+        "gpu_unknown_key.toml",
+        r#"3:1: gpu.library: unknown key "library"; expected one of: nvml, nvml_library"#,
+    ),
+    (
         "history_shorter_than_interval.toml",
         "4:11: daemon.history: history (5s) must not be shorter than interval (10s); keep at least one interval of history",
     ),
@@ -78,7 +102,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "key_outside_section.toml",
-        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect"#,
+        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect, gpu"#,
     ),
     (
         "log_format_case.toml",
@@ -114,7 +138,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "unknown_section.toml",
-        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect"#,
+        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect, gpu"#,
     ),
     (
         "wrong_type_bool.toml",
@@ -278,6 +302,13 @@ fn full_valid_file_loads() {
             journal: Some(PathBuf::from("/srv/headroom/journal.jsonl")),
             dry_run: true,
             log_format: LogFormat::Json,
+        }
+    );
+    assert_eq!(
+        config.gpu,
+        GpuConfig {
+            nvml: false,
+            nvml_library: Some(PathBuf::from("/opt/nvidia/lib64/libnvidia-ml.so.1")),
         }
     );
 }

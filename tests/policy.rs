@@ -223,6 +223,8 @@ fn snapshot(at_secs: u64, processes: Vec<ProcessSample>) -> Snapshot {
         gpus: vec![],
         processes,
         errors: CollectorErrors::default(),
+        collectors: vec![],
+        notes: vec![],
     }
 }
 

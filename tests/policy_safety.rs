@@ -99,6 +99,8 @@ proptest! {
                 gpus: vec![],
                 processes: processes.clone(),
                 errors: CollectorErrors::default(),
+                collectors: vec![],
+                notes: vec![],
             };
             // The daemon's ancestors, walking the snapshot's parent links.
             let mut ancestors = HashSet::new();

@@ -6,8 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use headroom::model::{
-    CollectorErrors, Detail, Framework, GpuDevice, Pressure, PressureLevel, ProcessId,
-    ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory, Timestamp, Workload, WorkloadKind,
+    CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Pressure,
+    PressureLevel, ProcessId, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory, Timestamp,
+    Workload, WorkloadKind,
 };
 use headroom::sample::replay::{ReplaySampler, TraceWriter, read_trace};
 use headroom::sample::{SampleError, Sampler};
@@ -91,6 +92,14 @@ fn snapshot(ms: u64, footprint: u64) -> Snapshot {
             memory_total: Some(80 * GIB),
             memory_used: Some(10 * GIB),
             utilization: Some(0.75),
+            memory_reserved: Some(GIB / 2),
+            processes: vec![GpuProcess {
+                pid: 4242,
+                memory: Some(9 * GIB),
+                compute: true,
+                graphics: false,
+                joined: true,
+            }],
         }],
         processes: vec![kernel(4242, footprint), kernel(4343, footprint / 3)],
         errors: CollectorErrors {
@@ -99,6 +108,13 @@ fn snapshot(ms: u64, footprint: u64) -> Snapshot {
             unreadable: 0,
             kernel_threads: 97,
         },
+        collectors: vec![CollectorStatus {
+            name: "nvml".into(),
+            up: true,
+            detail: "1 GPU: NVIDIA H100 80GB HBM3".into(),
+            errors: 0,
+        }],
+        notes: vec!["a note".into()],
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod daemon;
 mod error;
+mod gpu;
 mod raw;
 pub mod rules;
 pub mod units;
@@ -26,6 +27,7 @@ use serde::Serialize;
 
 pub use daemon::{DaemonConfig, LogFormat};
 pub use error::ConfigError;
+pub use gpu::GpuConfig;
 pub use rules::{Limits, Matcher, Protect, Rule, Select, Step, SystemCondition};
 pub use units::{
     ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
@@ -48,6 +50,7 @@ pub struct Config {
     #[serde(rename = "rule")]
     pub rules: Vec<Rule>,
     pub protect: Protect,
+    pub gpu: GpuConfig,
 }
 
 impl Config {
@@ -113,6 +116,7 @@ fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> 
         daemon: daemon::validate(raw.daemon, source)?,
         rules,
         protect: rules::validate_protect(raw.protect, source)?,
+        gpu: gpu::validate(raw.gpu, source)?,
     })
 }
 
@@ -156,6 +160,7 @@ mod tests {
             );
         }
         assert!(DEFAULT_TOML.contains("# journal = "));
+        assert!(DEFAULT_TOML.contains("# nvml_library = "));
     }
 
     #[test]
@@ -176,6 +181,8 @@ mod tests {
         config.daemon.journal = Some(PathBuf::from("/var/tmp/j ournal.jsonl"));
         config.daemon.dry_run = true;
         config.daemon.log_format = LogFormat::Json;
+        config.gpu.nvml = false;
+        config.gpu.nvml_library = Some(PathBuf::from("/opt/nvidia/libnvidia-ml.so.1"));
         let text = config.to_toml();
         assert!(text.contains("interval = \"1s 500ms\""), "{text}");
         assert_eq!(Config::from_toml_str(&text, "out").unwrap(), config);
@@ -194,7 +201,7 @@ mod tests {
         let e = err("[rules]\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect"
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect, gpu"
         );
     }
 
@@ -203,7 +210,7 @@ mod tests {
         let e = err("dry_run = true\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect"
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect, gpu"
         );
     }
 

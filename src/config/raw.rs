@@ -23,6 +23,7 @@ pub(crate) struct RawConfig {
     #[serde(rename = "rule")]
     pub(crate) rules: Vec<Spanned<RawRule>>,
     pub(crate) protect: RawProtect,
+    pub(crate) gpu: RawGpu,
 }
 
 /// `[daemon]`: how the daemon samples, keeps history, logs and journals.
@@ -102,4 +103,12 @@ pub(crate) struct RawProtect {
     pub(crate) defaults: Option<bool>,
     pub(crate) names: Option<Vec<Spanned<String>>>,
     pub(crate) patterns: Option<Vec<Spanned<String>>>,
+}
+
+/// `[gpu]`: how GPU memory is collected.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [gpu] table")]
+pub(crate) struct RawGpu {
+    pub(crate) nvml: Option<bool>,
+    pub(crate) nvml_library: Option<Spanned<String>>,
 }

@@ -98,6 +98,8 @@ mod tests {
             gpus: vec![],
             processes,
             errors: CollectorErrors::default(),
+            collectors: vec![],
+            notes: vec![],
         }
     }
 

@@ -267,6 +267,8 @@ impl Sampler for SysinfoSampler {
             gpus: Vec::new(),
             processes,
             errors,
+            collectors: Vec::new(),
+            notes: Vec::new(),
         })
     }
 }

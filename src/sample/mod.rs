@@ -6,6 +6,7 @@
 //! sampler that plays back a recorded trace for tests and simulations.
 
 pub mod fallback;
+pub mod gpu;
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "linux")]
@@ -48,15 +49,17 @@ pub trait Sampler: Send {
     fn sample(&mut self) -> Result<crate::model::Snapshot, SampleError>;
 }
 
-/// The native sampler for the OS this binary was built for.
-pub fn platform_sampler() -> Box<dyn Sampler> {
+/// The native sampler for the OS this binary was built for, with GPU
+/// figures joined in where `gpu_settings` ask for them and the OS has a collector
+/// (NVML on Linux).
+pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Sampler> {
     #[cfg(target_os = "linux")]
     {
-        Box::new(linux::LinuxSampler::new("/proc"))
+        gpu::wrap(linux::LinuxSampler::new("/proc"), gpu_settings)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        Box::new(fallback::SysinfoSampler::new())
+        gpu::wrap(fallback::SysinfoSampler::new(), gpu_settings)
     }
 }
 

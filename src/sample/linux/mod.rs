@@ -595,6 +595,8 @@ impl Sampler for LinuxSampler {
             gpus: Vec::new(),
             processes,
             errors,
+            collectors: Vec::new(),
+            notes: Vec::new(),
         })
     }
 }

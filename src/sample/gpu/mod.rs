@@ -1,0 +1,320 @@
+//! GPU memory: who holds it, composed onto the OS sampler.
+//!
+//! A [`GpuCollector`] reads devices and their process lists (NVML on Linux:
+//! [`nvml`]; a hand-set list in tests: [`fake`]). [`WithGpu`] wraps any
+//! [`Sampler`]: it takes the inner sample, polls the collector through a
+//! [`GpuMonitor`] (open once, report "unavailable" once, retry every few
+//! minutes, never fail the sample), and joins the devices into the snapshot
+//! ([`join`]): `Snapshot::gpus`, `ProcessSample::gpu_memory`, a line of
+//! evidence per device in the process's workload, and the collector's
+//! health in `Snapshot::collectors`.
+//!
+//! [`probe`] checks the collector once, for `headroom doctor`.
+
+pub mod fake;
+pub mod join;
+pub mod monitor;
+#[cfg(target_os = "linux")]
+pub mod nvml;
+pub mod pid_namespace;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::config::GpuConfig;
+use crate::model::{CollectorStatus, Snapshot};
+use crate::sample::{SampleError, Sampler};
+
+pub use monitor::{GpuMonitor, LogLevel, LogLine, Poll, RETRY_AFTER};
+pub use pid_namespace::PidView;
+
+/// One entry of a driver's process list for a device, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawGpuProcess {
+    /// As the driver reports it (NVML: a pid of the host's pid namespace).
+    pub pid: u32,
+    /// Device memory held, bytes; `None` where the driver reports the value
+    /// as not available.
+    pub memory: Option<u64>,
+    /// The MIG GPU instance the entry is for, where MIG is on.
+    pub gpu_instance: Option<u32>,
+}
+
+/// One device as read in one pass.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeviceReading {
+    pub index: u32,
+    pub name: String,
+    pub uuid: Option<String>,
+    pub memory_total: Option<u64>,
+    pub memory_used: Option<u64>,
+    pub memory_reserved: Option<u64>,
+    /// Busy share, 0–1.
+    pub utilization: Option<f64>,
+    /// Processes with a compute (CUDA) context.
+    pub compute: Vec<RawGpuProcess>,
+    /// Processes with a graphics context.
+    pub graphics: Vec<RawGpuProcess>,
+    /// Queries that failed on this device this pass, in words
+    /// (`processes: GPU is lost`); the other figures are still good.
+    pub problems: Vec<String>,
+}
+
+/// Why a collector cannot be opened or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct GpuError {
+    /// What is wrong and, where known, what to do.
+    pub message: String,
+    /// True when the machine simply has no driver for this kind of GPU:
+    /// logged as news, not as a warning.
+    pub no_driver: bool,
+}
+
+/// Reads GPUs. Called from the sampler's blocking thread.
+///
+/// [`GpuMonitor`] calls `open` once, then `read` every tick; after a failed
+/// `open`, or a failed `read` followed by `close`, it calls `open` again
+/// only after a few minutes.
+pub trait GpuCollector: Send {
+    /// Short name for logs, metrics and `headroom doctor` (`nvml`).
+    fn name(&self) -> &'static str;
+
+    /// Load the library, initialise it, and find the devices.
+    fn open(&mut self) -> Result<(), GpuError>;
+
+    /// What the open collector found (library, driver, devices, queries the
+    /// devices do not support), in one line.
+    fn describe(&self) -> String;
+
+    /// Read every device. An error means the collector as a whole stopped
+    /// working; a failed query on one device goes into its `problems`.
+    fn read(&mut self) -> Result<Vec<DeviceReading>, GpuError>;
+
+    /// Let go of the library after a failed read.
+    fn close(&mut self);
+}
+
+/// An OS sampler with GPU figures joined in.
+pub struct WithGpu<S> {
+    inner: S,
+    monitor: GpuMonitor,
+    view: PidView,
+}
+
+impl<S: Sampler> WithGpu<S> {
+    /// `view` says whether the collector's pids are this pid namespace's
+    /// ([`pid_namespace::detect`] finds out).
+    pub fn new(inner: S, collector: Box<dyn GpuCollector>, view: PidView) -> Self {
+        Self {
+            inner,
+            monitor: GpuMonitor::new(collector),
+            view,
+        }
+    }
+
+    /// Try a collector that is down again after `retry_after` instead of
+    /// [`RETRY_AFTER`].
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.monitor = self.monitor.with_retry_after(retry_after);
+        self
+    }
+
+    /// The wrapped sampler.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: Sampler> Sampler for WithGpu<S> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn sample(&mut self) -> Result<Snapshot, SampleError> {
+        let mut snap = self.inner.sample()?;
+        let started = Instant::now();
+        let poll = self.monitor.poll(started);
+        for line in &poll.log {
+            match line.level {
+                LogLevel::Info => tracing::info!("{}", line.message),
+                LogLevel::Warn => tracing::warn!("{}", line.message),
+            }
+        }
+        let devices = poll.devices.iter().map(join::device).collect();
+        join::join(&mut snap, devices, &self.view);
+        snap.collectors.push(poll.status);
+        let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        snap.sample_micros = snap.sample_micros.saturating_add(spent);
+        Ok(snap)
+    }
+}
+
+/// The GPU collector this build uses on this OS, if the settings want one:
+/// NVML on Linux.
+pub fn platform_collector(settings: &GpuConfig) -> Option<Box<dyn GpuCollector>> {
+    if !settings.nvml {
+        return None;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        Some(Box::new(nvml::NvmlCollector::new(
+            settings.nvml_library.clone(),
+        )))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// Wraps `inner` with the platform's GPU collector, or returns it as it is
+/// when the settings or the OS want none.
+pub fn wrap<S: Sampler + 'static>(inner: S, settings: &GpuConfig) -> Box<dyn Sampler> {
+    match platform_collector(settings) {
+        Some(collector) => {
+            let view = pid_namespace::detect(Path::new("/proc"), Path::new("/"));
+            Box::new(WithGpu::new(inner, collector, view))
+        }
+        None => Box::new(inner),
+    }
+}
+
+/// Checks the GPU collector once, as `headroom doctor` does: whether it
+/// opens and reads, what it found, and whether its pids can be matched to
+/// processes here.
+pub fn probe(settings: &GpuConfig) -> CollectorStatus {
+    let Some(collector) = platform_collector(settings) else {
+        let detail = if settings.nvml {
+            "NVML is read on Linux only"
+        } else {
+            "turned off in the config ([gpu] nvml = false)"
+        };
+        return CollectorStatus {
+            name: "nvml".to_string(),
+            up: false,
+            detail: detail.to_string(),
+            errors: 0,
+        };
+    };
+    let mut status = GpuMonitor::new(collector).poll(Instant::now()).status;
+    if status.up
+        && let PidView::Container { why } =
+            pid_namespace::detect(Path::new("/proc"), Path::new("/"))
+    {
+        status.detail.push_str(&format!(
+            "; headroom runs in another pid namespace ({why}): GPU processes cannot be \
+             matched to processes"
+        ));
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::{FakeGpu, device, process};
+    use super::*;
+    use crate::sample::replay::ReplaySampler;
+
+    const GIB: u64 = 1 << 30;
+
+    fn trace() -> ReplaySampler {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/traces/growth-linux-6.18.jsonl");
+        ReplaySampler::open(&path).unwrap()
+    }
+
+    #[test]
+    fn with_gpu_joins_a_fake_device_into_the_inner_sample() {
+        let mut inner = trace();
+        let first = inner.sample().unwrap();
+        let pid = first.by_footprint()[0].id.pid;
+
+        let fake = FakeGpu::new();
+        let mut d = device(0, "NVIDIA H100 80GB HBM3", 80 * GIB, 9 * GIB);
+        d.compute = vec![process(pid, Some(8 * GIB))];
+        fake.set_devices(vec![d]);
+        let mut s = WithGpu::new(trace(), Box::new(fake.clone()), PidView::Host);
+        let snap = s.sample().unwrap();
+
+        assert_eq!(snap.gpus.len(), 1);
+        assert_eq!(snap.gpus[0].processes[0].pid, pid);
+        assert!(snap.gpus[0].processes[0].joined);
+        let p = snap.process(pid).unwrap();
+        assert_eq!(p.gpu_memory, Some(8 * GIB));
+        assert!(
+            p.workload
+                .evidence
+                .contains(&"holds 8.0 GiB of GPU memory on GPU 0".to_string())
+        );
+        assert_eq!(snap.collectors.len(), 1);
+        assert_eq!(snap.collectors[0].name, "fake");
+        assert!(snap.collectors[0].up);
+        assert_eq!(s.name(), "replay");
+    }
+
+    #[test]
+    fn evidence_does_not_pile_up_from_tick_to_tick() {
+        let pid = trace().sample().unwrap().by_footprint()[0].id.pid;
+        let fake = FakeGpu::new();
+        let mut d = device(0, "GPU", 80 * GIB, 9 * GIB);
+        d.compute = vec![process(pid, Some(GIB))];
+        fake.set_devices(vec![d]);
+        let mut s = WithGpu::new(trace(), Box::new(fake), PidView::Host);
+        let first = s.sample().unwrap();
+        let second = s.sample().unwrap();
+        let n = |snap: &Snapshot| {
+            snap.process(pid)
+                .map(|p| p.workload.evidence.len())
+                .unwrap_or_default()
+        };
+        assert_eq!(n(&first), n(&second));
+        assert_eq!(second.collectors.len(), 1);
+    }
+
+    #[test]
+    fn a_collector_that_will_not_open_leaves_the_sample_whole() {
+        let fake = FakeGpu::new();
+        fake.fail_open(Some(GpuError {
+            message: "libnvidia-ml.so.1 not found (no NVIDIA driver)".into(),
+            no_driver: true,
+        }));
+        let mut s = WithGpu::new(trace(), Box::new(fake.clone()), PidView::Host);
+        let mut plain = trace();
+        for _ in 0..3 {
+            let snap = s.sample().unwrap();
+            let plain = plain.sample().unwrap();
+            assert_eq!(snap.processes, plain.processes);
+            assert!(snap.gpus.is_empty());
+            assert_eq!(snap.collectors.len(), 1);
+            assert!(!snap.collectors[0].up);
+            assert_eq!(
+                snap.collectors[0].detail,
+                "libnvidia-ml.so.1 not found (no NVIDIA driver)"
+            );
+        }
+        assert_eq!(fake.opens(), 1);
+    }
+
+    #[test]
+    fn probe_of_a_disabled_collector_says_so() {
+        let status = probe(&GpuConfig {
+            nvml: false,
+            nvml_library: None,
+        });
+        assert!(!status.up);
+        assert_eq!(status.name, "nvml");
+        assert!(status.detail.contains("nvml = false"), "{}", status.detail);
+    }
+
+    #[test]
+    fn a_disabled_collector_leaves_the_sampler_unwrapped() {
+        let settings = GpuConfig {
+            nvml: false,
+            nvml_library: None,
+        };
+        assert!(platform_collector(&settings).is_none());
+        let mut s = wrap(trace(), &settings);
+        assert!(s.sample().unwrap().collectors.is_empty());
+    }
+}
