@@ -18,13 +18,21 @@ use tokio::time::{Instant, sleep_until};
 use tracing::{debug, error, info, warn};
 
 use crate::config::Config;
+use crate::event::EventKind;
+use crate::journal::JournalOptions;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
+use crate::pipeline::Pipeline;
+use crate::policy::{Context, Evaluation, PolicyState, evaluate};
 use crate::report::format_bytes;
 use crate::sample::{PressureEvents, SampleError, Sampler};
 use crate::state::State;
 
 /// How long the loop stays at the fast interval after an OS pressure event.
 pub const FAST_AFTER_EVENT: Duration = Duration::from_secs(10);
+
+/// The shortest sleep before a predicted limit crossing: sampling sooner
+/// than this would only measure the sampler.
+const MIN_PREDICTED_SLEEP: Duration = Duration::from_millis(10);
 
 /// Log every this many consecutive sampling failures after the first.
 const FAILURE_LOG_EVERY: u64 = 60;
@@ -89,6 +97,12 @@ impl Daemon {
             signal(SignalKind::hangup()).map_err(|e| DaemonError::Signal("SIGHUP", e))?;
 
         self.log_start();
+        let mut pipeline = self.start_pipeline();
+        let ctx = Context {
+            self_pid: std::process::id(),
+            self_uid: crate::act::effective_uid(),
+        };
+        let mut policy = PolicyState::default();
         let mut tracker = Tracker::default();
         let mut next_tick = Instant::now();
         let mut fast_until: Option<Instant> = None;
@@ -106,19 +120,24 @@ impl Daemon {
                         Err(why) => warn!("{why}"),
                     }
                 }
+                Some(event) = pipeline.journaled.recv() => {
+                    self.tx.send_modify(|s| s.add_event(event));
+                    continue;
+                }
                 _ = sigterm.recv() => { info!("SIGTERM received: shutting down"); break; }
                 _ = sigint.recv() => { info!("SIGINT received: shutting down"); break; }
-                _ = sighup.recv() => { self.reload(); continue; }
+                _ = sighup.recv() => { self.reload(&pipeline); continue; }
             }
 
             let started = Instant::now();
             let outcome = self.sample_once().await?;
-            let level = match outcome {
+            let (level, evaluation) = match outcome {
                 Ok(snap) => {
                     tracker.observe(&snap);
                     let level = snap.pressure.level;
                     self.tx.send_modify(|s| s.publish(snap));
-                    Some(level)
+                    let evaluation = self.decide(&mut policy, ctx, &pipeline);
+                    (Some(level), evaluation)
                 }
                 Err(e) => {
                     tracker.failed(&e);
@@ -127,13 +146,14 @@ impl Daemon {
                         s.counters.sample_failures += 1;
                         s.last_error = Some(msg);
                     });
-                    None
+                    (None, Evaluation::default())
                 }
             };
 
             let now = Instant::now();
             let fast = level.is_some_and(|l| l >= PressureLevel::Warn)
-                || fast_until.is_some_and(|t| now < t);
+                || fast_until.is_some_and(|t| now < t)
+                || evaluation.within_reach;
             let (was_fast, normal, quick) = {
                 let s = self.tx.borrow();
                 (
@@ -144,7 +164,10 @@ impl Daemon {
             };
             if fast != was_fast {
                 if fast {
-                    info!("pressure elevated: sampling every {}", fmt_duration(quick));
+                    info!(
+                        "pressure elevated or a limit within reach: sampling every {}",
+                        fmt_duration(quick)
+                    );
                 } else {
                     info!(
                         "pressure back to normal: sampling every {}",
@@ -153,12 +176,76 @@ impl Daemon {
                 }
                 self.tx.send_modify(|s| s.fast_mode = fast);
             }
-            let interval = if fast { quick } else { normal };
             // Keep a steady cadence; after a long stall, start again from now.
-            next_tick = (started + interval).max(now);
+            let mut next = started + if fast { quick } else { normal };
+            if let Some(predicted) = evaluation.next_check {
+                // Sample right when a limit is predicted to be crossed.
+                next = next.min(now + predicted.max(MIN_PREDICTED_SLEEP));
+            }
+            next_tick = next.max(now);
         }
+        pipeline.record(EventKind::Stopped);
+        // Fold in what the journal already handed back; the rest is on disk.
+        while let Ok(event) = pipeline.journaled.try_recv() {
+            self.tx.send_modify(|s| s.add_event(event));
+        }
+        tokio::task::spawn_blocking(move || pipeline.shut_down())
+            .await
+            .map_err(|e| DaemonError::SamplerCrashed(format!("shutting down: {e}")))?;
         info!("headroom stopped");
         Ok(())
+    }
+
+    /// Start the actuator and journal threads and journal the start.
+    fn start_pipeline(&self) -> Pipeline {
+        let state = self.tx.borrow();
+        let d = &state.config.daemon;
+        let path = d
+            .journal
+            .clone()
+            .unwrap_or_else(|| crate::journal::default_path(crate::act::running_as_root()));
+        let opts = JournalOptions {
+            max_bytes: d.journal_max_size.0,
+            keep: d.journal_files,
+        };
+        let pipeline = Pipeline::start(path, opts);
+        pipeline.record(EventKind::Started {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            config: self.opts.config_path.as_ref().map(|p| p.display().to_string()),
+            dry_run: d.dry_run,
+        });
+        if state.config.rules.is_empty() {
+            warn!("the config has no rules: headroom watches and reports, and acts on nothing");
+        }
+        pipeline
+    }
+
+    /// Run the policy on the latest snapshot; journal its events and hand
+    /// its decisions to the actuator.
+    fn decide(&self, policy: &mut PolicyState, ctx: Context, pipeline: &Pipeline) -> Evaluation {
+        let evaluation = {
+            let state = self.tx.borrow();
+            let Some(snap) = state.snapshot.clone() else {
+                return Evaluation::default();
+            };
+            evaluate(&state.config, policy, &state.history, &snap, ctx, snap.taken_at)
+        };
+        let at = self
+            .tx
+            .borrow()
+            .snapshot
+            .as_ref()
+            .map_or_else(Timestamp::now, |s| s.taken_at);
+        for kind in &evaluation.events {
+            log_policy_event(kind);
+            pipeline.record_at(at, kind.clone());
+        }
+        for d in &evaluation.decisions {
+            pipeline.act(d.clone());
+        }
+        let statuses = std::sync::Arc::new(evaluation.statuses.clone());
+        self.tx.send_modify(|s| s.rule_statuses = statuses);
+        evaluation
     }
 
     /// One sample on the blocking pool.
@@ -201,7 +288,7 @@ impl Daemon {
         );
     }
 
-    fn reload(&mut self) {
+    fn reload(&mut self, pipeline: &Pipeline) {
         let Some(path) = self.opts.config_path.clone() else {
             info!(
                 "SIGHUP received, but headroom runs on its embedded default config: nothing to reload (start it with --config FILE to use a file)"
@@ -220,10 +307,18 @@ impl Daemon {
                     fmt_duration(config.daemon.fast_interval)
                 );
                 self.tx.send_modify(|s| s.replace_config(config));
+                pipeline.record(EventKind::ConfigReloaded {
+                    path: path.display().to_string(),
+                    error: None,
+                });
             }
             Err(e) => {
                 error!("config reload rejected, keeping the previous config: {e}");
                 self.tx.send_modify(|s| s.counters.reload_failures += 1);
+                pipeline.record(EventKind::ConfigReloaded {
+                    path: path.display().to_string(),
+                    error: Some(e.to_string()),
+                });
             }
         }
     }
@@ -329,6 +424,46 @@ impl Tracker {
         if n == 1 || n.is_multiple_of(FAILURE_LOG_EVERY) {
             error!("sampling failed ({n} in a row): {e}");
         }
+    }
+}
+
+/// Policy events in the log: crossings at warn, the rest at info.
+fn log_policy_event(kind: &EventKind) {
+    match kind {
+        EventKind::LimitCrossed {
+            rule,
+            process,
+            detail,
+        } => warn!(
+            rule = %rule,
+            pid = process.pid,
+            "rule {rule}: {} (pid {}) crossed its limit: {detail}",
+            process.name,
+            process.pid
+        ),
+        EventKind::LimitCleared { rule, process, .. } => info!(
+            rule = %rule,
+            pid = process.pid,
+            "rule {rule}: {} (pid {}) is back below its limit",
+            process.name,
+            process.pid
+        ),
+        EventKind::Exited {
+            process,
+            last_action,
+            peak_footprint,
+        } => info!(
+            pid = process.pid,
+            "{} (pid {}) exited; peak footprint {}{}",
+            process.name,
+            process.pid,
+            format_bytes(*peak_footprint),
+            last_action
+                .as_ref()
+                .map(|a| format!(", after {a}"))
+                .unwrap_or_default()
+        ),
+        _ => {}
     }
 }
 

@@ -16,6 +16,7 @@ pub mod history;
 pub mod journal;
 pub mod logging;
 pub mod model;
+pub mod pipeline;
 pub mod policy;
 pub mod report;
 pub mod sample;

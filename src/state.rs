@@ -3,10 +3,13 @@
 //! sample. Readers (the CLI's status command, HTTP handlers) only read it and
 //! clone the `Arc`s they need, so they never hold up the sampler.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::event::{Event, EventKind};
+use crate::policy::RuleStatus;
 use crate::history::History;
 use crate::model::{Snapshot, Timestamp};
 
@@ -25,6 +28,24 @@ pub struct State {
     pub fast_mode: bool,
     /// The last sampling error, cleared by the next good sample.
     pub last_error: Option<String>,
+    /// The most recent events, oldest first (at most [`RECENT_EVENTS`]).
+    pub events: Arc<VecDeque<Event>>,
+    /// Every rule's state for every process it watches, from the last sample.
+    pub rule_statuses: Arc<Vec<RuleStatus>>,
+    /// What headroom did, counted since start.
+    pub actions: ActionCounts,
+}
+
+/// How many recent events the state keeps (the journal keeps them all).
+pub const RECENT_EVENTS: usize = 1000;
+
+/// Counts of limit crossings and actions, for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionCounts {
+    /// Crossings by rule.
+    pub crossings: BTreeMap<String, u64>,
+    /// Actions by (rule, action, outcome); skipped steps have outcome `skipped`.
+    pub actions: BTreeMap<(String, String, String), u64>,
 }
 
 /// Monotonic counts since start.
@@ -49,6 +70,9 @@ impl State {
             counters: Counters::default(),
             fast_mode: false,
             last_error: None,
+            events: Arc::new(VecDeque::new()),
+            rule_statuses: Arc::new(Vec::new()),
+            actions: ActionCounts::default(),
         }
     }
 
@@ -64,10 +88,43 @@ impl State {
         self.last_error = None;
     }
 
+    /// Take in an event after it was journaled.
+    pub fn add_event(&mut self, event: Event) {
+        match &event.kind {
+            EventKind::LimitCrossed { rule, .. } => {
+                *self.actions.crossings.entry(rule.clone()).or_default() += 1;
+            }
+            EventKind::Action {
+                rule,
+                action,
+                outcome,
+                ..
+            } => {
+                let key = (rule.clone(), action_kind(action), outcome.as_str().to_string());
+                *self.actions.actions.entry(key).or_default() += 1;
+            }
+            EventKind::Skipped { rule, action, .. } => {
+                let key = (rule.clone(), action_kind(action), "skipped".to_string());
+                *self.actions.actions.entry(key).or_default() += 1;
+            }
+            _ => {}
+        }
+        let events = Arc::make_mut(&mut self.events);
+        if events.len() >= RECENT_EVENTS {
+            events.pop_front();
+        }
+        events.push_back(event);
+    }
+
     /// Apply a reloaded config.
     pub fn replace_config(&mut self, config: Config) {
         Arc::make_mut(&mut self.history).set_retention(config.daemon.history);
         self.config = Arc::new(config);
         self.counters.reloads += 1;
     }
+}
+
+/// The metric label of an action: `hook /x/y` → `hook`, `SIGINT` stays.
+fn action_kind(label: &str) -> String {
+    label.split_whitespace().next().unwrap_or(label).to_string()
 }
