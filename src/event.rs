@@ -64,10 +64,7 @@ pub enum EventKind {
     /// The daemon stopped cleanly.
     Stopped,
     /// A config reload was applied (`error: None`) or rejected.
-    ConfigReloaded {
-        path: String,
-        error: Option<String>,
-    },
+    ConfigReloaded { path: String, error: Option<String> },
     /// A rule's condition started to hold for a process.
     LimitCrossed {
         rule: String,
