@@ -88,6 +88,7 @@ impl Hog {
     }
 
     /// Lines printed so far, without waiting.
+    #[cfg(target_os = "linux")]
     fn printed(&self) -> Vec<String> {
         self.lines.try_iter().collect()
     }

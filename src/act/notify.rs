@@ -8,7 +8,7 @@
 //! macOS: `osascript -e 'display notification …'`, through
 //! `launchctl asuser` when root. Elsewhere there is no notifier.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -140,6 +140,7 @@ fn platform_command(
 
 /// `notify-send` arguments: the app name, urgency, title and body. The
 /// title and body follow `--`, so a body starting with `-` is not an option.
+#[cfg(any(target_os = "linux", test))]
 pub fn notify_send_args(message: &Message) -> Vec<String> {
     vec![
         "--app-name=headroom".into(),
@@ -150,12 +151,9 @@ pub fn notify_send_args(message: &Message) -> Vec<String> {
     ]
 }
 
-#[cfg_attr(
-    all(not(target_os = "macos"), not(test)),
-    expect(dead_code, reason = "used on macOS; tested everywhere")
-)]
 /// `display notification "body" with title "title"`, both as AppleScript
 /// string literals (backslash and double quote escaped; line breaks kept).
+#[cfg(any(target_os = "macos", test))]
 pub fn apple_script(message: &Message) -> String {
     format!(
         "display notification {} with title {}",
@@ -164,6 +162,7 @@ pub fn apple_script(message: &Message) -> String {
     )
 }
 
+#[cfg(any(target_os = "macos", test))]
 fn apple_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -178,8 +177,9 @@ fn apple_string(s: &str) -> String {
     out
 }
 
-fn bus_address(bus: &Path) -> OsString {
-    let mut address = OsString::from("unix:path=");
+#[cfg(target_os = "linux")]
+fn bus_address(bus: &Path) -> std::ffi::OsString {
+    let mut address = std::ffi::OsString::from("unix:path=");
     address.push(bus);
     address
 }
@@ -205,6 +205,7 @@ pub fn find_program(name: &str, search_path: Option<&OsStr>) -> Option<PathBuf> 
 }
 
 /// The fields of one `/etc/passwd` entry a notifier needs.
+#[cfg(any(target_os = "linux", test))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PasswdEntry {
     pub gid: u32,
@@ -212,6 +213,7 @@ pub struct PasswdEntry {
 }
 
 /// Find `uid` in passwd(5) text: `name:x:uid:gid:gecos:home:shell`.
+#[cfg(any(target_os = "linux", test))]
 pub fn passwd_entry(text: &str, uid: u32) -> Option<PasswdEntry> {
     text.lines().find_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();
