@@ -89,6 +89,28 @@ pub enum Command {
         #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
         interval: Duration,
     },
+    /// Print the event journal: limits crossed, signals sent, hooks run,
+    /// processes exited, config reloads.
+    ///
+    /// Reads the journal at --journal, else the config's `daemon.journal`,
+    /// else the platform default (which differs for root and for a user: the
+    /// journal of a daemon running as root needs `sudo headroom events`).
+    /// Rotated files are read too, oldest first.
+    Events {
+        /// Only events since then: a duration ago (1h, 30m) or a time
+        /// (2026-11-22T14:00:00Z, or 2026-11-22 14:00:00 in UTC).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Print the events as JSON Lines, as stored.
+        #[arg(long)]
+        json: bool,
+        /// The journal file to read.
+        #[arg(long, value_name = "PATH")]
+        journal: Option<PathBuf>,
+        /// Take the journal's path from this config file.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
 }
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
@@ -171,6 +193,12 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             duration,
             interval,
         } => record(&out, duration, interval),
+        Command::Events {
+            since,
+            json,
+            journal,
+            config,
+        } => events(since.as_deref(), json, journal, config),
     }
 }
 
@@ -276,6 +304,97 @@ fn record(out: &Path, duration: Duration, interval: Duration) -> Result<(), CliE
     Ok(())
 }
 
+fn events(
+    since: Option<&str>,
+    json: bool,
+    journal: Option<PathBuf>,
+    config: Option<PathBuf>,
+) -> Result<(), CliError> {
+    let is_root = crate::act::running_as_root();
+    let path = match (journal, config) {
+        (Some(path), _) => path,
+        (None, Some(config)) => Config::load(&config)?.daemon.journal_path(is_root),
+        (None, None) => crate::journal::default_path(is_root),
+    };
+    let since = since.map(parse_since).transpose()?;
+    let read =
+        crate::journal::read_events(&path, since).map_err(|e| CliError::Runtime(e.to_string()))?;
+    if read.files.is_empty() {
+        let mut note = format!(
+            "no events yet (journal at {} does not exist)",
+            path.display()
+        );
+        if !is_root {
+            let root_path = crate::journal::default_path(true);
+            note.push_str(&format!(
+                "; a daemon running as root keeps its journal at {}: read it with \
+                 `sudo headroom events`",
+                root_path.display()
+            ));
+        }
+        if json {
+            eprintln!("headroom: {note}");
+            return Ok(());
+        }
+        return write_stdout(&format!("{note}\n"));
+    }
+    if read.torn > 0 {
+        eprintln!(
+            "headroom: skipped {} torn last line(s): a write cut short by a crash, or one in \
+             progress",
+            read.torn
+        );
+    }
+    if let Some(first) = &read.first_corrupt {
+        eprintln!(
+            "headroom: skipped {} line(s) that are not events; the first: {}:{}: {}",
+            read.corrupt,
+            first.path.display(),
+            first.line,
+            first.error
+        );
+    }
+    let mut text = String::new();
+    for event in &read.events {
+        if json {
+            let line = serde_json::to_string(event)
+                .map_err(|e| CliError::Runtime(format!("cannot encode an event: {e}")))?;
+            text.push_str(&line);
+        } else {
+            text.push_str(&crate::event_line::render(
+                event,
+                &crate::local_time::format(event.at),
+            ));
+        }
+        text.push('\n');
+    }
+    if read.events.is_empty() && !json {
+        let when = since
+            .map(|s| format!(" since {}", crate::local_time::format(s)))
+            .unwrap_or_default();
+        text = format!("no events{when} in {}\n", path.display());
+    }
+    write_stdout(&text)
+}
+
+/// `--since`: a duration ago (`1h`) or an RFC 3339 time.
+fn parse_since(s: &str) -> Result<crate::model::Timestamp, CliError> {
+    let now = crate::model::Timestamp::now();
+    if let Ok(ago) = crate::config::parse_duration(s) {
+        return Ok(crate::model::Timestamp(now.as_millis().saturating_sub(
+            u64::try_from(ago.as_millis()).unwrap_or(u64::MAX),
+        )));
+    }
+    humantime::parse_rfc3339_weak(s.trim())
+        .map(crate::model::Timestamp::from_system_time)
+        .map_err(|_| {
+            CliError::Usage(format!(
+                "--since {s:?}: expected a duration such as 1h or 30m, or a time such as \
+                 2026-11-22T14:00:00Z"
+            ))
+        })
+}
+
 /// Write to stdout; a closed pipe (`| head`) is not an error.
 fn write_stdout(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
@@ -324,6 +443,19 @@ mod tests {
         };
         assert_eq!(duration, Duration::from_secs(120));
         assert_eq!(interval, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn since_takes_a_duration_ago_or_a_time() {
+        let now = crate::model::Timestamp::now();
+        let hour_ago = parse_since("1h").unwrap();
+        assert!(now.since(hour_ago) >= Duration::from_secs(3600));
+        assert!(now.since(hour_ago) < Duration::from_secs(3660));
+        assert_eq!(
+            parse_since("2023-11-14T22:13:20Z").unwrap(),
+            crate::model::Timestamp(1_700_000_000_000)
+        );
+        assert_eq!(parse_since("yesterday").unwrap_err().exit_code(), 2);
     }
 
     #[test]

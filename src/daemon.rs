@@ -19,7 +19,6 @@ use tracing::{debug, error, info, warn};
 
 use crate::config::Config;
 use crate::event::EventKind;
-use crate::journal::JournalOptions;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
 use crate::policy::{Context, Evaluation, PolicyState, evaluate};
@@ -200,18 +199,16 @@ impl Daemon {
     fn start_pipeline(&self) -> Pipeline {
         let state = self.tx.borrow();
         let d = &state.config.daemon;
-        let path = d
-            .journal
-            .clone()
-            .unwrap_or_else(|| crate::journal::default_path(crate::act::running_as_root()));
-        let opts = JournalOptions {
-            max_bytes: d.journal_max_size.0,
-            keep: d.journal_files,
-        };
+        let path = d.journal_path(crate::act::running_as_root());
+        let opts = d.journal_options();
         let pipeline = Pipeline::start(path, opts);
         pipeline.record(EventKind::Started {
             version: env!("CARGO_PKG_VERSION").to_string(),
-            config: self.opts.config_path.as_ref().map(|p| p.display().to_string()),
+            config: self
+                .opts
+                .config_path
+                .as_ref()
+                .map(|p| p.display().to_string()),
             dry_run: d.dry_run,
         });
         if state.config.rules.is_empty() {
@@ -228,7 +225,14 @@ impl Daemon {
             let Some(snap) = state.snapshot.clone() else {
                 return Evaluation::default();
             };
-            evaluate(&state.config, policy, &state.history, &snap, ctx, snap.taken_at)
+            evaluate(
+                &state.config,
+                policy,
+                &state.history,
+                &snap,
+                ctx,
+                snap.taken_at,
+            )
         };
         let at = self
             .tx

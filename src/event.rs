@@ -87,6 +87,8 @@ pub enum EventKind {
         step: usize,
         /// `SIGINT`, `hook /usr/local/bin/x`, `notify`.
         action: String,
+        /// Written as `"outcome": "done"` (plus `"why"` for refused and failed).
+        #[serde(flatten)]
         outcome: Outcome,
         dry_run: bool,
         detail: String,
@@ -127,7 +129,7 @@ impl EventKind {
 
 /// How an action ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", content = "detail", rename_all = "kebab-case")]
+#[serde(tag = "outcome", content = "why", rename_all = "kebab-case")]
 pub enum Outcome {
     /// The signal was delivered / the hook ran / the notification was shown.
     Done,
@@ -175,6 +177,37 @@ mod tests {
             r#"{"at":1,"event":"config-reloaded","path":"/etc/headroom.toml","error":null}"#
         );
         let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn an_action_event_reads_flat() {
+        let e = Event {
+            at: Timestamp(1),
+            kind: EventKind::Action {
+                rule: "r".into(),
+                process: ProcessRef {
+                    pid: 7,
+                    start: 1,
+                    name: "python3".into(),
+                    user: None,
+                    uid: Some(0),
+                    workload: WorkloadKind::Jupyter,
+                    footprint: 10,
+                    kernel_id: None,
+                },
+                step: 0,
+                action: "SIGINT".into(),
+                outcome: Outcome::Failed("EPERM".into()),
+                dry_run: false,
+                detail: "footprint 9 GiB > 8 GiB".into(),
+            },
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["outcome"], "failed");
+        assert_eq!(v["why"], "EPERM");
+        assert_eq!(v["detail"], "footprint 9 GiB > 8 GiB");
+        let back: Event = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);
     }
 

@@ -1,1 +1,510 @@
-//! The journal: append-only JSON Lines of events.
+//! The journal: append-only JSON Lines of [`Event`]s that survives `kill -9`
+//! and power loss.
+//!
+//! Each event is one line, written with one `write_all` and made durable with
+//! `sync_data` before [`Journal::append`] returns. A crash mid-write leaves a
+//! torn last line (no trailing newline): readers skip it, and the next
+//! [`Journal::open`] cuts it off so the next event starts on a line of its
+//! own. When the file would grow past `max_bytes` it is rotated:
+//! `journal.jsonl` becomes `journal.jsonl.1`, `.1` becomes `.2`, and so on,
+//! keeping `keep` files in all (the current one included). [`read_events`]
+//! reads them oldest first.
+//!
+//! Files are created private: directories 0700, the journal 0600 (it names
+//! users and their processes).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+use crate::event::Event;
+use crate::model::Timestamp;
+
+/// Size and number of journal files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalOptions {
+    /// Rotate when the current file would grow past this many bytes.
+    pub max_bytes: u64,
+    /// Files kept in all, the current one included (at least 1).
+    pub keep: usize,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        Self {
+            max_bytes: 16 * 1024 * 1024,
+            keep: 5,
+        }
+    }
+}
+
+/// A journal failure, naming the file and saying what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot {action} {}: {source}{}", path.display(), hint(source))]
+    Io {
+        /// What was being done: `create the directory`, `open`, `append to`, ...
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{} is not a regular file; point daemon.journal at a file path",
+        path.display()
+    )]
+    NotAFile { path: PathBuf },
+    #[error("cannot encode an event as JSON: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+fn hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            "; run as root, or set daemon.journal to a path you can write (headroom events \
+             --journal PATH to read one)"
+        }
+        io::ErrorKind::StorageFull => "; free some disk space",
+        _ => "",
+    }
+}
+
+fn io_error(action: &'static str, path: &Path, source: io::Error) -> JournalError {
+    JournalError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// An open journal, appending.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    dir: PathBuf,
+    file: File,
+    /// Bytes in the current file.
+    size: u64,
+    opts: JournalOptions,
+}
+
+impl Journal {
+    /// Open (creating if needed) the journal at `path`. An existing file is
+    /// appended to, after a torn last line is cut off.
+    pub fn open(path: &Path, opts: JournalOptions) -> Result<Self, JournalError> {
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| io_error("create the directory", &dir, e))?;
+        let file = open_current(path)?;
+        let size = cut_torn_tail(&file, path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            dir,
+            file,
+            size,
+            opts,
+        })
+    }
+
+    /// The path of the current file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Append one event as one line and make it durable.
+    pub fn append(&mut self, e: &Event) -> Result<(), JournalError> {
+        let mut line = serde_json::to_vec(e)?;
+        line.push(b'\n');
+        let len = line.len() as u64;
+        if self.size > 0 && self.size.saturating_add(len) > self.opts.max_bytes {
+            self.rotate()?;
+        }
+        if let Err(e) = self.file.write_all(&line) {
+            // Take back a partial line so the next event starts cleanly; if
+            // even that fails, the next open cuts it.
+            let _ = self.file.set_len(self.size);
+            return Err(io_error("append to", &self.path, e));
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| io_error("sync", &self.path, e))?;
+        self.size += len;
+        Ok(())
+    }
+
+    /// Shift the rotated files up by one and start a new current file.
+    ///
+    /// Order, for crash safety: the renames go from the oldest to the newest
+    /// (`.3`→`.4`, then `.2`→`.3`, `.1`→`.2`, current→`.1`), each followed by
+    /// an fsync of the directory. Every rename then moves a file onto a name
+    /// that is free (vacated by the rename before it) or holds the oldest
+    /// file, which is dropped on purpose. A crash between two renames leaves
+    /// a gap in the numbers (`.2` and `.4`, no `.3`) but every event still in
+    /// exactly one file, in age order, and [`read_events`] skips gaps. The
+    /// fsync after each rename makes it durable before the next starts, so a
+    /// power loss cannot keep a later rename and lose an earlier one (which
+    /// could overwrite a file whose move was lost). A crash after the last
+    /// rename leaves no current file: the next `open` creates it.
+    fn rotate(&mut self) -> Result<(), JournalError> {
+        let keep = self.opts.keep.max(1);
+        let mut dropped = false;
+        for (n, old) in rotated_files(&self.path) {
+            if n >= keep {
+                std::fs::remove_file(&old).map_err(|e| io_error("remove", &old, e))?;
+                dropped = true;
+            }
+        }
+        if dropped {
+            sync_dir(&self.dir)?;
+        }
+        if keep == 1 {
+            // Only the current file is kept: start it again.
+            self.file
+                .set_len(0)
+                .map_err(|e| io_error("truncate", &self.path, e))?;
+            self.file
+                .sync_all()
+                .map_err(|e| io_error("sync", &self.path, e))?;
+            self.size = 0;
+            return Ok(());
+        }
+        for n in (1..keep - 1).rev() {
+            let from = numbered(&self.path, n);
+            let to = numbered(&self.path, n + 1);
+            match std::fs::rename(&from, &to) {
+                Ok(()) => sync_dir(&self.dir)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error("rotate", &from, e)),
+            }
+        }
+        let first = numbered(&self.path, 1);
+        std::fs::rename(&self.path, &first).map_err(|e| io_error("rotate", &self.path, e))?;
+        sync_dir(&self.dir)?;
+        self.file = open_current(&self.path)?;
+        sync_dir(&self.dir)?;
+        self.size = 0;
+        tracing::info!(
+            "journal rotated: {} is now {}",
+            self.path.display(),
+            first.display()
+        );
+        Ok(())
+    }
+}
+
+fn open_current(path: &Path) -> Result<File, JournalError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        // A symlink planted in the journal's place is refused, not followed.
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| io_error("open", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error("read the metadata of", path, e))?;
+    if !meta.is_file() {
+        return Err(JournalError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(file)
+}
+
+/// Cut a last line that has no newline (a write torn by a crash); returns
+/// the resulting length.
+fn cut_torn_tail(file: &File, path: &Path) -> Result<u64, JournalError> {
+    let len = file
+        .metadata()
+        .map_err(|e| io_error("read the metadata of", path, e))?
+        .len();
+    let keep = last_line_end(file, len).map_err(|e| io_error("read", path, e))?;
+    if keep != len {
+        tracing::warn!(
+            "{}: cut a torn last line of {} bytes (a write interrupted by a crash)",
+            path.display(),
+            len - keep
+        );
+        file.set_len(keep)
+            .map_err(|e| io_error("truncate", path, e))?;
+        file.sync_data().map_err(|e| io_error("sync", path, e))?;
+    }
+    Ok(keep)
+}
+
+/// The length of the file up to and including its last newline.
+fn last_line_end(file: &File, len: u64) -> io::Result<u64> {
+    let mut end = len;
+    let mut buf = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.read_exact_at(chunk, start)?;
+        if let Some(i) = chunk.iter().rposition(|&c| c == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), JournalError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error("sync the directory", dir, e))
+}
+
+fn numbered(path: &Path, n: usize) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{n}"));
+    path.with_file_name(name)
+}
+
+/// The rotated files next to `path` (`journal.jsonl.1`, `.2`, ...), newest
+/// first. Gaps are allowed; names that are not `<file>.<number>` are ignored.
+fn rotated_files(path: &Path) -> Vec<(usize, PathBuf)> {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(usize, PathBuf)> = entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let file_name = entry.file_name();
+            let n = file_name
+                .to_str()?
+                .strip_prefix(name)?
+                .strip_prefix('.')?
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)?;
+            Some((n, entry.path()))
+        })
+        .collect();
+    found.sort_unstable_by_key(|&(n, _)| n);
+    found
+}
+
+/// A line that is not an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptLine {
+    pub path: PathBuf,
+    /// 1-based.
+    pub line: usize,
+    pub error: String,
+}
+
+/// What [`read_events`] found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ReadOutcome {
+    /// Events at or after `since`, oldest first.
+    pub events: Vec<Event>,
+    /// The files read, oldest first. Empty: there is no journal yet.
+    pub files: Vec<PathBuf>,
+    /// Last lines cut short by a crash (or being written as they were read).
+    pub torn: usize,
+    /// Complete lines that are not events.
+    pub corrupt: usize,
+    /// The first of them.
+    pub first_corrupt: Option<CorruptLine>,
+}
+
+/// Read the journal at `path` and its rotated files, oldest first, keeping
+/// events at or after `since`. Torn last lines are skipped and counted;
+/// corrupt lines are counted and the first reported; neither is an error.
+pub fn read_events(path: &Path, since: Option<Timestamp>) -> Result<ReadOutcome, JournalError> {
+    let mut out = ReadOutcome::default();
+    let mut files: Vec<PathBuf> = rotated_files(path)
+        .into_iter()
+        .rev()
+        .map(|(_, p)| p)
+        .collect();
+    files.push(path.to_path_buf());
+    for file in files {
+        let f = match File::open(&file) {
+            Ok(f) => f,
+            // Rotated away or not created yet.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_error("open", &file, e)),
+        };
+        read_file(BufReader::new(f), &file, since, &mut out)?;
+        out.files.push(file);
+    }
+    Ok(out)
+}
+
+fn read_file(
+    mut reader: impl io::BufRead,
+    path: &Path,
+    since: Option<Timestamp>,
+    out: &mut ReadOutcome,
+) -> Result<(), JournalError> {
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error("read", path, e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let Some(complete) = line.strip_suffix(b"\n") else {
+            out.torn += 1;
+            return Ok(());
+        };
+        if complete.trim_ascii().is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<Event>(complete) {
+            Ok(event) => {
+                if since.is_none_or(|s| event.at >= s) {
+                    out.events.push(event);
+                }
+            }
+            Err(e) => {
+                out.corrupt += 1;
+                if out.first_corrupt.is_none() {
+                    out.first_corrupt = Some(CorruptLine {
+                        path: path.to_path_buf(),
+                        line: number,
+                        error: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// How a platform lays out a service's state files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateDirs {
+    /// FHS and XDG: `/var/lib` for root, `$XDG_STATE_HOME` (or
+    /// `~/.local/state`) for a user.
+    Xdg,
+    /// `/Library/Application Support` for root, `~/Library/Application
+    /// Support` for a user.
+    MacOs,
+}
+
+/// The journal's default path on this platform, for root or a user.
+pub fn default_path(is_root: bool) -> PathBuf {
+    default_path_for(
+        crate::act::state_dirs(),
+        is_root,
+        std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )
+}
+
+/// [`default_path`] with the platform and environment passed in. A relative
+/// `XDG_STATE_HOME` is ignored (the XDG spec says so); without a home the
+/// path is relative to the working directory.
+pub fn default_path_for(
+    dirs: StateDirs,
+    is_root: bool,
+    xdg_state_home: Option<PathBuf>,
+    home: Option<PathBuf>,
+) -> PathBuf {
+    let home = home.filter(|h| h.is_absolute()).unwrap_or_default();
+    let dir = match (dirs, is_root) {
+        (StateDirs::Xdg, true) => PathBuf::from("/var/lib/headroom"),
+        (StateDirs::Xdg, false) => xdg_state_home
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".local/state"))
+            .join("headroom"),
+        (StateDirs::MacOs, true) => PathBuf::from("/Library/Application Support/headroom"),
+        (StateDirs::MacOs, false) => home.join("Library/Application Support/headroom"),
+    };
+    dir.join("journal.jsonl")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_paths_per_platform() {
+        let home = Some(PathBuf::from("/home/ada"));
+        let p = |dirs, root, xdg: Option<&str>| {
+            default_path_for(dirs, root, xdg.map(PathBuf::from), home.clone())
+        };
+        assert_eq!(
+            p(StateDirs::Xdg, true, Some("/x")),
+            Path::new("/var/lib/headroom/journal.jsonl")
+        );
+        assert_eq!(
+            p(StateDirs::Xdg, false, Some("/x/state")),
+            Path::new("/x/state/headroom/journal.jsonl")
+        );
+        assert_eq!(
+            p(StateDirs::Xdg, false, None),
+            Path::new("/home/ada/.local/state/headroom/journal.jsonl")
+        );
+        assert_eq!(
+            p(StateDirs::Xdg, false, Some("relative")),
+            Path::new("/home/ada/.local/state/headroom/journal.jsonl")
+        );
+        assert_eq!(
+            p(StateDirs::MacOs, true, None),
+            Path::new("/Library/Application Support/headroom/journal.jsonl")
+        );
+        assert_eq!(
+            p(StateDirs::MacOs, false, None),
+            Path::new("/home/ada/Library/Application Support/headroom/journal.jsonl")
+        );
+    }
+
+    #[test]
+    fn numbered_names_follow_the_file() {
+        assert_eq!(
+            numbered(Path::new("/a/j.jsonl"), 3),
+            Path::new("/a/j.jsonl.3")
+        );
+    }
+
+    #[test]
+    fn last_line_end_finds_the_last_newline_across_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut data = b"a\n".to_vec();
+        data.extend(std::iter::repeat_n(b'x', 200_000));
+        std::fs::write(&path, &data).unwrap();
+        let f = File::open(&path).unwrap();
+        assert_eq!(last_line_end(&f, data.len() as u64).unwrap(), 2);
+        std::fs::write(&path, b"no newline").unwrap();
+        assert_eq!(last_line_end(&f, 10).unwrap(), 0);
+    }
+
+    #[test]
+    fn errors_name_the_path_and_what_to_do() {
+        let e = io_error(
+            "open",
+            Path::new("/var/lib/headroom/journal.jsonl"),
+            io::Error::from(io::ErrorKind::PermissionDenied),
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "cannot open /var/lib/headroom/journal.jsonl: permission denied; run as root"
+            ),
+            "{text}"
+        );
+    }
+}

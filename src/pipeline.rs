@@ -47,9 +47,7 @@ impl Pipeline {
                 Some(j)
             }
             Err(e) => {
-                error!(
-                    "cannot open the journal, events are kept in memory only: {e}"
-                );
+                error!("cannot open the journal, events are kept in memory only: {e}");
                 None
             }
         };

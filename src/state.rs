@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::event::{Event, EventKind};
-use crate::policy::RuleStatus;
 use crate::history::History;
 use crate::model::{Snapshot, Timestamp};
+use crate::policy::RuleStatus;
 
 /// What the daemon knows right now.
 #[derive(Debug, Clone)]
@@ -100,7 +100,11 @@ impl State {
                 outcome,
                 ..
             } => {
-                let key = (rule.clone(), action_kind(action), outcome.as_str().to_string());
+                let key = (
+                    rule.clone(),
+                    action_kind(action),
+                    outcome.as_str().to_string(),
+                );
                 *self.actions.actions.entry(key).or_default() += 1;
             }
             EventKind::Skipped { rule, action, .. } => {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use headroom::config::{Config, DaemonConfig, GpuConfig, LogFormat};
+use headroom::config::{ByteSize, Config, DaemonConfig, GpuConfig, LogFormat};
 
 fn fixtures(kind: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -97,6 +97,26 @@ const INVALID: &[(&str, &str)] = &[
         r#"3:12: daemon.interval: must be between 50ms and 1h; use e.g. "1s" (got "10ms")"#,
     ),
     (
+        "journal_files_string.toml",
+        r#"3:17: daemon.journal_files: wrong type: expected an integer, found a string (got "5")"#,
+    ),
+    (
+        "journal_files_too_many.toml",
+        "3:17: daemon.journal_files: must be between 1 and 100; use e.g. 5 (got 1000)",
+    ),
+    (
+        "journal_files_zero.toml",
+        "3:17: daemon.journal_files: must be between 1 and 100; use e.g. 5 (got 0)",
+    ),
+    (
+        "journal_max_size_percent.toml",
+        r#"3:20: daemon.journal_max_size: invalid size: unknown unit "%"; use B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000) (got "10%")"#,
+    ),
+    (
+        "journal_max_size_too_small.toml",
+        r#"3:20: daemon.journal_max_size: must be at least 64KiB; use e.g. "16MiB" (got "4KiB")"#,
+    ),
+    (
         "journal_wrong_type.toml",
         "3:11: daemon.journal: wrong type: expected a string, found a boolean (got true)",
     ),
@@ -110,7 +130,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "misspelled_key.toml",
-        r#"3:1: daemon.intervall: unknown key "intervall"; expected one of: interval, fast_interval, history, journal, dry_run, log_format"#,
+        r#"3:1: daemon.intervall: unknown key "intervall"; expected one of: interval, fast_interval, history, journal, journal_max_size, journal_files, dry_run, log_format"#,
     ),
     (
         "negative_duration.toml",
@@ -134,7 +154,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "unknown_key.toml",
-        r#"3:1: daemon.sample_rate: unknown key "sample_rate"; expected one of: interval, fast_interval, history, journal, dry_run, log_format"#,
+        r#"3:1: daemon.sample_rate: unknown key "sample_rate"; expected one of: interval, fast_interval, history, journal, journal_max_size, journal_files, dry_run, log_format"#,
     ),
     (
         "unknown_section.toml",
@@ -300,6 +320,8 @@ fn full_valid_file_loads() {
             fast_interval: Duration::from_millis(500),
             history: Duration::from_secs(90 * 60),
             journal: Some(PathBuf::from("/srv/headroom/journal.jsonl")),
+            journal_max_size: ByteSize(1024 * 1024),
+            journal_files: 3,
             dry_run: true,
             log_format: LogFormat::Json,
         }

@@ -40,14 +40,26 @@ fn an_absolute_limit_sends_sigint() {
     let sb = Sandbox::new("absolute");
     let _d = start(
         &sb,
-        &rule(&sb, "footprint = \"300MiB\"\nactions = [{ signal = \"SIGINT\" }]"),
+        &rule(
+            &sb,
+            "footprint = \"300MiB\"\nactions = [{ signal = \"SIGINT\" }]",
+        ),
         &[],
     );
-    let mut hog = Running::hog(&sb.hog, &["--rate", "200MiB/s", "--max", "1GiB", "--catch", "INT"]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "200MiB/s", "--max", "1GiB", "--catch", "INT"],
+    );
     let line = hog.expect_line("signal SIGINT");
     let (_, footprint, _) = parse_signal_line(&line).expect("signal line");
-    assert!(footprint >= 300 * MIB, "signalled at {footprint} bytes, below the limit");
-    assert!(footprint < 600 * MIB, "signalled late, at {footprint} bytes");
+    assert!(
+        footprint >= 300 * MIB,
+        "signalled at {footprint} bytes, below the limit"
+    );
+    assert!(
+        footprint < 600 * MIB,
+        "signalled late, at {footprint} bytes"
+    );
     assert!(hog.alive(), "a caught SIGINT keeps the hog alive");
     // The journal says what happened.
     std::thread::sleep(Duration::from_millis(300));
@@ -75,7 +87,9 @@ fn an_ignored_sigint_escalates_to_sigterm_then_sigkill_on_schedule() {
     );
     let mut hog = Running::hog(
         &sb.hog,
-        &["--rate", "400MiB/s", "--max", "300MiB", "--ignore", "INT,TERM"],
+        &[
+            "--rate", "400MiB/s", "--max", "300MiB", "--ignore", "INT,TERM",
+        ],
     );
     let int = parse_signal_line(&hog.expect_line("signal SIGINT")).expect("SIGINT");
     let term = parse_signal_line(&hog.expect_line("signal SIGTERM")).expect("SIGTERM");
@@ -116,7 +130,10 @@ fn sigusr1_with_require_handler_skips_a_process_that_does_not_catch_it() {
         .find(|e| e["event"] == "skipped")
         .expect("skipped");
     assert!(
-        skipped["reason"].as_str().unwrap_or_default().contains("does not catch"),
+        skipped["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not catch"),
         "{skipped}"
     );
 }
@@ -132,7 +149,10 @@ fn sigusr1_with_require_handler_reaches_a_process_that_catches_it() {
         ),
         &[],
     );
-    let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "200MiB", "--catch", "USR1"]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "USR1"],
+    );
     hog.expect_line("signal SIGUSR1");
     assert!(hog.alive());
 }
@@ -142,10 +162,16 @@ fn dry_run_sends_nothing_and_journals_everything() {
     let sb = Sandbox::new("dry");
     let _d = start(
         &sb,
-        &rule(&sb, "footprint = \"100MiB\"\nactions = [{ signal = \"SIGTERM\" }]"),
+        &rule(
+            &sb,
+            "footprint = \"100MiB\"\nactions = [{ signal = \"SIGTERM\" }]",
+        ),
         &["--dry-run"],
     );
-    let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "200MiB", "--catch", "TERM"]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "TERM"],
+    );
     hog.expect_line("holding");
     let later = hog.drain(Duration::from_millis(1500));
     assert!(later.iter().all(|l| !l.starts_with("signal")), "{later:?}");
@@ -166,7 +192,10 @@ fn a_protected_process_is_never_signalled() {
         &sb,
         &format!(
             "{}\n[protect]\npatterns = [\"^hog-protected\"]\n",
-            rule(&sb, "footprint = \"100MiB\"\nactions = [{ signal = \"SIGKILL\" }]")
+            rule(
+                &sb,
+                "footprint = \"100MiB\"\nactions = [{ signal = \"SIGKILL\" }]"
+            )
         ),
         &[],
     );
@@ -190,7 +219,10 @@ fn cooldown_spaces_repeated_ladders() {
     );
     // Catches SIGINT and keeps its memory: the limit keeps holding, so the
     // ladder restarts once per cooldown, never sooner.
-    let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "200MiB", "--catch", "INT"]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "INT"],
+    );
     let first = parse_signal_line(&hog.expect_line("signal SIGINT")).expect("first");
     let second = parse_signal_line(&hog.expect_line("signal SIGINT")).expect("second");
     let gap = second.2 - first.2;
@@ -200,24 +232,38 @@ fn cooldown_spaces_repeated_ladders() {
 #[test]
 fn a_reload_that_breaks_the_rules_keeps_the_old_ones() {
     let sb = Sandbox::new("reload");
-    let good = rule(&sb, "footprint = \"100MiB\"\nactions = [{ signal = \"SIGINT\" }]");
+    let good = rule(
+        &sb,
+        "footprint = \"100MiB\"\nactions = [{ signal = \"SIGINT\" }]",
+    );
     let mut d = start(&sb, &good, &[]);
     let cfg = sb.path("headroom.toml");
     sb.write_config(
         &cfg,
-        &rule(&sb, "footprint = \"100MiB\"\nactions = [{ signal = \"SIGSEGV\" }]"),
+        &rule(
+            &sb,
+            "footprint = \"100MiB\"\nactions = [{ signal = \"SIGSEGV\" }]",
+        ),
     );
     d.signal("HUP");
     let line = d.expect_line("config reload rejected");
     assert!(line.contains("SIGSEGV"), "{line}");
-    let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "200MiB", "--catch", "INT"]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "INT"],
+    );
     hog.expect_line("signal SIGINT");
     let rejected = sb
         .journal()
         .into_iter()
         .find(|e| e["event"] == "config-reloaded")
         .expect("the rejected reload is journaled");
-    assert!(rejected["error"].as_str().unwrap_or_default().contains("SIGSEGV"));
+    assert!(
+        rejected["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("SIGSEGV")
+    );
 }
 
 #[test]
@@ -233,14 +279,16 @@ fn a_process_group_step_reaches_the_hogs_child() {
     );
     // The hog leads a group of its own: the test harness's group is also
     // headroom's, which headroom never signals.
-    let mut hog = Running::hog_in_own_group(&sb.hog, &["--rate", "max", "--max", "200MiB", "--child"]);
+    let mut hog =
+        Running::hog_in_own_group(&sb.hog, &["--rate", "max", "--max", "200MiB", "--child"]);
     let child_line = hog.expect_line("child pid=");
     let child: u32 = child_line
         .trim_start_matches("child pid=")
         .trim()
         .parse()
         .expect("child pid");
-    hog.wait_exit(Duration::from_secs(10)).expect("the hog got SIGTERM");
+    hog.wait_exit(Duration::from_secs(10))
+        .expect("the hog got SIGTERM");
     // The child (a `sleep` in the same group) is gone too.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while std::path::Path::new(&format!("/proc/{child}")).exists()
@@ -248,7 +296,10 @@ fn a_process_group_step_reaches_the_hogs_child() {
             .map(|s| !s.contains(") Z "))
             .unwrap_or(false)
     {
-        assert!(std::time::Instant::now() < deadline, "child {child} survived");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "child {child} survived"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

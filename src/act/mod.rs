@@ -1,1 +1,337 @@
-//! The actuator: carries out the policy's decisions.
+//! The actuator: carries out the policy's decisions and reports every outcome
+//! as an [`Event`].
+//!
+//! [`Actuator::execute`] is quick enough to call from the daemon loop:
+//! signals are checked and sent synchronously (microseconds; see
+//! [`signal`] for the safety checks that run before every one), while hooks
+//! and notifications run on a thread each and report their completion as an
+//! event of their own when they end. Every event goes to the channel given to
+//! [`Actuator::new`], stamped with the time it happened.
+//!
+//! Platform code lives in `linux.rs` (pidfds, `/proc`) and `portable.rs`
+//! (sysinfo, elsewhere), behind the neutral [`identity`] functions; `posix.rs`
+//! holds the `kill` and process-group calls every Unix shares.
+
+mod hook;
+pub mod identity;
+#[cfg(target_os = "linux")]
+mod linux;
+mod notify;
+#[cfg(not(target_os = "linux"))]
+mod portable;
+mod posix;
+mod signal;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::event::{Event, EventKind, Outcome, ProcessRef};
+use crate::journal::StateDirs;
+use crate::model::Timestamp;
+use crate::policy::{Action, Decision};
+
+pub use hook::OUTPUT_LIMIT as HOOK_OUTPUT_LIMIT;
+
+/// Settings of the actuator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActuatorOptions {
+    /// How long a desktop notification command may run. Default 10s.
+    pub notify_timeout: Duration,
+    /// Where to look for the notifier (`notify-send`, `osascript`); `None`
+    /// searches `$PATH`.
+    pub notifier_path: Option<OsString>,
+    /// Parent of the per-user runtime directories holding session buses.
+    /// Default `/run/user`.
+    pub runtime_dir: PathBuf,
+    /// Run hooks in a dry run too, with `HEADROOM_DRY_RUN=1`, leaving it to
+    /// the hook to act or only log. Default false: a dry run runs nothing.
+    pub run_hooks_in_dry_run: bool,
+}
+
+impl Default for ActuatorOptions {
+    fn default() -> Self {
+        Self {
+            notify_timeout: Duration::from_secs(10),
+            notifier_path: None,
+            runtime_dir: PathBuf::from("/run/user"),
+            run_hooks_in_dry_run: false,
+        }
+    }
+}
+
+/// Carries out decisions; see the module documentation.
+pub struct Actuator {
+    opts: ActuatorOptions,
+    events: Sender<Event>,
+    /// Hook and notification threads not yet known to have finished.
+    running: Vec<JoinHandle<()>>,
+    /// Set once "no desktop notifier" has been logged.
+    notifier_missing_logged: Arc<AtomicBool>,
+}
+
+impl Actuator {
+    pub fn new(opts: ActuatorOptions, events: Sender<Event>) -> Self {
+        Self {
+            opts,
+            events,
+            running: Vec::new(),
+            notifier_missing_logged: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Carry out one decision. Signals are done when this returns; hooks and
+    /// notifications report later, from their own thread.
+    pub fn execute(&mut self, d: &Decision) {
+        match &d.action {
+            Action::Signal {
+                signal,
+                require_handler,
+                process_group,
+            } => {
+                let verdict = signal::deliver(d, *signal, *require_handler, *process_group);
+                let event = match verdict {
+                    signal::Verdict::Ended(outcome, what) => {
+                        let detail = match &outcome {
+                            Outcome::DryRun => format!("would send {what}"),
+                            _ => d.reason.clone(),
+                        };
+                        log_outcome(d, &outcome, &detail);
+                        action_event(d, outcome, detail)
+                    }
+                    signal::Verdict::Skipped(reason) => {
+                        tracing::info!(rule = %d.rule, pid = d.process.pid, "skipped {}: {reason}", d.action.label());
+                        skipped_event(d, reason)
+                    }
+                };
+                self.emit(event);
+            }
+            Action::Hook {
+                command,
+                args,
+                timeout,
+            } => self.hook(d, command, args, *timeout),
+            Action::Notify => self.notify(d),
+        }
+    }
+
+    /// How many hooks and notifications are still running.
+    pub fn pending(&mut self) -> usize {
+        self.running.retain(|h| !h.is_finished());
+        self.running.len()
+    }
+
+    fn emit(&self, event: Event) {
+        if self.events.send(event).is_err() {
+            tracing::debug!("an action event was dropped: nobody is listening any more");
+        }
+    }
+
+    fn hook(&mut self, d: &Decision, command: &Path, args: &[String], timeout: Duration) {
+        if !command.is_absolute() {
+            let why = format!(
+                "hook command {} is not an absolute path; write it out in full",
+                command.display()
+            );
+            log_outcome(d, &Outcome::Refused(why.clone()), &d.reason);
+            self.emit(action_event(d, Outcome::Refused(why), d.reason.clone()));
+            return;
+        }
+        let line = std::iter::once(command.display().to_string())
+            .chain(args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if d.dry_run && !self.opts.run_hooks_in_dry_run {
+            let detail = format!("would run {line}");
+            log_outcome(d, &Outcome::DryRun, &detail);
+            self.emit(action_event(d, Outcome::DryRun, detail));
+            return;
+        }
+        let mut cmd = Command::new(command);
+        cmd.args(args).envs(hook_env(d));
+        let (events, decision) = (self.events.clone(), d.clone());
+        self.spawn(d, "headroom-hook", move || {
+            let finished = hook::run(cmd, timeout);
+            log_output(&decision, &line, &finished);
+            log_outcome(&decision, &finished.outcome, &decision.reason);
+            let _ = events.send(action_event(
+                &decision,
+                finished.outcome,
+                decision.reason.clone(),
+            ));
+        });
+    }
+
+    fn notify(&mut self, d: &Decision) {
+        let message = notify::Message {
+            title: format!("headroom: {}", d.rule),
+            body: format!("{} (pid {}): {}", d.process.name, d.process.pid, d.reason),
+        };
+        if d.dry_run {
+            let detail = format!("would show \"{}: {}\"", message.title, message.body);
+            log_outcome(d, &Outcome::DryRun, &detail);
+            self.emit(action_event(d, Outcome::DryRun, detail));
+            return;
+        }
+        let audience = notify::Audience {
+            target_uid: d.process.uid,
+            own_uid: posix::effective_uid(),
+        };
+        let cmd = notify::command(
+            &message,
+            audience,
+            self.opts.notifier_path.as_deref(),
+            &self.opts.runtime_dir,
+            || std::fs::read_to_string("/etc/passwd"),
+        );
+        let cmd = match cmd {
+            Ok(cmd) => cmd,
+            Err(why) => {
+                // Not an error of headroom's: a headless machine has no desktop.
+                if !self.notifier_missing_logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("notifications cannot be shown: {why}");
+                }
+                self.emit(action_event(d, Outcome::Failed(why), d.reason.clone()));
+                return;
+            }
+        };
+        let timeout = self.opts.notify_timeout;
+        let (events, decision) = (self.events.clone(), d.clone());
+        self.spawn(d, "headroom-notify", move || {
+            let finished = hook::run(cmd, timeout);
+            log_output(&decision, "the notifier", &finished);
+            log_outcome(&decision, &finished.outcome, &decision.reason);
+            let _ = events.send(action_event(
+                &decision,
+                finished.outcome,
+                decision.reason.clone(),
+            ));
+        });
+    }
+
+    fn spawn(&mut self, d: &Decision, name: &str, work: impl FnOnce() + Send + 'static) {
+        self.running.retain(|h| !h.is_finished());
+        match std::thread::Builder::new().name(name.into()).spawn(work) {
+            Ok(handle) => self.running.push(handle),
+            Err(e) => {
+                let why = format!("cannot start a thread to run it: {e}");
+                log_outcome(d, &Outcome::Failed(why.clone()), &d.reason);
+                self.emit(action_event(d, Outcome::Failed(why), d.reason.clone()));
+            }
+        }
+    }
+}
+
+/// The environment a hook gets: `HEADROOM_*` variables describing the
+/// process and the rule (added to headroom's own environment).
+pub fn hook_env(d: &Decision) -> Vec<(String, String)> {
+    let p = &d.process;
+    let mut env = vec![
+        ("HEADROOM_PID".to_string(), p.pid.to_string()),
+        ("HEADROOM_NAME".to_string(), p.name.clone()),
+        ("HEADROOM_RULE".to_string(), d.rule.clone()),
+        ("HEADROOM_STEP".to_string(), d.step.to_string()),
+        (
+            "HEADROOM_FOOTPRINT_BYTES".to_string(),
+            p.footprint.to_string(),
+        ),
+        ("HEADROOM_LIMIT".to_string(), d.limit.clone()),
+        ("HEADROOM_ACTION".to_string(), d.action.label()),
+        ("HEADROOM_REASON".to_string(), d.reason.clone()),
+        (
+            "HEADROOM_DRY_RUN".to_string(),
+            if d.dry_run { "1" } else { "0" }.to_string(),
+        ),
+    ];
+    if let Some(user) = p.user.clone().or_else(|| p.uid.map(|u| u.to_string())) {
+        env.push(("HEADROOM_USER".to_string(), user));
+    }
+    if let Some(kernel) = &p.kernel_id {
+        env.push(("HEADROOM_KERNEL_ID".to_string(), kernel.clone()));
+    }
+    env
+}
+
+fn action_event(d: &Decision, outcome: Outcome, detail: String) -> Event {
+    Event {
+        at: Timestamp::now(),
+        kind: EventKind::Action {
+            rule: d.rule.clone(),
+            process: d.process.clone(),
+            step: d.step,
+            action: d.action.label(),
+            outcome,
+            dry_run: d.dry_run,
+            detail,
+        },
+    }
+}
+
+fn skipped_event(d: &Decision, reason: String) -> Event {
+    Event {
+        at: Timestamp::now(),
+        kind: EventKind::Skipped {
+            rule: d.rule.clone(),
+            process: d.process.clone(),
+            step: d.step,
+            action: d.action.label(),
+            reason,
+        },
+    }
+}
+
+fn log_outcome(d: &Decision, outcome: &Outcome, detail: &str) {
+    let ProcessRef { pid, name, .. } = &d.process;
+    let action = d.action.label();
+    let rule = &d.rule;
+    match outcome {
+        Outcome::Done => tracing::info!(%rule, pid, %name, "{action}: done ({detail})"),
+        Outcome::DryRun => tracing::warn!(%rule, pid, %name, "dry run: {detail}"),
+        Outcome::Gone => tracing::info!(%rule, pid, %name, "{action}: the process has exited"),
+        Outcome::IdentityChanged => tracing::warn!(
+            %rule, pid, %name,
+            "{action}: pid {pid} now belongs to another process; nothing sent"
+        ),
+        Outcome::Refused(why) => tracing::warn!(%rule, pid, %name, "{action} refused: {why}"),
+        Outcome::Failed(why) => tracing::warn!(%rule, pid, %name, "{action} failed: {why}"),
+    }
+}
+
+fn log_output(d: &Decision, what: &str, finished: &hook::Finished) {
+    for (stream, bytes) in [("stdout", &finished.stdout), ("stderr", &finished.stderr)] {
+        if !bytes.is_empty() {
+            tracing::info!(
+                rule = %d.rule,
+                pid = d.process.pid,
+                "{what} {stream} (ran {:?}): {}",
+                finished.elapsed,
+                String::from_utf8_lossy(bytes).trim_end()
+            );
+        }
+    }
+}
+
+/// The effective uid headroom runs as.
+pub fn effective_uid() -> u32 {
+    posix::effective_uid()
+}
+
+/// Whether headroom runs as root (effective uid 0).
+pub fn running_as_root() -> bool {
+    posix::effective_uid() == 0
+}
+
+/// How this platform lays out a service's state files (the journal's default
+/// place follows it).
+pub fn state_dirs() -> StateDirs {
+    if cfg!(target_os = "macos") {
+        StateDirs::MacOs
+    } else {
+        StateDirs::Xdg
+    }
+}

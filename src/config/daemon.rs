@@ -1,5 +1,6 @@
 //! The `[daemon]` section, validated: sampling intervals, history length, journal
-//! path, dry run and log format, with their defaults and bounds.
+//! path, size and number of files, dry run and log format, with their defaults and
+//! bounds.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use toml::Spanned;
 
 use super::error::{ConfigError, Source};
 use super::raw::RawDaemon;
-use super::units::{self, HumanDuration, format_duration};
+use super::units::{self, ByteSize, HumanDuration, format_duration};
 
 /// How the daemon runs. Build it from a file with [`super::Config::load`]; every field
 /// has a default.
@@ -30,6 +31,11 @@ pub struct DaemonConfig {
     /// Event journal file. `None`: the daemon picks the platform default. Absolute.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "path_lossy")]
     pub journal: Option<PathBuf>,
+    /// Rotate the journal when it would grow past this size. Default 16MiB; at least
+    /// 64KiB.
+    pub journal_max_size: ByteSize,
+    /// Journal files kept, the current one included. Default 5; 1..=100.
+    pub journal_files: usize,
     /// Log actions instead of carrying them out. Default false.
     pub dry_run: bool,
     /// Format of the daemon's log. Default human.
@@ -55,6 +61,25 @@ impl DaemonConfig {
     pub const MAX_INTERVAL: Duration = Duration::from_secs(60 * 60);
     pub const MIN_FAST_INTERVAL: Duration = Duration::from_millis(20);
     pub const MAX_HISTORY: Duration = Duration::from_secs(24 * 60 * 60);
+    pub const DEFAULT_JOURNAL_MAX_SIZE: ByteSize = ByteSize(16 * 1024 * 1024);
+    pub const MIN_JOURNAL_MAX_SIZE: ByteSize = ByteSize(64 * 1024);
+    pub const DEFAULT_JOURNAL_FILES: usize = 5;
+    pub const MAX_JOURNAL_FILES: usize = 100;
+
+    /// The journal's path: `journal`, or the platform default for root or a user.
+    pub fn journal_path(&self, is_root: bool) -> PathBuf {
+        self.journal
+            .clone()
+            .unwrap_or_else(|| crate::journal::default_path(is_root))
+    }
+
+    /// The journal's size and number of files.
+    pub fn journal_options(&self) -> crate::journal::JournalOptions {
+        crate::journal::JournalOptions {
+            max_bytes: self.journal_max_size.bytes(),
+            keep: self.journal_files,
+        }
+    }
 }
 
 /// Journal paths are UTF-8 when they come from TOML; a `PathBuf` set in code may not
@@ -150,11 +175,53 @@ pub(crate) fn validate(raw: RawDaemon, source: &Source<'_>) -> Result<DaemonConf
         None => None,
     };
 
+    let journal_max_size = match raw.journal_max_size {
+        Some(size) => {
+            let span = size.span();
+            let size = size.into_inner();
+            if size < DaemonConfig::MIN_JOURNAL_MAX_SIZE {
+                return Err(source.error_at(
+                    span,
+                    "daemon.journal_max_size",
+                    format!(
+                        "must be at least {}; use e.g. \"16MiB\"",
+                        DaemonConfig::MIN_JOURNAL_MAX_SIZE
+                    ),
+                ));
+            }
+            size
+        }
+        None => DaemonConfig::DEFAULT_JOURNAL_MAX_SIZE,
+    };
+
+    let journal_files = match raw.journal_files {
+        Some(files) => {
+            let span = files.span();
+            match usize::try_from(files.into_inner()) {
+                Ok(n @ 1..=DaemonConfig::MAX_JOURNAL_FILES) => n,
+                _ => {
+                    return Err(source.error_at(
+                        span,
+                        "daemon.journal_files",
+                        format!(
+                            "must be between 1 and {}; use e.g. {}",
+                            DaemonConfig::MAX_JOURNAL_FILES,
+                            DaemonConfig::DEFAULT_JOURNAL_FILES
+                        ),
+                    ));
+                }
+            }
+        }
+        None => DaemonConfig::DEFAULT_JOURNAL_FILES,
+    };
+
     Ok(DaemonConfig {
         interval: interval_value,
         fast_interval: fast_interval_value,
         history: history_value,
         journal,
+        journal_max_size,
+        journal_files,
         dry_run: raw.dry_run.unwrap_or(false),
         log_format: raw.log_format.unwrap_or_default(),
     })
@@ -295,6 +362,41 @@ mod tests {
         );
         assert!(message("journal = \"j.jsonl\"").contains("(got \"j.jsonl\")"));
         assert!(message("journal = \"~/j.jsonl\"").contains("\"~\" is not expanded"));
+    }
+
+    #[test]
+    fn journal_size_and_files_have_defaults_and_bounds() {
+        let d = daemon("").unwrap();
+        assert_eq!(
+            (d.journal_max_size, d.journal_files),
+            (ByteSize(16 << 20), 5)
+        );
+        let d = daemon("journal_max_size = \"64KiB\"\njournal_files = 100").unwrap();
+        assert_eq!(
+            (d.journal_max_size, d.journal_files),
+            (ByteSize(65536), 100)
+        );
+        assert_eq!(daemon("journal_files = 1").unwrap().journal_files, 1);
+        assert!(message("journal_max_size = \"63KiB\"").contains("must be at least 64KiB"));
+        assert!(message("journal_files = 0").contains("must be between 1 and 100"));
+        assert!(message("journal_files = 101").contains("must be between 1 and 100"));
+        assert!(message("journal_files = -1").contains("(got -1)"));
+    }
+
+    #[test]
+    fn journal_options_and_path_follow_the_config() {
+        let d = daemon("journal = \"/j/j.jsonl\"\njournal_max_size = \"1MiB\"\njournal_files = 3")
+            .unwrap();
+        assert_eq!(
+            d.journal_options(),
+            crate::journal::JournalOptions {
+                max_bytes: 1 << 20,
+                keep: 3
+            }
+        );
+        assert_eq!(d.journal_path(true), PathBuf::from("/j/j.jsonl"));
+        let d = daemon("").unwrap();
+        assert_eq!(d.journal_path(true), crate::journal::default_path(true));
     }
 
     #[test]

@@ -296,6 +296,7 @@ fn rewrite_message(message: &str) -> String {
         let found = caps.get(1).map_or("", |m| m.as_str());
         let expected = match caps.get(2).map_or("", |m| m.as_str()) {
             "a boolean" => "true or false",
+            "i64" | "u64" | "i32" | "u32" | "usize" => "an integer",
             other => other,
         };
         return format!(
@@ -411,6 +412,10 @@ mod tests {
         assert_eq!(
             rewrite_message("invalid type: string \"yes\", expected a boolean"),
             "wrong type: expected true or false, found a string"
+        );
+        assert_eq!(
+            rewrite_message("invalid type: string \"5\", expected i64"),
+            "wrong type: expected an integer, found a string"
         );
     }
 

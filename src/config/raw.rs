@@ -13,7 +13,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::units::{HumanDuration, Rate, SizeLimit};
+use super::units::{ByteSize, HumanDuration, Rate, SizeLimit};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -34,6 +34,8 @@ pub(crate) struct RawDaemon {
     pub(crate) fast_interval: Option<Spanned<HumanDuration>>,
     pub(crate) history: Option<Spanned<HumanDuration>>,
     pub(crate) journal: Option<Spanned<String>>,
+    pub(crate) journal_max_size: Option<Spanned<ByteSize>>,
+    pub(crate) journal_files: Option<Spanned<i64>>,
     pub(crate) dry_run: Option<bool>,
     pub(crate) log_format: Option<super::LogFormat>,
 }

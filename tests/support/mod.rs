@@ -104,7 +104,10 @@ impl Running {
     pub fn expect_line(&mut self, needle: &str) -> String {
         match self.wait_line(needle, Duration::from_secs(20)) {
             Some(line) => line,
-            None => panic!("no line with {needle:?}; output so far:\n{}", self.seen.join("\n")),
+            None => panic!(
+                "no line with {needle:?}; output so far:\n{}",
+                self.seen.join("\n")
+            ),
         }
     }
 

@@ -1,0 +1,107 @@
+//! What the actuator asks about a process before it signals it, in
+//! platform-neutral terms: its start time (the second half of a
+//! [`crate::model::ProcessId`]), whether it catches a signal, its parent, and
+//! whether it is a kernel thread.
+//!
+//! Each function forwards to the platform module: `linux.rs` (`/proc`) on
+//! Linux, `portable.rs` (sysinfo; no handler check) elsewhere. Start times are
+//! in the unit of the platform's sampler, so they compare equal with the
+//! `start` the sampler recorded.
+
+use std::io;
+
+#[cfg(target_os = "linux")]
+use super::linux as platform;
+#[cfg(not(target_os = "linux"))]
+use super::portable as platform;
+
+/// The start time of `pid` now; `Ok(None)` if no such process exists.
+pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
+    platform::stat(pid).map(|s| s.map(|s| s.start))
+}
+
+/// True if `pid` has a handler installed for `signal` (not default, not
+/// ignored). An error if the process is gone or the platform cannot tell.
+pub fn catches_signal(pid: u32, signal: i32) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        match platform::caught_signals(pid)? {
+            Some(mask) => Ok(platform::mask_has(mask, signal)),
+            None => Err(gone(pid)),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        platform::catches_signal(pid, signal)
+    }
+}
+
+/// The parent of `pid`; `Ok(None)` if no such process exists.
+pub fn parent(pid: u32) -> io::Result<Option<u32>> {
+    platform::stat(pid).map(|s| s.map(|s| s.ppid))
+}
+
+/// True if `pid` is a kernel thread (it has no user space to signal);
+/// `Ok(None)` if no such process exists.
+pub fn is_kernel_thread(pid: u32) -> io::Result<Option<bool>> {
+    platform::stat(pid).map(|s| s.map(|s| s.kernel_thread))
+}
+
+/// This process and its ancestors, nearest first, up to (not including) pid 1
+/// or 0. A parent that exits while the chain is walked ends it there.
+pub fn own_lineage() -> io::Result<Vec<u32>> {
+    let mut chain = vec![std::process::id()];
+    let mut pid = std::process::id();
+    // A cycle cannot happen in a real process tree; the bound keeps a
+    // misreading from looping.
+    for _ in 0..4096 {
+        match parent(pid)? {
+            Some(ppid) if ppid > 1 && !chain.contains(&ppid) => {
+                chain.push(ppid);
+                pid = ppid;
+            }
+            _ => break,
+        }
+    }
+    Ok(chain)
+}
+
+#[cfg(target_os = "linux")]
+fn gone(pid: u32) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("pid {pid} does not exist"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_start_is_stable() {
+        let pid = std::process::id();
+        let a = current_start(pid).unwrap().unwrap();
+        let b = current_start(pid).unwrap().unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn our_lineage_starts_with_us_and_our_parent() {
+        let chain = own_lineage().unwrap();
+        assert_eq!(chain[0], std::process::id());
+        let parent = std::os::unix::process::parent_id();
+        if parent > 1 {
+            assert_eq!(chain[1], parent);
+        }
+        assert!(!chain.contains(&1));
+    }
+
+    #[test]
+    fn a_pid_that_cannot_exist_has_no_start() {
+        assert_eq!(current_start(u32::MAX).unwrap(), None);
+        assert_eq!(parent(u32::MAX).unwrap(), None);
+    }
+
+    #[test]
+    fn we_are_not_a_kernel_thread() {
+        assert_eq!(is_kernel_thread(std::process::id()).unwrap(), Some(false));
+    }
+}

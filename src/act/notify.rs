@@ -1,0 +1,352 @@
+//! Desktop notifications: which notifier this platform has, and the command
+//! that shows one message in the right user's session.
+//!
+//! Linux: `notify-send`, talking to the user's session bus at
+//! `/run/user/<uid>/bus`. A daemon running as root runs it as the user who
+//! owns the process (their uid, primary gid, home and bus; no supplementary
+//! groups); a daemon running as a user runs it as itself, on its own session.
+//! macOS: `osascript -e 'display notification …'`, through
+//! `launchctl asuser` when root. Elsewhere there is no notifier.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The message to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub title: String,
+    pub body: String,
+}
+
+/// Who the notification is for and who is sending it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Audience {
+    /// The uid owning the process the notification is about.
+    pub target_uid: Option<u32>,
+    /// headroom's effective uid.
+    pub own_uid: u32,
+}
+
+/// The command that shows `message`, or why none can.
+///
+/// `search_path` is where to look for the notifier (`$PATH` when `None`);
+/// `runtime_dir` is the parent of the per-user runtime directories
+/// (`/run/user`); `passwd` is the text of `/etc/passwd`, read only when a root
+/// daemon needs the target user's gid and home.
+pub fn command(
+    message: &Message,
+    audience: Audience,
+    search_path: Option<&OsStr>,
+    runtime_dir: &Path,
+    passwd: impl FnOnce() -> std::io::Result<String>,
+) -> Result<Command, String> {
+    platform_command(message, audience, search_path, runtime_dir, passwd)
+}
+
+#[cfg(target_os = "linux")]
+fn platform_command(
+    message: &Message,
+    audience: Audience,
+    search_path: Option<&OsStr>,
+    runtime_dir: &Path,
+    passwd: impl FnOnce() -> std::io::Result<String>,
+) -> Result<Command, String> {
+    use std::os::unix::process::CommandExt as _;
+
+    let notifier = find_program("notify-send", search_path)
+        .ok_or_else(|| "no desktop notifier: notify-send not found".to_string())?;
+    let as_root = audience.own_uid == 0;
+    let uid = match (as_root, audience.target_uid) {
+        (true, Some(uid)) => uid,
+        _ => audience.own_uid,
+    };
+    let bus = runtime_dir.join(uid.to_string()).join("bus");
+    let mut cmd = Command::new(&notifier);
+    cmd.args(notify_send_args(message));
+    if as_root && uid != 0 {
+        if !bus.exists() {
+            return Err(format!(
+                "no desktop session for uid {uid}: {} does not exist",
+                bus.display()
+            ));
+        }
+        let text = passwd().map_err(|e| format!("cannot read /etc/passwd: {e}"))?;
+        let entry = passwd_entry(&text, uid)
+            .ok_or_else(|| format!("uid {uid} has no entry in /etc/passwd"))?;
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &entry.home)
+            .env("XDG_RUNTIME_DIR", runtime_dir.join(uid.to_string()))
+            .env("DBUS_SESSION_BUS_ADDRESS", bus_address(&bus))
+            .uid(uid)
+            .gid(entry.gid);
+    } else if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() {
+        if !bus.exists() {
+            return Err(format!(
+                "no desktop session: DBUS_SESSION_BUS_ADDRESS is unset and {} does not exist",
+                bus.display()
+            ));
+        }
+        cmd.env("DBUS_SESSION_BUS_ADDRESS", bus_address(&bus));
+    }
+    Ok(cmd)
+}
+
+#[cfg(target_os = "macos")]
+fn platform_command(
+    message: &Message,
+    audience: Audience,
+    search_path: Option<&OsStr>,
+    _runtime_dir: &Path,
+    _passwd: impl FnOnce() -> std::io::Result<String>,
+) -> Result<Command, String> {
+    let osascript = find_program("osascript", search_path)
+        .ok_or_else(|| "no desktop notifier: osascript not found".to_string())?;
+    let script = apple_script(message);
+    let cmd = match (audience.own_uid, audience.target_uid) {
+        // Root has no GUI session: show it in the user's, as the user.
+        (0, Some(uid)) if uid != 0 => {
+            let mut c = Command::new("/bin/launchctl");
+            c.arg("asuser")
+                .arg(uid.to_string())
+                .arg("/usr/bin/sudo")
+                .arg("-u")
+                .arg(format!("#{uid}"))
+                .arg(&osascript)
+                .arg("-e")
+                .arg(script);
+            c
+        }
+        _ => {
+            let mut c = Command::new(&osascript);
+            c.arg("-e").arg(script);
+            c
+        }
+    };
+    Ok(cmd)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn platform_command(
+    _message: &Message,
+    _audience: Audience,
+    _search_path: Option<&OsStr>,
+    _runtime_dir: &Path,
+    _passwd: impl FnOnce() -> std::io::Result<String>,
+) -> Result<Command, String> {
+    Err("no desktop notifier on this platform".to_string())
+}
+
+/// `notify-send` arguments: the app name, urgency, title and body. The
+/// title and body follow `--`, so a body starting with `-` is not an option.
+#[cfg(any(target_os = "linux", test))]
+pub fn notify_send_args(message: &Message) -> Vec<String> {
+    vec![
+        "--app-name=headroom".into(),
+        "--urgency=critical".into(),
+        "--".into(),
+        message.title.clone(),
+        message.body.clone(),
+    ]
+}
+
+/// `display notification "body" with title "title"`, both as AppleScript
+/// string literals (backslash and double quote escaped; line breaks kept).
+#[cfg(any(target_os = "macos", test))]
+pub fn apple_script(message: &Message) -> String {
+    format!(
+        "display notification {} with title {}",
+        apple_string(&message.body),
+        apple_string(&message.title)
+    )
+}
+
+#[cfg(any(target_os = "macos", test))]
+fn apple_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(target_os = "linux")]
+fn bus_address(bus: &Path) -> std::ffi::OsString {
+    let mut address = std::ffi::OsString::from("unix:path=");
+    address.push(bus);
+    address
+}
+
+/// The first executable file called `name` in `search_path` (or `$PATH`).
+pub fn find_program(name: &str, search_path: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let from_env;
+    let dirs = match search_path {
+        Some(p) => p,
+        None => {
+            from_env = std::env::var_os("PATH").unwrap_or_default();
+            from_env.as_os_str()
+        }
+    };
+    std::env::split_paths(dirs)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|path| {
+            std::fs::metadata(path)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The fields of one `/etc/passwd` entry a notifier needs.
+#[cfg(any(target_os = "linux", test))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasswdEntry {
+    pub gid: u32,
+    pub home: String,
+}
+
+/// Find `uid` in passwd(5) text: `name:x:uid:gid:gecos:home:shell`.
+#[cfg(any(target_os = "linux", test))]
+pub fn passwd_entry(text: &str, uid: u32) -> Option<PasswdEntry> {
+    text.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.len() < 7 || fields[2].parse::<u32>().ok()? != uid {
+            return None;
+        }
+        Some(PasswdEntry {
+            gid: fields[3].parse().ok()?,
+            home: fields[5].to_string(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message() -> Message {
+        Message {
+            title: "headroom: notebook-runaway".into(),
+            body: "-python3 (pid 4) \"big\"\\".into(),
+        }
+    }
+
+    #[test]
+    fn notify_send_takes_title_and_body_after_the_options() {
+        let args = notify_send_args(&message());
+        assert_eq!(args[2], "--");
+        assert_eq!(args[3], "headroom: notebook-runaway");
+        assert_eq!(args[4], "-python3 (pid 4) \"big\"\\");
+    }
+
+    #[test]
+    fn apple_script_escapes_quotes_and_backslashes() {
+        assert_eq!(
+            apple_script(&message()),
+            r#"display notification "-python3 (pid 4) \"big\"\\" with title "headroom: notebook-runaway""#
+        );
+    }
+
+    #[test]
+    fn passwd_entries_are_found_by_uid() {
+        let text = "root:x:0:0:root:/root:/bin/bash\n\
+                    # comment\n\
+                    ada:x:1000:1001:Ada,,,:/home/ada:/bin/zsh\n";
+        assert_eq!(
+            passwd_entry(text, 1000),
+            Some(PasswdEntry {
+                gid: 1001,
+                home: "/home/ada".into()
+            })
+        );
+        assert_eq!(passwd_entry(text, 1002), None);
+        assert_eq!(passwd_entry("short:x:5\n", 5), None);
+    }
+
+    #[test]
+    fn programs_are_found_only_where_executable() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        let run = dir.path().join("run");
+        std::fs::write(&run, "").unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().as_os_str();
+        assert_eq!(find_program("run", Some(path)), Some(run));
+        assert_eq!(find_program("plain", Some(path)), None);
+        assert_eq!(find_program("run", Some(OsStr::new(""))), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn without_notify_send_the_reason_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = command(
+            &message(),
+            Audience {
+                target_uid: Some(1000),
+                own_uid: 1000,
+            },
+            Some(dir.path().as_os_str()),
+            Path::new("/run/user"),
+            || Ok(String::new()),
+        )
+        .unwrap_err();
+        assert_eq!(err, "no desktop notifier: notify-send not found");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_root_daemon_needs_the_users_session_bus() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = tempfile::tempdir().unwrap();
+        let notifier = bin.path().join("notify-send");
+        std::fs::write(&notifier, "").unwrap();
+        std::fs::set_permissions(&notifier, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let runtime = tempfile::tempdir().unwrap();
+        let audience = Audience {
+            target_uid: Some(1000),
+            own_uid: 0,
+        };
+        let passwd = || Ok("ada:x:1000:1001:Ada:/home/ada:/bin/sh\n".to_string());
+        let err = command(
+            &message(),
+            audience,
+            Some(bin.path().as_os_str()),
+            runtime.path(),
+            passwd,
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("no desktop session for uid 1000: "),
+            "{err}"
+        );
+
+        std::fs::create_dir_all(runtime.path().join("1000")).unwrap();
+        std::fs::write(runtime.path().join("1000/bus"), "").unwrap();
+        let cmd = command(
+            &message(),
+            audience,
+            Some(bin.path().as_os_str()),
+            runtime.path(),
+            passwd,
+        )
+        .unwrap();
+        assert_eq!(cmd.get_program(), notifier.as_os_str());
+        let env: Vec<_> = cmd.get_envs().collect();
+        let bus = format!("unix:path={}/1000/bus", runtime.path().display());
+        assert!(env.contains(&(
+            OsStr::new("DBUS_SESSION_BUS_ADDRESS"),
+            Some(OsStr::new(&bus))
+        )));
+        assert!(env.contains(&(OsStr::new("HOME"), Some(OsStr::new("/home/ada")))));
+    }
+}

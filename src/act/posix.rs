@@ -1,0 +1,120 @@
+//! The POSIX calls the actuator needs on every Unix: `kill`, process groups and
+//! the effective uid. An FFI file: each call is a thin, safe wrapper that turns
+//! the C return convention (-1 and `errno`) into an `io::Result`.
+
+use std::io;
+
+/// A pid as the C calls take it; pids above `i32::MAX` do not exist.
+fn c_pid(pid: u32) -> io::Result<libc::pid_t> {
+    libc::pid_t::try_from(pid).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("pid {pid} is out of range for this platform"),
+        )
+    })
+}
+
+/// `kill(pid, signal)` for one process. Refuses pid 0 and negative values,
+/// which would address groups (`kill` with 0 signals the caller's own group).
+pub fn kill(pid: u32, signal: i32) -> io::Result<()> {
+    let pid = c_pid(pid)?;
+    if pid <= 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "pid 0 addresses a process group, not a process",
+        ));
+    }
+    // SAFETY: kill takes two integers and touches no memory of ours; the pid
+    // is positive, so it addresses exactly one process.
+    let rc = unsafe { libc::kill(pid, signal) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `kill(-pgid, signal)`: every process of group `pgid`. Refuses groups 0 and
+/// 1 (the caller's own group and init's).
+pub fn kill_group(pgid: u32, signal: i32) -> io::Result<()> {
+    let pgid = c_pid(pgid)?;
+    if pgid <= 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("process group {pgid} is never signalled"),
+        ));
+    }
+    // SAFETY: integers only; -pgid with pgid > 1 addresses that one group.
+    let rc = unsafe { libc::kill(-pgid, signal) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The process group of `pid` (`getpgid`); `ESRCH` if it does not exist.
+pub fn process_group_of(pid: u32) -> io::Result<u32> {
+    let pid = c_pid(pid)?;
+    if pid <= 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "pid 0 means the caller to getpgid; ask for a real pid",
+        ));
+    }
+    // SAFETY: getpgid takes an integer and returns one; no memory is shared.
+    let rc = unsafe { libc::getpgid(pid) };
+    u32::try_from(rc).map_err(|_| io::Error::last_os_error())
+}
+
+/// This process's own process group (`getpgrp`, which cannot fail).
+pub fn own_process_group() -> u32 {
+    // SAFETY: getpgrp takes no arguments and always succeeds.
+    let pgid = unsafe { libc::getpgrp() };
+    u32::try_from(pgid).unwrap_or(0)
+}
+
+/// The effective uid of this process (`geteuid`, which cannot fail).
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes no arguments and always succeeds.
+    unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_zero_probes_a_live_process() {
+        kill(std::process::id(), 0).unwrap();
+    }
+
+    #[test]
+    fn pid_zero_and_group_one_are_refused() {
+        assert_eq!(kill(0, 0).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            kill_group(1, 0).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            kill_group(0, 0).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn own_group_is_the_group_of_our_pid() {
+        assert_eq!(
+            process_group_of(std::process::id()).unwrap(),
+            own_process_group()
+        );
+    }
+
+    #[test]
+    fn a_pid_beyond_the_range_is_invalid_input() {
+        assert_eq!(
+            kill(u32::MAX, 0).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! Sending one signal safely: the checks that run before every signal, in
+//! this order, and the delivery itself.
+//!
+//! 1. Never pid 0 or 1, never headroom itself or one of its ancestors.
+//! 2. Pin the process (Linux: `pidfd_open`), then read its start time. The
+//!    pidfd is opened before the read, and the expected start time predates
+//!    both, so a match proves the pidfd holds the process the policy saw: a
+//!    process that took over the pid later would have a later start time.
+//!    No process → `Gone`; another start time → `IdentityChanged`.
+//! 3. Never a kernel thread.
+//! 4. `require_handler`: skip unless the process catches the signal (an
+//!    uncaught SIGUSR1 kills its target).
+//! 5. `process_group`: never group 0 or 1, headroom's own group, or a group
+//!    led by one of its ancestors.
+//! 6. Dry run stops here: everything was checked, nothing is sent.
+//! 7. Send: through the pidfd (Linux 5.3+), otherwise `kill` after the
+//!    identity check; a group through `kill(-pgid)` (no pidfd can address a
+//!    group; the leader's identity was checked through its pidfd).
+
+use std::io;
+
+use super::{identity, posix};
+use crate::event::Outcome;
+use crate::policy::{Decision, SignalName};
+
+/// How a signal step ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// `Done` or `DryRun` with what was (or would have been) sent,
+    /// e.g. `SIGINT to pid 1234 (python3)`; or a refusal or failure.
+    Ended(Outcome, String),
+    /// The step does not apply (no handler): the reason.
+    Skipped(String),
+}
+
+/// Carry out (or in a dry run, check) one signal step.
+pub fn deliver(
+    d: &Decision,
+    signal: SignalName,
+    require_handler: bool,
+    process_group: bool,
+) -> Verdict {
+    let p = &d.process;
+    let pid = p.pid;
+    let target = format!("pid {pid} ({})", p.name);
+    let refused = |why: String| Verdict::Ended(Outcome::Refused(why), String::new());
+    let failed = |why: String| Verdict::Ended(Outcome::Failed(why), String::new());
+    let ended = |o: Outcome| Verdict::Ended(o, String::new());
+
+    // 1. Who must never be signalled.
+    match pid {
+        0 => return refused("pid 0 is the kernel's scheduler, never signalled".into()),
+        1 => return refused("pid 1 is init; headroom never signals it".into()),
+        _ => {}
+    }
+    if pid == std::process::id() {
+        return refused(format!("{target} is headroom itself"));
+    }
+    let lineage = match identity::own_lineage() {
+        Ok(lineage) => lineage,
+        Err(e) => {
+            return refused(format!(
+                "cannot read headroom's own parent chain ({e}), so cannot rule out that {target} \
+                 is one of its ancestors"
+            ));
+        }
+    };
+    if lineage.contains(&pid) {
+        return refused(format!(
+            "{target} is an ancestor of headroom (pid {})",
+            std::process::id()
+        ));
+    }
+
+    // 2. Pin, then check the identity.
+    let pinned = match pin(pid) {
+        Ok(Some(pinned)) => pinned,
+        Ok(None) => return ended(Outcome::Gone),
+        Err(e) => return failed(format!("cannot open {target}: {e}")),
+    };
+    match identity::current_start(pid) {
+        Ok(None) => return ended(Outcome::Gone),
+        Ok(Some(start)) if start != p.start => return ended(Outcome::IdentityChanged),
+        Ok(Some(_)) => {}
+        Err(e) => return failed(format!("cannot read the start time of {target}: {e}")),
+    }
+
+    // 3. Kernel threads have no user space to interrupt.
+    match identity::is_kernel_thread(pid) {
+        Ok(Some(false)) => {}
+        Ok(Some(true)) => return refused(format!("{target} is a kernel thread")),
+        Ok(None) => return ended(Outcome::Gone),
+        Err(e) => {
+            return failed(format!(
+                "cannot tell whether {target} is a kernel thread: {e}"
+            ));
+        }
+    }
+
+    // 4. Only where a handler waits for it.
+    if require_handler {
+        if !signal.catchable() {
+            return Verdict::Skipped(format!(
+                "{signal} cannot be caught, so require_handler never holds for it"
+            ));
+        }
+        match identity::catches_signal(pid, signal.number()) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Verdict::Skipped(format!(
+                    "pid {pid} does not catch {signal} (its default action would kill it)"
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return ended(Outcome::Gone),
+            Err(e) => {
+                return Verdict::Skipped(format!(
+                    "cannot tell whether pid {pid} catches {signal} ({e}); not sending it"
+                ));
+            }
+        }
+    }
+
+    // 5. The group, if asked for.
+    let what;
+    let group = if process_group {
+        let pgid = match posix::process_group_of(pid) {
+            Ok(pgid) => pgid,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return ended(Outcome::Gone),
+            Err(e) => return failed(format!("cannot read the process group of {target}: {e}")),
+        };
+        if pgid <= 1 {
+            return refused(format!(
+                "{target} is in process group {pgid}, never signalled"
+            ));
+        }
+        if pgid == posix::own_process_group() {
+            return refused(format!(
+                "{target} is in headroom's own process group {pgid}"
+            ));
+        }
+        if lineage.contains(&pgid) {
+            return refused(format!(
+                "{target} is in process group {pgid}, led by an ancestor of headroom"
+            ));
+        }
+        what = if pgid == pid {
+            format!("{signal} to process group {pgid} (led by {target})")
+        } else {
+            format!("{signal} to process group {pgid} (of {target})")
+        };
+        Some(pgid)
+    } else {
+        what = format!("{signal} to {target}");
+        None
+    };
+
+    // 6. A dry run has checked everything and sends nothing.
+    if d.dry_run {
+        return Verdict::Ended(Outcome::DryRun, what);
+    }
+
+    // 7. Send.
+    let sent = match group {
+        Some(pgid) => posix::kill_group(pgid, signal.number()),
+        None => pinned.send(signal.number()),
+    };
+    match sent {
+        Ok(()) => Verdict::Ended(Outcome::Done, what),
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => ended(Outcome::Gone),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => failed(format!(
+            "permission denied sending {what}: it belongs to another user; run headroom as \
+             root to act on other users' processes"
+        )),
+        Err(e) => failed(format!("cannot send {what}: {e}")),
+    }
+}
+
+/// A process held for signalling.
+enum Pinned {
+    #[cfg(target_os = "linux")]
+    Fd(super::linux::PidFd),
+    /// No pidfds here: the pid, checked just before use.
+    Pid(u32),
+}
+
+impl Pinned {
+    fn send(&self, signal: i32) -> io::Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Pinned::Fd(fd) => fd.send(signal),
+            Pinned::Pid(pid) => posix::kill(*pid, signal),
+        }
+    }
+}
+
+/// Pin `pid`; `Ok(None)` if it does not exist.
+fn pin(pid: u32) -> io::Result<Option<Pinned>> {
+    #[cfg(target_os = "linux")]
+    {
+        use super::linux::{Opened, pidfd_open};
+        Ok(match pidfd_open(pid)? {
+            Opened::Fd(fd) => Some(Pinned::Fd(fd)),
+            Opened::Gone => None,
+            Opened::Unsupported => Some(Pinned::Pid(pid)),
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Ok(Some(Pinned::Pid(pid)))
+    }
+}

@@ -1,0 +1,523 @@
+//! The actuator against real processes: `headroom-hog` children that catch
+//! (or do not catch) signals, real hooks run through `/bin/sh`, and the
+//! events that come back on the channel.
+//!
+//! Safety refusals aimed at this test's own process and its parent run as
+//! dry runs: every check runs before the dry run stops delivery, so a
+//! refusal shows the same, and a broken check cannot hit the test runner.
+
+#![cfg(unix)]
+
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use headroom::act::{Actuator, ActuatorOptions, identity};
+use headroom::event::{Event, EventKind, Outcome, ProcessRef};
+use headroom::model::WorkloadKind;
+use headroom::policy::{Action, Decision, SignalName};
+
+const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A running hog and the lines it prints.
+struct Hog {
+    child: Child,
+    lines: Receiver<String>,
+    /// Every line read so far.
+    seen: Vec<String>,
+    pid: u32,
+}
+
+impl Hog {
+    /// Start a hog with `args` (plus a small --max) in a process group of
+    /// its own, and wait for its `ready` line.
+    fn start(args: &[&str]) -> Hog {
+        Self::start_in(args, true)
+    }
+
+    fn start_in(args: &[&str], own_group: bool) -> Hog {
+        let mut cmd = Command::new(HOG);
+        cmd.args(["--max", "4MiB"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null());
+        if own_group {
+            cmd.process_group(0);
+        }
+        let mut child = cmd.spawn().expect("start headroom-hog");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let pid = child.id();
+        let mut hog = Hog {
+            child,
+            lines,
+            seen: Vec::new(),
+            pid,
+        };
+        hog.expect_line(&format!("ready pid={pid}"));
+        hog
+    }
+
+    /// Wait for a line starting with `prefix`; the line.
+    fn expect_line(&mut self, prefix: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.starts_with(prefix) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!("no line starting with {prefix:?} from the hog: {e}"),
+            }
+        }
+    }
+
+    /// Lines printed so far, without waiting.
+    #[cfg(target_os = "linux")]
+    fn printed(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+
+    /// True if the hog is still running after a moment for a signal to land.
+    fn alive_after_a_moment(&mut self) -> bool {
+        std::thread::sleep(Duration::from_millis(300));
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn process(&self) -> ProcessRef {
+        process(self.pid)
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn process(pid: u32) -> ProcessRef {
+    ProcessRef {
+        pid,
+        start: identity::current_start(pid)
+            .unwrap()
+            .expect("the process exists"),
+        name: "headroom-hog".into(),
+        user: None,
+        uid: None,
+        workload: WorkloadKind::Other,
+        footprint: 4 << 20,
+        kernel_id: None,
+    }
+}
+
+fn decision(process: ProcessRef, action: Action) -> Decision {
+    Decision {
+        rule: "test-rule".into(),
+        process,
+        step: 0,
+        action,
+        dry_run: false,
+        limit: "footprint > 2 MiB".into(),
+        reason: "footprint 4 MiB > 2 MiB".into(),
+    }
+}
+
+fn signal(signal: SignalName) -> Action {
+    Action::Signal {
+        signal,
+        require_handler: false,
+        process_group: false,
+    }
+}
+
+fn actuator() -> (Actuator, Receiver<Event>) {
+    let (tx, rx) = mpsc::channel();
+    (Actuator::new(ActuatorOptions::default(), tx), rx)
+}
+
+/// Execute one decision and return the event it produced.
+fn run(d: &Decision) -> EventKind {
+    let (mut act, rx) = actuator();
+    act.execute(d);
+    rx.recv_timeout(WAIT).expect("an event").kind
+}
+
+/// The outcome and detail of an `Action` event.
+fn outcome(kind: EventKind) -> (Outcome, String) {
+    match kind {
+        EventKind::Action {
+            outcome, detail, ..
+        } => (outcome, detail),
+        other => panic!("expected an action event, got {other:?}"),
+    }
+}
+
+fn refusal(kind: EventKind) -> String {
+    match outcome(kind).0 {
+        Outcome::Refused(why) => why,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn sigint_is_delivered_and_received() {
+    let mut hog = Hog::start(&["--catch", "INT"]);
+    let d = decision(hog.process(), signal(SignalName::Int));
+    let kind = run(&d);
+    let EventKind::Action {
+        rule,
+        step,
+        action,
+        dry_run,
+        ..
+    } = &kind
+    else {
+        panic!("expected an action event, got {kind:?}");
+    };
+    assert_eq!(
+        (rule.as_str(), *step, action.as_str(), *dry_run),
+        ("test-rule", 0, "SIGINT", false)
+    );
+    assert_eq!(
+        outcome(kind),
+        (Outcome::Done, "footprint 4 MiB > 2 MiB".to_string())
+    );
+    let line = hog.expect_line("signal ");
+    assert!(line.starts_with("signal SIGINT footprint="), "{line}");
+    assert!(hog.alive_after_a_moment(), "the hog catches SIGINT");
+}
+
+#[test]
+fn a_changed_identity_sends_nothing() {
+    // The hog does not catch SIGINT: a delivered one would end it.
+    let mut hog = Hog::start(&[]);
+    let mut p = hog.process();
+    p.start += 1;
+    let d = decision(p, signal(SignalName::Int));
+    assert_eq!(outcome(run(&d)).0, Outcome::IdentityChanged);
+    assert!(hog.alive_after_a_moment(), "a signal reached the hog");
+}
+
+#[test]
+fn a_reaped_process_is_gone() {
+    let mut hog = Hog::start(&[]);
+    let p = hog.process();
+    hog.child.kill().unwrap();
+    hog.child.wait().unwrap();
+    let d = decision(p, signal(SignalName::Int));
+    assert_eq!(outcome(run(&d)).0, Outcome::Gone);
+}
+
+#[test]
+fn pid_1_is_refused() {
+    let mut p = process(std::process::id());
+    p.pid = 1;
+    let mut d = decision(p, signal(SignalName::Term));
+    d.dry_run = true;
+    assert_eq!(refusal(run(&d)), "pid 1 is init; headroom never signals it");
+}
+
+#[test]
+fn headroom_itself_is_refused() {
+    let me = std::process::id();
+    let mut d = decision(process(me), signal(SignalName::Term));
+    d.dry_run = true;
+    assert_eq!(
+        refusal(run(&d)),
+        format!("pid {me} (headroom-hog) is headroom itself")
+    );
+}
+
+#[test]
+fn headroom_ancestors_are_refused() {
+    let parent = std::os::unix::process::parent_id();
+    let grandparent = identity::parent(parent).unwrap();
+    for pid in std::iter::once(parent).chain(grandparent.filter(|&p| p > 1)) {
+        let mut d = decision(process(pid), signal(SignalName::Term));
+        d.dry_run = true;
+        let why = refusal(run(&d));
+        assert!(
+            why.contains("is an ancestor of headroom"),
+            "pid {pid}: {why}"
+        );
+    }
+}
+
+// The handler check reads /proc on Linux; other platforms bring their own.
+#[cfg(target_os = "linux")]
+#[test]
+fn require_handler_skips_a_process_that_does_not_catch_the_signal() {
+    let mut hog = Hog::start(&["--catch", "INT"]);
+    let d = decision(
+        hog.process(),
+        Action::Signal {
+            signal: SignalName::Usr1,
+            require_handler: true,
+            process_group: false,
+        },
+    );
+    match run(&d) {
+        EventKind::Skipped { reason, action, .. } => {
+            assert_eq!(action, "SIGUSR1");
+            assert_eq!(
+                reason,
+                format!(
+                    "pid {} does not catch SIGUSR1 (its default action would kill it)",
+                    hog.pid
+                )
+            );
+        }
+        other => panic!("expected a skip, got {other:?}"),
+    }
+    assert!(hog.alive_after_a_moment(), "SIGUSR1 reached the hog");
+    assert!(hog.printed().iter().all(|l| !l.starts_with("signal")));
+}
+
+// The handler check reads /proc on Linux; other platforms bring their own.
+#[cfg(target_os = "linux")]
+#[test]
+fn require_handler_delivers_to_a_process_that_catches_the_signal() {
+    let mut hog = Hog::start(&["--catch", "USR1"]);
+    let d = decision(
+        hog.process(),
+        Action::Signal {
+            signal: SignalName::Usr1,
+            require_handler: true,
+            process_group: false,
+        },
+    );
+    assert_eq!(outcome(run(&d)).0, Outcome::Done);
+    hog.expect_line("signal SIGUSR1 ");
+    assert!(hog.alive_after_a_moment());
+}
+
+// The handler check reads /proc on Linux; other platforms bring their own.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_process_group_signal_reaches_the_hogs_child() {
+    let mut hog = Hog::start(&["--catch", "INT", "--child"]);
+    // The child line comes before `ready`: it was read while waiting.
+    let child_pid: u32 = hog
+        .seen
+        .iter()
+        .find_map(|l| l.strip_prefix("child pid="))
+        .expect("a child line")
+        .parse()
+        .unwrap();
+    let stat = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    let d = decision(
+        hog.process(),
+        Action::Signal {
+            signal: SignalName::Int,
+            require_handler: true,
+            process_group: true,
+        },
+    );
+    let (o, _) = outcome(run(&d));
+    assert_eq!(o, Outcome::Done);
+    hog.expect_line("signal SIGINT ");
+    // The child `sleep` does not catch SIGINT: it ends (a zombie until the
+    // hog exits, or gone).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match stat(child_pid) {
+            None => break,
+            Some(s)
+                if s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z')) =>
+            {
+                break;
+            }
+            Some(_) if Instant::now() > deadline => panic!("the child {child_pid} still runs"),
+            Some(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    assert!(hog.alive_after_a_moment());
+}
+
+#[test]
+fn headrooms_own_process_group_is_refused() {
+    // Spawned without a group of its own: it shares the test's group.
+    let mut hog = Hog::start_in(&[], false);
+    let d = decision(
+        hog.process(),
+        Action::Signal {
+            signal: SignalName::Int,
+            require_handler: false,
+            process_group: true,
+        },
+    );
+    let why = refusal(run(&d));
+    assert!(why.contains("is in headroom's own process group"), "{why}");
+    assert!(hog.alive_after_a_moment());
+}
+
+#[test]
+fn a_dry_run_sends_nothing() {
+    let mut hog = Hog::start(&[]);
+    let mut d = decision(hog.process(), signal(SignalName::Int));
+    d.dry_run = true;
+    let kind = run(&d);
+    assert!(matches!(kind, EventKind::Action { dry_run: true, .. }));
+    assert_eq!(
+        outcome(kind),
+        (
+            Outcome::DryRun,
+            format!("would send SIGINT to pid {} (headroom-hog)", hog.pid)
+        )
+    );
+    assert!(hog.alive_after_a_moment(), "the dry run sent SIGINT");
+}
+
+fn hook(args: &[&str], timeout: Duration) -> Action {
+    Action::Hook {
+        command: PathBuf::from("/bin/sh"),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        timeout,
+    }
+}
+
+#[test]
+fn a_hook_sees_the_headroom_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("env");
+    let mut p = process(std::process::id());
+    p.name = "python3".into();
+    p.user = Some("ada".into());
+    p.kernel_id = Some("3f2a9c".into());
+    let d = decision(
+        p.clone(),
+        hook(
+            &[
+                "-c",
+                "env | grep '^HEADROOM_' | sort > \"$1\"",
+                "hook",
+                out.to_str().unwrap(),
+            ],
+            WAIT,
+        ),
+    );
+    let (o, detail) = outcome(run(&d));
+    assert_eq!(
+        (o, detail.as_str()),
+        (Outcome::Done, "footprint 4 MiB > 2 MiB")
+    );
+    let env = std::fs::read_to_string(&out).unwrap();
+    let expected = [
+        "HEADROOM_ACTION=hook /bin/sh".to_string(),
+        "HEADROOM_DRY_RUN=0".to_string(),
+        format!("HEADROOM_FOOTPRINT_BYTES={}", 4 << 20),
+        "HEADROOM_KERNEL_ID=3f2a9c".to_string(),
+        "HEADROOM_LIMIT=footprint > 2 MiB".to_string(),
+        "HEADROOM_NAME=python3".to_string(),
+        format!("HEADROOM_PID={}", p.pid),
+        "HEADROOM_REASON=footprint 4 MiB > 2 MiB".to_string(),
+        "HEADROOM_RULE=test-rule".to_string(),
+        "HEADROOM_STEP=0".to_string(),
+        "HEADROOM_USER=ada".to_string(),
+    ];
+    assert_eq!(env.lines().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn a_hook_that_exits_3_failed() {
+    let d = decision(process(std::process::id()), hook(&["-c", "exit 3"], WAIT));
+    assert_eq!(outcome(run(&d)).0, Outcome::Failed("exit status 3".into()));
+}
+
+#[test]
+fn a_hook_past_its_timeout_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let d = decision(
+        process(std::process::id()),
+        hook(&["-c", &script], Duration::from_millis(300)),
+    );
+    let (mut act, rx) = actuator();
+    let began = Instant::now();
+    act.execute(&d);
+    // execute returns at once; the hook reports later.
+    assert!(rx.try_recv().is_err());
+    let kind = rx.recv_timeout(WAIT).expect("the hook's event").kind;
+    assert_eq!(
+        outcome(kind).0,
+        Outcome::Failed("timed out after 300ms".into())
+    );
+    assert!(began.elapsed() >= Duration::from_millis(300));
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        identity::current_start(pid).unwrap(),
+        None,
+        "the hook still runs"
+    );
+    assert_eq!(act.pending(), 0);
+}
+
+#[test]
+fn a_relative_hook_command_is_refused() {
+    let mut d = decision(process(std::process::id()), hook(&[], WAIT));
+    d.action = Action::Hook {
+        command: PathBuf::from("bin/hook"),
+        args: Vec::new(),
+        timeout: WAIT,
+    };
+    let why = refusal(run(&d));
+    assert!(why.contains("bin/hook is not an absolute path"), "{why}");
+}
+
+#[test]
+fn a_dry_run_runs_no_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let mut d = decision(process(std::process::id()), hook(&["-c", &script], WAIT));
+    d.dry_run = true;
+    let (o, detail) = outcome(run(&d));
+    assert_eq!(o, Outcome::DryRun);
+    assert_eq!(detail, format!("would run /bin/sh -c {script}"));
+    assert!(!marker.exists());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_notification_without_a_notifier_fails_with_the_reason() {
+    let empty = tempfile::tempdir().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let opts = ActuatorOptions {
+        notifier_path: Some(empty.path().as_os_str().to_owned()),
+        ..ActuatorOptions::default()
+    };
+    let mut act = Actuator::new(opts, tx);
+    let d = decision(process(std::process::id()), Action::Notify);
+    act.execute(&d);
+    act.execute(&d);
+    for _ in 0..2 {
+        let kind = rx.recv_timeout(WAIT).unwrap().kind;
+        assert_eq!(
+            outcome(kind).0,
+            Outcome::Failed("no desktop notifier: notify-send not found".into())
+        );
+    }
+}

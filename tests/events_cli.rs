@@ -1,0 +1,214 @@
+//! `headroom events` on the real binary, reading journals this test writes
+//! with the journal's own writer.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use headroom::event::{Event, EventKind, Outcome, ProcessRef};
+use headroom::journal::{Journal, JournalOptions};
+use headroom::local_time::format_with_offset;
+use headroom::model::{Timestamp, WorkloadKind};
+
+const BIN: &str = env!("CARGO_BIN_EXE_headroom");
+
+fn kernel() -> ProcessRef {
+    ProcessRef {
+        pid: 48113,
+        start: 123,
+        name: "python3".into(),
+        user: Some("ada".into()),
+        uid: Some(1000),
+        workload: WorkloadKind::Jupyter,
+        footprint: 9 << 30,
+        kernel_id: Some("3f2a9c1e".into()),
+    }
+}
+
+fn sigint(at: Timestamp) -> Event {
+    Event {
+        at,
+        kind: EventKind::Action {
+            rule: "notebook-runaway".into(),
+            process: kernel(),
+            step: 0,
+            action: "SIGINT".into(),
+            outcome: Outcome::Done,
+            dry_run: false,
+            detail: "footprint 9 GiB > 8 GiB".into(),
+        },
+    }
+}
+
+fn reload(at: Timestamp) -> Event {
+    Event {
+        at,
+        kind: EventKind::ConfigReloaded {
+            path: "/etc/headroom.toml".into(),
+            error: None,
+        },
+    }
+}
+
+fn write_journal(path: &Path, events: &[Event]) {
+    let mut j = Journal::open(path, JournalOptions::default()).unwrap();
+    for e in events {
+        j.append(e).unwrap();
+    }
+}
+
+/// Run `headroom events ARGS` in UTC (or the given POSIX `TZ`).
+fn events(args: &[&str], tz: &str) -> Output {
+    Command::new(BIN)
+        .arg("events")
+        .args(args)
+        .env("TZ", tz)
+        .output()
+        .expect("run headroom")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn ago(d: Duration) -> Timestamp {
+    Timestamp(Timestamp::now().as_millis() - d.as_millis() as u64)
+}
+
+#[test]
+fn events_print_one_readable_line_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let (old, new) = (
+        ago(Duration::from_secs(7200)),
+        ago(Duration::from_secs(600)),
+    );
+    write_journal(&path, &[reload(old), sigint(new)]);
+    let text = stdout(&events(&["--journal", path.to_str().unwrap()], "UTC0"));
+    assert_eq!(
+        text,
+        format!(
+            "{}  reload  /etc/headroom.toml: applied\n\
+             {}  SIGINT  → python3 (pid 48113, jupyter kernel 3f2a…)  rule \"notebook-runaway\": \
+             footprint 9 GiB > 8 GiB  [done]\n",
+            format_with_offset(old, 0),
+            format_with_offset(new, 0)
+        )
+    );
+}
+
+#[test]
+fn times_are_shown_in_the_local_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    write_journal(&path, &[reload(Timestamp(1_700_000_000_000))]);
+    // A POSIX TZ string needs no zone database: 5h30m east of UTC.
+    let text = stdout(&events(&["--journal", path.to_str().unwrap()], "IST-5:30"));
+    assert!(text.starts_with("2023-11-15 03:43:20  reload"), "{text}");
+}
+
+#[test]
+fn since_filters_and_json_prints_the_stored_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let new = sigint(ago(Duration::from_secs(60)));
+    write_journal(
+        &path,
+        &[reload(ago(Duration::from_secs(7200))), new.clone()],
+    );
+    let text = stdout(&events(
+        &[
+            "--journal",
+            path.to_str().unwrap(),
+            "--since",
+            "1h",
+            "--json",
+        ],
+        "UTC0",
+    ));
+    let lines: Vec<Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, vec![new]);
+}
+
+#[test]
+fn a_missing_journal_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none/journal.jsonl");
+    let text = stdout(&events(&["--journal", path.to_str().unwrap()], "UTC0"));
+    assert!(
+        text.starts_with(&format!(
+            "no events yet (journal at {} does not exist)",
+            path.display()
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_config_names_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    write_journal(&path, &[reload(Timestamp(1_700_000_000_000))]);
+    let config = dir.path().join("headroom.toml");
+    std::fs::write(
+        &config,
+        format!("[daemon]\njournal = {:?}\n", path.to_str().unwrap()),
+    )
+    .unwrap();
+    let text = stdout(&events(&["--config", config.to_str().unwrap()], "UTC0"));
+    assert_eq!(
+        text,
+        "2023-11-14 22:13:20  reload  /etc/headroom.toml: applied\n"
+    );
+}
+
+#[test]
+fn a_bad_config_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("headroom.toml");
+    std::fs::write(&config, "[daemon]\njournal = \"relative.jsonl\"\n").unwrap();
+    let out = events(&["--config", config.to_str().unwrap()], "UTC0");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("daemon.journal"));
+}
+
+#[test]
+fn corrupt_and_torn_lines_are_reported_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let good = serde_json::to_string(&reload(Timestamp(1_700_000_000_000))).unwrap();
+    std::fs::write(&path, format!("garbage\n{good}\n{{\"at\":1")).unwrap();
+    let out = events(&["--journal", path.to_str().unwrap()], "UTC0");
+    assert_eq!(
+        stdout(&out),
+        "2023-11-14 22:13:20  reload  /etc/headroom.toml: applied\n"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("skipped 1 torn last line"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "skipped 1 line(s) that are not events; the first: {}:1: ",
+            path.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_since_is_a_usage_error() {
+    let out = events(
+        &["--journal", "/nonexistent/j.jsonl", "--since", "soon"],
+        "UTC0",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--since \"soon\""));
+}
