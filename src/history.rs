@@ -82,6 +82,9 @@ pub struct ProcessTrack {
 /// keeping the pairwise estimator's cost bounded at fast intervals.
 const MAX_GROWTH_POINTS: usize = 64;
 
+/// Two points closer than this make no trend (timing noise dominates).
+const MIN_TREND_SPAN: Duration = Duration::from_millis(200);
+
 impl ProcessTrack {
     /// Growth of the footprint in bytes per second over the `window` before
     /// `now`: the Theil–Sen estimator, the median of the slopes between every
@@ -111,6 +114,45 @@ impl ProcessTrack {
             .map(|p| (p.at.as_millis() as f64 / 1000.0, p.footprint as f64))
             .collect();
         theil_sen(&thinned)
+    }
+
+    /// A short-term trend for predicting when a limit will be crossed, in
+    /// bytes per second: the Theil–Sen slope of the points within `window`
+    /// (two are enough, 200 ms apart), or, for a process seen once and
+    /// younger than `window`, its footprint divided by its age (it grew from
+    /// about nothing since it started). Cruder than [`Self::growth`], and used
+    /// only to decide when to sample next, never to act.
+    pub fn trend(
+        &self,
+        now: Timestamp,
+        window: Duration,
+        started_at: Option<Timestamp>,
+    ) -> Option<f64> {
+        let recent: Vec<&ProcessPoint> = self
+            .points
+            .iter()
+            .filter(|p| p.at <= now && now.since(p.at) <= window)
+            .collect();
+        match recent.as_slice() {
+            [] => None,
+            [only] => {
+                let age = only.at.since(started_at?);
+                (age > Duration::ZERO && age <= window)
+                    .then(|| only.footprint as f64 / age.as_secs_f64())
+            }
+            [first, .., last] => {
+                if last.at.since(first.at) < MIN_TREND_SPAN {
+                    return None;
+                }
+                let step = recent.len().div_ceil(MAX_GROWTH_POINTS);
+                let thinned: Vec<(f64, f64)> = recent
+                    .iter()
+                    .step_by(step)
+                    .map(|p| (p.at.as_millis() as f64 / 1000.0, p.footprint as f64))
+                    .collect();
+                theil_sen(&thinned)
+            }
+        }
     }
 
     /// The latest point.
@@ -400,6 +442,37 @@ mod tests {
         pts.extend((20..31).map(|s| (s * 1000, 5000)));
         let g = track(&pts).growth(Timestamp(30_000), Duration::from_secs(10), 3);
         assert_eq!(g, Some(0.0));
+    }
+
+    #[test]
+    fn a_trend_needs_only_two_points() {
+        let t = track(&[(0, 0), (1000, 1 << 30)]);
+        let g = t.trend(Timestamp(1000), Duration::from_secs(3), None);
+        assert_eq!(g, Some((1u64 << 30) as f64));
+        let close = track(&[(0, 0), (100, 1 << 30)]);
+        assert_eq!(
+            close.trend(Timestamp(100), Duration::from_secs(3), None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_young_process_seen_once_trends_by_its_age() {
+        let t = track(&[(2000, 1 << 30)]);
+        let g = t.trend(
+            Timestamp(2000),
+            Duration::from_secs(3),
+            Some(Timestamp(1000)),
+        );
+        assert_eq!(g, Some((1u64 << 30) as f64));
+        let old = t.trend(Timestamp(2000), Duration::from_secs(3), Some(Timestamp(0)));
+        assert_eq!(old, Some((1u64 << 29) as f64));
+        let older = t.trend(Timestamp(9000), Duration::from_secs(3), Some(Timestamp(0)));
+        assert_eq!(older, None, "the point is out of the window");
+        assert_eq!(
+            t.trend(Timestamp(2000), Duration::from_secs(1), Some(Timestamp(0))),
+            None
+        );
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub fn check(
             within_reach = true;
         }
         if p.footprint <= bytes
-            && let Some(g) = track.and_then(|t| t.growth(now, PREDICTION_WINDOW, 2))
+            && let Some(g) = track.and_then(|t| t.trend(now, PREDICTION_WINDOW, p.started_at))
             && g > 0.0
         {
             let until = Duration::try_from_secs_f64((bytes - p.footprint) as f64 / g).ok();

@@ -410,7 +410,7 @@ fn select<'a>(
             let growth = |p: &ProcessSample| {
                 history
                     .process(&p.id)
-                    .and_then(|t| t.growth(now, limits::PREDICTION_WINDOW, 2))
+                    .and_then(|t| t.trend(now, limits::PREDICTION_WINDOW, p.started_at))
                     .unwrap_or(f64::NEG_INFINITY)
             };
             candidates
