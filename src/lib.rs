@@ -5,13 +5,16 @@
 //! shared state that the CLI and HTTP read. [`config`] holds the validated
 //! settings, [`workload`] says which processes are ML work and why.
 
+pub mod act;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod doctor;
 pub mod history;
 pub mod logging;
 pub mod model;
 pub mod report;
 pub mod sample;
+pub mod service;
 pub mod state;
 pub mod workload;

@@ -252,6 +252,7 @@ impl Sampler for SysinfoSampler {
                 resident,
                 swapped: None,
                 gpu_memory: None,
+                gpu_client: false,
                 detail: Detail::Estimated,
                 workload,
             });
