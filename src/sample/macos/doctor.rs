@@ -175,7 +175,7 @@ fn process_args() -> Check {
     let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
     let mut buf = Vec::new();
     match ffi_proc::procargs(me, &mut buf) {
-        Ok(()) => match procargs::parse(&buf) {
+        Ok(n) => match procargs::parse(&buf[..n]) {
             Ok(args) if args.complete => Check::ok(
                 "process-args",
                 format!(

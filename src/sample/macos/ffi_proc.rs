@@ -7,6 +7,7 @@
 
 use std::ffi::c_void;
 use std::mem::size_of;
+use std::sync::OnceLock;
 
 use super::kinfo::KINFO_PROC_SIZE;
 use super::proc_info;
@@ -16,9 +17,7 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Largest `KERN_PROCARGS2` answer accepted: the kernel refuses buffers
-/// beyond `ARG_MAX` (1 MiB on macOS) itself; this is a bound on a bogus
-/// size estimate, not a limit real processes reach.
+/// Bound on `kern.argmax`, against a bogus answer.
 const MAX_PROCARGS: usize = 4 << 20;
 
 /// All pids, into `out` (cleared first).
@@ -109,50 +108,51 @@ pub fn pid_path(pid: i32) -> Result<String, i32> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// The raw `KERN_PROCARGS2` answer for `pid`, into `out`; parse it with
-/// [`super::procargs::parse`]. EINVAL for a process that is gone and for
-/// another user's process when not root.
-pub fn procargs(pid: i32, out: &mut Vec<u8>) -> Result<(), i32> {
+/// `kern.argmax`: the largest argument area, and the largest buffer the
+/// kernel accepts for `KERN_PROCARGS2` (1 MiB on current macOS; read once).
+fn arg_max() -> usize {
+    static ARG_MAX: OnceLock<usize> = OnceLock::new();
+    *ARG_MAX.get_or_init(|| {
+        super::ffi_mach::sysctl_int(c"kern.argmax")
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n >= 4096)
+            .unwrap_or(1 << 20)
+            .min(MAX_PROCARGS)
+    })
+}
+
+/// The raw `KERN_PROCARGS2` answer for `pid`, into `buf`; the number of
+/// bytes written, to parse with [`super::procargs::parse`]. EINVAL for a
+/// process that is gone and for another user's process when not root.
+///
+/// The buffer is always `kern.argmax` bytes: given less than the process's
+/// argument area, the kernel returns the END of the area (the environment)
+/// rather than the start (`sysctl_procargsx`), which would parse as
+/// nonsense. It is reused across calls.
+pub fn procargs(pid: i32, buf: &mut Vec<u8>) -> Result<usize, i32> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
-    let mut size: libc::size_t = 0;
-    // SAFETY: a null old-buffer with a valid size pointer asks only for the
-    // size needed; nothing else is written.
-    let rc = unsafe {
-        libc::sysctl(
-            mib.as_mut_ptr(),
-            3,
-            std::ptr::null_mut(),
-            &mut size,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(errno());
+    let len = arg_max();
+    if buf.len() != len {
+        buf.resize(len, 0);
     }
-    if size == 0 || size > MAX_PROCARGS {
-        return Err(libc::EINVAL);
-    }
-    out.clear();
-    out.resize(size, 0);
-    // SAFETY: `out` is writable for `size` bytes and `size` says so; the
+    let mut size: libc::size_t = len;
+    // SAFETY: `buf` is writable for `size` bytes and `size` says so; the
     // kernel updates `size` to the number of bytes written.
     let rc = unsafe {
         libc::sysctl(
             mib.as_mut_ptr(),
             3,
-            out.as_mut_ptr().cast::<c_void>(),
+            buf.as_mut_ptr().cast::<c_void>(),
             &mut size,
             std::ptr::null_mut(),
             0,
         )
     };
     if rc != 0 {
-        out.clear();
         return Err(errno());
     }
-    out.truncate(size);
-    Ok(())
+    Ok(size.min(len))
 }
 
 /// The `rusage_info_v4` figures headroom uses.

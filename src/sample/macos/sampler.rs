@@ -192,7 +192,7 @@ impl MacSampler {
             }
         };
         let argv = match ffi_proc::procargs(ipid, &mut self.args_buf) {
-            Ok(()) => match procargs::parse(&self.args_buf) {
+            Ok(n) => match procargs::parse(&self.args_buf[..n]) {
                 Ok(args) => args.argv,
                 Err(_) => {
                     errors.unreadable += 1;
@@ -477,8 +477,8 @@ mod tests {
         assert_eq!(k.start_micros, b.start_micros);
         assert_eq!(k.ppid, b.ppid);
         let mut buf = Vec::new();
-        ffi_proc::procargs(me, &mut buf).unwrap();
-        let args = procargs::parse(&buf).unwrap();
+        let n = ffi_proc::procargs(me, &mut buf).unwrap();
+        let args = procargs::parse(&buf[..n]).unwrap();
         assert!(args.complete);
         assert_eq!(args.argv.len(), std::env::args().count());
     }
