@@ -34,7 +34,7 @@ impl IoObject {
     }
 
     /// The next object of this iterator, owned.
-    fn next(&self) -> Option<IoObject> {
+    fn next_object(&self) -> Option<IoObject> {
         IoObject::new(IOIteratorNext(self.raw()))
     }
 
@@ -137,7 +137,7 @@ fn clients(accelerator: &IoObject) -> Vec<(u32, String)> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    while let Some(child) = children.next() {
+    while let Some(child) = children.next_object() {
         if let Some(creator) = child.property("IOUserClientCreator").and_then(string)
             && let Some(client) = gpu_stats::parse_user_client_creator(&creator)
         {
@@ -169,7 +169,7 @@ pub fn read_accelerators(with_clients: bool) -> Result<Vec<AcceleratorReading>, 
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    while let Some(accelerator) = iter.next() {
+    while let Some(accelerator) = iter.next_object() {
         out.push(AcceleratorReading {
             class: accelerator.class(),
             model: accelerator.property("model").and_then(string),
