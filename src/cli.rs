@@ -14,6 +14,7 @@ use crate::daemon::{Daemon, RunOptions};
 use crate::report::{TableOptions, render_snapshot};
 use crate::sample::replay::{ReplaySampler, TraceWriter};
 use crate::sample::{PressureEvents, Sampler, platform_sampler};
+use crate::service::{Manager, Scope};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -111,6 +112,62 @@ pub enum Command {
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Install or remove headroom as a launchd (macOS) or systemd (Linux)
+    /// service.
+    #[command(subcommand)]
+    Service(ServiceCommand),
+    /// Check each collector on this machine: what works, what needs root,
+    /// what is unavailable, and what to do about it.
+    ///
+    /// Prints a plain-text report to paste into a bug report. Exits 1 if
+    /// something headroom needs does not work.
+    Doctor,
+}
+
+/// `headroom service …`.
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write the service file, create the log, state and config
+    /// directories, and start the service.
+    ///
+    /// Without --config the service runs with the config in its config
+    /// directory, which is created from the embedded default if missing.
+    Install {
+        #[command(flatten)]
+        target: ServiceTarget,
+        /// Config file for the service (validated first).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print the files and commands instead of writing and running them.
+        #[arg(long)]
+        print: bool,
+    },
+    /// Stop the service and remove its plist or unit. Config, state and
+    /// logs stay.
+    Uninstall {
+        #[command(flatten)]
+        target: ServiceTarget,
+        /// Print the commands instead of running them.
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+/// Which service `headroom service` acts on.
+#[derive(Debug, clap::Args)]
+pub struct ServiceTarget {
+    /// The whole machine, as root: a LaunchDaemon or a systemd system unit
+    /// that sees every user's processes. The default when run as root.
+    #[arg(long, conflicts_with = "user")]
+    system: bool,
+    /// This user: a LaunchAgent or a systemd user unit that sees this
+    /// user's processes. The default when not root.
+    #[arg(long)]
+    user: bool,
+    /// The service manager to write for (default: launchd on macOS,
+    /// systemd on Linux). Another OS's only with --print.
+    #[arg(long, value_enum, value_name = "MANAGER")]
+    manager: Option<Manager>,
 }
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
@@ -199,7 +256,124 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             journal,
             config,
         } => events(since.as_deref(), json, journal, config),
+        Command::Service(cmd) => service(cmd),
+        Command::Doctor => {
+            let report = crate::doctor::run();
+            write_stdout(&report.render())?;
+            if report.healthy() {
+                Ok(())
+            } else {
+                Err(CliError::Runtime(
+                    "a check headroom needs failed (the `fail` lines above)".into(),
+                ))
+            }
+        }
     }
+}
+
+fn service(cmd: ServiceCommand) -> Result<(), CliError> {
+    let (target, config, print, install) = match cmd {
+        ServiceCommand::Install {
+            target,
+            config,
+            print,
+        } => (target, config, print, true),
+        ServiceCommand::Uninstall { target, print } => (target, None, print, false),
+    };
+    let uid = crate::sample::current_uid().unwrap_or(u32::MAX);
+    let scope = if target.system || (!target.user && uid == 0) {
+        Scope::System
+    } else {
+        Scope::User
+    };
+    let native = Manager::native();
+    let manager = target.manager.or(native).ok_or_else(|| {
+        CliError::Usage(
+            "headroom knows no service manager on this OS; see the files with --print --manager launchd or --manager systemd".into(),
+        )
+    })?;
+    if !print {
+        if Some(manager) != native {
+            return Err(CliError::Usage(format!(
+                "{} services are installed on {}; here, only --print works with --manager {}",
+                manager.as_str(),
+                if manager == Manager::Launchd {
+                    "macOS"
+                } else {
+                    "Linux"
+                },
+                manager.as_str()
+            )));
+        }
+        if scope == Scope::System && uid != 0 {
+            return Err(CliError::Usage(format!(
+                "--system needs root: run `sudo headroom service {} --system`, or use --user",
+                if install { "install" } else { "uninstall" }
+            )));
+        }
+        if scope == Scope::User && uid == 0 {
+            return Err(CliError::Usage(
+                "--user acts for the user running the command; run it as that user, without sudo"
+                    .into(),
+            ));
+        }
+    }
+    let binary = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| CliError::Runtime(format!("cannot find the headroom executable: {e}")))?;
+    let config = match config {
+        Some(c) => {
+            let abs = c
+                .canonicalize()
+                .map_err(|e| CliError::Usage(format!("cannot use config {}: {e}", c.display())))?;
+            Config::load(&abs)?;
+            Some(abs)
+        }
+        None => None,
+    };
+    let params = crate::service::Params {
+        manager,
+        scope,
+        binary,
+        config,
+        home: std::env::var_os("HOME").map(PathBuf::from),
+        uid,
+    };
+    let plan = if install {
+        crate::service::plan_install(&params)
+    } else {
+        crate::service::plan_uninstall(&params)
+    }
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    if install && params.config.is_none() {
+        // An existing config at the default path is what the service will
+        // run with: it must be valid.
+        let layout = crate::service::layout(&params).map_err(|e| CliError::Usage(e.to_string()))?;
+        if layout.config_file.exists() {
+            Config::load(&layout.config_file)?;
+        }
+    }
+    if print {
+        return write_stdout(&plan.render(manager));
+    }
+    let shown = params.binary.display().to_string();
+    if install && (shown.contains("/Cellar/") || shown.contains("/target/")) {
+        eprintln!(
+            "headroom: note: the service runs {shown}, which an upgrade or `cargo clean` replaces; with Homebrew use `brew services start headroom` instead"
+        );
+    }
+    plan.execute()
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    if install {
+        eprintln!(
+            "headroom: service installed and started ({} {}); check it with `headroom doctor`",
+            manager.as_str(),
+            scope.flag()
+        );
+    } else {
+        eprintln!("headroom: service stopped and removed");
+    }
+    Ok(())
 }
 
 fn run_daemon(
@@ -456,6 +630,27 @@ mod tests {
             crate::model::Timestamp(1_700_000_000_000)
         );
         assert_eq!(parse_since("yesterday").unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn service_scope_flags_exclude_each_other() {
+        let err = Cli::try_parse_from(["headroom", "service", "install", "--system", "--user"])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let cli = Cli::try_parse_from([
+            "headroom",
+            "service",
+            "install",
+            "--user",
+            "--print",
+            "--manager",
+            "launchd",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Service(ServiceCommand::Install { print: true, .. })
+        ));
     }
 
     #[test]

@@ -310,6 +310,7 @@ mod tests {
             resident: footprint,
             swapped: None,
             gpu_memory: None,
+            gpu_client: false,
             detail: Detail::Exact,
             workload: Workload {
                 kind,

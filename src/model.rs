@@ -120,6 +120,12 @@ pub struct SystemMemory {
     pub cached: Option<u64>,
     /// Shared memory and tmpfs (Linux Shmem).
     pub shmem: Option<u64>,
+    /// Ceiling on memory the GPU may keep wired, where the administrator set
+    /// one (macOS `iogpu.wired_limit_mb`); `None` where unset or not
+    /// applicable. Wired memory cannot be compressed or swapped, so this is
+    /// how much of RAM the GPU can take away for good.
+    #[serde(default)]
+    pub gpu_wired_limit: Option<u64>,
 }
 
 /// Swap space and paging activity.
@@ -299,6 +305,11 @@ pub struct ProcessSample {
     /// leaves that part out (a lower bound) and the workload evidence names
     /// the device; `None` when no figure is known or the process holds none.
     pub gpu_memory: Option<u64>,
+    /// The process holds a connection to a GPU driver (macOS: an
+    /// `AGXDeviceUserClient` it created), so part of its footprint may be
+    /// GPU buffers.
+    #[serde(default)]
+    pub gpu_client: bool,
     #[serde(default)]
     pub detail: Detail,
     pub workload: Workload,

@@ -198,6 +198,7 @@ fn process(pid: u32, footprint: u64) -> ProcessSample {
         resident: footprint,
         swapped: None,
         gpu_memory: None,
+        gpu_client: false,
         detail: Detail::Exact,
         workload: Workload {
             kind: WorkloadKind::Jupyter,

@@ -39,6 +39,7 @@ fn arb_process() -> impl Strategy<Value = ProcessSample> {
             resident: footprint,
             swapped: None,
             gpu_memory: None,
+            gpu_client: false,
             detail: Detail::Exact,
             workload: Workload {
                 kind,
@@ -105,8 +106,10 @@ proptest! {
             // The daemon's ancestors, walking the snapshot's parent links.
             let mut ancestors = HashSet::new();
             let mut pid = self_pid;
+            // The daemon's ancestors, walking the snapshot's parent links up
+            // to init (nothing is above pid 1, whatever bad data says).
             while let Some(p) = processes.iter().find(|p| p.id.pid == pid) {
-                if !ancestors.insert(p.ppid) { break; }
+                if !ancestors.insert(p.ppid) || p.ppid <= 1 { break; }
                 pid = p.ppid;
             }
             history.record(&snap);

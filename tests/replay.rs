@@ -39,6 +39,7 @@ fn kernel(pid: u32, footprint: u64) -> ProcessSample {
         resident: footprint / 2,
         swapped: Some(0),
         gpu_memory: None,
+        gpu_client: false,
         detail: Detail::Estimated,
         workload: Workload {
             kind: WorkloadKind::Jupyter,
@@ -65,6 +66,7 @@ fn snapshot(ms: u64, footprint: u64) -> Snapshot {
             compressed: None,
             cached: Some(10 * GIB),
             shmem: Some(GIB / 4),
+            gpu_wired_limit: None,
         },
         swap: Swap {
             total: 8 * GIB,

@@ -4,7 +4,8 @@
 //! whether it is a kernel thread.
 //!
 //! Each function forwards to the platform module: `linux.rs` (`/proc`) on
-//! Linux, `portable.rs` (sysinfo; no handler check) elsewhere. Start times are
+//! Linux, `macos.rs` (`proc_pidinfo`, `kinfo_proc`) on macOS, `portable.rs`
+//! (sysinfo; no handler check) elsewhere. Start times are
 //! in the unit of the platform's sampler, so they compare equal with the
 //! `start` the sampler recorded.
 
@@ -12,7 +13,9 @@ use std::io;
 
 #[cfg(target_os = "linux")]
 use super::linux as platform;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+use super::macos as platform;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 use super::portable as platform;
 
 /// The start time of `pid` now; `Ok(None)` if no such process exists.
@@ -98,6 +101,46 @@ mod tests {
     fn a_pid_that_cannot_exist_has_no_start() {
         assert_eq!(current_start(u32::MAX).unwrap(), None);
         assert_eq!(parent(u32::MAX).unwrap(), None);
+    }
+
+    #[test]
+    fn a_reaped_child_has_no_start_time() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(current_start(pid).unwrap().is_some());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(current_start(pid).unwrap(), None);
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    #[test]
+    fn handlers_are_seen_only_where_installed() {
+        use std::io::BufRead;
+        // A shell that traps USR1 and INT, ignores TERM, and then waits.
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("trap 'exit 0' USR1 INT; trap '' TERM; echo ready; while :; do sleep 1; done")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid = child.id();
+        let usr1 = catches_signal(pid, libc::SIGUSR1).unwrap();
+        let int = catches_signal(pid, libc::SIGINT).unwrap();
+        let term = catches_signal(pid, libc::SIGTERM).unwrap();
+        let usr2 = catches_signal(pid, libc::SIGUSR2).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(usr1 && int, "USR1 {usr1}, INT {int}");
+        assert!(!term, "an ignored signal is not caught");
+        assert!(!usr2, "no trap for USR2");
     }
 
     #[test]

@@ -8,16 +8,18 @@
 //! event of their own when they end. Every event goes to the channel given to
 //! [`Actuator::new`], stamped with the time it happened.
 //!
-//! Platform code lives in `linux.rs` (pidfds, `/proc`) and `portable.rs`
-//! (sysinfo, elsewhere), behind the neutral [`identity`] functions; `posix.rs`
+//! Platform code lives in `linux.rs` (pidfds, `/proc`), `macos.rs`
+//! (`proc_pidinfo`, `kinfo_proc`) and `portable.rs` (sysinfo, elsewhere), behind the neutral [`identity`] functions; `posix.rs`
 //! holds the `kill` and process-group calls every Unix shares.
 
 mod hook;
 pub mod identity;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "macos")]
+mod macos;
 mod notify;
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod portable;
 mod posix;
 mod signal;

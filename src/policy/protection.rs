@@ -82,6 +82,7 @@ mod tests {
             resident: 0,
             swapped: None,
             gpu_memory: None,
+            gpu_client: false,
             detail: Detail::Exact,
             workload: Workload::default(),
         }

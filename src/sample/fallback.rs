@@ -252,6 +252,7 @@ impl Sampler for SysinfoSampler {
                 resident,
                 swapped: None,
                 gpu_memory: None,
+                gpu_client: false,
                 detail: Detail::Estimated,
                 workload,
             });
@@ -324,6 +325,20 @@ fn uid_number(uid: &Uid) -> Option<u32> {
 #[cfg(windows)]
 fn uid_number(_uid: &Uid) -> Option<u32> {
     None
+}
+
+/// The `headroom doctor` check on an OS without a native sampler: what
+/// the sysinfo fallback cannot provide.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn doctor_check() -> crate::doctor::Check {
+    crate::doctor::Check::warn(
+        "sampler",
+        format!(
+            "no native sampler for {}: the sysinfo fallback has no pressure signal (the level is derived from available memory), no memory breakdown, no swap counters and resident size as footprint",
+            std::env::consts::OS
+        ),
+        "Linux and macOS are supported natively",
+    )
 }
 
 #[cfg(test)]

@@ -4,11 +4,16 @@
 //! [`platform_sampler`] (the only place that names an OS), plus the
 //! sysinfo-backed [`fallback`] sampler for other OSes and the [`replay`]
 //! sampler that plays back a recorded trace for tests and simulations.
+//! [`doctor_checks`] and [`doctor_facts`] pick, the same way, what
+//! `headroom doctor` checks on this OS.
 
 pub mod fallback;
+#[cfg(unix)]
+mod ffi_user;
 pub mod gpu;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod macos;
 #[cfg(target_os = "linux")]
 pub mod psi_trigger;
 pub mod replay;
@@ -57,19 +62,71 @@ pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Samp
     {
         gpu::wrap(linux::LinuxSampler::new("/proc"), gpu_settings)
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    {
+        Box::new(macos::MacSampler::new())
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         gpu::wrap(fallback::SysinfoSampler::new(), gpu_settings)
+    }
+}
+
+/// The real uid of this process (`None` where the OS has no uids).
+pub fn current_uid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        Some(ffi_user::current_uid())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// This OS's collector checks for `headroom doctor`, each run once.
+pub fn doctor_checks() -> Vec<crate::doctor::Check> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::doctor::checks()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        macos::doctor::checks()
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        vec![fallback::doctor_check()]
+    }
+}
+
+/// Facts about this machine for the head of `headroom doctor`'s report
+/// (OS release, kernel, hardware), as (label, value).
+pub fn doctor_facts() -> Vec<(&'static str, String)> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::doctor::facts()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        macos::doctor::facts()
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        Vec::new()
     }
 }
 
 /// The OS's "memory is getting tight" notification, awaited by the daemon
 /// loop so it samples at once instead of at its next tick.
 ///
-/// Linux: a PSI trigger. Elsewhere: none yet, and the loop polls.
+/// Linux: a PSI trigger. macOS: a dispatch memory-pressure source.
+/// Elsewhere: none, and the loop polls.
 pub struct PressureEvents {
     #[cfg(target_os = "linux")]
     trigger: Option<psi_trigger::PsiTrigger>,
+    #[cfg(target_os = "macos")]
+    source: Option<macos::pressure_source::MemoryPressureSource>,
 }
 
 impl PressureEvents {
@@ -88,7 +145,18 @@ impl PressureEvents {
                 Err(e) => (Self { trigger: None }, Err(e.to_string())),
             }
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(target_os = "macos")]
+        {
+            let source = macos::pressure_source::MemoryPressureSource::open();
+            (
+                Self {
+                    source: Some(source),
+                },
+                Ok("a dispatch memory-pressure source (the pressure sysctl is still read every tick)"
+                    .to_string()),
+            )
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         {
             (
                 Self {},
@@ -102,6 +170,8 @@ impl PressureEvents {
         Self {
             #[cfg(target_os = "linux")]
             trigger: None,
+            #[cfg(target_os = "macos")]
+            source: None,
         }
     }
 
@@ -111,7 +181,11 @@ impl PressureEvents {
         {
             self.trigger.is_some()
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(target_os = "macos")]
+        {
+            self.source.is_some()
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         {
             false
         }
@@ -128,6 +202,14 @@ impl PressureEvents {
                 return Err(format!(
                     "PSI trigger stopped working: {e}; polling every tick"
                 ));
+            }
+            return Ok(());
+        }
+        #[cfg(target_os = "macos")]
+        if let Some(source) = self.source.as_ref() {
+            let flags = source.wait().await;
+            if let Some(level) = macos::pressure::level_from_dispatch_mask(flags) {
+                tracing::debug!("memory-pressure event: {level}");
             }
             return Ok(());
         }

@@ -313,6 +313,7 @@ mod tests {
             resident: GIB,
             swapped: None,
             gpu_memory: None,
+            gpu_client: false,
             detail: Detail::Exact,
             workload: Workload {
                 kind,

@@ -50,6 +50,7 @@
 //! as permission denied (the process is kept with what could be read), and
 //! anything else as unreadable. Identities no longer listed are forgotten.
 
+pub mod doctor;
 mod proc_reader;
 pub mod procfs;
 mod sys;
@@ -512,6 +513,7 @@ impl LinuxSampler {
                 resident,
                 swapped: last_swap,
                 gpu_memory: None,
+                gpu_client: false,
                 detail,
                 workload: t.workload.clone(),
             });

@@ -143,6 +143,7 @@ pub fn system_memory(m: &Meminfo) -> SystemMemory {
         compressed: m.zswap,
         cached,
         shmem: m.shmem,
+        gpu_wired_limit: None,
     }
 }
 

@@ -1,0 +1,64 @@
+# Homebrew formula for headroom, for a tap (`brew tap OWNER/headroom`,
+# `brew install headroom`). `url` and `sha256` name the release tarball and
+# are filled in when a release is tagged.
+#
+# The `service do` block behaves like the LaunchAgent that
+# `headroom service install --user` writes (launchd/io.headroom.agent.plist):
+# `headroom run --config FILE` started at login, restarted after a failure
+# but not after a clean exit, at most once per 10 s, without launchd's CPU
+# and I/O throttling (ProcessType Interactive), one log file for stdout and
+# stderr, and Homebrew's prefix on PATH for hooks. The differences are
+# Homebrew's: the label (homebrew.mxcl.headroom), paths under the Homebrew
+# prefix, and launchd's default ExitTimeOut (20 s), which the service DSL
+# cannot set. `sudo brew services start headroom` runs it as root instead,
+# like the LaunchDaemon.
+class Headroom < Formula
+  desc "Memory-pressure daemon for machine-learning workloads"
+  homepage "https://github.com/OWNER/headroom"
+  url "https://github.com/OWNER/headroom/archive/refs/tags/v0.1.0.tar.gz"
+  sha256 "0000000000000000000000000000000000000000000000000000000000000000"
+  license any_of: ["MIT", "Apache-2.0"]
+  head "https://github.com/OWNER/headroom.git", branch: "main"
+
+  depends_on "rust" => :build
+
+  def install
+    system "cargo", "install", *std_cargo_args
+    # The config the service runs with; kept across upgrades once edited.
+    (etc/"headroom").mkpath
+    config = etc/"headroom/headroom.toml"
+    config.write Utils.safe_popen_read(bin/"headroom", "print-config") unless config.exist?
+  end
+
+  def post_install
+    (var/"log/headroom").mkpath
+  end
+
+  service do
+    run [opt_bin/"headroom", "run", "--config", etc/"headroom/headroom.toml"]
+    keep_alive successful_exit: false
+    throttle_interval 10
+    process_type :interactive
+    log_path var/"log/headroom/headroom.log"
+    error_log_path var/"log/headroom/headroom.log"
+    environment_variables PATH: std_service_path_env
+  end
+
+  def caveats
+    <<~EOS
+      `brew services start headroom` runs headroom as you: it watches your processes.
+      To watch every user's processes, run it as root:
+        sudo brew services start headroom
+      Check what works on this Mac (and what needs root):
+        headroom doctor
+    EOS
+  end
+
+  test do
+    assert_match version.to_s, shell_output("#{bin}/headroom --version")
+    (testpath/"headroom.toml").write shell_output("#{bin}/headroom print-config")
+    system bin/"headroom", "check-config", testpath/"headroom.toml"
+    assert_match "<key>ProgramArguments</key>",
+                 shell_output("#{bin}/headroom service install --user --print --manager launchd")
+  end
+end

@@ -1,0 +1,267 @@
+//! `headroom doctor`: run each collector once on this machine and say which
+//! work, which need root, and which are unavailable, with the next step for
+//! each, in a plain-text report made to be pasted into a bug report.
+//!
+//! A check is one function returning a [`Check`]. The OS-specific checks
+//! live with their sampler (`crate::sample::doctor_checks`); this module
+//! adds the checks every OS shares, renders the report and decides the
+//! exit status: 0 unless a needed check failed.
+
+use std::fmt::Write as _;
+
+use crate::sample::{Sampler, platform_sampler};
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Works.
+    Ok,
+    /// Works partly, or needs something (root, a kernel option) to work
+    /// fully. The daemon runs.
+    Warn,
+    /// Something the daemon needs does not work. The exit status is 1.
+    Fail,
+    /// Not available on this machine (no GPU, not this kind of Mac), and
+    /// not needed.
+    NotApplicable,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::NotApplicable => "n/a",
+        }
+    }
+}
+
+/// The result of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub status: Status,
+    /// Short, stable name (`psi-trigger`, `gpu`), for searching reports.
+    pub name: &'static str,
+    /// What was found, with the numbers.
+    pub detail: String,
+    /// What to do about it, where something can be done.
+    pub next: Option<String>,
+}
+
+impl Check {
+    pub fn ok(name: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(Status::Ok, name, detail, None::<String>)
+    }
+
+    pub fn new(
+        status: Status,
+        name: &'static str,
+        detail: impl Into<String>,
+        next: Option<impl Into<String>>,
+    ) -> Self {
+        Self {
+            status,
+            name,
+            detail: detail.into(),
+            next: next.map(Into::into),
+        }
+    }
+
+    pub fn warn(name: &'static str, detail: impl Into<String>, next: impl Into<String>) -> Self {
+        Self::new(Status::Warn, name, detail, Some(next))
+    }
+
+    pub fn fail(name: &'static str, detail: impl Into<String>, next: impl Into<String>) -> Self {
+        Self::new(Status::Fail, name, detail, Some(next))
+    }
+
+    pub fn not_applicable(name: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(Status::NotApplicable, name, detail, None::<String>)
+    }
+}
+
+/// A whole report: facts about the machine, then the checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub facts: Vec<(&'static str, String)>,
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// True if every needed check passed (no [`Status::Fail`]).
+    pub fn healthy(&self) -> bool {
+        self.checks.iter().all(|c| c.status != Status::Fail)
+    }
+
+    /// The report as text: a header of facts, one line per check
+    /// (`status  name  detail — next step`), and a count by status.
+    pub fn render(&self) -> String {
+        let mut out = String::from("headroom doctor\n");
+        let width = self.facts.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (k, v) in &self.facts {
+            let _ = writeln!(out, "{k:<width$}  {v}");
+        }
+        out.push('\n');
+        let name_width = self.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for c in &self.checks {
+            let _ = write!(
+                out,
+                "{:<4}  {:<name_width$}  {}",
+                c.status.label(),
+                c.name,
+                c.detail
+            );
+            if let Some(next) = &c.next {
+                let _ = write!(out, " — {next}");
+            }
+            out.push('\n');
+        }
+        let count = |s: Status| self.checks.iter().filter(|c| c.status == s).count();
+        let _ = writeln!(
+            out,
+            "\n{} ok, {} warn, {} fail, {} n/a",
+            count(Status::Ok),
+            count(Status::Warn),
+            count(Status::Fail),
+            count(Status::NotApplicable)
+        );
+        out
+    }
+}
+
+/// The facts every OS reports: version, OS, architecture, uid.
+fn common_facts() -> Vec<(&'static str, String)> {
+    let uid = match crate::sample::current_uid() {
+        Some(0) => "0 (root)".to_owned(),
+        Some(uid) => format!("{uid} (not root)"),
+        None => "unknown".to_owned(),
+    };
+    vec![
+        ("version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("os", std::env::consts::OS.to_owned()),
+        ("arch", std::env::consts::ARCH.to_owned()),
+        ("uid", uid),
+    ]
+}
+
+/// One full sample through the daemon's own sampler: the end-to-end check.
+fn sample_check(sampler: &mut dyn Sampler) -> Check {
+    match sampler.sample() {
+        Ok(snap) => {
+            let e = snap.errors;
+            let ml = snap.processes.iter().filter(|p| p.workload.is_ml()).count();
+            let detail = format!(
+                "{} sampler: {} processes ({} ML), {} GPU(s), {:.1} ms; not read: {} vanished, {} permission denied, {} unreadable",
+                sampler.name(),
+                snap.processes.len(),
+                ml,
+                snap.gpus.len(),
+                snap.sample_micros as f64 / 1000.0,
+                e.vanished,
+                e.permission_denied,
+                e.unreadable,
+            );
+            if e.unreadable > 0 {
+                Check::warn(
+                    "sample",
+                    detail,
+                    "some sources could not be read; see the checks below",
+                )
+            } else {
+                Check::ok("sample", detail)
+            }
+        }
+        Err(e) => Check::fail(
+            "sample",
+            format!("{} sampler failed: {e}", sampler.name()),
+            "headroom cannot run on this machine; please report this output",
+        ),
+    }
+}
+
+/// Run every check on this machine.
+pub fn run() -> Report {
+    let mut facts = common_facts();
+    facts.extend(crate::sample::doctor_facts());
+    let gpu = crate::config::GpuConfig::default();
+    let mut checks = vec![sample_check(platform_sampler(&gpu).as_mut())];
+    checks.extend(crate::sample::doctor_checks());
+    Report { facts, checks }
+}
+
+/// Bytes as a short human figure ("1.5 GiB"), for details.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_has_one_line_per_check_with_the_next_step() {
+        let report = Report {
+            facts: vec![("version", "0.1.0".into()), ("os", "linux".into())],
+            checks: vec![
+                Check::ok("proc", "/proc readable"),
+                Check::warn("psi-trigger", "refused: EPERM", "run as root"),
+                Check::not_applicable("gpu", "no GPU collector"),
+            ],
+        };
+        let text = report.render();
+        assert!(text.starts_with("headroom doctor\nversion  0.1.0\nos       linux\n\n"));
+        assert!(
+            text.contains("\nok    proc         /proc readable\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nwarn  psi-trigger  refused: EPERM — run as root\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nn/a   gpu          no GPU collector\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n1 ok, 1 warn, 0 fail, 1 n/a\n"), "{text}");
+        assert!(report.healthy());
+    }
+
+    #[test]
+    fn only_a_failed_check_makes_the_report_unhealthy() {
+        let mut report = Report {
+            facts: vec![],
+            checks: vec![Check::warn("x", "partly", "do y")],
+        };
+        assert!(report.healthy());
+        report
+            .checks
+            .push(Check::fail("sample", "broken", "report it"));
+        assert!(!report.healthy());
+    }
+
+    #[test]
+    fn bytes_read_as_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(24 << 30), "24.0 GiB");
+    }
+
+    #[test]
+    fn the_sample_check_runs_this_machines_sampler() {
+        let check = sample_check(platform_sampler(&crate::config::GpuConfig::default()).as_mut());
+        assert_ne!(check.status, Status::Fail, "{check:?}");
+        assert!(check.detail.contains("processes"), "{check:?}");
+    }
+}

@@ -1,0 +1,43 @@
+//! The macOS sampler: Mach, libc and IOKit into a [`crate::model::Snapshot`].
+//!
+//! The code is split so that everything that turns raw kernel values into
+//! numbers is a pure function compiled on every OS, unit-tested on Linux
+//! with values captured on real Macs, and only the thin layers that call the
+//! kernel are compiled for macOS alone:
+//!
+//! | pure (all OSes) | what it converts |
+//! |---|---|
+//! | [`vm`] | `vm_statistics64` words and `xsw_usage` → system memory and swap |
+//! | [`pressure`] | `kern.memorystatus_*` and dispatch masks → pressure level |
+//! | [`procargs`] | `KERN_PROCARGS2` bytes → argv (and env) |
+//! | [`kinfo`] | `kinfo_proc` bytes → start time, uid, ppid, caught signals |
+//! | [`proc_info`] | `proc_bsdinfo` / `rusage_info_v4` fields, errno → failure kind |
+//! | [`gpu_stats`] | IOAccelerator `PerformanceStatistics`, `IOUserClientCreator` |
+//!
+//! The FFI layers (`ffi_mach`, `ffi_proc`, `iokit`, `pressure_source`) hold
+//! all of the `unsafe`, each block with its `// SAFETY:` reasoning, and hand
+//! plain values to the pure functions. [`MacSampler`] ties them together;
+//! [`doctor`] checks each collector once for `headroom doctor`.
+
+pub mod gpu_stats;
+pub mod kinfo;
+pub mod pressure;
+pub mod proc_info;
+pub mod procargs;
+pub mod vm;
+
+#[cfg(target_os = "macos")]
+pub mod doctor;
+#[cfg(target_os = "macos")]
+pub(crate) mod ffi_mach;
+#[cfg(target_os = "macos")]
+pub(crate) mod ffi_proc;
+#[cfg(target_os = "macos")]
+pub(crate) mod iokit;
+#[cfg(target_os = "macos")]
+pub mod pressure_source;
+#[cfg(target_os = "macos")]
+mod sampler;
+
+#[cfg(target_os = "macos")]
+pub use sampler::MacSampler;

@@ -1,0 +1,421 @@
+//! `headroom service install|uninstall --print` for both service managers,
+//! run as the real binary: the launchd plists are read back with the
+//! `plist` crate (keys, absolute paths, program arguments the CLI accepts),
+//! the systemd units pass `systemd-analyze verify`, and the files shipped in
+//! `launchd/` and `systemd/` are exactly what the installer writes.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use clap::Parser;
+use headroom::cli::{Cli, Command as Sub};
+use headroom::service::{self, Manager, Params, Scope};
+
+fn binary() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_headroom"))
+        .canonicalize()
+        .unwrap()
+}
+
+fn headroom(args: &[&str], home: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(args)
+        .env("HOME", home)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// The text of the file a printed plan writes to `path`.
+fn written(plan: &str, path: &str) -> String {
+    let header = format!("# write {path}, mode 0644:\n");
+    let start = plan
+        .find(&header)
+        .unwrap_or_else(|| panic!("no {header} in\n{plan}"))
+        + header.len();
+    let rest = &plan[start..];
+    let end = ["\n\nlaunchctl ", "\n\nsystemctl "]
+        .iter()
+        .filter_map(|m| rest.find(m))
+        .min()
+        .expect("commands after the file");
+    rest[..=end].to_owned()
+}
+
+fn valid_config() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/valid");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "toml"))
+        .expect("a valid config fixture");
+    file.canonicalize().unwrap()
+}
+
+/// The keys of launchd.plist(5) each plist may use.
+const DOCUMENTED: &[&str] = &[
+    "Label",
+    "ProgramArguments",
+    "RunAtLoad",
+    "KeepAlive",
+    "ThrottleInterval",
+    "ProcessType",
+    "ExitTimeOut",
+    "StandardOutPath",
+    "StandardErrorPath",
+    "EnvironmentVariables",
+];
+
+/// Program arguments must be what `headroom run --config FILE` parses to.
+fn assert_runs_with_config(args: &[String], config: &Path) {
+    assert_eq!(Path::new(&args[0]), binary());
+    let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    match cli.command {
+        Sub::Run {
+            config: Some(c),
+            dry_run: false,
+            replay: None,
+            ..
+        } => assert_eq!(c, config),
+        other => panic!("{args:?} parse as {other:?}"),
+    }
+}
+
+fn check_plist(text: &str, label: &str, log_dir: &Path, config: &Path) -> plist::Dictionary {
+    let dict = plist::Value::from_reader_xml(text.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}:\n{text}"))
+        .into_dictionary()
+        .unwrap();
+    for key in dict.keys() {
+        assert!(DOCUMENTED.contains(&key.as_str()), "undocumented key {key}");
+    }
+    assert_eq!(dict.get("Label").unwrap().as_string(), Some(label));
+    let args: Vec<String> = dict
+        .get("ProgramArguments")
+        .and_then(|v| v.as_array())
+        .unwrap()
+        .iter()
+        .map(|v| v.as_string().unwrap().to_owned())
+        .collect();
+    assert_runs_with_config(&args, config);
+    assert_eq!(dict.get("RunAtLoad").unwrap().as_boolean(), Some(true));
+    let keep = dict
+        .get("KeepAlive")
+        .and_then(|v| v.as_dictionary())
+        .unwrap();
+    assert_eq!(
+        keep.get("SuccessfulExit").unwrap().as_boolean(),
+        Some(false)
+    );
+    assert_ne!(
+        dict.get("ProcessType").unwrap().as_string(),
+        Some("Background"),
+        "the daemon must act under pressure"
+    );
+    assert!(
+        dict.get("ThrottleInterval")
+            .unwrap()
+            .as_signed_integer()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        dict.get("ExitTimeOut")
+            .unwrap()
+            .as_signed_integer()
+            .unwrap()
+            > 0
+    );
+    for key in ["StandardOutPath", "StandardErrorPath"] {
+        let path = Path::new(dict.get(key).unwrap().as_string().unwrap());
+        assert!(path.is_absolute(), "{key} {}", path.display());
+        assert_eq!(path.parent(), Some(log_dir), "{key}");
+    }
+    for arg in &args {
+        if arg.starts_with('/') || arg.contains(".toml") {
+            assert!(Path::new(arg).is_absolute(), "{arg}");
+        }
+    }
+    dict
+}
+
+#[test]
+fn the_launch_daemon_plist_runs_headroom_as_root_on_the_given_config() {
+    let home = tempfile::tempdir().unwrap();
+    let config = valid_config();
+    let plan = stdout(&headroom(
+        &[
+            "service",
+            "install",
+            "--print",
+            "--manager",
+            "launchd",
+            "--system",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        home.path(),
+    ));
+    let plist = written(&plan, "/Library/LaunchDaemons/io.headroom.daemon.plist");
+    let dict = check_plist(
+        &plist,
+        "io.headroom.daemon",
+        Path::new("/Library/Logs/headroom"),
+        &config,
+    );
+    assert!(dict.get("EnvironmentVariables").is_none());
+    assert!(dict.get("UserName").is_none(), "LaunchDaemons run as root");
+    assert!(
+        plan.contains("\nlaunchctl enable system/io.headroom.daemon\n"),
+        "{plan}"
+    );
+    assert!(plan.contains(
+        "\nlaunchctl bootstrap system /Library/LaunchDaemons/io.headroom.daemon.plist\n"
+    ));
+    // A given config is used where it is: no default is written.
+    assert!(!plan.contains("embedded default config"), "{plan}");
+}
+
+#[test]
+fn the_launch_agent_plist_lives_in_the_users_library() {
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().canonicalize().unwrap();
+    let plan = stdout(&headroom(
+        &[
+            "service",
+            "install",
+            "--print",
+            "--manager",
+            "launchd",
+            "--user",
+        ],
+        &home_path,
+    ));
+    let plist_path = home_path.join("Library/LaunchAgents/io.headroom.agent.plist");
+    let plist = written(&plan, plist_path.to_str().unwrap());
+    let config = home_path.join("Library/Application Support/headroom/headroom.toml");
+    let dict = check_plist(
+        &plist,
+        "io.headroom.agent",
+        &home_path.join("Library/Logs/headroom"),
+        &config,
+    );
+    let env = dict
+        .get("EnvironmentVariables")
+        .and_then(|v| v.as_dictionary())
+        .unwrap();
+    assert!(env.get("PATH").is_some());
+    // The default config is created from the embedded one if missing.
+    assert!(plan.contains("embedded default config"), "{plan}");
+    assert!(plan.contains("launchctl bootstrap gui/"), "{plan}");
+    // --print wrote nothing.
+    assert!(!plist_path.exists());
+    assert!(!home_path.join("Library").exists());
+}
+
+#[test]
+fn uninstall_prints_bootout_and_removal() {
+    let home = tempfile::tempdir().unwrap();
+    let plan = stdout(&headroom(
+        &[
+            "service",
+            "uninstall",
+            "--print",
+            "--manager",
+            "launchd",
+            "--system",
+        ],
+        home.path(),
+    ));
+    assert!(
+        plan.contains("\nrm -f /Library/LaunchDaemons/io.headroom.daemon.plist\n"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("\nlaunchctl bootout system/io.headroom.daemon  # may fail"),
+        "{plan}"
+    );
+    let plan = stdout(&headroom(
+        &[
+            "service",
+            "uninstall",
+            "--print",
+            "--manager",
+            "systemd",
+            "--user",
+        ],
+        home.path(),
+    ));
+    assert!(
+        plan.contains("systemctl --user disable --now headroom.service"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn an_invalid_config_is_refused_before_anything_is_printed() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/config/invalid/unknown_key.toml");
+    let out = headroom(
+        &[
+            "service",
+            "install",
+            "--print",
+            "--manager",
+            "systemd",
+            "--config",
+            bad.to_str().unwrap(),
+        ],
+        home.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown_key.toml"), "{err}");
+}
+
+#[test]
+fn another_oss_manager_is_only_printed() {
+    let other = match Manager::native() {
+        Some(Manager::Launchd) => "systemd",
+        _ => "launchd",
+    };
+    let home = tempfile::tempdir().unwrap();
+    let out = headroom(
+        &["service", "install", "--manager", other, "--user"],
+        home.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--print"), "{err}");
+    assert!(!home.path().join("Library").exists());
+    assert!(!home.path().join(".config").exists());
+}
+
+fn repo(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+/// The parameters the shipped files are rendered with: a binary installed
+/// in /usr/local/bin, the default config, and (for the agent) a
+/// placeholder home that `headroom service install --user` replaces.
+fn shipped(manager: Manager, scope: Scope) -> Params {
+    Params {
+        manager,
+        scope,
+        binary: PathBuf::from("/usr/local/bin/headroom"),
+        config: None,
+        home: Some(PathBuf::from("/Users/you")),
+        uid: 501,
+    }
+}
+
+#[test]
+fn the_shipped_files_are_what_the_installer_writes() {
+    assert_eq!(
+        repo("launchd/io.headroom.daemon.plist"),
+        service::launchd_plist(&shipped(Manager::Launchd, Scope::System)).unwrap()
+    );
+    assert_eq!(
+        repo("launchd/io.headroom.agent.plist"),
+        service::launchd_plist(&shipped(Manager::Launchd, Scope::User)).unwrap()
+    );
+    assert_eq!(
+        repo("systemd/headroom.service"),
+        service::systemd_unit(&shipped(Manager::Systemd, Scope::System)).unwrap()
+    );
+    // And they parse: the daemon's keys are the documented ones.
+    let keys: BTreeSet<String> =
+        plist::Value::from_reader_xml(repo("launchd/io.headroom.daemon.plist").as_bytes())
+            .unwrap()
+            .into_dictionary()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+    let want: BTreeSet<String> = DOCUMENTED
+        .iter()
+        .filter(|k| **k != "EnvironmentVariables")
+        .map(|k| (*k).to_owned())
+        .collect();
+    assert_eq!(keys, want);
+}
+
+/// `systemd-analyze verify` on a unit file, in `dir`; its output must be
+/// empty (unknown keys and bad values only warn, with exit 0).
+#[cfg(target_os = "linux")]
+fn verify(dir: &Path, unit: &str, user: bool) {
+    let path = dir.join("headroom.service");
+    std::fs::write(&path, unit).unwrap();
+    let runtime = dir.join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let mut cmd = Command::new("systemd-analyze");
+    if user {
+        cmd.arg("--user").env("XDG_RUNTIME_DIR", &runtime);
+    }
+    let out = cmd
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze (Debian package systemd; scripts/test.sh installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.trim().is_empty(),
+        "{text}\n{unit}"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_systemd_units_pass_systemd_analyze_verify() {
+    let home = tempfile::tempdir().unwrap();
+    let config = valid_config();
+    for scope in ["--system", "--user"] {
+        let plan = stdout(&headroom(
+            &[
+                "service",
+                "install",
+                "--print",
+                "--manager",
+                "systemd",
+                scope,
+                "--config",
+                config.to_str().unwrap(),
+            ],
+            home.path(),
+        ));
+        let unit_path = if scope == "--system" {
+            "/etc/systemd/system/headroom.service".to_owned()
+        } else {
+            home.path()
+                .join(".config/systemd/user/headroom.service")
+                .display()
+                .to_string()
+        };
+        let unit = written(&plan, &unit_path);
+        let exec = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .unwrap();
+        let args: Vec<String> = exec.split(' ').map(str::to_owned).collect();
+        assert_runs_with_config(&args, &config);
+        let dir = tempfile::tempdir().unwrap();
+        verify(dir.path(), &unit, scope == "--user");
+    }
+}
