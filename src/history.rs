@@ -6,6 +6,12 @@
 //! are kept only for processes that matter (ML workloads and the largest
 //! processes of each sample), and forgotten once they have exited and aged
 //! out of the window.
+//!
+//! It also answers "how fast is this process growing, and when does the
+//! machine run out at that pace": [`ProcessTrack::growth_bytes_per_second`]
+//! is a robust slope (Theil–Sen) over the recent points, and
+//! [`time_to_exhaustion`] divides the headroom left by it. Both are pure
+//! functions of the recorded points, for the HTTP API and for limits alike.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -17,6 +23,18 @@ use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 /// How many of the largest processes of each sample get a series, besides
 /// every ML workload.
 pub const TRACKED_LARGEST: usize = 32;
+
+/// The window [`ProcessTrack::growth_bytes_per_second`] is usually asked about:
+/// long enough to see through allocator noise, short enough to follow a loop
+/// that has just started allocating.
+pub const GROWTH_WINDOW: Duration = Duration::from_secs(30);
+
+/// Fewest points a growth rate is computed from.
+pub const MIN_GROWTH_POINTS: usize = 3;
+
+/// Most points a growth rate looks at; longer windows (or fast sampling) are
+/// thinned evenly, which bounds the pairwise work at `n(n-1)/2` = 780 pairs.
+pub const MAX_GROWTH_POINTS: usize = 40;
 
 /// One point of the system series.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -76,6 +94,112 @@ pub struct ProcessTrack {
     /// Largest footprint seen while tracked.
     pub peak_footprint: u64,
     pub last_seen: Option<Timestamp>,
+}
+
+impl ProcessTrack {
+    /// How fast the footprint grows, in bytes per second (negative when it
+    /// shrinks), over the points within `window` of the newest one.
+    ///
+    /// The slope is Theil–Sen's: the median of the slopes between every pair
+    /// of points, so one spike (a temporary buffer, a sampling glitch) moves
+    /// it little where a least-squares fit would follow it. `None` with fewer
+    /// than [`MIN_GROWTH_POINTS`] points, or when they all share one instant.
+    pub fn growth_bytes_per_second(&self, window: Duration) -> Option<f64> {
+        let newest = self.points.back()?.at;
+        let start = self
+            .points
+            .iter()
+            .position(|p| newest.since(p.at) <= window)?;
+        let recent: Vec<(f64, f64)> = self
+            .points
+            .range(start..)
+            .map(|p| {
+                // Seconds before the newest point: small numbers keep the
+                // f64 arithmetic exact.
+                let before = newest.since(p.at).as_millis() as f64 / 1000.0;
+                (-before, p.footprint as f64)
+            })
+            .collect();
+        theil_sen_slope(&thin(&recent, MAX_GROWTH_POINTS))
+    }
+
+    /// When the machine runs out of memory if this process keeps growing at
+    /// its current pace: `headroom_bytes` (usually available memory plus free
+    /// swap, see [`exhaustion_headroom`]) divided by
+    /// [`growth_bytes_per_second`](Self::growth_bytes_per_second) over `window`.
+    /// `None` when the process is not growing or its rate is unknown.
+    pub fn time_to_exhaustion(&self, window: Duration, headroom_bytes: u64) -> Option<Duration> {
+        time_to_exhaustion(headroom_bytes, self.growth_bytes_per_second(window)?)
+    }
+}
+
+/// The memory a growing process can still take before the machine is out:
+/// available memory plus free swap.
+pub fn exhaustion_headroom(snap: &Snapshot) -> u64 {
+    snap.system
+        .available
+        .saturating_add(snap.swap.total.saturating_sub(snap.swap.used))
+}
+
+/// `headroom_bytes` ÷ `bytes_per_second`: how long until that much memory is
+/// used up at that pace. `None` unless the rate is positive and finite; a
+/// result too large for a `Duration` saturates at `Duration::MAX`.
+pub fn time_to_exhaustion(headroom_bytes: u64, bytes_per_second: f64) -> Option<Duration> {
+    if !(bytes_per_second.is_finite() && bytes_per_second > 0.0) {
+        return None;
+    }
+    let secs = headroom_bytes as f64 / bytes_per_second;
+    Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+}
+
+/// The Theil–Sen estimator: the median of the slopes `(y_j − y_i) / (x_j − x_i)`
+/// over all pairs `i < j` with distinct `x`. `None` with fewer than
+/// [`MIN_GROWTH_POINTS`] points or no pair with distinct `x`.
+pub fn theil_sen_slope(points: &[(f64, f64)]) -> Option<f64> {
+    if points.len() < MIN_GROWTH_POINTS {
+        return None;
+    }
+    let mut slopes = Vec::with_capacity(points.len() * (points.len() - 1) / 2);
+    for (i, &(x1, y1)) in points.iter().enumerate() {
+        for &(x2, y2) in &points[i + 1..] {
+            let dx = x2 - x1;
+            if dx != 0.0 {
+                let slope = (y2 - y1) / dx;
+                if slope.is_finite() {
+                    slopes.push(slope);
+                }
+            }
+        }
+    }
+    median(&mut slopes)
+}
+
+/// The median, averaging the middle two of an even count. Reorders `values`.
+fn median(values: &mut [f64]) -> Option<f64> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let mid = n / 2;
+    let (_, upper, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
+    let upper = *upper;
+    if n % 2 == 1 {
+        return Some(upper);
+    }
+    let lower = values[..mid]
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
+    Some((lower + upper) / 2.0)
+}
+
+/// At most `max` of `points`, evenly spaced, the first and last always kept.
+fn thin(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    let n = points.len();
+    if n <= max || max < 2 {
+        return points.to_vec();
+    }
+    (0..max).map(|k| points[k * (n - 1) / (max - 1)]).collect()
 }
 
 /// Recent system and per-process series.
@@ -274,6 +398,122 @@ mod tests {
             .process(&ProcessId { pid: 7, start: 1 })
             .map(|t| t.peak_footprint);
         assert_eq!(track, Some(50));
+    }
+
+    fn track(points: &[(u64, u64)]) -> ProcessTrack {
+        let mut t = ProcessTrack::default();
+        for &(at_ms, footprint) in points {
+            t.points.push_back(ProcessPoint {
+                at: Timestamp(at_ms),
+                footprint,
+                gpu_memory: None,
+            });
+        }
+        t
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn steady_growth_gives_its_rate() {
+        let t = track(
+            &(0..30)
+                .map(|s| (s * 1000, 100 * MIB + s * MIB))
+                .collect::<Vec<_>>(),
+        );
+        let rate = t.growth_bytes_per_second(GROWTH_WINDOW).unwrap();
+        assert!((rate - MIB as f64).abs() < 1.0, "{rate}");
+    }
+
+    #[test]
+    fn one_spike_barely_moves_the_rate() {
+        let mut points: Vec<_> = (0..30).map(|s| (s * 1000, 100 * MIB + s * MIB)).collect();
+        points[20].1 += 4096 * MIB;
+        let rate = track(&points)
+            .growth_bytes_per_second(GROWTH_WINDOW)
+            .unwrap();
+        // Least squares over these points would say about 58 MiB/s.
+        assert!((rate / MIB as f64 - 1.0).abs() < 0.1, "{rate}");
+    }
+
+    #[test]
+    fn a_flat_footprint_with_one_spike_is_not_growing() {
+        let mut points: Vec<_> = (0..20).map(|s| (s * 1000, 500 * MIB)).collect();
+        points[19].1 = 9000 * MIB;
+        let rate = track(&points)
+            .growth_bytes_per_second(GROWTH_WINDOW)
+            .unwrap();
+        assert_eq!(rate, 0.0);
+    }
+
+    #[test]
+    fn shrinking_gives_a_negative_rate_and_no_exhaustion() {
+        let t = track(
+            &(0..10)
+                .map(|s| (s * 1000, 100 * MIB - s * MIB))
+                .collect::<Vec<_>>(),
+        );
+        assert!(t.growth_bytes_per_second(GROWTH_WINDOW).unwrap() < 0.0);
+        assert_eq!(t.time_to_exhaustion(GROWTH_WINDOW, 10 * MIB), None);
+    }
+
+    #[test]
+    fn only_points_within_the_window_count() {
+        // Grew fast long ago, flat for the last 30 s.
+        let mut points: Vec<_> = (0..30).map(|s| (s * 1000, s * 100 * MIB)).collect();
+        points.extend((30..61).map(|s| (s * 1000, 3000 * MIB)));
+        let t = track(&points);
+        assert_eq!(
+            t.growth_bytes_per_second(Duration::from_secs(30)),
+            Some(0.0)
+        );
+        assert!(t.growth_bytes_per_second(Duration::from_secs(60)).unwrap() > 0.0);
+    }
+
+    #[test]
+    fn too_few_points_give_no_rate() {
+        assert_eq!(track(&[]).growth_bytes_per_second(GROWTH_WINDOW), None);
+        assert_eq!(
+            track(&[(0, 1), (1000, 2)]).growth_bytes_per_second(GROWTH_WINDOW),
+            None
+        );
+        assert_eq!(
+            track(&[(0, 1), (0, 2), (0, 3)]).growth_bytes_per_second(GROWTH_WINDOW),
+            None
+        );
+    }
+
+    #[test]
+    fn fast_sampling_is_thinned_but_keeps_the_rate() {
+        // 250 ms apart over 30 s: 121 points, thinned to MAX_GROWTH_POINTS.
+        let t = track(&(0..121).map(|i| (i * 250, i * MIB)).collect::<Vec<_>>());
+        let rate = t.growth_bytes_per_second(GROWTH_WINDOW).unwrap();
+        assert!((rate - 4.0 * MIB as f64).abs() < 1.0, "{rate}");
+    }
+
+    #[test]
+    fn exhaustion_is_headroom_over_rate() {
+        let t = track(&(0..30).map(|s| (s * 1000, s * MIB)).collect::<Vec<_>>());
+        let eta = t.time_to_exhaustion(GROWTH_WINDOW, 600 * MIB).unwrap();
+        assert_eq!(eta.as_secs(), 600);
+        assert_eq!(time_to_exhaustion(1, 0.0), None);
+        assert_eq!(time_to_exhaustion(1, f64::NAN), None);
+        assert_eq!(time_to_exhaustion(u64::MAX, 1e-300), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn exhaustion_headroom_adds_free_swap() {
+        let mut snap = snapshot(0, vec![]);
+        snap.swap.total = 30;
+        snap.swap.used = 10;
+        assert_eq!(exhaustion_headroom(&snap), 50 + 20);
+    }
+
+    #[test]
+    fn median_of_even_count_averages_the_middle_two() {
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&mut []), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 mod daemon;
 mod error;
+mod http;
 mod raw;
 pub mod units;
 
@@ -25,6 +26,7 @@ use serde::Serialize;
 
 pub use daemon::{DaemonConfig, LogFormat};
 pub use error::ConfigError;
+pub use http::{HttpConfig, parse_listen};
 pub use units::{
     ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
     parse_rate, parse_size, parse_size_limit,
@@ -43,6 +45,8 @@ const EMBEDDED_ORIGIN: &str = "<embedded default>";
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     pub daemon: DaemonConfig,
+    #[serde(default)]
+    pub http: HttpConfig,
 }
 
 impl Config {
@@ -105,6 +109,7 @@ impl Default for Config {
 fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> {
     Ok(Config {
         daemon: daemon::validate(raw.daemon, source)?,
+        http: http::validate(raw.http, source)?,
     })
 }
 
@@ -181,7 +186,7 @@ mod tests {
         let e = err("[rules]\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon"
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, http"
         );
     }
 
@@ -190,7 +195,7 @@ mod tests {
         let e = err("dry_run = true\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon"
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, http"
         );
     }
 

@@ -20,6 +20,7 @@ use super::units::HumanDuration;
 #[serde(deny_unknown_fields, default, expecting = "a TOML document")]
 pub(crate) struct RawConfig {
     pub(crate) daemon: RawDaemon,
+    pub(crate) http: RawHttp,
 }
 
 /// `[daemon]`: how the daemon samples, keeps history, logs and journals.
@@ -32,4 +33,14 @@ pub(crate) struct RawDaemon {
     pub(crate) journal: Option<Spanned<String>>,
     pub(crate) dry_run: Option<bool>,
     pub(crate) log_format: Option<super::LogFormat>,
+}
+
+/// `[http]`: the HTTP server for metrics, the JSON API and the status page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "an [http] table")]
+pub(crate) struct RawHttp {
+    pub(crate) enabled: Option<bool>,
+    pub(crate) listen: Option<Spanned<String>>,
+    pub(crate) allow_remote: Option<bool>,
+    pub(crate) max_process_series: Option<Spanned<i64>>,
 }
