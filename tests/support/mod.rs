@@ -1,0 +1,185 @@
+//! Shared by the integration tests that need a running daemon and system
+//! tools: start `headroom run` on a free loopback port and learn the port from
+//! its log, start a helper process the daemon classifies as a Jupyter kernel,
+//! find tools on PATH, and pick free ports. Everything started here is killed
+//! when dropped.
+
+#![allow(dead_code, reason = "each test binary uses a different part")]
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_headroom");
+
+/// A `headroom run` child serving HTTP on a port picked by the kernel.
+pub struct Daemon {
+    child: Child,
+    lines: Receiver<String>,
+    pub log: Vec<String>,
+    pub addr: SocketAddr,
+}
+
+impl Daemon {
+    /// Start with `config` (TOML text, written to `dir`) and `--listen 127.0.0.1:0`,
+    /// and wait for it to say where its status page is.
+    pub fn start(dir: &Path, config: &str) -> Daemon {
+        let cfg = dir.join("headroom.toml");
+        std::fs::write(&cfg, config).expect("write config");
+        let mut child = Command::new(BIN)
+            .args(["run", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&cfg)
+            .env("HEADROOM_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn headroom run");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut d = Daemon {
+            child,
+            lines,
+            log: Vec::new(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        let line = d.expect_line("status page: http://");
+        let url = line
+            .split("status page: http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .expect("address in the status page line");
+        d.addr = url.parse().expect("socket address");
+        d.expect_line("first sample:");
+        d
+    }
+
+    /// Wait for a log line containing `needle`; panics with the log so far.
+    pub fn expect_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                self.log.push(line.clone());
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+        }
+        panic!(
+            "no log line with {needle:?}; log so far:\n{}",
+            self.log.join("\n")
+        );
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// GET `path`, with status and body; panics if the daemon does not answer.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        get(&self.url(path))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain blocking GET: status and body. Panics if nothing answers.
+pub fn get(url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut res = agent
+        .get(url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = res.status().as_u16();
+    let body = res.body_mut().read_to_string().expect("body");
+    (status, body)
+}
+
+/// A child process killed and reaped when dropped.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A process the daemon classifies as a Jupyter kernel: `tail -f` on a file
+/// named like a Jupyter connection file (`-f …/kernel-<id>.json`).
+pub fn fake_kernel(dir: &Path, id: &str) -> Reaped {
+    let file = dir.join(format!("kernel-{id}.json"));
+    std::fs::write(&file, "{}\n").expect("write connection file");
+    let child = Command::new("tail")
+        .arg("-f")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tail -f");
+    Reaped(child)
+}
+
+/// A loopback port free right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// The path of `name`, from `$env_var` or PATH; panics with what to install.
+pub fn tool(name: &str, env_var: &str, package: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env_var) {
+        return PathBuf::from(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not installed: this test needs it (Debian package {package}; \
+                 scripts/test.sh installs it), or set {env_var} to its path"
+            )
+        })
+}
+
+/// Poll `f` every 250 ms until it returns `Some`, for at most `within`.
+pub fn wait_for<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Where tests leave files for people to look at (`target/test-artifacts`).
+pub fn artifacts_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).expect("create target/test-artifacts");
+    dir
+}
