@@ -10,12 +10,14 @@
 #
 #   scripts/bench-jitter.sh              # 60 s per phase
 #   JITTER_SECONDS=120 scripts/bench-jitter.sh
+#   JITTER_CHILDREN=1000 scripts/bench-jitter.sh   # with 1000 idle processes
 #
 # Installs Debian's wrk if missing (needs root and apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${JITTER_SECONDS:-60}
+children=${JITTER_CHILDREN:-0}
 if ! command -v wrk >/dev/null; then
   if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
     echo "bench-jitter: needs wrk; install it (e.g. sudo apt-get install wrk)" >&2
@@ -29,9 +31,19 @@ fi
 
 cargo build --release --locked -q
 log=$(mktemp)
+sleepers=()
+cleanup() {
+  kill "$daemon" "${sleepers[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -f "$log"
+}
+for _ in $(seq "$children"); do
+  sleep 3600 &
+  sleepers+=($!)
+done
 target/release/headroom run --listen 127.0.0.1:0 2>"$log" &
 daemon=$!
-trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -f "$log"' EXIT
+trap cleanup EXIT
 
 addr=
 for _ in $(seq 100); do
@@ -69,7 +81,7 @@ echo "kernel:  $(uname -srm)"
 echo "cpus:    $(nproc)"
 echo "rustc:   $(rustc --version)"
 echo "wrk:     $(wrk -v 2>&1 | head -1)"
-echo "daemon:  http://$addr/, interval 1s, $seconds s per phase"
+echo "daemon:  http://$addr/, interval 1s, $seconds s per phase, $children extra idle processes"
 sleep 5
 
 start=$(now_ms)
