@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
+use crate::model::{Detail, PressureLevel, ProcessId, Snapshot, Timestamp};
 
 /// How many of the largest processes of each sample get a series, besides
 /// every ML workload.
@@ -85,6 +85,10 @@ pub struct ProcessPoint {
     pub at: Timestamp,
     pub footprint: u64,
     pub gpu_memory: Option<u64>,
+    /// Whether `footprint` was read in full or estimated: the two differ for
+    /// the same process, so growth compares points of one kind only.
+    #[serde(default)]
+    pub detail: Detail,
 }
 
 /// The series of one process identity.
@@ -102,10 +106,14 @@ impl ProcessTrack {
     ///
     /// The slope is Theil–Sen's: the median of the slopes between every pair
     /// of points, so one spike (a temporary buffer, a sampling glitch) moves
-    /// it little where a least-squares fit would follow it. `None` with fewer
-    /// than [`MIN_GROWTH_POINTS`] points, or when they all share one instant.
+    /// it little where a least-squares fit would follow it. Only points of
+    /// the newest point's [`Detail`] count: an estimated footprint and an
+    /// exact one of the same process differ by more than growth. `None` with
+    /// fewer than [`MIN_GROWTH_POINTS`] such points, or when they all share
+    /// one instant.
     pub fn growth_bytes_per_second(&self, window: Duration) -> Option<f64> {
-        let newest = self.points.back()?.at;
+        let newest = self.points.back()?;
+        let (newest, detail) = (newest.at, newest.detail);
         let start = self
             .points
             .iter()
@@ -113,6 +121,7 @@ impl ProcessTrack {
         let recent: Vec<(f64, f64)> = self
             .points
             .range(start..)
+            .filter(|p| p.detail == detail)
             .map(|p| {
                 // Seconds before the newest point: small numbers keep the
                 // f64 arithmetic exact.
@@ -252,6 +261,7 @@ impl History {
                 at: now,
                 footprint: p.footprint,
                 gpu_memory: p.gpu_memory,
+                detail: p.detail,
             });
             track.peak_footprint = track.peak_footprint.max(p.footprint);
             track.last_seen = Some(now);
@@ -407,6 +417,7 @@ mod tests {
                 at: Timestamp(at_ms),
                 footprint,
                 gpu_memory: None,
+                detail: Detail::Exact,
             });
         }
         t
@@ -468,6 +479,21 @@ mod tests {
             Some(0.0)
         );
         assert!(t.growth_bytes_per_second(Duration::from_secs(60)).unwrap() > 0.0);
+    }
+
+    #[test]
+    fn exact_and_estimated_points_are_not_compared() {
+        // Exact reads say 10 MiB, steady; estimates in between say 1 MiB.
+        let mut t = track(&(0..20).map(|s| (s * 1000, 10 * MIB)).collect::<Vec<_>>());
+        for (i, p) in t.points.iter_mut().enumerate() {
+            if i % 3 != 0 {
+                p.footprint = MIB;
+                p.detail = Detail::Estimated;
+            }
+        }
+        t.points.back_mut().unwrap().detail = Detail::Exact;
+        t.points.back_mut().unwrap().footprint = 10 * MIB;
+        assert_eq!(t.growth_bytes_per_second(GROWTH_WINDOW), Some(0.0));
     }
 
     #[test]

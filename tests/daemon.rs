@@ -299,16 +299,39 @@ fn record_writes_a_trace_that_replays() {
     assert!(snaps.windows(2).all(|w| w[0].taken_at < w[1].taken_at));
 }
 
-#[test]
-fn the_daemon_says_where_its_status_page_is_and_serves_it() {
-    let mut d = Running::start(&["run"]);
+/// The address in the daemon's `status page: http://ADDR/` line.
+fn status_page_addr(d: &mut Running) -> String {
     let line = d.expect_line("status page: http://127.0.0.1:");
-    let addr = line
-        .split("http://")
+    line.split("http://")
         .nth(1)
         .and_then(|r| r.split('/').next())
         .expect("an address")
-        .to_string();
+        .to_string()
+}
+
+#[test]
+fn sigterm_stops_the_daemon_while_an_event_stream_is_open() {
+    let mut d = Running::start(&["run"]);
+    let addr = status_page_addr(&mut d);
+    d.expect_line("first sample:");
+    let url = format!("http://{addr}/api/v1/stream");
+    let reader = std::thread::spawn(move || {
+        let mut res = ureq::get(&url).call().expect("the stream answers");
+        let mut body = String::new();
+        let _ = std::io::Read::read_to_string(&mut res.body_mut().as_reader(), &mut body);
+        body
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    d.signal("TERM");
+    assert_eq!(d.wait_exit().code(), Some(0));
+    let body = reader.join().expect("reader thread");
+    assert!(body.contains("event: sample\ndata: {"), "{body}");
+}
+
+#[test]
+fn the_daemon_says_where_its_status_page_is_and_serves_it() {
+    let mut d = Running::start(&["run"]);
+    let addr = status_page_addr(&mut d);
     d.expect_line("first sample:");
     let status = Command::new(BIN)
         .args(["status", "--address", &addr, "--top", "3"])

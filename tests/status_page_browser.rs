@@ -207,6 +207,8 @@ fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
     );
     assert_eq!(state["eventsText"], "no events yet", "{state}");
 
+    let light = browser.screenshot("status-page.png");
+
     // Sorting by a column header reorders the table: PID ascending.
     browser.eval("document.querySelector('#procs th[data-key=pid]').click(); return null");
     let pids: Vec<u64> = browser
@@ -219,7 +221,6 @@ fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
     assert!(pids.len() > 1, "{pids:?}");
     assert!(pids.windows(2).all(|w| w[0] <= w[1]), "{pids:?}");
 
-    let light = browser.screenshot("status-page.png");
     browser.cdp(
         "Emulation.setEmulatedMedia",
         json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),

@@ -275,6 +275,9 @@ impl Server {
                     })
                     .await
                 });
+                if let Err(e) = &result {
+                    tracing::error!("the HTTP server on {addr} stopped: {e}");
+                }
                 let _ = done_tx.send(result);
             })?;
         Ok(Server {
@@ -288,15 +291,6 @@ impl Server {
     /// The address actually bound (the port, when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
-    }
-
-    /// An error if the server has stopped on its own (it should not).
-    pub fn check(&self) -> Option<io::Error> {
-        match self.done.try_recv() {
-            Ok(Err(e)) => Some(e),
-            Ok(Ok(())) => Some(io::Error::other("the HTTP server stopped")),
-            Err(_) => None,
-        }
     }
 
     /// Stop accepting, let open requests finish for at most `grace`, and

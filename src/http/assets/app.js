@@ -18,6 +18,7 @@
 
   const UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   const MIB = 1048576;
+  const POW2 = Array.from({ length: 60 }, (_, i) => 2 ** i);
   function fmtBytes(n) {
     if (n == null || !isFinite(n)) return "–";
     const neg = n < 0;
@@ -111,7 +112,8 @@
       scales: { x: { time: true } },
       legend: { live: true },
       series: [{}].concat(series.map((x) => Object.assign({ points: { show: false } }, x))),
-      axes: [axis, Object.assign({}, axis, { size: 70, values: (u, v) => v.map(fmtBytes) })],
+      // Byte axes step in powers of two: 256 MiB, 512 MiB, 1 GiB, ...
+      axes: [axis, Object.assign({}, axis, { size: 70, incrs: POW2, values: (u, v) => v.map(fmtBytes) })],
       hooks: { draw: [(u) => { u._drawnPoints = u.data[0].length; }] },
     }, extra || {});
   }
