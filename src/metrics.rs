@@ -51,6 +51,10 @@ pub fn registry(state: &State) -> Result<Registry, prometheus::Error> {
         processes(&reg, state, snap)?;
         workloads(&reg, snap)?;
     }
+    // Limit breaches and actions taken (`headroom_limit_breaches_total`,
+    // `headroom_actions_total` by rule, action and outcome) go here, one
+    // function like the ones above, once limits exist; the dashboard's
+    // annotations and the HeadroomActionTaken alert already read them.
     Ok(reg)
 }
 
