@@ -106,7 +106,7 @@ fn one_run(i: usize) -> Option<Run> {
     )
     .expect("config");
     let mut cmd = Command::new(HEADROOM);
-    cmd.args(["run", "--config", cfg.to_str()?])
+    cmd.args(["run", "--listen", "127.0.0.1:0", "--config", cfg.to_str()?])
         .env("HEADROOM_LOG", "debug");
     let daemon = Proc::spawn(cmd, true);
     daemon.wait_for("first sample:", Duration::from_secs(10))?;

@@ -15,6 +15,12 @@ say() { printf '\n== %s\n' "$*"; }
 # Debian packages the tests use. Each entry: "command-to-test package".
 need_debian=(
   "/usr/bin/systemd-analyze systemd"
+  # promtool checks and a real Prometheus scraping a real daemon (tests/prometheus.rs).
+  "/usr/bin/prometheus prometheus"
+  "/usr/bin/promtool prometheus"
+  # The status page in a real headless browser over WebDriver (tests/status_page_browser.rs).
+  "/usr/bin/chromium chromium"
+  "/usr/bin/chromedriver chromium-driver"
 )
 
 install_debian_packages() {
@@ -31,6 +37,8 @@ install_debian_packages() {
   say "installing ${pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
+  # sort -u: a package named by two probes is installed once.
+  mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | sort -u)
   apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 }
 

@@ -3,14 +3,16 @@
 //! config).
 
 use std::io::Write as _;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, ConfigError, DEFAULT_TOML, LogFormat};
+use crate::config::{Config, ConfigError, DEFAULT_TOML, HttpConfig, LogFormat};
 use crate::daemon::{Daemon, RunOptions};
+use crate::model::Snapshot;
 use crate::report::{TableOptions, render_snapshot};
 use crate::sample::replay::{ReplaySampler, TraceWriter};
 use crate::sample::{PressureEvents, Sampler, platform_sampler};
@@ -52,6 +54,35 @@ pub enum Command {
         /// this machine, looping at its end. For trying configs safely.
         #[arg(long, value_name = "TRACE")]
         replay: Option<PathBuf>,
+        /// Serve metrics, the API and the status page on this address and port
+        /// (overrides `http.listen`; default 127.0.0.1:9717).
+        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        listen: Option<SocketAddr>,
+        /// Allow --listen (or `http.listen`) to be a non-loopback address.
+        #[arg(long)]
+        allow_remote: bool,
+    },
+    /// Ask a running daemon for its latest sample and print it like `snapshot`.
+    ///
+    /// The daemon is reached over HTTP at `http.listen` of the config (or
+    /// --address). Exits 1 if no daemon answers there.
+    Status {
+        /// The daemon's address; default: `http.listen` from --config or the
+        /// embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        address: Option<SocketAddr>,
+        /// Config file whose `http.listen` says where the daemon is.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print the daemon's latest snapshot as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// List every process, not only the largest.
+        #[arg(long)]
+        all: bool,
+        /// How many processes to list without --all.
+        #[arg(long, default_value_t = 15, value_name = "N")]
+        top: usize,
     },
     /// Print this machine's memory state and its largest processes.
     Snapshot {
@@ -170,6 +201,10 @@ pub struct ServiceTarget {
     manager: Option<Manager>,
 }
 
+fn parse_listen_arg(s: &str) -> Result<SocketAddr, String> {
+    crate::config::parse_listen(s)
+}
+
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::config::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -228,7 +263,25 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             dry_run,
             log_format,
             replay,
-        } => run_daemon(config, dry_run, log_format, replay),
+            listen,
+            allow_remote,
+        } => run_daemon(
+            config,
+            dry_run,
+            log_format,
+            replay,
+            HttpOverrides {
+                listen,
+                allow_remote,
+            },
+        ),
+        Command::Status {
+            address,
+            config,
+            json,
+            all,
+            top,
+        } => status(address, config, json, TableOptions { all, top }),
         Command::Snapshot {
             config,
             json,
@@ -376,17 +429,39 @@ fn service(cmd: ServiceCommand) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `run`'s command-line settings for the HTTP server, over the config's.
+struct HttpOverrides {
+    listen: Option<SocketAddr>,
+    allow_remote: bool,
+}
+
 fn run_daemon(
     config_path: Option<PathBuf>,
     force_dry_run: bool,
     log_format: Option<LogFormat>,
     replay: Option<PathBuf>,
+    http: HttpOverrides,
 ) -> Result<(), CliError> {
-    let config = match &config_path {
+    let mut config = match &config_path {
         Some(path) => Config::load(path)?,
         None => Config::embedded_default(),
     };
+    if let Some(addr) = http.listen {
+        config.http.listen = addr;
+        config.http.enabled = true;
+    }
+    config.http.allow_remote |= http.allow_remote;
+    if let Some(addr) = http.listen {
+        HttpConfig::check_listen(addr, config.http.allow_remote)
+            .map_err(|why| CliError::Usage(format!("--listen {addr}: {why}")))?;
+    }
     crate::logging::init(log_format.unwrap_or(config.daemon.log_format));
+    // Bind before anything runs, so that a taken port is a clear error.
+    let listener = if config.http.enabled {
+        Some(crate::http::bind(config.http.listen).map_err(|e| CliError::Runtime(e.to_string()))?)
+    } else {
+        None
+    };
 
     let sampler: Box<dyn Sampler> = match &replay {
         Some(path) => Box::new(
@@ -418,11 +493,104 @@ fn run_daemon(
             config_path,
             force_dry_run,
         };
-        Daemon::new(opts, sampler, events)
-            .run()
-            .await
-            .map_err(|e| CliError::Runtime(e.to_string()))
+        let daemon = Daemon::new(opts, sampler, events);
+        let server = match listener {
+            Some(listener) => {
+                let server = crate::http::Server::start(listener, daemon.subscribe())
+                    .map_err(|e| CliError::Runtime(format!("cannot start the HTTP server: {e}")))?;
+                let addr = server.local_addr();
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(
+                        "serving HTTP on {addr}, beyond this machine (allow_remote): anyone who can reach it can read the process list"
+                    );
+                }
+                tracing::info!("status page: http://{}/ (metrics at /metrics)", browsable(addr));
+                Some(server)
+            }
+            None => {
+                tracing::info!("HTTP server disabled (http.enabled = false)");
+                None
+            }
+        };
+        let result = daemon.run().await;
+        if let Some(server) = server
+            && let Err(e) = server.stop(Duration::from_secs(3))
+        {
+            tracing::warn!("the HTTP server stopped with an error: {e}");
+        }
+        result.map_err(|e| CliError::Runtime(e.to_string()))
     })
+}
+
+/// The address to put in a URL: an unspecified address (0.0.0.0, [::]) is
+/// reached through loopback.
+fn browsable(addr: SocketAddr) -> SocketAddr {
+    let mut addr = addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    addr
+}
+
+/// How long `headroom status` waits for the daemon.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn status(
+    address: Option<SocketAddr>,
+    config_path: Option<PathBuf>,
+    json: bool,
+    opts: TableOptions,
+) -> Result<(), CliError> {
+    let addr = match address {
+        Some(a) => a,
+        None => {
+            let config = match &config_path {
+                Some(path) => Config::load(path)?,
+                None => Config::embedded_default(),
+            };
+            config.http.listen
+        }
+    };
+    let addr = browsable(addr);
+    let url = format!("http://{addr}/api/v1/snapshot");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(STATUS_TIMEOUT))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut response = agent.get(&url).call().map_err(|e| {
+        CliError::Runtime(format!(
+            "no headroom daemon answers at {addr} ({e}); start one with `headroom run`, or pass --address ADDR:PORT"
+        ))
+    })?;
+    let status = response.status();
+    let body = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| CliError::Runtime(format!("cannot read the answer from {url}: {e}")))?;
+    if !status.is_success() {
+        let reason = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .unwrap_or(body);
+        return Err(CliError::Runtime(format!(
+            "the daemon at {addr} answered {status}: {reason}"
+        )));
+    }
+    let text = if json {
+        body + "\n"
+    } else {
+        let snap: Snapshot = serde_json::from_str(&body).map_err(|e| {
+            CliError::Runtime(format!(
+                "{url} did not answer with a snapshot ({e}); is that a headroom daemon of the same version?"
+            ))
+        })?;
+        render_snapshot(&snap, opts)
+    };
+    write_stdout(&text)
 }
 
 fn snapshot(config_path: Option<PathBuf>, json: bool, opts: TableOptions) -> Result<(), CliError> {

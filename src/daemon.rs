@@ -304,6 +304,15 @@ impl Daemon {
                 if self.opts.force_dry_run {
                     config.daemon.dry_run = true;
                 }
+                // The HTTP server keeps the settings it was started with.
+                let running_http = self.tx.borrow().config.http.clone();
+                if config.http != running_http {
+                    info!(
+                        "[http] changes in {} take effect at restart",
+                        path.display()
+                    );
+                    config.http = running_http;
+                }
                 info!(
                     "config reloaded from {}: sampling every {} ({} under pressure)",
                     path.display(),

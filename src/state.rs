@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::event::{Event, EventKind};
 use crate::history::History;
-use crate::model::{Snapshot, Timestamp};
+use crate::model::{CollectorErrors, Snapshot, Timestamp};
 use crate::policy::RuleStatus;
 
 /// What the daemon knows right now.
@@ -56,6 +56,38 @@ pub struct Counters {
     pub pressure_events: u64,
     pub reloads: u64,
     pub reload_failures: u64,
+    /// Per-sample [`CollectorErrors`] added up over every published sample.
+    pub collector_errors: CollectorErrors,
+    /// How long the published samples took.
+    pub sample_durations: DurationHistogram,
+}
+
+/// A cumulative histogram of durations with fixed buckets, for the
+/// `headroom_sample_duration_seconds` metric: counts only grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DurationHistogram {
+    /// `counts[i]`: observations no longer than `BOUNDS_MICROS[i]` (not cumulative).
+    pub counts: [u64; DurationHistogram::BOUNDS_MICROS.len()],
+    /// Observations longer than the last bound.
+    pub overflow: u64,
+    pub sum_micros: u64,
+    pub count: u64,
+}
+
+impl DurationHistogram {
+    /// Upper bounds of the buckets, in microseconds: 0.5 ms to 1 s.
+    pub const BOUNDS_MICROS: [u64; 11] = [
+        500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    ];
+
+    pub fn observe(&mut self, micros: u64) {
+        match Self::BOUNDS_MICROS.iter().position(|&b| micros <= b) {
+            Some(i) => self.counts[i] += 1,
+            None => self.overflow += 1,
+        }
+        self.sum_micros = self.sum_micros.saturating_add(micros);
+        self.count += 1;
+    }
 }
 
 impl State {
@@ -80,11 +112,19 @@ impl State {
     ///
     /// The history is copied only if a reader still holds the previous one.
     pub fn publish(&mut self, snap: Snapshot) {
+        let (snap_errors, snap_micros) = (snap.errors, snap.sample_micros);
         let mut history = std::mem::take(&mut self.history);
         Arc::make_mut(&mut history).record(&snap);
         self.history = history;
         self.snapshot = Some(Arc::new(snap));
         self.counters.samples += 1;
+        let e = &mut self.counters.collector_errors;
+        let new = snap_errors;
+        e.vanished += new.vanished;
+        e.permission_denied += new.permission_denied;
+        e.unreadable += new.unreadable;
+        e.kernel_threads += new.kernel_threads;
+        self.counters.sample_durations.observe(snap_micros);
         self.last_error = None;
     }
 
@@ -131,4 +171,22 @@ impl State {
 /// The metric label of an action: `hook /x/y` → `hook`, `SIGINT` stays.
 fn action_kind(label: &str) -> String {
     label.split_whitespace().next().unwrap_or(label).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_by_upper_bound() {
+        let mut h = DurationHistogram::default();
+        for micros in [0, 500, 501, 1_000_000, 1_000_001] {
+            h.observe(micros);
+        }
+        assert_eq!(h.counts[0], 2, "0 and 500 µs are within 0.5 ms");
+        assert_eq!(h.counts[1], 1);
+        assert_eq!(h.counts[10], 1);
+        assert_eq!(h.overflow, 1);
+        assert_eq!((h.count, h.sum_micros), (5, 2_001_002));
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use headroom::config::{ByteSize, Config, DaemonConfig, GpuConfig, LogFormat};
+use headroom::config::{ByteSize, Config, DaemonConfig, GpuConfig, HttpConfig, LogFormat};
 
 fn fixtures(kind: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -89,6 +89,26 @@ const INVALID: &[(&str, &str)] = &[
         r#"3:11: daemon.history: must be at most 24h; use e.g. "15m" (got "2days")"#,
     ),
     (
+        "http_listen_host_name.toml",
+        r#"3:10: http.listen: must be an IP address and a port such as "127.0.0.1:9717" or "[::1]:9717" (host names such as localhost are not resolved) (got "localhost:9717")"#,
+    ),
+    (
+        "http_listen_without_port.toml",
+        r#"3:10: http.listen: must be an IP address and a port such as "127.0.0.1:9717" or "[::1]:9717" (host names such as localhost are not resolved) (got "127.0.0.1")"#,
+    ),
+    (
+        "http_max_process_series_too_large.toml",
+        "3:22: http.max_process_series: must be a whole number from 0 to 10000; use e.g. 50 (got 20000)",
+    ),
+    (
+        "http_remote_without_allow_remote.toml",
+        r#"3:10: http.listen: 0.0.0.0:9717 is not a loopback address: anyone who can reach it could read this machine's process list; listen on 127.0.0.1 (or [::1]), or set allow_remote = true (on the command line: --allow-remote) to serve the network on purpose (got "0.0.0.0:9717")"#,
+    ),
+    (
+        "http_unknown_key.toml",
+        r#"3:1: http.listen_addr: unknown key "listen_addr"; expected one of: enabled, listen, allow_remote, max_process_series"#,
+    ),
+    (
         "interval_too_long.toml",
         r#"3:12: daemon.interval: must be between 50ms and 1h; use e.g. "1s" (got "2h")"#,
     ),
@@ -122,7 +142,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "key_outside_section.toml",
-        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect, gpu"#,
+        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect, gpu, http"#,
     ),
     (
         "log_format_case.toml",
@@ -158,7 +178,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "unknown_section.toml",
-        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect, gpu"#,
+        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect, gpu, http"#,
     ),
     (
         "wrong_type_bool.toml",
@@ -331,6 +351,15 @@ fn full_valid_file_loads() {
         GpuConfig {
             nvml: false,
             nvml_library: Some(PathBuf::from("/opt/nvidia/lib64/libnvidia-ml.so.1")),
+        }
+    );
+    assert_eq!(
+        config.http,
+        HttpConfig {
+            enabled: false,
+            listen: "0.0.0.0:19717".parse().unwrap(),
+            allow_remote: true,
+            max_process_series: 7,
         }
     );
 }

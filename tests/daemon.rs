@@ -1,7 +1,8 @@
 //! The real `headroom` binary as users run it: the daemon starts on the
 //! embedded default or a file, samples, reloads on SIGHUP, rejects a broken
 //! file on reload and keeps running, and exits 0 on SIGTERM. Also the
-//! one-shot commands and their exit codes.
+//! one-shot commands and their exit codes, the HTTP server as `run` starts it
+//! and `headroom status` asking it.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -22,6 +23,8 @@ impl Running {
     fn start(args: &[&str]) -> Self {
         let mut child = Command::new(BIN)
             .args(args)
+            // A port of its own: tests run in parallel.
+            .args(["--listen", "127.0.0.1:0"])
             .env("HEADROOM_LOG", "debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -294,4 +297,101 @@ fn record_writes_a_trace_that_replays() {
     let snaps = headroom::sample::replay::read_trace(&trace).expect("trace reads back");
     assert!((4..=5).contains(&snaps.len()), "{} snapshots", snaps.len());
     assert!(snaps.windows(2).all(|w| w[0].taken_at < w[1].taken_at));
+}
+
+/// The address in the daemon's `status page: http://ADDR/` line.
+fn status_page_addr(d: &mut Running) -> String {
+    let line = d.expect_line("status page: http://127.0.0.1:");
+    line.split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .expect("an address")
+        .to_string()
+}
+
+#[test]
+fn sigterm_stops_the_daemon_while_an_event_stream_is_open() {
+    let mut d = Running::start(&["run"]);
+    let addr = status_page_addr(&mut d);
+    d.expect_line("first sample:");
+    let url = format!("http://{addr}/api/v1/stream");
+    let reader = std::thread::spawn(move || {
+        let mut res = ureq::get(&url).call().expect("the stream answers");
+        let mut body = String::new();
+        let _ = std::io::Read::read_to_string(&mut res.body_mut().as_reader(), &mut body);
+        body
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    d.signal("TERM");
+    assert_eq!(d.wait_exit().code(), Some(0));
+    let body = reader.join().expect("reader thread");
+    assert!(body.contains("event: sample\ndata: {"), "{body}");
+}
+
+#[test]
+fn the_daemon_says_where_its_status_page_is_and_serves_it() {
+    let mut d = Running::start(&["run"]);
+    let addr = status_page_addr(&mut d);
+    d.expect_line("first sample:");
+    let status = Command::new(BIN)
+        .args(["status", "--address", &addr, "--top", "3"])
+        .output()
+        .expect("run status");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.starts_with("memory "), "{text}");
+    assert!(text.contains("FOOTPRINT"), "{text}");
+    d.signal("TERM");
+    assert_eq!(d.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn a_port_in_use_exits_1_naming_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let out = Command::new(BIN)
+        .args(["run", "--listen", &addr])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&addr) && err.contains("already in use"),
+        "{err}"
+    );
+    assert!(err.contains("--listen"), "{err}");
+}
+
+#[test]
+fn a_remote_listen_address_needs_allow_remote() {
+    let out = Command::new(BIN)
+        .args(["run", "--listen", "0.0.0.0:0"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a loopback address"), "{err}");
+    assert!(err.contains("--allow-remote"), "{err}");
+}
+
+#[test]
+fn status_without_a_daemon_exits_1_and_says_so() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let out = Command::new(BIN)
+        .args(["status", "--address", &free])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("no headroom daemon answers at {free}")),
+        "{err}"
+    );
 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Running, Sandbox, parse_signal_line};
+use support::hog::{Running, Sandbox, parse_signal_line};
 
 const MIB: u64 = 1 << 20;
 

@@ -17,6 +17,7 @@
 mod daemon;
 mod error;
 mod gpu;
+mod http;
 mod raw;
 pub mod rules;
 pub mod units;
@@ -28,6 +29,7 @@ use serde::Serialize;
 pub use daemon::{DaemonConfig, LogFormat};
 pub use error::ConfigError;
 pub use gpu::GpuConfig;
+pub use http::{HttpConfig, parse_listen};
 pub use rules::{Limits, Matcher, Protect, Rule, Select, Step, SystemCondition};
 pub use units::{
     ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
@@ -51,6 +53,8 @@ pub struct Config {
     pub rules: Vec<Rule>,
     pub protect: Protect,
     pub gpu: GpuConfig,
+    #[serde(default)]
+    pub http: HttpConfig,
 }
 
 impl Config {
@@ -117,6 +121,7 @@ fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> 
         rules,
         protect: rules::validate_protect(raw.protect, source)?,
         gpu: gpu::validate(raw.gpu, source)?,
+        http: http::validate(raw.http, source)?,
     })
 }
 
@@ -201,7 +206,7 @@ mod tests {
         let e = err("[rules]\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect, gpu"
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect, gpu, http"
         );
     }
 
@@ -210,7 +215,7 @@ mod tests {
         let e = err("dry_run = true\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect, gpu"
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect, gpu, http"
         );
     }
 

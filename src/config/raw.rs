@@ -24,6 +24,7 @@ pub(crate) struct RawConfig {
     pub(crate) rules: Vec<Spanned<RawRule>>,
     pub(crate) protect: RawProtect,
     pub(crate) gpu: RawGpu,
+    pub(crate) http: RawHttp,
 }
 
 /// `[daemon]`: how the daemon samples, keeps history, logs and journals.
@@ -113,4 +114,14 @@ pub(crate) struct RawProtect {
 pub(crate) struct RawGpu {
     pub(crate) nvml: Option<bool>,
     pub(crate) nvml_library: Option<Spanned<String>>,
+}
+
+/// `[http]`: the HTTP server for metrics, the JSON API and the status page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "an [http] table")]
+pub(crate) struct RawHttp {
+    pub(crate) enabled: Option<bool>,
+    pub(crate) listen: Option<Spanned<String>>,
+    pub(crate) allow_remote: Option<bool>,
+    pub(crate) max_process_series: Option<Spanned<i64>>,
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::config::{Limits, Rule, SystemCondition};
-use crate::history::{ProcessTrack, time_to_exhaustion};
+use crate::history::{ProcessTrack, exhaustion_headroom, time_to_exhaustion};
 use crate::model::{ProcessSample, Snapshot, Timestamp};
 use crate::report::format_bytes;
 
@@ -17,13 +17,6 @@ pub const REACH_SHARE: f64 = 0.9;
 pub const REACH_TIME: Duration = Duration::from_secs(10);
 /// Window for the short-term growth used to predict when a limit is crossed.
 pub const PREDICTION_WINDOW: Duration = Duration::from_secs(3);
-
-/// Memory the machine can still hand out: available plus free swap.
-pub fn machine_headroom(snap: &Snapshot) -> u64 {
-    snap.system
-        .available
-        .saturating_add(snap.swap.total.saturating_sub(snap.swap.used))
-}
 
 /// The limits of `rule` evaluated for one process.
 pub struct LimitCheck {
@@ -139,7 +132,7 @@ pub fn check(
             humantime::format_duration(limit)
         ));
         let g = track.and_then(|t| t.growth(now, rule.window, MIN_GROWTH_POINTS));
-        let headroom = machine_headroom(snap);
+        let headroom = exhaustion_headroom(snap);
         if let Some(tte) = g.and_then(|g| time_to_exhaustion(headroom, g)) {
             if tte <= limit {
                 exceeded.push(format!(

@@ -1,219 +1,187 @@
-//! Shared by the integration tests: the real daemon and the real memory hog
-//! as child processes whose output lines arrive on channels.
+//! Shared by the integration tests that need a running daemon and system
+//! tools: start `headroom run` on a free loopback port and learn the port from
+//! its log, start a helper process the daemon classifies as a Jupyter kernel,
+//! find tools on PATH, and pick free ports. Everything started here is killed
+//! when dropped.
 
-#![allow(dead_code, reason = "each test file uses a different part")]
+#![allow(dead_code, reason = "each test binary uses a different part")]
 
-use std::io::{BufRead, BufReader, Read};
+pub mod hog;
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-pub const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
-pub const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
+pub const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 
-/// A child whose output lines (stdout or stderr) arrive on a channel.
-pub struct Running {
-    pub child: Child,
+/// A `headroom run` child serving HTTP on a port picked by the kernel.
+pub struct Daemon {
+    child: Child,
     lines: Receiver<String>,
-    pub seen: Vec<String>,
+    pub log: Vec<String>,
+    pub addr: SocketAddr,
 }
 
-fn forward(stream: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-impl Running {
-    /// The daemon, `headroom ARGS`, with its log (stderr) captured.
-    pub fn daemon(args: &[&str]) -> Self {
-        let mut child = Command::new(HEADROOM)
-            .args(args)
-            .env("HEADROOM_LOG", "debug")
+impl Daemon {
+    /// Start with `config` (TOML text, written to `dir`) and `--listen 127.0.0.1:0`,
+    /// and wait for it to say where its status page is.
+    pub fn start(dir: &Path, config: &str) -> Daemon {
+        let cfg = dir.join("headroom.toml");
+        std::fs::write(&cfg, config).expect("write config");
+        let mut child = Command::new(BIN)
+            .args(["run", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&cfg)
+            .env("HEADROOM_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn headroom");
-        let lines = forward(child.stderr.take().expect("stderr"));
-        Self {
+            .expect("spawn headroom run");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut d = Daemon {
             child,
             lines,
-            seen: Vec::new(),
-        }
+            log: Vec::new(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        let line = d.expect_line("status page: http://");
+        let url = line
+            .split("status page: http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .expect("address in the status page line");
+        d.addr = url.parse().expect("socket address");
+        d.expect_line("first sample:");
+        d
     }
 
-    /// The hog, started through `link` (a uniquely named link to it, so a
-    /// rule can match exactly this test's hog), with its stdout captured.
-    pub fn hog(link: &Path, args: &[&str]) -> Self {
-        Self::hog_with(link, args, false)
-    }
-
-    /// The hog as the leader of a process group of its own.
-    pub fn hog_in_own_group(link: &Path, args: &[&str]) -> Self {
-        Self::hog_with(link, args, true)
-    }
-
-    fn hog_with(link: &Path, args: &[&str], own_group: bool) -> Self {
-        use std::os::unix::process::CommandExt;
-        let mut command = Command::new(link);
-        if own_group {
-            command.process_group(0);
-        }
-        let mut child = command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn headroom-hog");
-        let lines = forward(child.stdout.take().expect("stdout"));
-        Self {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Wait up to `within` for a line containing `needle`.
-    pub fn wait_line(&mut self, needle: &str, within: Duration) -> Option<String> {
-        let deadline = Instant::now() + within;
+    /// Wait for a log line containing `needle`; panics with the log so far.
+    pub fn expect_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
-                self.seen.push(line.clone());
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                self.log.push(line.clone());
                 if line.contains(needle) {
-                    return Some(line);
+                    return line;
                 }
             }
         }
-        None
+        panic!(
+            "no log line with {needle:?}; log so far:\n{}",
+            self.log.join("\n")
+        );
     }
 
-    /// Like `wait_line`, but a missing line fails the test with the output so far.
-    pub fn expect_line(&mut self, needle: &str) -> String {
-        match self.wait_line(needle, Duration::from_secs(20)) {
-            Some(line) => line,
-            None => panic!(
-                "no line with {needle:?}; output so far:\n{}",
-                self.seen.join("\n")
-            ),
-        }
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
     }
 
-    /// Every line that arrives within `within`.
-    pub fn drain(&mut self, within: Duration) -> Vec<String> {
-        let deadline = Instant::now() + within;
-        let mut out = Vec::new();
-        while Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(20)) {
-                self.seen.push(line.clone());
-                out.push(line);
-            }
-        }
-        out
-    }
-
-    pub fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .args([format!("-{name}"), self.child.id().to_string()])
-            .status()
-            .expect("run kill")
-            .success();
-        assert!(ok, "kill -{name} failed");
-    }
-
-    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+    /// GET `path`, with status and body; panics if the daemon does not answer.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        get(&self.url(path))
     }
 }
 
-impl Drop for Running {
+impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// A temporary directory with a uniquely named link to the hog.
-pub struct Sandbox {
-    pub dir: tempfile::TempDir,
-    pub hog: PathBuf,
+/// A plain blocking GET: status and body. Panics if nothing answers.
+pub fn get(url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut res = agent
+        .get(url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = res.status().as_u16();
+    let body = res.body_mut().read_to_string().expect("body");
+    (status, body)
 }
 
-impl Sandbox {
-    pub fn new(tag: &str) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let hog = dir.path().join(format!("hog-{tag}"));
-        std::os::unix::fs::symlink(HOG, &hog).expect("link the hog");
-        Self { dir, hog }
-    }
+/// A child process killed and reaped when dropped.
+pub struct Reaped(pub Child);
 
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// A `[rule.match]` argv pattern that matches this sandbox's hog only.
-    pub fn hog_pattern(&self) -> String {
-        regex::escape(&self.hog.display().to_string()).replace('\\', "\\\\")
-    }
-
-    /// Write a config: a fast-sampling `[daemon]` journaling into the
-    /// sandbox, then `rest`.
-    pub fn config(&self, rest: &str) -> PathBuf {
-        let path = self.path("headroom.toml");
-        self.write_config(&path, rest);
-        path
-    }
-
-    pub fn write_config(&self, path: &Path, rest: &str) {
-        let text = format!(
-            "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n\n{rest}",
-            self.path("journal.jsonl").display()
-        );
-        std::fs::write(path, text).expect("write config");
-    }
-
-    /// The journal's events as JSON values.
-    pub fn journal(&self) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(self.path("journal.jsonl")).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
-/// Parse `signal SIGINT footprint=123 at_ms=456` from the hog.
-pub fn parse_signal_line(line: &str) -> Option<(String, u64, u64)> {
-    let mut parts = line.split_whitespace();
-    if parts.next()? != "signal" {
-        return None;
+/// A process the daemon classifies as a Jupyter kernel: `tail -f` on a file
+/// named like a Jupyter connection file (`-f …/kernel-<id>.json`).
+pub fn fake_kernel(dir: &Path, id: &str) -> Reaped {
+    let file = dir.join(format!("kernel-{id}.json"));
+    std::fs::write(&file, "{}\n").expect("write connection file");
+    let child = Command::new("tail")
+        .arg("-f")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tail -f");
+    Reaped(child)
+}
+
+/// A loopback port free right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// The path of `name`, from `$env_var` or PATH; panics with what to install.
+pub fn tool(name: &str, env_var: &str, package: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env_var) {
+        return PathBuf::from(p);
     }
-    let name = parts.next()?.to_string();
-    let footprint = parts.next()?.strip_prefix("footprint=")?.parse().ok()?;
-    let at_ms = parts.next()?.strip_prefix("at_ms=")?.parse().ok()?;
-    Some((name, footprint, at_ms))
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not installed: this test needs it (Debian package {package}; \
+                 scripts/test.sh installs it), or set {env_var} to its path"
+            )
+        })
+}
+
+/// Poll `f` every 250 ms until it returns `Some`, for at most `within`.
+pub fn wait_for<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Where tests leave files for people to look at (`target/test-artifacts`).
+pub fn artifacts_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).expect("create target/test-artifacts");
+    dir
 }

@@ -1,0 +1,385 @@
+//! The JSON API handlers and `/metrics`, `/healthz`.
+//!
+//! Every handler takes a copy of the current [`DaemonState`] (cheap: `Arc`s
+//! and counters), lets go of the channel at once, and works on that copy, so
+//! a slow client or a large response never holds up the sampler's next
+//! publish. Parameters are parsed by [`super::query`]; errors are
+//! [`ApiError`]s, JSON with a message.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::query::{self, SortKey, WorkloadFilter};
+use super::{ApiError, Shared, current};
+use crate::config::Config;
+use crate::history::{
+    GROWTH_WINDOW, ProcessPoint, SystemPoint, exhaustion_headroom, time_to_exhaustion,
+};
+use crate::metrics;
+use crate::model::{
+    CollectorErrors, GpuDevice, Pressure, ProcessSample, Snapshot, Swap, SystemMemory, Timestamp,
+};
+use crate::state::State as DaemonState;
+
+/// The latest snapshot, or 503 with the reason there is none yet.
+fn latest(state: &DaemonState) -> Result<std::sync::Arc<Snapshot>, ApiError> {
+    state
+        .snapshot
+        .clone()
+        .ok_or_else(|| ApiError::no_sample(state))
+}
+
+/// `GET /metrics`: the Prometheus text exposition. Served also before the
+/// first sample (with the daemon's own families only), so that Prometheus
+/// sees the target up and `headroom_collector_up` says why data is missing.
+pub async fn metrics(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+    if let Err(e) = query::none(q.as_deref()) {
+        return ApiError::from(e).into_response();
+    }
+    let state = current(&shared);
+    match metrics::render(&state) {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(metrics::CONTENT_TYPE),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => ApiError::internal(format!("cannot encode the metrics: {e}")).into_response(),
+    }
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    /// `ok`, `starting` (no sample yet) or `stale` (the last sample is too old).
+    pub status: &'static str,
+    pub started_at: Timestamp,
+    pub samples: u64,
+    pub last_sample_at: Option<Timestamp>,
+    pub last_sample_age_seconds: Option<f64>,
+    /// A sample older than this means the sampler is stuck.
+    pub stale_after_seconds: f64,
+    /// The last sampling error, until a sample succeeds again.
+    pub sampler_error: Option<String>,
+    /// Sampling at the fast interval because memory pressure is elevated.
+    pub fast_mode: bool,
+}
+
+/// The sample age past which the sampler counts as stuck: three intervals and
+/// some slack for a slow pass.
+pub fn stale_after(config: &Config) -> Duration {
+    config.daemon.interval * 3 + Duration::from_secs(5)
+}
+
+/// `GET /healthz`: 200 while samples keep coming, 503 before the first one
+/// and when the last one is older than [`stale_after`].
+pub async fn healthz(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+    if let Err(e) = query::none(q.as_deref()) {
+        return ApiError::from(e).into_response();
+    }
+    let state = current(&shared);
+    let now = Timestamp::now();
+    let stale_after = stale_after(&state.config);
+    let last = state.snapshot.as_ref().map(|s| s.taken_at);
+    let age = last.map(|t| now.since(t));
+    let status = match age {
+        None => "starting",
+        Some(age) if age > stale_after => "stale",
+        Some(_) => "ok",
+    };
+    let body = Health {
+        status,
+        started_at: state.started_at,
+        samples: state.counters.samples,
+        last_sample_at: last,
+        last_sample_age_seconds: age.map(|a| a.as_secs_f64()),
+        stale_after_seconds: stale_after.as_secs_f64(),
+        sampler_error: state.last_error.clone(),
+        fast_mode: state.fast_mode,
+    };
+    let code = if status == "ok" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(body)).into_response()
+}
+
+/// `GET /api/v1/snapshot`: the latest snapshot, every process included.
+pub async fn snapshot(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+    if let Err(e) = query::none(q.as_deref()) {
+        return ApiError::from(e).into_response();
+    }
+    let state = current(&shared);
+    match latest(&state) {
+        Ok(snap) => Json(&*snap).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// One row of the process table: the process as sampled plus what its
+/// history says.
+#[derive(Debug, Serialize)]
+pub struct ProcessRow<'a> {
+    #[serde(flatten)]
+    pub process: &'a ProcessSample,
+    /// Robust slope of the footprint over the last 30 s; absent until the
+    /// process has a few points of history.
+    pub growth_bytes_per_second: Option<f64>,
+    /// When memory and swap run out at that pace; only for growing processes.
+    pub time_to_exhaustion_seconds: Option<f64>,
+    // The rules that match the process and their state go here once limits
+    // exist (`rules: Vec<RuleMatch>`).
+}
+
+fn row<'a>(state: &DaemonState, headroom: u64, p: &'a ProcessSample) -> ProcessRow<'a> {
+    let growth = state
+        .history
+        .process(&p.id)
+        .and_then(|t| t.growth_bytes_per_second(GROWTH_WINDOW));
+    ProcessRow {
+        process: p,
+        growth_bytes_per_second: growth,
+        time_to_exhaustion_seconds: growth
+            .and_then(|g| time_to_exhaustion(headroom, g))
+            .map(|d| d.as_secs_f64()),
+    }
+}
+
+/// `GET /api/v1/processes`.
+#[derive(Debug, Serialize)]
+pub struct ProcessTable<'a> {
+    pub taken_at: Timestamp,
+    /// Processes that passed the `workload` filter, before `limit`.
+    pub matched: usize,
+    /// Available memory plus free swap: what growth is measured against.
+    pub headroom_bytes: u64,
+    pub growth_window_seconds: u64,
+    pub processes: Vec<ProcessRow<'a>>,
+}
+
+/// `GET /api/v1/processes?sort=footprint|growth|gpu&limit=N&workload=KIND|ml`.
+pub async fn processes(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+    let parsed = match query::processes(q.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let state = current(&shared);
+    let snap = match latest(&state) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let headroom = exhaustion_headroom(&snap);
+    let mut rows: Vec<ProcessRow<'_>> = snap
+        .processes
+        .iter()
+        .filter(|p| match parsed.workload {
+            None => true,
+            Some(WorkloadFilter::Ml) => p.workload.is_ml(),
+            Some(WorkloadFilter::Kind(k)) => p.workload.is(k),
+        })
+        .map(|p| row(&state, headroom, p))
+        .collect();
+    let matched = rows.len();
+    let key = |r: &ProcessRow<'_>| -> f64 {
+        match parsed.sort {
+            SortKey::Footprint => r.process.footprint as f64,
+            SortKey::Growth => r.growth_bytes_per_second.unwrap_or(f64::NEG_INFINITY),
+            SortKey::Gpu => r.process.gpu_memory.map_or(-1.0, |g| g as f64),
+        }
+    };
+    rows.sort_by(|a, b| {
+        key(b)
+            .total_cmp(&key(a))
+            .then(b.process.footprint.cmp(&a.process.footprint))
+            .then(a.process.id.pid.cmp(&b.process.id.pid))
+    });
+    rows.truncate(parsed.limit);
+    Json(ProcessTable {
+        taken_at: snap.taken_at,
+        matched,
+        headroom_bytes: headroom,
+        growth_window_seconds: GROWTH_WINDOW.as_secs(),
+        processes: rows,
+    })
+    .into_response()
+}
+
+/// `GET /api/v1/processes/{pid}`.
+#[derive(Debug, Serialize)]
+pub struct ProcessDetail<'a> {
+    pub taken_at: Timestamp,
+    pub process: ProcessRow<'a>,
+    /// The footprint series kept for the process (ML workloads and the
+    /// largest processes have one), oldest first; empty otherwise.
+    pub history: Vec<ProcessPoint>,
+    /// Largest footprint seen while tracked.
+    pub tracked_peak_footprint: Option<u64>,
+    // The rules that match the process, and why, go here once limits exist.
+}
+
+/// `GET /api/v1/processes/{pid}`: one process of the latest sample with its
+/// recent history; 404 if the latest sample has no such process.
+pub async fn process(
+    State(shared): State<Shared>,
+    Path(segment): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let pid = match query::pid(&segment).and_then(|pid| query::none(q.as_deref()).map(|()| pid)) {
+        Ok(pid) => pid,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let state = current(&shared);
+    let snap = match latest(&state) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let Some(p) = snap.process(pid) else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no process with pid {pid} in the latest sample (taken at {}); it may have exited: list the processes with /api/v1/processes",
+                snap.taken_at
+            ),
+        )
+        .into_response();
+    };
+    let track = state.history.process(&p.id);
+    Json(ProcessDetail {
+        taken_at: snap.taken_at,
+        process: row(&state, exhaustion_headroom(&snap), p),
+        history: track
+            .map(|t| t.points.iter().copied().collect())
+            .unwrap_or_default(),
+        tracked_peak_footprint: track.map(|t| t.peak_footprint),
+    })
+    .into_response()
+}
+
+/// `GET /api/v1/history`.
+#[derive(Debug, Serialize)]
+pub struct HistoryBody<'a> {
+    /// How much history the daemon keeps (`daemon.history`).
+    pub retention_seconds: u64,
+    pub interval_seconds: f64,
+    /// System points within the asked minutes of the newest one, oldest first.
+    pub points: Vec<&'a SystemPoint>,
+}
+
+/// `GET /api/v1/history?minutes=N`: the system series (memory breakdown,
+/// swap, pressure, GPU memory), at most the retention the daemon keeps.
+pub async fn history(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+    let parsed = match query::history(q.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let state = current(&shared);
+    if state.snapshot.is_none() {
+        return ApiError::no_sample(&state).into_response();
+    }
+    let window = Duration::from_secs(u64::from(parsed.minutes) * 60);
+    Json(HistoryBody {
+        retention_seconds: state.history.retention().as_secs(),
+        interval_seconds: state.config.daemon.interval.as_secs_f64(),
+        points: state.history.system_since(window).collect(),
+    })
+    .into_response()
+}
+
+/// `GET /api/v1/events`.
+#[derive(Debug, Serialize)]
+pub struct EventsBody {
+    /// Events at or after `since`, oldest first.
+    pub events: Vec<serde_json::Value>,
+    /// Whether this daemon keeps an event journal to read them from.
+    pub journal: bool,
+    pub note: &'static str,
+}
+
+/// `GET /api/v1/events?since=T`. Events (limits crossed, signals sent,
+/// processes exited, config reloads) come from the journal, which this
+/// version does not keep yet: the parameters are checked and the list is
+/// empty, with `journal: false` saying why.
+pub async fn events(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+    if let Err(e) = query::events(q.as_deref()) {
+        return ApiError::from(e).into_response();
+    }
+    let state = current(&shared);
+    if state.snapshot.is_none() {
+        return ApiError::no_sample(&state).into_response();
+    }
+    Json(EventsBody {
+        events: Vec::new(),
+        journal: false,
+        note: "this version of headroom records no events yet; its log has what the daemon did",
+    })
+    .into_response()
+}
+
+/// `GET /api/v1/config`.
+#[derive(Debug, Serialize)]
+pub struct ConfigBody<'a> {
+    /// The file the config was loaded from; `null` for the embedded default.
+    pub file: Option<String>,
+    /// The effective config, every key written out.
+    pub config: &'a Config,
+}
+
+/// `GET /api/v1/config`: the effective config. Served before the first
+/// sample too: it does not depend on one.
+pub async fn config(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+    if let Err(e) = query::none(q.as_deref()) {
+        return ApiError::from(e).into_response();
+    }
+    let state = current(&shared);
+    Json(ConfigBody {
+        file: state.config_path.as_ref().map(|p| p.display().to_string()),
+        config: &state.config,
+    })
+    .into_response()
+}
+
+/// What `/api/v1/stream` sends for each sample: the snapshot without its
+/// process list, and the point the charts add.
+#[derive(Debug, Serialize)]
+pub struct SampleEvent<'a> {
+    pub taken_at: Timestamp,
+    pub source: &'a str,
+    pub sample_micros: u64,
+    pub system: &'a SystemMemory,
+    pub swap: &'a Swap,
+    pub pressure: &'a Pressure,
+    pub gpus: &'a [GpuDevice],
+    pub processes: usize,
+    pub ml_processes: usize,
+    pub errors: &'a CollectorErrors,
+    pub fast_mode: bool,
+    /// The newest point of `/api/v1/history`.
+    pub point: Option<&'a SystemPoint>,
+}
+
+impl<'a> SampleEvent<'a> {
+    pub fn of(state: &'a DaemonState, snap: &'a Snapshot) -> Self {
+        Self {
+            taken_at: snap.taken_at,
+            source: &snap.source,
+            sample_micros: snap.sample_micros,
+            system: &snap.system,
+            swap: &snap.swap,
+            pressure: &snap.pressure,
+            gpus: &snap.gpus,
+            processes: snap.processes.len(),
+            ml_processes: snap.processes.iter().filter(|p| p.workload.is_ml()).count(),
+            errors: &snap.errors,
+            fast_mode: state.fast_mode,
+            point: state.history.system().back(),
+        }
+    }
+}

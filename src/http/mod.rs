@@ -1,0 +1,342 @@
+//! The HTTP server inside `headroom run`: `/metrics` for Prometheus, the JSON
+//! API under `/api/v1/`, server-sent events, `/healthz` and the status page.
+//!
+//! [`router`] builds the whole application from a receiver of the daemon's
+//! [`DaemonState`]; tests drive it with `oneshot`, no socket needed. Handlers
+//! only read: each takes a copy of the state (`Arc`s) and lets go of the
+//! channel at once. [`Server::start`] runs the router on a thread and tokio
+//! runtime of its own, so that HTTP load (a scrape, a stream of clients)
+//! never competes with the sampling loop for the daemon's runtime.
+//!
+//! Listening beyond loopback needs `http.allow_remote`; on loopback, requests
+//! whose `Host` is a DNS name other than `localhost` are refused, so that a web
+//! page cannot read the process list through DNS rebinding.
+//!
+//! API reference with examples: `docs/api.md`.
+
+pub mod api;
+pub mod query;
+pub mod status_page;
+pub mod stream;
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+use tokio::sync::{oneshot, watch};
+
+use crate::state::State as DaemonState;
+
+/// What every handler gets: the daemon's published state.
+pub type Shared = watch::Receiver<DaemonState>;
+
+/// A copy of the current state; the channel is released before returning.
+pub(crate) fn current(shared: &Shared) -> DaemonState {
+    shared.borrow().clone()
+}
+
+/// The whole application.
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/", get(status_page::index))
+        .route("/assets/{file}", get(status_page::asset))
+        .route("/metrics", get(api::metrics))
+        .route("/healthz", get(api::healthz))
+        .route("/api/v1/snapshot", get(api::snapshot))
+        .route("/api/v1/processes", get(api::processes))
+        .route("/api/v1/processes/{pid}", get(api::process))
+        .route("/api/v1/history", get(api::history))
+        .route("/api/v1/events", get(api::events))
+        .route("/api/v1/config", get(api::config))
+        .route("/api/v1/stream", get(stream::stream))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// An error answer: a status and `{"error": "...", "parameter": "..."}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// The query or path parameter at fault, for 400s.
+    pub parameter: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameter: Option<&'a str>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            parameter: None,
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// 503 before the first sample, saying why.
+    pub fn no_sample(state: &DaemonState) -> Self {
+        let why = match &state.last_error {
+            Some(e) => format!("sampling failed: {e}"),
+            None => "the first sample is not finished yet; try again in a moment".to_string(),
+        };
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "no sample yet (daemon started at {}): {why}",
+                state.started_at
+            ),
+        )
+    }
+}
+
+impl From<query::QueryError> for ApiError {
+    fn from(e: query::QueryError) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: e.to_string(),
+            parameter: Some(e.parameter),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: &self.message,
+            parameter: self.parameter.as_deref(),
+        };
+        let mut response = (self.status, axum::Json(body)).into_response();
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        response
+    }
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no such endpoint: {}; see / (status page), /metrics, /healthz and /api/v1/{{snapshot,processes,history,events,config,stream}}",
+            request.uri().path()
+        ),
+    )
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{} is not allowed on {}: the API is read-only, use GET",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
+/// Refuses requests naming this daemon by a DNS name other than `localhost`
+/// unless `http.allow_remote` is set, and marks every answer as not to be
+/// sniffed or cached.
+async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let allow_remote = shared.borrow().config.http.allow_remote;
+    if !allow_remote
+        && let Some(host) = request.headers().get(header::HOST)
+        && !is_local_host(host.as_bytes())
+    {
+        return ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            format!(
+                "Host {:?} is not an IP address or localhost; headroom answers only to those \
+                 unless http.allow_remote is set",
+                String::from_utf8_lossy(host.as_bytes())
+            ),
+        )
+        .into_response();
+    }
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `Host` is an IP literal (with or without port, IPv6 in brackets) or
+/// `localhost`.
+fn is_local_host(host: &[u8]) -> bool {
+    let Ok(host) = std::str::from_utf8(host) else {
+        return false;
+    };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [v6]:port or [v6]
+        match rest.split_once(']') {
+            Some((v6, _)) => return v6.parse::<std::net::Ipv6Addr>().is_ok(),
+            None => return false,
+        }
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+}
+
+/// Serve `router(state)` on `listener` until `shutdown` completes, then wait
+/// for open requests to finish (event streams end when the daemon stops).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Shared,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Why the server could not listen.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error(
+        "cannot listen on {0}: the address is already in use (is another headroom running?); \
+         pick a free port with --listen 127.0.0.1:PORT or http.listen in the config"
+    )]
+    InUse(SocketAddr),
+    #[error(
+        "cannot listen on {0}: permission denied (ports below 1024 need root); \
+         pick another with --listen 127.0.0.1:PORT"
+    )]
+    Denied(SocketAddr),
+    #[error("cannot listen on {0}: {1}; pick another address with --listen")]
+    Other(SocketAddr, #[source] io::Error),
+}
+
+/// Bind the listening socket, so that a taken port is reported before the
+/// daemon starts.
+pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse => BindError::InUse(addr),
+        io::ErrorKind::PermissionDenied => BindError::Denied(addr),
+        _ => BindError::Other(addr, e),
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| BindError::Other(addr, e))?;
+    Ok(listener)
+}
+
+/// The server running on its own thread and single-threaded runtime.
+pub struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: mpsc::Receiver<io::Result<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Start serving on `listener` (from [`bind`]).
+    pub fn start(listener: std::net::TcpListener, state: Shared) -> io::Result<Server> {
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (done_tx, done) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("headroom-http".into())
+            .spawn(move || {
+                let result = runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)?;
+                    serve(listener, state, async {
+                        // A dropped sender stops the server too.
+                        let _ = stopped.await;
+                    })
+                    .await
+                });
+                if let Err(e) = &result {
+                    tracing::error!("the HTTP server on {addr} stopped: {e}");
+                }
+                let _ = done_tx.send(result);
+            })?;
+        Ok(Server {
+            addr,
+            stop: Some(stop),
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address actually bound (the port, when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stop accepting, let open requests finish for at most `grace`, and
+    /// return the server's error, if it had one.
+    pub fn stop(mut self, grace: Duration) -> io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.done.recv_timeout(grace) {
+            Ok(result) => {
+                if let Some(t) = self.thread.take() {
+                    let _ = t.join();
+                }
+                result
+            }
+            // Still draining: leave the thread; the process is exiting.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_hosts() {
+        for ok in [
+            "127.0.0.1:9717",
+            "127.0.0.1",
+            "localhost:9717",
+            "LOCALHOST",
+            "[::1]:9717",
+            "[::1]",
+            "10.1.2.3:80",
+        ] {
+            assert!(is_local_host(ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "evil.example:9717",
+            "localhost.evil.example",
+            "[::1",
+            "",
+            "a:b:c",
+        ] {
+            assert!(!is_local_host(bad.as_bytes()), "{bad}");
+        }
+    }
+}

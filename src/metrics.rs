@@ -1,0 +1,747 @@
+//! Prometheus metrics: a [`prometheus::Registry`] built from one [`State`], and
+//! its text exposition for `/metrics`.
+//!
+//! Every metric family headroom exports is defined here, one function per group
+//! (memory, swap, pressure, GPUs, processes, workloads, the sampler, build info),
+//! all called from [`registry`]. A new group (limit breaches and actions taken,
+//! by rule, action and outcome) is one more function and one more line there.
+//!
+//! Conventions: the prefix `headroom_`, base units (`_bytes`, `_seconds`),
+//! ratios 0–1, counters ending in `_total` and derived from monotonic sources
+//! (the OS's own counters or [`crate::state::Counters`], never one sample's
+//! counts), help text on every family. A family whose value the platform does
+//! not report (e.g. `wired` on Linux, PSI on macOS) is left out rather than
+//! exported as zero. Per-process series exist only for ML workloads, the
+//! largest first, capped by `http.max_process_series`, because `pid` labels
+//! churn.
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{self, MetricFamily, MetricType};
+use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
+
+use crate::history::{GROWTH_WINDOW, exhaustion_headroom, time_to_exhaustion};
+use crate::model::{PressureLevel, ProcessSample, Snapshot, WorkloadKind};
+use crate::state::{DurationHistogram, State};
+
+/// The `Content-Type` of [`render`]'s output.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The text exposition of [`registry`].
+pub fn render(state: &State) -> Result<String, prometheus::Error> {
+    let families = registry(state)?.gather();
+    let mut out = Vec::with_capacity(16 * 1024);
+    TextEncoder::new().encode(&families, &mut out)?;
+    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
+}
+
+/// A registry holding every metric family, with the values of `state`.
+///
+/// Built afresh for each scrape from an immutable state, so a scrape never
+/// touches what the sampler writes. Fails only on a programming error (an
+/// invalid or duplicate family), which the unit tests rule out.
+pub fn registry(state: &State) -> Result<Registry, prometheus::Error> {
+    let reg = Registry::new();
+    build_info(&reg, state)?;
+    sampler(&reg, state)?;
+    if let Some(snap) = state.snapshot.as_deref() {
+        memory(&reg, snap)?;
+        swap(&reg, snap)?;
+        pressure(&reg, snap)?;
+        gpus(&reg, snap)?;
+        processes(&reg, state, snap)?;
+        workloads(&reg, snap)?;
+    }
+    // Limit breaches and actions taken (`headroom_limit_breaches_total`,
+    // `headroom_actions_total` by rule, action and outcome) go here, one
+    // function like the ones above, once limits exist; the dashboard's
+    // annotations and the HeadroomActionTaken alert already read them.
+    Ok(reg)
+}
+
+fn gauge(reg: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<GaugeVec> {
+    let g = GaugeVec::new(Opts::new(name, help), labels)?;
+    reg.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn counter(
+    reg: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<CounterVec> {
+    let c = CounterVec::new(Opts::new(name, help), labels)?;
+    reg.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+/// A gauge without labels, set to `value`.
+fn single(reg: &Registry, name: &str, help: &str, value: f64) -> prometheus::Result<()> {
+    gauge(reg, name, help, &[])?
+        .with_label_values::<&str>(&[])
+        .set(value);
+    Ok(())
+}
+
+/// A gauge without labels, registered only when the value is known.
+fn optional(reg: &Registry, name: &str, help: &str, value: Option<u64>) -> prometheus::Result<()> {
+    match value {
+        Some(v) => single(reg, name, help, v as f64),
+        None => Ok(()),
+    }
+}
+
+fn build_info(reg: &Registry, state: &State) -> prometheus::Result<()> {
+    gauge(
+        reg,
+        "headroom_build_info",
+        "Always 1; labelled with the headroom version and the OS and CPU architecture it was built for.",
+        &["version", "os", "arch"],
+    )?
+    .with_label_values(&[
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+    ])
+    .set(1.0);
+    single(
+        reg,
+        "headroom_start_time_seconds",
+        "When the daemon started, in seconds since the Unix epoch.",
+        state.started_at.as_millis() as f64 / 1000.0,
+    )
+}
+
+fn sampler(reg: &Registry, state: &State) -> prometheus::Result<()> {
+    let c = &state.counters;
+    counter(
+        reg,
+        "headroom_samples_total",
+        "Samples taken and published since the daemon started.",
+        &[],
+    )?
+    .with_label_values::<&str>(&[])
+    .inc_by(c.samples as f64);
+
+    let errors = counter(
+        reg,
+        "headroom_collector_errors_total",
+        "Reads that failed since the daemon started, by collector and reason. A failing read is counted, never fatal.",
+        &["collector", "reason"],
+    )?;
+    let e = &c.collector_errors;
+    for (collector, reason, n) in [
+        ("sampler", "failed", c.sample_failures),
+        ("processes", "vanished", e.vanished),
+        ("processes", "permission_denied", e.permission_denied),
+        ("processes", "unreadable", e.unreadable),
+    ] {
+        errors
+            .with_label_values(&[collector, reason])
+            .inc_by(n as f64);
+    }
+
+    let up = gauge(
+        reg,
+        "headroom_collector_up",
+        "1 if the collector's last attempt produced data, 0 if it failed.",
+        &["collector"],
+    )?;
+    let sampled = state.snapshot.is_some() && state.last_error.is_none();
+    let processes = state
+        .snapshot
+        .as_deref()
+        .is_some_and(|s| !s.processes.is_empty());
+    up.with_label_values(&["sampler"])
+        .set(f64::from(u8::from(sampled)));
+    up.with_label_values(&["processes"])
+        .set(f64::from(u8::from(sampled && processes)));
+
+    reg.register(Box::new(SampleDurations::new(c.sample_durations)?))?;
+
+    counter(
+        reg,
+        "headroom_pressure_events_total",
+        "Memory-pressure notifications from the OS (e.g. PSI triggers) since the daemon started.",
+        &[],
+    )?
+    .with_label_values::<&str>(&[])
+    .inc_by(c.pressure_events as f64);
+    let reloads = counter(
+        reg,
+        "headroom_config_reloads_total",
+        "Config reloads (SIGHUP) since the daemon started, by outcome.",
+        &["outcome"],
+    )?;
+    reloads
+        .with_label_values(&["applied"])
+        .inc_by(c.reloads as f64);
+    reloads
+        .with_label_values(&["rejected"])
+        .inc_by(c.reload_failures as f64);
+
+    let d = &state.config.daemon;
+    let interval = if state.fast_mode {
+        d.fast_interval
+    } else {
+        d.interval
+    };
+    single(
+        reg,
+        "headroom_sampling_interval_seconds",
+        "The current sampling interval: shorter while memory pressure is elevated.",
+        interval.as_secs_f64(),
+    )?;
+    if let Some(snap) = state.snapshot.as_deref() {
+        single(
+            reg,
+            "headroom_last_sample_timestamp_seconds",
+            "When the latest published sample was taken, in seconds since the Unix epoch.",
+            snap.taken_at.as_millis() as f64 / 1000.0,
+        )?;
+    }
+    Ok(())
+}
+
+fn memory(reg: &Registry, snap: &Snapshot) -> prometheus::Result<()> {
+    let m = &snap.system;
+    single(
+        reg,
+        "headroom_memory_total_bytes",
+        "Physical memory installed.",
+        m.total as f64,
+    )?;
+    single(
+        reg,
+        "headroom_memory_available_bytes",
+        "Memory that can be handed out without swapping (Linux MemAvailable; macOS free, inactive and speculative pages).",
+        m.available as f64,
+    )?;
+    single(
+        reg,
+        "headroom_memory_used_bytes",
+        "Memory in use by processes and the kernel (total - available on Linux; app + wired + compressed on macOS).",
+        m.used as f64,
+    )?;
+    single(
+        reg,
+        "headroom_memory_free_bytes",
+        "Entirely unused memory.",
+        m.free as f64,
+    )?;
+    optional(
+        reg,
+        "headroom_memory_app_bytes",
+        "Anonymous memory of processes (Linux AnonPages; macOS app memory).",
+        m.app,
+    )?;
+    optional(
+        reg,
+        "headroom_memory_wired_bytes",
+        "Memory the kernel cannot page out (macOS wired; Linux Unevictable).",
+        m.wired,
+    )?;
+    optional(
+        reg,
+        "headroom_memory_compressed_bytes",
+        "Compressed memory (macOS compressor; Linux zswap pool).",
+        m.compressed,
+    )?;
+    optional(
+        reg,
+        "headroom_memory_cached_bytes",
+        "File-backed cache the kernel can drop (Linux Cached + Buffers - Shmem; macOS external + purgeable).",
+        m.cached,
+    )?;
+    optional(
+        reg,
+        "headroom_memory_shmem_bytes",
+        "Shared memory and tmpfs (Linux Shmem).",
+        m.shmem,
+    )
+}
+
+fn swap(reg: &Registry, snap: &Snapshot) -> prometheus::Result<()> {
+    let s = &snap.swap;
+    single(
+        reg,
+        "headroom_swap_total_bytes",
+        "Swap space configured.",
+        s.total as f64,
+    )?;
+    single(
+        reg,
+        "headroom_swap_used_bytes",
+        "Swap space in use.",
+        s.used as f64,
+    )?;
+    if let Some(v) = s.swapped_in_bytes {
+        counter(
+            reg,
+            "headroom_swap_in_bytes_total",
+            "Bytes read back from swap since boot, as the OS counts them.",
+            &[],
+        )?
+        .with_label_values::<&str>(&[])
+        .inc_by(v as f64);
+    }
+    if let Some(v) = s.swapped_out_bytes {
+        counter(
+            reg,
+            "headroom_swap_out_bytes_total",
+            "Bytes written out to swap since boot, as the OS counts them.",
+            &[],
+        )?
+        .with_label_values::<&str>(&[])
+        .inc_by(v as f64);
+    }
+    Ok(())
+}
+
+fn pressure(reg: &Registry, snap: &Snapshot) -> prometheus::Result<()> {
+    let level = gauge(
+        reg,
+        "headroom_memory_pressure",
+        "Memory pressure as a state set: 1 for the current level (normal, warn or critical), 0 for the others.",
+        &["level"],
+    )?;
+    for l in [
+        PressureLevel::Normal,
+        PressureLevel::Warn,
+        PressureLevel::Critical,
+    ] {
+        level
+            .with_label_values(&[l.as_str()])
+            .set(f64::from(u8::from(snap.pressure.level == l)));
+    }
+    if let Some(psi) = snap.pressure.psi {
+        let stall = counter(
+            reg,
+            "headroom_pressure_stall_seconds_total",
+            "Time tasks stalled waiting for memory since boot (Linux PSI): kind=some when at least one task stalled, kind=full when all non-idle tasks did.",
+            &["kind"],
+        )?;
+        stall
+            .with_label_values(&["some"])
+            .inc_by(psi.some.total_micros as f64 / 1e6);
+        if let Some(full) = psi.full {
+            stall
+                .with_label_values(&["full"])
+                .inc_by(full.total_micros as f64 / 1e6);
+        }
+    }
+    if let Some(free) = snap.pressure.free_percent {
+        single(
+            reg,
+            "headroom_memory_kernel_free_ratio",
+            "The share of memory the kernel considers free (macOS kern.memorystatus_level), 0-1.",
+            f64::from(free) / 100.0,
+        )?;
+    }
+    Ok(())
+}
+
+fn gpus(reg: &Registry, snap: &Snapshot) -> prometheus::Result<()> {
+    if snap.gpus.is_empty() {
+        return Ok(());
+    }
+    let labels = ["gpu", "name"];
+    let used = gauge(
+        reg,
+        "headroom_gpu_memory_used_bytes",
+        "GPU memory in use, per device.",
+        &labels,
+    )?;
+    let total = gauge(
+        reg,
+        "headroom_gpu_memory_total_bytes",
+        "GPU memory on the device.",
+        &labels,
+    )?;
+    let util = gauge(
+        reg,
+        "headroom_gpu_utilization_ratio",
+        "The share of time the GPU was busy, 0-1.",
+        &labels,
+    )?;
+    for g in &snap.gpus {
+        let index = g.index.to_string();
+        let l = [index.as_str(), g.name.as_str()];
+        if let Some(v) = g.memory_used {
+            used.with_label_values(&l).set(v as f64);
+        }
+        if let Some(v) = g.memory_total {
+            total.with_label_values(&l).set(v as f64);
+        }
+        if let Some(v) = g.utilization {
+            util.with_label_values(&l).set(v);
+        }
+    }
+    Ok(())
+}
+
+/// The processes that get their own series: ML workloads, largest first, at
+/// most `cap`.
+pub fn exported_processes(snap: &Snapshot, cap: usize) -> Vec<&ProcessSample> {
+    let mut ml: Vec<&ProcessSample> = snap
+        .processes
+        .iter()
+        .filter(|p| p.workload.is_ml())
+        .collect();
+    ml.sort_by(|a, b| b.footprint.cmp(&a.footprint).then(a.id.pid.cmp(&b.id.pid)));
+    ml.truncate(cap);
+    ml
+}
+
+fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Result<()> {
+    let cap = state.config.http.max_process_series;
+    let ml_count = snap.processes.iter().filter(|p| p.workload.is_ml()).count();
+    let shown = exported_processes(snap, cap);
+    single(
+        reg,
+        "headroom_process_series_omitted",
+        "ML processes left without their own series because of http.max_process_series.",
+        ml_count.saturating_sub(shown.len()) as f64,
+    )?;
+    let labels = ["pid", "name", "workload"];
+    let footprint = gauge(
+        reg,
+        "headroom_process_footprint_bytes",
+        "Memory an ML process is responsible for (Linux RssAnon + RssShmem + VmSwap; macOS phys_footprint).",
+        &labels,
+    )?;
+    let resident = gauge(
+        reg,
+        "headroom_process_resident_bytes",
+        "Resident memory of an ML process.",
+        &labels,
+    )?;
+    let swapped = gauge(
+        reg,
+        "headroom_process_swapped_bytes",
+        "Memory of an ML process that is swapped out.",
+        &labels,
+    )?;
+    let gpu = gauge(
+        reg,
+        "headroom_process_gpu_memory_bytes",
+        "GPU memory held by an ML process.",
+        &labels,
+    )?;
+    let growth = gauge(
+        reg,
+        "headroom_process_growth_bytes_per_second",
+        "How fast an ML process's footprint grows (robust slope over the last 30 s; negative when shrinking).",
+        &labels,
+    )?;
+    let eta = gauge(
+        reg,
+        "headroom_process_exhaustion_seconds",
+        "When memory and swap run out if an ML process keeps growing at its current pace; only for growing processes.",
+        &labels,
+    )?;
+    let headroom = exhaustion_headroom(snap);
+    for p in shown {
+        let pid = p.id.pid.to_string();
+        let l = [pid.as_str(), p.name.as_str(), p.workload.kind.as_str()];
+        footprint.with_label_values(&l).set(p.footprint as f64);
+        resident.with_label_values(&l).set(p.resident as f64);
+        if let Some(v) = p.swapped {
+            swapped.with_label_values(&l).set(v as f64);
+        }
+        if let Some(v) = p.gpu_memory {
+            gpu.with_label_values(&l).set(v as f64);
+        }
+        let rate = state
+            .history
+            .process(&p.id)
+            .and_then(|t| t.growth_bytes_per_second(GROWTH_WINDOW));
+        if let Some(rate) = rate {
+            growth.with_label_values(&l).set(rate);
+            if let Some(t) = time_to_exhaustion(headroom, rate) {
+                eta.with_label_values(&l).set(t.as_secs_f64());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn workloads(reg: &Registry, snap: &Snapshot) -> prometheus::Result<()> {
+    let labels = ["workload"];
+    let count = gauge(
+        reg,
+        "headroom_workload_processes",
+        "Processes of each workload kind (jupyter, pytorch, ..., python, other).",
+        &labels,
+    )?;
+    let footprint = gauge(
+        reg,
+        "headroom_workload_footprint_bytes",
+        "Total footprint of the processes of each workload kind.",
+        &labels,
+    )?;
+    let gpu = gauge(
+        reg,
+        "headroom_workload_gpu_memory_bytes",
+        "Total GPU memory held by the processes of each workload kind, where known.",
+        &labels,
+    )?;
+    let mut totals = [(0u64, 0u64, 0u64); WorkloadKind::ALL.len()];
+    for p in &snap.processes {
+        let i = WorkloadKind::ALL
+            .iter()
+            .position(|k| *k == p.workload.kind)
+            .unwrap_or(WorkloadKind::ALL.len() - 1);
+        let t = &mut totals[i];
+        t.0 += 1;
+        t.1 = t.1.saturating_add(p.footprint);
+        t.2 = t.2.saturating_add(p.gpu_memory.unwrap_or(0));
+    }
+    for (kind, (n, bytes, gpu_bytes)) in WorkloadKind::ALL.iter().zip(totals) {
+        let l = [kind.as_str()];
+        count.with_label_values(&l).set(n as f64);
+        footprint.with_label_values(&l).set(bytes as f64);
+        gpu.with_label_values(&l).set(gpu_bytes as f64);
+    }
+    Ok(())
+}
+
+/// `headroom_sample_duration_seconds`: a histogram whose buckets were counted
+/// by the daemon ([`DurationHistogram`]), exposed as they are.
+struct SampleDurations {
+    desc: Desc,
+    hist: DurationHistogram,
+}
+
+impl SampleDurations {
+    const NAME: &str = "headroom_sample_duration_seconds";
+
+    fn new(hist: DurationHistogram) -> prometheus::Result<Self> {
+        let desc = Desc::new(
+            Self::NAME.into(),
+            "How long one sampling pass took (memory, swap, pressure and every process).".into(),
+            vec![],
+            Default::default(),
+        )?;
+        Ok(Self { desc, hist })
+    }
+}
+
+impl Collector for SampleDurations {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let mut cumulative = 0;
+        let buckets = DurationHistogram::BOUNDS_MICROS
+            .iter()
+            .zip(self.hist.counts)
+            .map(|(&bound, n)| {
+                cumulative += n;
+                let mut b = proto::Bucket::default();
+                b.set_upper_bound(bound as f64 / 1e6);
+                b.set_cumulative_count(cumulative);
+                b
+            })
+            .collect();
+        let mut h = proto::Histogram::default();
+        h.set_bucket(buckets);
+        h.set_sample_count(self.hist.count);
+        h.set_sample_sum(self.hist.sum_micros as f64 / 1e6);
+        let mut m = proto::Metric::default();
+        m.set_histogram(h);
+        let mut family = MetricFamily::default();
+        family.set_name(Self::NAME.into());
+        family.set_help(self.desc.help.clone());
+        family.set_field_type(MetricType::HISTOGRAM);
+        family.set_metric(vec![m]);
+        vec![family]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::model::*;
+
+    fn process(pid: u32, footprint: u64, kind: WorkloadKind) -> ProcessSample {
+        ProcessSample {
+            id: ProcessId { pid, start: 1 },
+            ppid: 1,
+            uid: Some(1000),
+            user: None,
+            name: format!("p{pid}"),
+            exe: None,
+            argv: vec![],
+            started_at: None,
+            footprint,
+            peak_footprint: None,
+            resident: footprint,
+            swapped: Some(0),
+            gpu_memory: None,
+            gpu_client: false,
+            detail: Detail::Exact,
+            workload: Workload {
+                kind,
+                ..Workload::default()
+            },
+        }
+    }
+
+    fn snapshot(at_ms: u64, processes: Vec<ProcessSample>) -> Snapshot {
+        Snapshot {
+            taken_at: Timestamp(at_ms),
+            source: "test".into(),
+            sample_micros: 1500,
+            system: SystemMemory {
+                total: 16 << 30,
+                available: 8 << 30,
+                used: 8 << 30,
+                free: 1 << 30,
+                app: Some(6 << 30),
+                ..SystemMemory::default()
+            },
+            swap: Swap {
+                total: 2 << 30,
+                used: 0,
+                swapped_in_bytes: Some(4096),
+                swapped_out_bytes: Some(8192),
+            },
+            pressure: Pressure {
+                level: PressureLevel::Warn,
+                psi: Some(Psi {
+                    some: PsiLine {
+                        total_micros: 2_500_000,
+                        ..PsiLine::default()
+                    },
+                    full: None,
+                }),
+                free_percent: None,
+            },
+            gpus: vec![],
+            processes,
+            errors: CollectorErrors {
+                permission_denied: 2,
+                ..CollectorErrors::default()
+            },
+            collectors: vec![],
+            notes: vec![],
+        }
+    }
+
+    fn state_with(snaps: Vec<Snapshot>, cap: usize) -> State {
+        let mut config = Config::default();
+        config.http.max_process_series = cap;
+        let mut state = State::new(config, None, Timestamp(0));
+        for s in snaps {
+            state.publish(s);
+        }
+        state
+    }
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn every_family_has_help_and_a_type() {
+        let text = render(&state_with(vec![snapshot(0, vec![])], 50)).unwrap();
+        let mut families = 0;
+        for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = l.split(' ').nth(2).unwrap();
+            assert!(name.starts_with("headroom_"), "{name}");
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{name} has no help"
+            );
+            families += 1;
+        }
+        assert!(families > 20, "{families} families");
+    }
+
+    #[test]
+    fn before_the_first_sample_only_daemon_families_are_exported() {
+        let text = render(&state_with(vec![], 50)).unwrap();
+        assert!(text.contains("headroom_build_info{"));
+        assert!(text.contains("headroom_samples_total 0"));
+        assert!(text.contains("headroom_collector_up{collector=\"sampler\"} 0"));
+        assert!(!text.contains("headroom_memory_total_bytes"));
+    }
+
+    #[test]
+    fn memory_and_pressure_are_in_base_units() {
+        let text = render(&state_with(vec![snapshot(0, vec![])], 50)).unwrap();
+        assert_eq!(
+            line(&text, "headroom_memory_total_bytes "),
+            Some("headroom_memory_total_bytes 17179869184")
+        );
+        assert_eq!(
+            line(
+                &text,
+                "headroom_pressure_stall_seconds_total{kind=\"some\"}"
+            ),
+            Some("headroom_pressure_stall_seconds_total{kind=\"some\"} 2.5")
+        );
+        assert!(text.contains("headroom_memory_pressure{level=\"warn\"} 1"));
+        assert!(text.contains("headroom_memory_pressure{level=\"normal\"} 0"));
+        // Linux has no wired figure: no series rather than a made-up zero.
+        assert!(!text.contains("headroom_memory_wired_bytes"));
+    }
+
+    #[test]
+    fn collector_errors_add_up_over_samples() {
+        let state = state_with(vec![snapshot(0, vec![]), snapshot(1000, vec![])], 50);
+        let text = render(&state).unwrap();
+        assert!(text.contains(
+            "headroom_collector_errors_total{collector=\"processes\",reason=\"permission_denied\"} 4"
+        ));
+        assert!(text.contains("headroom_samples_total 2"));
+        assert!(text.contains("headroom_sample_duration_seconds_bucket{le=\"0.0025\"} 2"));
+        assert!(text.contains("headroom_sample_duration_seconds_count 2"));
+    }
+
+    #[test]
+    fn only_ml_processes_get_series_and_the_biggest_win_the_cap() {
+        let procs = vec![
+            process(10, 100, WorkloadKind::Jupyter),
+            process(11, 300, WorkloadKind::Pytorch),
+            process(12, 200, WorkloadKind::Jax),
+            process(13, 900, WorkloadKind::Other),
+        ];
+        let text = render(&state_with(vec![snapshot(0, procs)], 2)).unwrap();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("headroom_process_footprint_bytes{"))
+            .collect();
+        assert_eq!(
+            series,
+            [
+                "headroom_process_footprint_bytes{name=\"p11\",pid=\"11\",workload=\"pytorch\"} 300",
+                "headroom_process_footprint_bytes{name=\"p12\",pid=\"12\",workload=\"jax\"} 200",
+            ]
+        );
+        assert!(text.contains("headroom_process_series_omitted 1"));
+        assert!(text.contains("headroom_workload_footprint_bytes{workload=\"other\"} 900"));
+        assert!(text.contains("headroom_workload_processes{workload=\"mlx\"} 0"));
+    }
+
+    #[test]
+    fn a_growing_process_has_a_rate_and_an_exhaustion_time() {
+        let snaps = (0..10)
+            .map(|s| {
+                snapshot(
+                    s * 1000,
+                    vec![process(7, (1 << 30) + s * (1 << 20), WorkloadKind::Jupyter)],
+                )
+            })
+            .collect();
+        let text = render(&state_with(snaps, 50)).unwrap();
+        let rate = line(&text, "headroom_process_growth_bytes_per_second{").unwrap();
+        assert!(rate.ends_with(" 1048576"), "{rate}");
+        // 8 GiB available + 2 GiB free swap at 1 MiB/s.
+        let eta = line(&text, "headroom_process_exhaustion_seconds{").unwrap();
+        assert!(eta.ends_with(" 10240"), "{eta}");
+    }
+}

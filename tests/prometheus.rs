@@ -1,0 +1,348 @@
+//! headroom and Prometheus together, with Debian's `prometheus` package:
+//! `promtool` checks the alerting rules, runs their unit tests and lints a
+//! real scrape; then a real Prometheus on loopback scrapes a real daemon every
+//! second, and every query of the Grafana dashboard and every alerting rule
+//! evaluates without error, returning data wherever the metrics it reads exist
+//! on this machine.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+use support::{Daemon, Reaped, fake_kernel, free_port, get, tool, wait_for};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn promtool() -> PathBuf {
+    tool("promtool", "HEADROOM_PROMTOOL", "prometheus")
+}
+
+/// Metrics a query may name that a healthy Linux test machine does not
+/// export, and why. Any other name missing from a real scrape is a typo.
+const ABSENT_HERE: &[(&str, &str)] = &[
+    (
+        "headroom_gpu_memory_used_bytes",
+        "no GPU on the test machine",
+    ),
+    (
+        "headroom_gpu_memory_total_bytes",
+        "no GPU on the test machine",
+    ),
+    (
+        "headroom_gpu_utilization_ratio",
+        "no GPU on the test machine",
+    ),
+    (
+        "headroom_process_exhaustion_seconds",
+        "only for growing processes",
+    ),
+    ("headroom_actions_total", "exported once limits act"),
+    ("headroom_memory_kernel_free_ratio", "macOS only"),
+    ("headroom_memory_wired_bytes", "where the OS reports it"),
+    (
+        "headroom_memory_compressed_bytes",
+        "where the OS reports it",
+    ),
+    (
+        "headroom_pressure_stall_seconds_total",
+        "Linux with PSI enabled only",
+    ),
+];
+
+static METRIC_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"headroom_[a-z0-9_]+").expect("regex"));
+
+/// Series names in a text exposition.
+fn scraped_names(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether `expr` should return data here: every headroom metric it names is
+/// in the scrape. Panics on a name neither scraped nor known to be absent.
+fn expects_data(expr: &str, scraped: &BTreeSet<String>) -> bool {
+    let mut all_present = true;
+    for name in METRIC_NAME.find_iter(expr).map(|m| m.as_str()) {
+        if scraped.contains(name) {
+            continue;
+        }
+        assert!(
+            ABSENT_HERE.iter().any(|(n, _)| *n == name),
+            "{expr}: names {name}, which headroom does not export (a typo?)"
+        );
+        all_present = false;
+    }
+    all_present
+}
+
+fn run_promtool(args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    let mut child = Command::new(promtool())
+        .args(args)
+        .current_dir(repo("prometheus"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(stdin.unwrap_or_default().as_bytes())
+        .expect("write to promtool");
+    drop(input);
+    let out = child.wait_with_output().expect("promtool output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn promtool_checks_the_rules_their_tests_and_the_example_config() {
+    for args in [
+        &["check", "rules", "alerts.yml"][..],
+        &["test", "rules", "alerts_test.yml"],
+        &["check", "config", "prometheus.yml"],
+    ] {
+        let (ok, out) = run_promtool(args, None);
+        assert!(ok, "promtool {}:\n{out}", args.join(" "));
+        assert!(
+            out.contains("SUCCESS"),
+            "promtool {}:\n{out}",
+            args.join(" ")
+        );
+    }
+}
+
+/// A daemon sampling every 250 ms with a fake Jupyter kernel beside it, so
+/// that per-process series exist; returns once the kernel has a growth rate.
+fn daemon_with_kernel(dir: &Path) -> (Daemon, Reaped) {
+    let kernel = fake_kernel(dir, "prometheus-test");
+    let daemon = Daemon::start(
+        dir,
+        "[daemon]\ninterval = \"250ms\"\nfast_interval = \"250ms\"\n",
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "a growth rate for the kernel",
+        || {
+            let (_, text) = daemon.get("/metrics");
+            text.contains("headroom_process_growth_bytes_per_second{")
+                .then_some(())
+        },
+    );
+    (daemon, kernel)
+}
+
+#[test]
+fn promtool_finds_nothing_to_complain_about_in_a_real_scrape() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (daemon, kernel) = daemon_with_kernel(dir.path());
+    let (status, text) = daemon.get("/metrics");
+    assert_eq!(status, 200);
+    let pid = kernel.0.id().to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("headroom_process_footprint_bytes{")
+                && l.contains(&format!("pid=\"{pid}\""))
+                && l.contains("workload=\"jupyter\"")),
+        "the fake kernel has its series:\n{text}"
+    );
+    let (ok, out) = run_promtool(&["check", "metrics"], Some(&text));
+    assert!(ok, "promtool check metrics failed:\n{out}");
+    assert_eq!(out.trim(), "", "promtool check metrics complains");
+}
+
+/// A Prometheus child on a loopback port, with its own storage.
+struct Prometheus {
+    base: String,
+    _child: Reaped,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Prometheus {
+        let bin = tool("prometheus", "HEADROOM_PROMETHEUS", "prometheus");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("prometheus.yml");
+        let rules = repo("prometheus/alerts.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                 rule_files:\n  - {}\n\
+                 scrape_configs:\n  - job_name: headroom\n    static_configs:\n      - targets: [\"{target}\"]\n",
+                rules.display()
+            ),
+        )
+        .expect("write prometheus.yml");
+        let port = free_port();
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn prometheus");
+        let p = Prometheus {
+            base: format!("http://127.0.0.1:{port}"),
+            _child: Reaped(child),
+            _dir: dir,
+        };
+        wait_for(Duration::from_secs(30), "Prometheus to be ready", || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into();
+            let res = agent.get(format!("{}/-/ready", p.base)).call().ok()?;
+            (res.status() == 200).then_some(())
+        });
+        p
+    }
+
+    /// An instant query: the result vector; panics unless Prometheus says success.
+    fn query(&self, expr: &str) -> Vec<Value> {
+        let q: String = form_urlencoded::byte_serialize(expr.as_bytes()).collect();
+        let (status, body) = get(&format!("{}/api/v1/query?query={q}", self.base));
+        let v: Value = serde_json::from_str(&body).expect("Prometheus JSON");
+        assert!(
+            status == 200 && v["status"] == "success",
+            "query failed: {expr}\n{body}"
+        );
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// `(where, expr)` for every query in the dashboard: panel targets and
+/// annotations.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo("dashboards/headroom.json")).expect("dashboard");
+    let dash: Value = serde_json::from_str(&text).expect("dashboard JSON");
+    let mut out = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        let title = panel["title"].as_str().unwrap_or("?");
+        for t in panel["targets"].as_array().into_iter().flatten() {
+            let expr = t["expr"].as_str().expect("every target has an expr");
+            out.push((format!("panel {title:?}"), expr.to_string()));
+        }
+    }
+    for a in dash["annotations"]["list"].as_array().expect("annotations") {
+        if let Some(expr) = a["expr"].as_str() {
+            out.push((format!("annotation {:?}", a["name"]), expr.to_string()));
+        }
+    }
+    out
+}
+
+/// Grafana's variables, as a dashboard user on one machine would set them.
+fn substitute(expr: &str, instance: &str) -> String {
+    expr.replace("$instance", instance)
+        .replace("$__rate_interval", "5s")
+        .replace("$__interval", "1s")
+}
+
+#[test]
+fn a_real_prometheus_evaluates_every_dashboard_query_and_alert() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (daemon, _kernel) = daemon_with_kernel(dir.path());
+    let instance = daemon.addr.to_string();
+    let scraped = scraped_names(&daemon.get("/metrics").1);
+    let prom = Prometheus::start(&instance);
+
+    wait_for(Duration::from_secs(60), "six scrapes of headroom", || {
+        let r = prom.query(&format!(
+            "count_over_time(headroom_samples_total{{instance=\"{instance}\"}}[1m])"
+        ));
+        let n: f64 = r.first()?["value"][1].as_str()?.parse().ok()?;
+        (n >= 6.0).then_some(())
+    });
+
+    let queries = dashboard_queries();
+    assert!(queries.len() >= 15, "{} queries", queries.len());
+    let mut with_data = 0;
+    for (place, expr) in &queries {
+        let expr = substitute(expr, &instance);
+        let result = prom.query(&expr);
+        if expects_data(&expr, &scraped) {
+            assert!(!result.is_empty(), "{place}: no data for {expr}");
+            with_data += 1;
+        }
+    }
+    assert!(with_data >= 12, "only {with_data} queries had data");
+    // Panels that must show something on any machine.
+    for title in [
+        "Memory breakdown",
+        "Memory pressure",
+        "Swap",
+        "Top processes by footprint",
+        "Fastest growers",
+    ] {
+        let (_, expr) = queries
+            .iter()
+            .find(|(p, _)| *p == format!("panel {title:?}"))
+            .unwrap_or_else(|| panic!("the dashboard has a panel {title:?}"));
+        assert!(
+            !prom.query(&substitute(expr, &instance)).is_empty(),
+            "{title}"
+        );
+    }
+    let top = prom.query(&substitute(
+        &queries
+            .iter()
+            .find(|(p, _)| p == "panel \"Top processes by footprint\"")
+            .expect("panel")
+            .1,
+        &instance,
+    ));
+    assert!(
+        top.iter().any(|s| s["metric"]["workload"] == "jupyter"),
+        "the fake kernel is among the top processes: {top:?}"
+    );
+
+    // Every alerting rule is loaded and evaluated by Prometheus without error.
+    let rules = wait_for(Duration::from_secs(30), "every rule evaluated", || {
+        let (_, body) = get(&format!("{}/api/v1/rules", prom.base));
+        let v: Value = serde_json::from_str(&body).ok()?;
+        let rules: Vec<Value> = v["data"]["groups"]
+            .as_array()?
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        rules.iter().all(|r| r["health"] == "ok").then_some(rules)
+    });
+    assert_eq!(rules.len(), 6, "{rules:?}");
+    for rule in &rules {
+        let expr = rule["query"].as_str().expect("query");
+        assert_eq!(rule["lastError"].as_str().unwrap_or_default(), "", "{expr}");
+        prom.query(expr);
+        expects_data(expr, &scraped);
+    }
+    // The alerts' inputs exist: their comparisons drop the series, not a typo.
+    for input in [
+        "headroom_memory_pressure{level=\"critical\"}",
+        "headroom_swap_used_bytes / headroom_swap_total_bytes",
+        "headroom_collector_up",
+        "up{job=\"headroom\"}",
+    ] {
+        assert!(!prom.query(input).is_empty(), "{input}");
+    }
+}

@@ -1,0 +1,242 @@
+//! The status page in a real headless Chromium (Debian's `chromium`, driven
+//! over WebDriver by Debian's `chromium-driver`): it loads from a running
+//! daemon, fills its process table (which must list this test's own helper
+//! process, a fake Jupyter kernel), draws its charts from the history and the
+//! event stream, shows the events panel, and logs no errors to the console.
+//! Screenshots in light and dark mode go to `target/test-artifacts/`.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use support::{Daemon, Reaped, artifacts_dir, fake_kernel, free_port, tool, wait_for};
+
+/// A WebDriver session on a chromedriver child.
+struct Browser {
+    base: String,
+    session: String,
+    agent: ureq::Agent,
+    _driver: Reaped,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let chromium = tool("chromium", "HEADROOM_CHROMIUM", "chromium");
+        let driver_bin = tool("chromedriver", "HEADROOM_CHROMEDRIVER", "chromium-driver");
+        let port = free_port();
+        let driver = Reaped(
+            Command::new(driver_bin)
+                .arg(format!("--port={port}"))
+                .arg("--allowed-ips=127.0.0.1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn chromedriver"),
+        );
+        let base = format!("http://127.0.0.1:{port}");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        wait_for(Duration::from_secs(20), "chromedriver to be ready", || {
+            let mut res = agent.get(format!("{base}/status")).call().ok()?;
+            let v: Value = res.body_mut().read_json().ok()?;
+            v["value"]["ready"].as_bool().filter(|r| *r)
+        });
+        let profile = tempfile::tempdir().expect("profile dir");
+        let caps = json!({
+            "capabilities": { "alwaysMatch": {
+                "browserName": "chrome",
+                "goog:loggingPrefs": { "browser": "ALL" },
+                "goog:chromeOptions": {
+                    "binary": chromium,
+                    "args": [
+                        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                        "--no-first-run", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync",
+                        "--disable-dev-shm-usage", "--window-size=1440,900",
+                        format!("--user-data-dir={}", profile.path().display()),
+                    ]
+                }
+            }}
+        });
+        let mut b = Browser {
+            base,
+            session: String::new(),
+            agent,
+            _driver: driver,
+            _profile: profile,
+        };
+        let v = b.call("POST", "/session", Some(caps));
+        b.session = v["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session id in {v}"))
+            .to_string();
+        b
+    }
+
+    /// A WebDriver command; returns `value`, panics on a WebDriver error.
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}{path}", self.base);
+        let mut res = match (method, body) {
+            ("GET", _) => self.agent.get(&url).call(),
+            ("DELETE", _) => self.agent.delete(&url).call(),
+            (_, body) => self
+                .agent
+                .post(&url)
+                .send_json(body.unwrap_or_else(|| json!({}))),
+        }
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let v: Value = res.body_mut().read_json().expect("WebDriver JSON");
+        if let Some(err) = v["value"]["error"].as_str() {
+            panic!("{method} {path}: {err}: {}", v["value"]["message"]);
+        }
+        v["value"].clone()
+    }
+
+    fn session_path(&self, rest: &str) -> String {
+        format!("/session/{}{rest}", self.session)
+    }
+
+    fn goto(&self, url: &str) {
+        self.call(
+            "POST",
+            &self.session_path("/url"),
+            Some(json!({ "url": url })),
+        );
+    }
+
+    fn eval(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            &self.session_path("/execute/sync"),
+            Some(json!({ "script": script, "args": [] })),
+        )
+    }
+
+    fn screenshot(&self, name: &str) -> std::path::PathBuf {
+        let b64 = self.call("GET", &self.session_path("/screenshot"), None);
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(b64.as_str().expect("base64 string"))
+            .expect("valid base64");
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        let path = artifacts_dir().join(name);
+        std::fs::write(&path, png).expect("write screenshot");
+        path
+    }
+
+    /// Chrome DevTools command through chromedriver.
+    fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.call(
+            "POST",
+            &self.session_path("/goog/cdp/execute"),
+            Some(json!({ "cmd": cmd, "params": params })),
+        )
+    }
+
+    fn console(&self) -> Vec<Value> {
+        let v = self.call(
+            "POST",
+            &self.session_path("/se/log"),
+            Some(json!({ "type": "browser" })),
+        );
+        v.as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let url = format!("{}/session/{}", self.base, self.session);
+            let _ = self.agent.delete(&url).call();
+        }
+    }
+}
+
+const PAGE_STATE: &str = "return window.headroomPage ? { rows: headroomPage.rows(), \
+     charts: headroomPage.charts(), status: headroomPage.status, events: headroomPage.events, \
+     pressure: document.getElementById('pressure').textContent, \
+     eventsText: document.getElementById('events').textContent } : null";
+
+#[test]
+fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let helper = fake_kernel(dir.path(), "browser-test");
+    let helper_pid = helper.0.id();
+    let daemon = Daemon::start(
+        dir.path(),
+        "[daemon]\ninterval = \"250ms\"\nfast_interval = \"250ms\"\n",
+    );
+    let browser = Browser::start();
+    browser.goto(&daemon.url("/"));
+
+    let state = wait_for(
+        Duration::from_secs(40),
+        "the page to show the helper process and draw its charts",
+        || {
+            let s = browser.eval(PAGE_STATE);
+            let listed = s["rows"].as_array()?.iter().any(|r| {
+                r["pid"].as_u64() == Some(u64::from(helper_pid)) && r["workload"] == "jupyter"
+            });
+            let charts = s["charts"].as_object()?;
+            let drawn = ["memory", "swap", "gpu", "pressure"]
+                .iter()
+                .all(|c| charts.get(*c).and_then(|v| v["points"].as_u64()) >= Some(4));
+            let live =
+                s["status"]["stream"] == "live" && s["status"]["samples"].as_u64() >= Some(3);
+            (listed && drawn && live && s["events"]["loaded"] == true).then_some(s)
+        },
+    );
+
+    // The memory chart is a stacked area: a good part of its plot is filled.
+    let inked = state["charts"]["memory"]["inked"].as_f64().unwrap_or(0.0);
+    assert!(inked > 0.05, "memory chart looks empty: {state}");
+    // The header shows the pressure level, the events panel its empty state.
+    let pressure = state["pressure"].as_str().unwrap_or_default();
+    assert!(
+        ["normal", "warn", "critical"]
+            .iter()
+            .any(|l| pressure.contains(l)),
+        "{pressure}"
+    );
+    assert_eq!(state["eventsText"], "no events yet", "{state}");
+
+    let light = browser.screenshot("status-page.png");
+
+    // Sorting by a column header reorders the table: PID ascending.
+    browser.eval("document.querySelector('#procs th[data-key=pid]').click(); return null");
+    let pids: Vec<u64> = browser
+        .eval("return Array.from(document.querySelectorAll('#procs tbody tr')).map(tr => +tr.dataset.pid)")
+        .as_array()
+        .expect("pids")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(pids.len() > 1, "{pids:?}");
+    assert!(pids.windows(2).all(|w| w[0] <= w[1]), "{pids:?}");
+
+    browser.cdp(
+        "Emulation.setEmulatedMedia",
+        json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),
+    );
+    // Charts are rebuilt with the dark colours; give them a sample to draw.
+    std::thread::sleep(Duration::from_millis(800));
+    let bg = browser.eval("return getComputedStyle(document.body).backgroundColor");
+    assert_eq!(bg, "rgb(15, 18, 23)", "dark mode background");
+    let dark = browser.screenshot("status-page-dark.png");
+
+    let errors: Vec<Value> = browser
+        .console()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    eprintln!("screenshots: {} and {}", light.display(), dark.display());
+    drop(helper);
+}

@@ -1,0 +1,220 @@
+//! The real daemon and the real memory hog as child processes whose output
+//! lines arrive on channels, and a sandbox directory with a config and a
+//! journal, for the limits-and-actions tests.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+pub const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
+pub const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
+
+/// A child whose output lines (stdout or stderr) arrive on a channel.
+pub struct Running {
+    pub child: Child,
+    lines: Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+fn forward(stream: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+impl Running {
+    /// The daemon, `headroom ARGS`, with its log (stderr) captured.
+    pub fn daemon(args: &[&str]) -> Self {
+        // A port of its own, so tests can run side by side.
+        let mut child = Command::new(HEADROOM)
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("HEADROOM_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn headroom");
+        let lines = forward(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The hog, started through `link` (a uniquely named link to it, so a
+    /// rule can match exactly this test's hog), with its stdout captured.
+    pub fn hog(link: &Path, args: &[&str]) -> Self {
+        Self::hog_with(link, args, false)
+    }
+
+    /// The hog as the leader of a process group of its own.
+    pub fn hog_in_own_group(link: &Path, args: &[&str]) -> Self {
+        Self::hog_with(link, args, true)
+    }
+
+    fn hog_with(link: &Path, args: &[&str], own_group: bool) -> Self {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new(link);
+        if own_group {
+            command.process_group(0);
+        }
+        let mut child = command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn headroom-hog");
+        let lines = forward(child.stdout.take().expect("stdout"));
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait up to `within` for a line containing `needle`.
+    pub fn wait_line(&mut self, needle: &str, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                self.seen.push(line.clone());
+                if line.contains(needle) {
+                    return Some(line);
+                }
+            }
+        }
+        None
+    }
+
+    /// Like `wait_line`, but a missing line fails the test with the output so far.
+    pub fn expect_line(&mut self, needle: &str) -> String {
+        match self.wait_line(needle, Duration::from_secs(20)) {
+            Some(line) => line,
+            None => panic!(
+                "no line with {needle:?}; output so far:\n{}",
+                self.seen.join("\n")
+            ),
+        }
+    }
+
+    /// Every line that arrives within `within`.
+    pub fn drain(&mut self, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut out = Vec::new();
+        while Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(20)) {
+                self.seen.push(line.clone());
+                out.push(line);
+            }
+        }
+        out
+    }
+
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{name} failed");
+    }
+
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A temporary directory with a uniquely named link to the hog.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    pub hog: PathBuf,
+}
+
+impl Sandbox {
+    pub fn new(tag: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hog = dir.path().join(format!("hog-{tag}"));
+        std::os::unix::fs::symlink(HOG, &hog).expect("link the hog");
+        Self { dir, hog }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A `[rule.match]` argv pattern that matches this sandbox's hog only.
+    pub fn hog_pattern(&self) -> String {
+        regex::escape(&self.hog.display().to_string()).replace('\\', "\\\\")
+    }
+
+    /// Write a config: a fast-sampling `[daemon]` journaling into the
+    /// sandbox, then `rest`.
+    pub fn config(&self, rest: &str) -> PathBuf {
+        let path = self.path("headroom.toml");
+        self.write_config(&path, rest);
+        path
+    }
+
+    pub fn write_config(&self, path: &Path, rest: &str) {
+        let text = format!(
+            "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n\n{rest}",
+            self.path("journal.jsonl").display()
+        );
+        std::fs::write(path, text).expect("write config");
+    }
+
+    /// The journal's events as JSON values.
+    pub fn journal(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.path("journal.jsonl")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+/// Parse `signal SIGINT footprint=123 at_ms=456` from the hog.
+pub fn parse_signal_line(line: &str) -> Option<(String, u64, u64)> {
+    let mut parts = line.split_whitespace();
+    if parts.next()? != "signal" {
+        return None;
+    }
+    let name = parts.next()?.to_string();
+    let footprint = parts.next()?.strip_prefix("footprint=")?.parse().ok()?;
+    let at_ms = parts.next()?.strip_prefix("at_ms=")?.parse().ok()?;
+    Some((name, footprint, at_ms))
+}
