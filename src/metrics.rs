@@ -51,11 +51,41 @@ pub fn registry(state: &State) -> Result<Registry, prometheus::Error> {
         processes(&reg, state, snap)?;
         workloads(&reg, snap)?;
     }
-    // Limit breaches and actions taken (`headroom_limit_breaches_total`,
-    // `headroom_actions_total` by rule, action and outcome) go here, one
-    // function like the ones above, once limits exist; the dashboard's
-    // annotations and the HeadroomActionTaken alert already read them.
+    actions(&reg, state)?;
     Ok(reg)
+}
+
+/// What the rules did: limit crossings by rule, and actions by rule, action
+/// (`SIGINT`, `hook`, `notify`, ...) and outcome (`done`, `dry-run`, `gone`,
+/// `identity-changed`, `refused`, `failed`, `skipped`). Every rule of the
+/// config has its crossing series from the start, at 0.
+fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
+    let crossings = counter(
+        reg,
+        "headroom_limit_breaches_total",
+        "Times a rule's limit started to hold for a process since the daemon started, by rule.",
+        &["rule"],
+    )?;
+    for rule in &state.config.rules {
+        crossings.with_label_values(&[rule.name.as_str()]);
+    }
+    for (rule, n) in &state.actions.crossings {
+        crossings
+            .with_label_values(&[rule.as_str()])
+            .inc_by(*n as f64);
+    }
+    let actions = counter(
+        reg,
+        "headroom_actions_total",
+        "Steps of the rules' ladders since the daemon started, by rule, action and outcome (skipped: not taken, e.g. no handler).",
+        &["rule", "action", "outcome"],
+    )?;
+    for ((rule, action, outcome), n) in &state.actions.actions {
+        actions
+            .with_label_values(&[rule.as_str(), action.as_str(), outcome.as_str()])
+            .inc_by(*n as f64);
+    }
+    Ok(())
 }
 
 fn gauge(reg: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<GaugeVec> {
@@ -743,5 +773,69 @@ mod tests {
         // 8 GiB available + 2 GiB free swap at 1 MiB/s.
         let eta = line(&text, "headroom_process_exhaustion_seconds{").unwrap();
         assert!(eta.ends_with(" 10240"), "{eta}");
+    }
+
+    #[test]
+    fn crossings_and_actions_are_counted_by_rule_action_and_outcome() {
+        use crate::event::{Event, EventKind, Outcome, ProcessRef};
+        let mut state = state_with(vec![snapshot(0, vec![])], 50);
+        let process = ProcessRef {
+            pid: 7,
+            start: 1,
+            name: "python3".into(),
+            user: None,
+            uid: Some(1000),
+            workload: WorkloadKind::Jupyter,
+            footprint: 1,
+            kernel_id: None,
+        };
+        let crossed = EventKind::LimitCrossed {
+            rule: "notebook-runaway".into(),
+            process: process.clone(),
+            detail: String::new(),
+        };
+        let action = |outcome: Outcome| EventKind::Action {
+            rule: "notebook-runaway".into(),
+            process: process.clone(),
+            step: 0,
+            action: "SIGINT".into(),
+            outcome,
+            dry_run: false,
+            detail: String::new(),
+        };
+        for kind in [
+            crossed.clone(),
+            crossed,
+            action(Outcome::Done),
+            action(Outcome::Done),
+            action(Outcome::Gone),
+            EventKind::Skipped {
+                rule: "notebook-runaway".into(),
+                process: process.clone(),
+                step: 1,
+                action: "hook /usr/local/bin/save".into(),
+                reason: "x".into(),
+            },
+        ] {
+            state.add_event(Event {
+                at: Timestamp(1),
+                kind,
+            });
+        }
+        let text = render(&state).unwrap();
+        assert!(
+            text.contains("headroom_limit_breaches_total{rule=\"notebook-runaway\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("headroom_limit_breaches_total{rule=\"pressure-warning\"} 0"));
+        assert!(text.contains(
+            "headroom_actions_total{action=\"SIGINT\",outcome=\"done\",rule=\"notebook-runaway\"} 2"
+        ));
+        assert!(text.contains(
+            "headroom_actions_total{action=\"SIGINT\",outcome=\"gone\",rule=\"notebook-runaway\"} 1"
+        ));
+        assert!(text.contains(
+            "headroom_actions_total{action=\"hook\",outcome=\"skipped\",rule=\"notebook-runaway\"} 1"
+        ));
     }
 }

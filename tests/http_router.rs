@@ -98,7 +98,6 @@ async fn data_endpoints_answer_503_with_a_reason_before_the_first_sample() {
         "/api/v1/processes",
         "/api/v1/processes/1",
         "/api/v1/history",
-        "/api/v1/events",
     ] {
         let a = get(empty(), uri).await;
         assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{uri}");
@@ -232,13 +231,60 @@ async fn history_is_limited_to_the_asked_minutes() {
 }
 
 #[tokio::test]
-async fn events_are_an_empty_list_without_a_journal() {
-    let (state, _) = grown(3);
+async fn events_are_the_recent_journal_entries_with_their_message() {
+    use headroom::event::{Event, EventKind, Outcome, ProcessRef};
+    use headroom::model::WorkloadKind;
+    let (mut state, pid) = grown(3);
+    let process = ProcessRef {
+        pid,
+        start: 1,
+        name: "python3".into(),
+        user: Some("root".into()),
+        uid: Some(0),
+        workload: WorkloadKind::Python,
+        footprint: 900 << 20,
+        kernel_id: None,
+    };
+    state.add_event(Event {
+        at: Timestamp(1_000),
+        kind: EventKind::ConfigReloaded {
+            path: "/etc/headroom.toml".into(),
+            error: None,
+        },
+    });
+    state.add_event(Event {
+        at: Timestamp(1_795_318_740_000),
+        kind: EventKind::Action {
+            rule: "runaway".into(),
+            process,
+            step: 0,
+            action: "SIGINT".into(),
+            outcome: Outcome::Done,
+            dry_run: false,
+            detail: "footprint 900 MiB > 800 MiB".into(),
+        },
+    });
+    // Before the first sample the events are there too.
+    let early = get(empty(), "/api/v1/events").await;
+    assert_eq!(early.status, StatusCode::OK);
+
     let v = get(state, "/api/v1/events?since=2026-01-01T00:00:00Z")
         .await
         .json();
-    assert_eq!(v["events"], serde_json::json!([]));
-    assert_eq!(v["journal"], false);
+    let events = v["events"].as_array().expect("a list");
+    assert_eq!(events.len(), 1, "since filters: {v}");
+    assert_eq!(events[0]["event"], "action");
+    assert_eq!(events[0]["outcome"], "done");
+    let message = events[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("SIGINT") && message.contains("runaway"),
+        "{message}"
+    );
+    assert!(
+        v["journal"]
+            .as_str()
+            .is_some_and(|j| j.ends_with("journal.jsonl"))
+    );
 }
 
 #[tokio::test]

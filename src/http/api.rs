@@ -6,6 +6,7 @@
 //! publish. Parameters are parsed by [`super::query`]; errors are
 //! [`ApiError`]s, JSON with a message.
 
+use crate::policy::RuleStatus;
 use std::time::Duration;
 
 use axum::Json;
@@ -135,8 +136,9 @@ pub struct ProcessRow<'a> {
     pub growth_bytes_per_second: Option<f64>,
     /// When memory and swap run out at that pace; only for growing processes.
     pub time_to_exhaustion_seconds: Option<f64>,
-    // The rules that match the process and their state go here once limits
-    // exist (`rules: Vec<RuleMatch>`).
+    /// The rules that watch the process, with their state (`watching`,
+    /// `near`, `crossed`, `step 1/3`, `done`) and why, from the last sample.
+    pub rules: Vec<RuleStatus>,
 }
 
 fn row<'a>(state: &DaemonState, headroom: u64, p: &'a ProcessSample) -> ProcessRow<'a> {
@@ -150,6 +152,12 @@ fn row<'a>(state: &DaemonState, headroom: u64, p: &'a ProcessSample) -> ProcessR
         time_to_exhaustion_seconds: growth
             .and_then(|g| time_to_exhaustion(headroom, g))
             .map(|d| d.as_secs_f64()),
+        rules: state
+            .rule_statuses
+            .iter()
+            .filter(|r| r.pid == p.id.pid && r.start == p.id.start)
+            .cloned()
+            .collect(),
     }
 }
 
@@ -222,7 +230,6 @@ pub struct ProcessDetail<'a> {
     pub history: Vec<ProcessPoint>,
     /// Largest footprint seen while tracked.
     pub tracked_peak_footprint: Option<u64>,
-    // The rules that match the process, and why, go here once limits exist.
 }
 
 /// `GET /api/v1/processes/{pid}`: one process of the latest sample with its
@@ -296,29 +303,51 @@ pub async fn history(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Res
 /// `GET /api/v1/events`.
 #[derive(Debug, Serialize)]
 pub struct EventsBody {
-    /// Events at or after `since`, oldest first.
+    /// Events at or after `since`, oldest first: each as journaled, plus
+    /// `message`, the line `headroom events` prints for it.
     pub events: Vec<serde_json::Value>,
-    /// Whether this daemon keeps an event journal to read them from.
-    pub journal: bool,
-    pub note: &'static str,
+    /// Where the daemon journals every event; this endpoint serves the most
+    /// recent ones it keeps in memory.
+    pub journal: Option<String>,
+    /// How many recent events the daemon keeps in memory.
+    pub kept: usize,
 }
 
-/// `GET /api/v1/events?since=T`. Events (limits crossed, signals sent,
-/// processes exited, config reloads) come from the journal, which this
-/// version does not keep yet: the parameters are checked and the list is
-/// empty, with `journal: false` saying why.
+/// `GET /api/v1/events?since=T`: limits crossed, signals sent, steps
+/// skipped, processes exited, config reloads, from the daemon's memory of
+/// its recent journal entries (`headroom events` reads the whole journal).
 pub async fn events(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
-    if let Err(e) = query::events(q.as_deref()) {
-        return ApiError::from(e).into_response();
-    }
+    let parsed = match query::events(q.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     let state = current(&shared);
-    if state.snapshot.is_none() {
-        return ApiError::no_sample(&state).into_response();
-    }
+    let events = state
+        .events
+        .iter()
+        .filter(|e| parsed.since.is_none_or(|since| e.at >= since))
+        .map(|e| {
+            let mut v = serde_json::to_value(e).unwrap_or(serde_json::Value::Null);
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert(
+                    "message".into(),
+                    crate::event_line::render(e, "").trim().into(),
+                );
+            }
+            v
+        })
+        .collect();
     Json(EventsBody {
-        events: Vec::new(),
-        journal: false,
-        note: "this version of headroom records no events yet; its log has what the daemon did",
+        events,
+        journal: Some(
+            state
+                .config
+                .daemon
+                .journal_path(crate::act::running_as_root())
+                .display()
+                .to_string(),
+        ),
+        kept: crate::state::RECENT_EVENTS,
     })
     .into_response()
 }
