@@ -254,8 +254,11 @@ fn own_process_footprint_matches_status_and_follows_touched_memory() {
     let before = sampler.sample().unwrap();
     let expected = status_footprint("self");
     let p = before.process(me).expect("this process is sampled");
+    // The kernel's RSS counters are per-CPU and summed approximately (a few
+    // hundred KiB of slack per CPU), which for a process of a few MiB can
+    // exceed 5%: allow that slack too.
     assert!(
-        within(p.footprint, expected, 0.05),
+        within(p.footprint, expected, 0.05) || p.footprint.abs_diff(expected) <= 2 * MIB,
         "footprint {} vs status {expected} ({:?})",
         p.footprint,
         p.detail
