@@ -20,6 +20,8 @@
 //! `[gpu] nvml_library` does. `scripts/gpu-check.sh` runs it on a machine
 //! with an NVIDIA GPU while a process holds 8 GiB on it.
 
+mod common;
+
 #[cfg(target_os = "linux")]
 fn main() {
     linux::main();
@@ -32,9 +34,10 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
+    use crate::common::{cpu_time, env_usize, quantile};
     use std::hint::black_box;
     use std::path::PathBuf;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     use headroom::sample::Sampler;
     use headroom::sample::gpu::nvml::NvmlCollector;
@@ -44,39 +47,6 @@ mod linux {
     /// Calls per timed batch, so the clock's own cost (a system call for
     /// this clock) stays small next to what is measured.
     const BATCH: usize = 10;
-
-    /// CPU time consumed by this process so far, all threads, user + system.
-    fn cpu_time() -> Duration {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec that outlives the call;
-        // CLOCK_PROCESS_CPUTIME_ID is always supported on Linux.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
-        Duration::new(
-            u64::try_from(ts.tv_sec).unwrap_or(0),
-            u32::try_from(ts.tv_nsec).unwrap_or(0),
-        )
-    }
-
-    fn env_usize(name: &str, default: usize) -> usize {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    }
-
-    fn quantile(v: &[f64], q: f64) -> f64 {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((v.len() - 1) as f64 * q).round() as usize;
-        v[i]
-    }
 
     /// CPU and wall µs per call of `f`, one entry per batch of `BATCH` calls.
     fn per_call(rounds: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {

@@ -10,6 +10,9 @@
 //! Run: `cargo bench --bench reaction` (HEADROOM_BENCH_RUNS=N changes the
 //! number of runs, default 7).
 
+mod common;
+
+use common::median;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -146,19 +149,6 @@ fn footprint_of(pid: &str) -> Option<u64> {
     Some((kb("RssAnon:") + kb("RssShmem:") + kb("VmSwap:")) * 1024)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass
     // nothing: only run for real under `cargo bench`.
@@ -204,8 +194,8 @@ fn main() {
     println!();
     println!(
         "median: rate {:.0} MiB/s, overshoot {:.0} MiB, {:.0} ms of growth past the limit (goal ≤ 100 ms)",
-        median(rates),
-        median(overshoots),
-        median(millis)
+        median(&rates),
+        median(&overshoots),
+        median(&millis)
     );
 }

@@ -25,6 +25,8 @@
 //! `HEADROOM_BENCH_ONLY=headroom` (or another row's name) runs just that row,
 //! for profiling it with `perf record`.
 
+mod common;
+
 #[cfg(target_os = "linux")]
 fn main() {
     linux::main();
@@ -37,54 +39,18 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
+    use crate::common::{Children, cpu_time, env_usize, quantile};
     use std::fs::File;
     use std::hint::black_box;
     use std::io::Read;
     use std::os::unix::ffi::OsStrExt;
     use std::path::PathBuf;
-    use std::process::{Child, Command, Stdio};
+    use std::process::{Command, Stdio};
     use std::time::Duration;
 
     use headroom::sample::Sampler;
     use headroom::sample::linux::LinuxSampler;
     use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
-
-    /// Kills and reaps the spawned processes when dropped, panics included.
-    struct Children(Vec<Child>);
-
-    impl Drop for Children {
-        fn drop(&mut self) {
-            for c in &mut self.0 {
-                let _ = c.kill();
-            }
-            for c in &mut self.0 {
-                let _ = c.wait();
-            }
-        }
-    }
-
-    /// CPU time consumed by this process so far, all threads, user + system.
-    fn cpu_time() -> Duration {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec that outlives the call;
-        // CLOCK_PROCESS_CPUTIME_ID is always supported on Linux.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
-        Duration::new(
-            u64::try_from(ts.tv_sec).unwrap_or(0),
-            u32::try_from(ts.tv_nsec).unwrap_or(0),
-        )
-    }
-
-    fn env_usize(name: &str, default: usize) -> usize {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    }
 
     /// Open, read and close `/proc/[pid]/<file>` for every pid listed in
     /// `/proc`, the way the sampler does (one reused path and buffer).
@@ -141,16 +107,6 @@ mod linux {
         fn median(&self) -> f64 {
             quantile(&self.micros, 0.5)
         }
-    }
-
-    fn quantile(v: &[f64], q: f64) -> f64 {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((v.len() - 1) as f64 * q).round() as usize;
-        v[i]
     }
 
     pub fn main() {

@@ -21,64 +21,21 @@
 //! `HEADROOM_BENCH_KERNELS` and `HEADROOM_BENCH_ITERS` override 1000, 50 and
 //! 200.
 
+mod common;
+
 use std::hint::black_box;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, header};
+use common::{Children, cpu_time, env_usize, quantile};
 use headroom::config::Config;
 use headroom::model::Timestamp;
 use headroom::sample::platform_sampler;
 use headroom::state::State;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
-
-/// Kills and reaps the spawned processes when dropped, panics included.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
-    }
-}
-
-/// CPU time consumed by this process so far, all threads, user + system.
-fn cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec that outlives the call;
-    // CLOCK_PROCESS_CPUTIME_ID is supported on every Unix headroom runs on.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
-    Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    )
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
 
 fn spawn(cmd: &mut Command) -> Child {
     cmd.stdin(Stdio::null())

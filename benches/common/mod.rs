@@ -1,0 +1,72 @@
+//! Shared by the benchmarks: CPU time of this process, spawned children that
+//! are always reaped, environment knobs and order statistics.
+
+#![allow(dead_code, reason = "each benchmark uses a different part")]
+
+use std::process::Child;
+use std::time::Duration;
+
+/// Kills and reaps the spawned processes when dropped, panics included.
+pub struct Children(pub Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+        }
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
+
+/// CPU time consumed by this process so far, all threads, user + system.
+pub fn cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec that outlives the call;
+    // CLOCK_PROCESS_CPUTIME_ID is supported on Linux and macOS.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// An integer from the environment, or `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The `q` quantile (0–1, nearest rank) of `v`; NaN when empty.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    v[i]
+}
+
+/// The median of `v` (the mean of the middle two for an even count); NaN
+/// when empty.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
