@@ -4,93 +4,15 @@
 //! one-shot commands and their exit codes, the HTTP server as `run` starts it
 //! and `headroom status` asking it.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+mod support;
+
+use support::hog::Running;
 
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
-
-/// A daemon child whose stderr lines arrive on a channel.
-struct Running {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Running {
-    fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .args(args)
-            // A port of its own: tests run in parallel.
-            .args(["--listen", "127.0.0.1:0"])
-            .env("HEADROOM_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn headroom");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Wait for a log line containing `needle`; panics with the log so far.
-    fn expect_line(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
-                self.seen.push(line.clone());
-                if line.contains(needle) {
-                    return line;
-                }
-            }
-        }
-        panic!(
-            "no log line with {needle:?}; log so far:\n{}",
-            self.seen.join("\n")
-        );
-    }
-
-    fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .args([format!("-{name}"), self.child.id().to_string()])
-            .status()
-            .expect("run kill")
-            .success();
-        assert!(ok, "kill -{name} failed");
-    }
-
-    fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "daemon did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write config");
@@ -98,14 +20,16 @@ fn write(path: &Path, text: &str) {
 
 #[test]
 fn runs_on_the_embedded_default_and_stops_on_sigterm() {
-    let mut d = Running::start(&["run"]);
+    let mut d = Running::daemon(&["run"]);
     d.expect_line("config from the embedded default");
     d.expect_line("first sample:");
     d.signal("HUP");
     d.expect_line("nothing to reload");
     d.signal("TERM");
     d.expect_line("headroom stopped");
-    let status = d.wait_exit();
+    let status = d
+        .wait_exit(Duration::from_secs(10))
+        .expect("the daemon exits");
     assert_eq!(status.code(), Some(0));
 }
 
@@ -118,7 +42,7 @@ fn reloads_on_sighup_and_keeps_the_old_config_when_the_new_one_is_broken() {
         "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\n",
     );
     let cfg_arg = cfg.to_str().expect("utf-8 path");
-    let mut d = Running::start(&["run", "--config", cfg_arg]);
+    let mut d = Running::daemon(&["run", "--config", cfg_arg]);
     d.expect_line("every 100ms");
     d.expect_line("first sample:");
 
@@ -150,17 +74,27 @@ fn reloads_on_sighup_and_keeps_the_old_config_when_the_new_one_is_broken() {
     d.expect_line("sample:");
     d.expect_line("sample:");
     d.signal("TERM");
-    assert_eq!(d.wait_exit().code(), Some(0));
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(10))
+            .expect("the daemon exits")
+            .code(),
+        Some(0)
+    );
 }
 
 #[test]
 fn sigint_stops_the_daemon_cleanly_too() {
-    let mut d = Running::start(&["run", "--log-format", "json"]);
+    let mut d = Running::daemon(&["run", "--log-format", "json"]);
     let line = d.expect_line("first sample:");
     let parsed: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
     assert_eq!(parsed["level"], "INFO");
     d.signal("INT");
-    assert_eq!(d.wait_exit().code(), Some(0));
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(10))
+            .expect("the daemon exits")
+            .code(),
+        Some(0)
+    );
 }
 
 #[test]
@@ -311,7 +245,7 @@ fn status_page_addr(d: &mut Running) -> String {
 
 #[test]
 fn sigterm_stops_the_daemon_while_an_event_stream_is_open() {
-    let mut d = Running::start(&["run"]);
+    let mut d = Running::daemon(&["run"]);
     let addr = status_page_addr(&mut d);
     d.expect_line("first sample:");
     let url = format!("http://{addr}/api/v1/stream");
@@ -323,14 +257,19 @@ fn sigterm_stops_the_daemon_while_an_event_stream_is_open() {
     });
     std::thread::sleep(Duration::from_millis(1500));
     d.signal("TERM");
-    assert_eq!(d.wait_exit().code(), Some(0));
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(10))
+            .expect("the daemon exits")
+            .code(),
+        Some(0)
+    );
     let body = reader.join().expect("reader thread");
     assert!(body.contains("event: sample\ndata: {"), "{body}");
 }
 
 #[test]
 fn the_daemon_says_where_its_status_page_is_and_serves_it() {
-    let mut d = Running::start(&["run"]);
+    let mut d = Running::daemon(&["run"]);
     let addr = status_page_addr(&mut d);
     d.expect_line("first sample:");
     let status = Command::new(BIN)
@@ -346,7 +285,12 @@ fn the_daemon_says_where_its_status_page_is_and_serves_it() {
     assert!(text.starts_with("memory "), "{text}");
     assert!(text.contains("FOOTPRINT"), "{text}");
     d.signal("TERM");
-    assert_eq!(d.wait_exit().code(), Some(0));
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(10))
+            .expect("the daemon exits")
+            .code(),
+        Some(0)
+    );
 }
 
 #[test]
