@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, header};
-use common::{Children, cpu_time, env_usize, quantile};
+use common::{Children, clock_ticks_per_second, cpu_time, env_usize, quantile};
 use headroom::config::Config;
 use headroom::model::Timestamp;
 use headroom::sample::platform_sampler;
@@ -53,9 +53,7 @@ fn process_cpu(pid: u32) -> Option<Duration> {
     let fields: Vec<&str> = after.split_whitespace().collect();
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = u64::try_from(hz).ok().filter(|h| *h > 0)?;
+    let hz = clock_ticks_per_second()?;
     Some(Duration::from_micros((utime + stime) * 1_000_000 / hz))
 }
 

@@ -36,6 +36,14 @@ pub fn cpu_time() -> Duration {
     )
 }
 
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of the CPU
+/// times in `/proc/PID/stat`.
+pub fn clock_ticks_per_second() -> Option<u64> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|h| *h > 0)
+}
+
 /// An integer from the environment, or `default`.
 pub fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
