@@ -62,7 +62,7 @@ say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
 say "cargo test"
-cargo test --locked
+cargo test --locked --no-fail-fast
 
 if [[ $os == Linux ]]; then
   say "macOS type-check (aarch64-apple-darwin, x86_64-apple-darwin)"
