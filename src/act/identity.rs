@@ -20,7 +20,16 @@ use super::portable as platform;
 
 /// The start time of `pid` now; `Ok(None)` if no such process exists.
 pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
-    platform::stat(pid).map(|s| s.map(|s| s.start))
+    // macOS: `PROC_PIDTBSDINFO`, falling back to `kinfo_proc` for another
+    // user's process.
+    #[cfg(target_os = "macos")]
+    {
+        platform::current_start(pid)
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        platform::stat(pid).map(|s| s.map(|s| s.start))
+    }
 }
 
 /// True if `pid` has a handler installed for `signal` (not default, not

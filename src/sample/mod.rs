@@ -64,6 +64,9 @@ pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Samp
     }
     #[cfg(target_os = "macos")]
     {
+        // NVML is Linux-only; the Mac's GPU is read by the sampler itself
+        // through IOKit, which needs no settings.
+        let _ = gpu_settings;
         Box::new(macos::MacSampler::new())
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
