@@ -19,6 +19,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::config::Config;
 use crate::event::EventKind;
+use crate::jupyter::Notebooks;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
 use crate::policy::{Context, Evaluation, PolicyState, evaluate};
@@ -97,6 +98,10 @@ impl Daemon {
 
         self.log_start();
         let mut pipeline = self.start_pipeline();
+        let notebooks = Notebooks::start(
+            &self.tx.borrow().config.jupyter,
+            crate::act::running_as_root(),
+        );
         let ctx = Context {
             self_pid: std::process::id(),
             self_uid: crate::act::effective_uid(),
@@ -125,13 +130,18 @@ impl Daemon {
                 }
                 _ = sigterm.recv() => { info!("SIGTERM received: shutting down"); break; }
                 _ = sigint.recv() => { info!("SIGINT received: shutting down"); break; }
-                _ = sighup.recv() => { self.reload(&pipeline); continue; }
+                _ = sighup.recv() => {
+                    self.reload(&pipeline);
+                    notebooks.configure(&self.tx.borrow().config.jupyter);
+                    continue;
+                }
             }
 
             let started = Instant::now();
             let outcome = self.sample_once().await?;
             let (level, evaluation) = match outcome {
-                Ok(snap) => {
+                Ok(mut snap) => {
+                    notebooks.annotate(&mut snap);
                     tracker.observe(&snap);
                     let level = snap.pressure.level;
                     self.tx.send_modify(|s| s.publish(snap));

@@ -27,6 +27,9 @@ pub struct ProcessRef {
     pub workload: WorkloadKind,
     pub footprint: u64,
     pub kernel_id: Option<String>,
+    /// The notebook the kernel runs, where its Jupyter server said.
+    #[serde(default)]
+    pub notebook: Option<String>,
 }
 
 impl ProcessRef {
@@ -40,6 +43,7 @@ impl ProcessRef {
             workload: p.workload.kind,
             footprint: p.footprint,
             kernel_id: p.workload.kernel_id.clone(),
+            notebook: p.workload.notebook.clone(),
         }
     }
 
@@ -195,6 +199,7 @@ mod tests {
                     workload: WorkloadKind::Jupyter,
                     footprint: 10,
                     kernel_id: None,
+                    notebook: None,
                 },
                 step: 0,
                 action: "SIGINT".into(),

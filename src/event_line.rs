@@ -84,20 +84,32 @@ pub fn render(event: &Event, time: &str) -> String {
     format!("{time}  {body}")
 }
 
-/// `python3 (pid 48113, jupyter kernel 3f2a…)`
+/// `train.ipynb (kernel 3f2a…, pid 48113)` for a kernel whose notebook is
+/// known, `python3 (pid 48113, jupyter kernel 3f2a…)` for one whose is not,
+/// `python3 (pid 48113)` for any other process.
 pub fn process_label(p: &ProcessRef) -> String {
-    match p.kernel_id.as_deref() {
-        Some(kernel) => {
-            let short: String = kernel.chars().take(4).collect();
-            let more = if kernel.chars().count() > 4 {
-                "…"
-            } else {
-                ""
-            };
-            format!("{} (pid {}, jupyter kernel {short}{more})", p.name, p.pid)
+    match (p.notebook.as_deref(), p.kernel_id.as_deref()) {
+        (Some(notebook), Some(kernel)) => {
+            format!("{notebook} (kernel {}, pid {})", short_id(kernel), p.pid)
         }
-        None => format!("{} (pid {})", p.name, p.pid),
+        (Some(notebook), None) => format!("{notebook} (pid {})", p.pid),
+        (None, Some(kernel)) => format!(
+            "{} (pid {}, jupyter kernel {})",
+            p.name,
+            p.pid,
+            short_id(kernel)
+        ),
+        (None, None) => format!("{} (pid {})", p.name, p.pid),
     }
+}
+
+/// The first 4 characters of a kernel id, and `…` if there are more.
+fn short_id(kernel: &str) -> String {
+    let mut short: String = kernel.chars().take(4).collect();
+    if kernel.chars().count() > 4 {
+        short.push('…');
+    }
+    short
 }
 
 /// `done`, `dry-run`, `failed: exit status 3`, ...
@@ -123,6 +135,7 @@ mod tests {
             workload: WorkloadKind::Jupyter,
             footprint: 9_771_050_598,
             kernel_id: Some("3f2a0b1c-aaaa".into()),
+            notebook: None,
         }
     }
 
@@ -181,6 +194,18 @@ mod tests {
         assert_eq!(
             process_label(&p),
             "python3 (pid 48113, jupyter kernel 3f2a)"
+        );
+    }
+
+    #[test]
+    fn a_kernel_with_a_known_notebook_is_named_by_it() {
+        let p = ProcessRef {
+            notebook: Some("work/train.ipynb".into()),
+            ..kernel()
+        };
+        assert_eq!(
+            process_label(&p),
+            "work/train.ipynb (kernel 3f2a…, pid 48113)"
         );
     }
 

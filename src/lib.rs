@@ -17,6 +17,7 @@ pub mod event_line;
 pub mod history;
 pub mod http;
 pub mod journal;
+pub mod jupyter;
 pub mod local_time;
 pub mod logging;
 pub mod metrics;

@@ -433,7 +433,8 @@ fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Resu
         "ML processes left without their own series because of http.max_process_series.",
         ml_count.saturating_sub(shown.len()) as f64,
     )?;
-    let labels = ["pid", "name", "workload"];
+    // `notebook`: the Jupyter notebook a kernel runs, empty for other processes.
+    let labels = ["pid", "name", "workload", "notebook"];
     let footprint = gauge(
         reg,
         "headroom_process_footprint_bytes",
@@ -473,7 +474,13 @@ fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Resu
     let headroom = exhaustion_headroom(snap);
     for p in shown {
         let pid = p.id.pid.to_string();
-        let l = [pid.as_str(), p.name.as_str(), p.workload.kind.as_str()];
+        let notebook = p.workload.notebook.as_deref().unwrap_or("");
+        let l = [
+            pid.as_str(),
+            p.name.as_str(),
+            p.workload.kind.as_str(),
+            notebook,
+        ];
         footprint.with_label_values(&l).set(p.footprint as f64);
         resident.with_label_values(&l).set(p.resident as f64);
         if let Some(v) = p.swapped {
@@ -748,13 +755,27 @@ mod tests {
         assert_eq!(
             series,
             [
-                "headroom_process_footprint_bytes{name=\"p11\",pid=\"11\",workload=\"pytorch\"} 300",
-                "headroom_process_footprint_bytes{name=\"p12\",pid=\"12\",workload=\"jax\"} 200",
+                "headroom_process_footprint_bytes{name=\"p11\",notebook=\"\",pid=\"11\",workload=\"pytorch\"} 300",
+                "headroom_process_footprint_bytes{name=\"p12\",notebook=\"\",pid=\"12\",workload=\"jax\"} 200",
             ]
         );
         assert!(text.contains("headroom_process_series_omitted 1"));
         assert!(text.contains("headroom_workload_footprint_bytes{workload=\"other\"} 900"));
         assert!(text.contains("headroom_workload_processes{workload=\"mlx\"} 0"));
+    }
+
+    #[test]
+    fn a_kernel_series_carries_its_notebook() {
+        let mut kernel = process(10, 100, WorkloadKind::Jupyter);
+        kernel.workload.kernel_id = Some("3f2a".into());
+        kernel.workload.notebook = Some("work/train.ipynb".into());
+        let text = render(&state_with(vec![snapshot(0, vec![kernel])], 5)).unwrap();
+        assert!(
+            text.contains(
+                "headroom_process_footprint_bytes{name=\"p10\",notebook=\"work/train.ipynb\",pid=\"10\",workload=\"jupyter\"} 100"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -788,6 +809,7 @@ mod tests {
             workload: WorkloadKind::Jupyter,
             footprint: 1,
             kernel_id: None,
+            notebook: None,
         };
         let crossed = EventKind::LimitCrossed {
             rule: "notebook-runaway".into(),

@@ -123,6 +123,7 @@ fn process(pid: u32) -> ProcessRef {
         workload: WorkloadKind::Other,
         footprint: 4 << 20,
         kernel_id: None,
+        notebook: None,
     }
 }
 
