@@ -51,6 +51,7 @@
 //! anything else as unreadable. Identities no longer listed are forgotten.
 
 pub mod doctor;
+pub mod kmsg;
 mod proc_reader;
 pub mod procfs;
 mod sys;
