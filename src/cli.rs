@@ -15,7 +15,7 @@ use crate::daemon::{Daemon, RunOptions};
 use crate::model::Snapshot;
 use crate::report::{TableOptions, render_snapshot};
 use crate::sample::replay::{ReplaySampler, TraceWriter};
-use crate::sample::{PressureEvents, Sampler, platform_sampler};
+use crate::sample::{ExitCauses, PressureEvents, Sampler, exit_causes, platform_sampler};
 use crate::service::{Manager, Scope};
 
 #[derive(Debug, Parser)]
@@ -493,7 +493,17 @@ fn run_daemon(
             config_path,
             force_dry_run,
         };
-        let daemon = Daemon::new(opts, sampler, events);
+        let causes = if replay.is_some() {
+            ExitCauses::none("a replayed trace holds no record of how its processes ended")
+        } else {
+            let (causes, note) = exit_causes();
+            match note {
+                Ok(what) => tracing::info!("post-mortems: {what}"),
+                Err(why) => tracing::info!("post-mortems: {why}"),
+            }
+            causes
+        };
+        let daemon = Daemon::new(opts, sampler, events).with_exit_causes(causes);
         let server = match listener {
             Some(listener) => {
                 let server = crate::http::Server::start(listener, daemon.subscribe())

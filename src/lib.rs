@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod policy;
+pub mod postmortem;
 pub mod report;
 pub mod sample;
 pub mod service;

@@ -1,10 +1,13 @@
-//! What the OS records when it kills a process for want of memory, read
-//! cheaply enough to poll after every sample.
+//! What the OS records about how a process ended, read cheaply enough to
+//! poll after every sample: kills for want of memory, and exit statuses.
 //!
 //! - Linux: the OOM killer's lines in the kernel log, `/dev/kmsg`
 //!   ([`super::linux::kmsg`]). Needs root or `CAP_SYSLOG` where
 //!   `kernel.dmesg_restrict = 1`; without it, OOM kills go unseen and the
-//!   daemon says so once at start.
+//!   daemon says so once at start. And the exit status a zombie keeps in
+//!   `/proc/[pid]/stat` until its parent reaps it ([`super::linux::zombie`]),
+//!   read only for the processes the caller suspects (listed, but with no
+//!   memory left).
 //! - macOS: nothing. Jetsam (macOS's memory killer) tells no other process
 //!   why one ended. `proc_pidinfo` and `proc_pid_rusage` fail once a process
 //!   is gone, `kern.memorystatus` sysctls describe the living, and the kill is
@@ -16,12 +19,13 @@
 //!
 //! [`ExitCauses`] is the one platform-neutral handle: [`exit_causes`] opens
 //! this OS's source, [`ExitCauses::poll`] returns the kills recorded since
-//! the last poll, and [`ExitCauses::silence`] says what the absence of a
-//! record means here, for a post-mortem that found none.
+//! the last poll and the exit statuses of the suspects, and
+//! [`ExitCauses::silence`] says what the absence of a record means here, for
+//! a post-mortem that found none.
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Timestamp;
+use crate::model::{ProcessId, Timestamp};
 
 /// Which part of the OS killed a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +58,47 @@ pub struct MemoryKill {
     pub read_at: Timestamp,
 }
 
-/// This OS's record of memory kills; see the module documentation.
+/// How a process ended, as `waitpid` would have told its parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it (`SIGKILL`, `SIGSEGV`, …).
+    Signal { name: String, core_dumped: bool },
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Code(code) => write!(f, "exited with status {code}"),
+            ExitStatus::Signal { name, core_dumped } => write!(
+                f,
+                "killed by {name}{}",
+                if *core_dumped { " (core dumped)" } else { "" }
+            ),
+        }
+    }
+}
+
+/// A suspect found dead, with its exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub id: ProcessId,
+    pub status: ExitStatus,
+    /// Where the status was read (`/proc/4242/stat`).
+    pub source: String,
+}
+
+/// What one poll learned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Memory kills recorded since the last poll.
+    pub kills: Vec<MemoryKill>,
+    /// Suspects found dead, awaiting their parent.
+    pub ended: Vec<Ended>,
+}
+
+/// This OS's record of how processes end; see the module documentation.
 pub struct ExitCauses {
     #[cfg(target_os = "linux")]
     kmsg: Option<Kmsg>,
@@ -158,14 +202,25 @@ impl ExitCauses {
         &self.silence
     }
 
-    /// The kills recorded since the last poll; `now` stamps them as read.
-    /// Never blocks; a failing read is counted and logged, never fatal.
-    pub fn poll(&mut self, now: Timestamp) -> Vec<MemoryKill> {
+    /// The kills recorded since the last poll (`now` stamps them as read),
+    /// and which of `suspects` (processes listed with no memory left) are
+    /// dead and how they ended. Never blocks; a failing read is counted and
+    /// logged, never fatal.
+    pub fn poll(&mut self, now: Timestamp, suspects: &[ProcessId]) -> Observed {
         #[cfg(target_os = "linux")]
-        if let Some(kmsg) = self.kmsg.as_mut() {
-            return kmsg.poll(now);
+        {
+            let kills = self.kmsg.as_mut().map(|k| k.poll(now)).unwrap_or_default();
+            let ended = if suspects.is_empty() {
+                Vec::new()
+            } else {
+                super::linux::zombie::read_ended(std::path::Path::new("/proc"), suspects)
+            };
+            Observed { kills, ended }
         }
-        let _ = now;
-        Vec::new()
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (now, suspects);
+            Observed::default()
+        }
     }
 }

@@ -19,7 +19,7 @@ pub mod macos;
 pub mod psi_trigger;
 pub mod replay;
 
-pub use exit_causes::{ExitCauses, Killer, MemoryKill, exit_causes};
+pub use exit_causes::{Ended, ExitCauses, ExitStatus, Killer, MemoryKill, Observed, exit_causes};
 
 /// Why a whole sample failed. Per-process failures never get here: they are
 /// counted in [`crate::model::CollectorErrors`].

@@ -55,6 +55,7 @@ pub mod kmsg;
 mod proc_reader;
 pub mod procfs;
 mod sys;
+pub mod zombie;
 
 use std::collections::HashMap;
 use std::fs::File;
