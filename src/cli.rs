@@ -609,9 +609,13 @@ fn snapshot(config_path: Option<PathBuf>, json: bool, opts: TableOptions) -> Res
         None => Config::embedded_default(),
     };
     let mut sampler = platform_sampler(&config.gpu);
-    let snap = sampler
+    let mut snap = sampler
         .sample()
         .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;
+    let running_as_root = crate::act::running_as_root();
+    for problem in crate::jupyter::annotate_once(&config.jupyter, running_as_root, &mut snap) {
+        tracing::warn!("{problem}");
+    }
     let text = if json {
         let mut s = serde_json::to_string_pretty(&snap)
             .map_err(|e| CliError::Runtime(format!("cannot encode the snapshot: {e}")))?;

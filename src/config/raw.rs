@@ -74,6 +74,7 @@ pub(crate) struct RawMatch {
     pub(crate) argv: Option<Spanned<String>>,
     pub(crate) user: Option<Spanned<String>>,
     pub(crate) exe: Option<Spanned<String>>,
+    pub(crate) notebook: Option<Spanned<String>>,
 }
 
 /// `[rule.when]`: machine-wide conditions gating a rule.

@@ -375,6 +375,22 @@ impl Notebooks {
     }
 }
 
+/// Name the notebooks of `snap`'s kernels with one lookup made now, for a
+/// one-shot command (`headroom snapshot`); blocks for the servers' answers
+/// (at most [`sessions::TIMEOUT`] each). Returns the problems met, to show.
+pub fn annotate_once(config: &JupyterConfig, as_root: bool, snap: &mut Snapshot) -> Vec<String> {
+    let has_kernels = snap
+        .processes
+        .iter()
+        .any(|p| p.workload.kernel_id.is_some());
+    if !config.enabled || !has_kernels {
+        return Vec::new();
+    }
+    let (found, problems) = look_up(&settings(config, as_root).dirs(), sessions::TIMEOUT);
+    apply(&found, snap);
+    ProblemLog::default().news(problems)
+}
+
 fn settings(config: &JupyterConfig, as_root: bool) -> Settings {
     Settings {
         enabled: config.enabled,
