@@ -86,7 +86,8 @@ pub enum Command {
     },
     /// Print this machine's memory state and its largest processes.
     Snapshot {
-        /// TOML config file; its `[gpu]` section says how GPUs are read.
+        /// TOML config file; its `[gpu]` section says how GPUs are read, its
+        /// `[jupyter]` section where Jupyter servers are found.
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Print the full snapshot as JSON instead of a table.
