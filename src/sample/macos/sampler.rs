@@ -406,6 +406,8 @@ impl Sampler for MacSampler {
             gpus,
             processes,
             errors,
+            collectors: Vec::new(),
+            notes: Vec::new(),
         })
     }
 }
