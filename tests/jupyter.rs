@@ -121,6 +121,17 @@ impl Jupyter {
             }
             None
         });
+        // The runtime file can be written a moment before the server
+        // accepts connections: wait for it to answer.
+        let status = format!("{}api/status", jupyter.url);
+        wait_for("the server to answer", Duration::from_secs(60), || {
+            Self::agent()
+                .get(&status)
+                .header("Authorization", &format!("token {}", jupyter.token))
+                .call()
+                .ok()
+                .filter(|r| r.status().as_u16() == 200)
+        });
         jupyter
     }
 
@@ -429,7 +440,7 @@ fn a_kernel_killed_from_outside_gets_a_postmortem_with_an_unknown_cause() {
     let notebook = "analysis/eval.ipynb";
     let (kernel_id, pid) = jupyter.open_notebook(notebook);
     let sandbox = tempfile::tempdir().unwrap();
-    let daemon = start_daemon(sandbox.path(), &jupyter, "");
+    let daemon = start_daemon(sandbox.path(), &jupyter, "[postmortem]\nnotify = true\n");
     let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
 
     let held = cells.run(
@@ -470,10 +481,31 @@ fn a_kernel_killed_from_outside_gets_a_postmortem_with_an_unknown_cause() {
     );
     assert!(ended["headroom_action"].is_null(), "{ended}");
 
+    // The notification step fired (shown, or failed for want of a desktop
+    // session on a headless machine: either way an action of its own).
+    let notified = wait_for(
+        "the post-mortem's notification",
+        Duration::from_secs(20),
+        || {
+            journal(sandbox.path()).into_iter().find(|e| {
+                e["event"] == "action"
+                    && e["rule"] == "postmortem"
+                    && e["action"] == "notify"
+                    && e["process"]["pid"] == pid
+            })
+        },
+    );
+    assert!(
+        notified["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(notebook) && d.contains("cause unknown")),
+        "{notified}"
+    );
+
     let lines = headroom_events(sandbox.path());
     let line = lines
         .lines()
-        .find(|l| l.contains("post-mortem"))
+        .find(|l| l.contains("post-mortem") && l.contains(&format!("pid {pid})")))
         .unwrap_or_else(|| panic!("{lines}"));
     assert!(
         line.contains(&format!(
