@@ -19,6 +19,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 
+use crate::event::ExitCauseKind;
 use crate::history::{GROWTH_WINDOW, exhaustion_headroom, time_to_exhaustion};
 use crate::model::{PressureLevel, ProcessSample, Snapshot, WorkloadKind};
 use crate::state::{DurationHistogram, State};
@@ -84,6 +85,24 @@ fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
         actions
             .with_label_values(&[rule.as_str(), action.as_str(), outcome.as_str()])
             .inc_by(*n as f64);
+    }
+    let exits = counter(
+        reg,
+        "headroom_process_exits_total",
+        "Watched processes that ended since the daemon started, by the cause their post-mortem found (oom-killer, signal-by-headroom, jetsam, exited, unknown).",
+        &["cause"],
+    )?;
+    for kind in [
+        ExitCauseKind::OomKiller,
+        ExitCauseKind::SignalByHeadroom,
+        ExitCauseKind::Jetsam,
+        ExitCauseKind::Exited,
+        ExitCauseKind::Unknown,
+    ] {
+        exits.with_label_values(&[kind.as_str()]);
+    }
+    for (cause, n) in &state.actions.exits {
+        exits.with_label_values(&[cause.as_str()]).inc_by(*n as f64);
     }
     Ok(())
 }
@@ -859,5 +878,40 @@ mod tests {
         assert!(text.contains(
             "headroom_actions_total{action=\"hook\",outcome=\"skipped\",rule=\"notebook-runaway\"} 1"
         ));
+    }
+
+    #[test]
+    fn post_mortems_are_counted_by_cause() {
+        use crate::event::{Event, EventKind, ExitCause, ExitCauseKind, ProcessRef};
+        let mut state = state_with(vec![snapshot(0, vec![])], 50);
+        let ended = |kind| EventKind::Exited {
+            process: ProcessRef::of(&process(7, 1, WorkloadKind::Jupyter)),
+            last_action: None,
+            peak_footprint: 1,
+            last_growth_bytes_per_second: None,
+            headroom_action: None,
+            cause: Some(ExitCause {
+                kind,
+                how: String::new(),
+                detail: None,
+            }),
+        };
+        for kind in [
+            ExitCauseKind::OomKiller,
+            ExitCauseKind::OomKiller,
+            ExitCauseKind::Unknown,
+        ] {
+            state.add_event(Event {
+                at: Timestamp(1),
+                kind: ended(kind),
+            });
+        }
+        let text = render(&state).unwrap();
+        assert!(
+            text.contains("headroom_process_exits_total{cause=\"oom-killer\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("headroom_process_exits_total{cause=\"unknown\"} 1"));
+        assert!(text.contains("headroom_process_exits_total{cause=\"signal-by-headroom\"} 0"));
     }
 }
