@@ -106,6 +106,7 @@ fn process(pid: u32) -> ProcessRef {
         workload: WorkloadKind::Other,
         footprint: 1 << 20,
         kernel_id: None,
+        notebook: None,
     }
 }
 

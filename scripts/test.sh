@@ -42,6 +42,21 @@ install_debian_packages() {
   apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 }
 
+# The notebook tests (tests/jupyter.rs) run a real Jupyter server and kernel
+# from a virtual environment that scripts/jupyter-venv.sh fills from PyPI;
+# Debian's python3 needs python3-venv for `python3 -m venv`.
+install_python_venv() {
+  python3 -c 'import ensurepip, venv' 2>/dev/null && return 0
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "test.sh: python3 with the venv module is missing; install it (e.g. sudo apt-get install python3 python3-venv)" >&2
+    exit 2
+  fi
+  say "installing python3 python3-venv"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null
+}
+
 ensure_rust_components() {
   if command -v rustup >/dev/null; then
     rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
@@ -53,6 +68,9 @@ os=$(uname -s)
 ensure_rust_components
 if [[ $os == Linux ]]; then
   install_debian_packages
+  install_python_venv
+  say "Jupyter virtual environment for the notebook tests"
+  scripts/jupyter-venv.sh
 fi
 
 say "cargo fmt --check"

@@ -15,7 +15,7 @@ use crate::daemon::{Daemon, RunOptions};
 use crate::model::Snapshot;
 use crate::report::{TableOptions, render_snapshot};
 use crate::sample::replay::{ReplaySampler, TraceWriter};
-use crate::sample::{PressureEvents, Sampler, platform_sampler};
+use crate::sample::{ExitCauses, PressureEvents, Sampler, exit_causes, platform_sampler};
 use crate::service::{Manager, Scope};
 
 #[derive(Debug, Parser)]
@@ -86,7 +86,8 @@ pub enum Command {
     },
     /// Print this machine's memory state and its largest processes.
     Snapshot {
-        /// TOML config file; its `[gpu]` section says how GPUs are read.
+        /// TOML config file; its `[gpu]` section says how GPUs are read, its
+        /// `[jupyter]` section where Jupyter servers are found.
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Print the full snapshot as JSON instead of a table.
@@ -493,7 +494,17 @@ fn run_daemon(
             config_path,
             force_dry_run,
         };
-        let daemon = Daemon::new(opts, sampler, events);
+        let causes = if replay.is_some() {
+            ExitCauses::none("a replayed trace holds no record of how its processes ended")
+        } else {
+            let (causes, note) = exit_causes();
+            match note {
+                Ok(what) => tracing::info!("post-mortems: {what}"),
+                Err(why) => tracing::info!("post-mortems: {why}"),
+            }
+            causes
+        };
+        let daemon = Daemon::new(opts, sampler, events).with_exit_causes(causes);
         let server = match listener {
             Some(listener) => {
                 let server = crate::http::Server::start(listener, daemon.subscribe())
@@ -599,9 +610,13 @@ fn snapshot(config_path: Option<PathBuf>, json: bool, opts: TableOptions) -> Res
         None => Config::embedded_default(),
     };
     let mut sampler = platform_sampler(&config.gpu);
-    let snap = sampler
+    let mut snap = sampler
         .sample()
         .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;
+    let running_as_root = crate::act::running_as_root();
+    for problem in crate::jupyter::annotate_once(&config.jupyter, running_as_root, &mut snap) {
+        tracing::warn!("{problem}");
+    }
     let text = if json {
         let mut s = serde_json::to_string_pretty(&snap)
             .map_err(|e| CliError::Runtime(format!("cannot encode the snapshot: {e}")))?;

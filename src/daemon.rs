@@ -19,11 +19,13 @@ use tracing::{debug, error, info, warn};
 
 use crate::config::Config;
 use crate::event::EventKind;
+use crate::jupyter::Notebooks;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
-use crate::policy::{Context, Evaluation, PolicyState, evaluate};
+use crate::policy::{Action, Context, Decision, Evaluation, PolicyState, evaluate};
+use crate::postmortem::PostMortems;
 use crate::report::format_bytes;
-use crate::sample::{PressureEvents, SampleError, Sampler};
+use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::State;
 
 /// How long the loop stays at the fast interval after an OS pressure event.
@@ -60,6 +62,10 @@ pub struct Daemon {
     sampler: Option<Box<dyn Sampler>>,
     events: PressureEvents,
     tx: watch::Sender<State>,
+    /// The OS's record of how processes end, read after each sample.
+    exit_causes: Option<ExitCauses>,
+    /// What the absence of such a record means, for post-mortems.
+    silence: String,
 }
 
 impl Daemon {
@@ -73,12 +79,23 @@ impl Daemon {
             Timestamp::now(),
         );
         let (tx, _rx) = watch::channel(state);
+        let silence = "this daemon reads no record of how processes end";
         Self {
             opts,
             sampler: Some(sampler),
             events,
             tx,
+            exit_causes: Some(ExitCauses::none(silence)),
+            silence: silence.to_string(),
         }
+    }
+
+    /// Read `causes` after each sample for post-mortems (the default reads
+    /// nothing: tests and replayed traces).
+    pub fn with_exit_causes(mut self, causes: ExitCauses) -> Self {
+        self.silence = causes.silence().to_string();
+        self.exit_causes = Some(causes);
+        self
     }
 
     /// A receiver of the published state (for the HTTP server and tests).
@@ -97,12 +114,17 @@ impl Daemon {
 
         self.log_start();
         let mut pipeline = self.start_pipeline();
+        let notebooks = Notebooks::start(
+            &self.tx.borrow().config.jupyter,
+            crate::act::running_as_root(),
+        );
         let ctx = Context {
             self_pid: std::process::id(),
             self_uid: crate::act::effective_uid(),
         };
         let mut policy = PolicyState::default();
         let mut tracker = Tracker::default();
+        let mut postmortems = PostMortems::default();
         let mut next_tick = Instant::now();
         let mut fast_until: Option<Instant> = None;
 
@@ -120,22 +142,29 @@ impl Daemon {
                     }
                 }
                 Some(event) = pipeline.journaled.recv() => {
+                    postmortems.note_event(&event);
                     self.tx.send_modify(|s| s.add_event(event));
                     continue;
                 }
                 _ = sigterm.recv() => { info!("SIGTERM received: shutting down"); break; }
                 _ = sigint.recv() => { info!("SIGINT received: shutting down"); break; }
-                _ = sighup.recv() => { self.reload(&pipeline); continue; }
+                _ = sighup.recv() => {
+                    self.reload(&pipeline);
+                    notebooks.configure(&self.tx.borrow().config.jupyter);
+                    continue;
+                }
             }
 
             let started = Instant::now();
-            let outcome = self.sample_once().await?;
+            let outcome = self.sample_once(postmortems.tracked()).await?;
             let (level, evaluation) = match outcome {
-                Ok(snap) => {
+                Ok((mut snap, observed)) => {
+                    notebooks.annotate(&mut snap);
                     tracker.observe(&snap);
                     let level = snap.pressure.level;
                     self.tx.send_modify(|s| s.publish(snap));
-                    let evaluation = self.decide(&mut policy, ctx, &pipeline);
+                    let evaluation = self.decide(&mut policy, ctx, &pipeline, &mut postmortems);
+                    self.report_ends(&mut postmortems, observed, &pipeline);
                     (Some(level), evaluation)
                 }
                 Err(e) => {
@@ -219,7 +248,13 @@ impl Daemon {
 
     /// Run the policy on the latest snapshot; journal its events and hand
     /// its decisions to the actuator.
-    fn decide(&self, policy: &mut PolicyState, ctx: Context, pipeline: &Pipeline) -> Evaluation {
+    fn decide(
+        &self,
+        policy: &mut PolicyState,
+        ctx: Context,
+        pipeline: &Pipeline,
+        postmortems: &mut PostMortems,
+    ) -> Evaluation {
         let evaluation = {
             let state = self.tx.borrow();
             let Some(snap) = state.snapshot.clone() else {
@@ -245,6 +280,7 @@ impl Daemon {
             pipeline.record_at(at, kind.clone());
         }
         for d in &evaluation.decisions {
+            postmortems.note_decision(d, at);
             pipeline.act(d.clone());
         }
         let statuses = std::sync::Arc::new(evaluation.statuses.clone());
@@ -252,19 +288,66 @@ impl Daemon {
         evaluation
     }
 
-    /// One sample on the blocking pool.
-    async fn sample_once(&mut self) -> Result<Result<Snapshot, SampleError>, DaemonError> {
+    /// Journal the post-mortems of the watched processes that ended (and
+    /// notify, where `[postmortem] notify` asks for it).
+    fn report_ends(&self, postmortems: &mut PostMortems, observed: Observed, pipeline: &Pipeline) {
+        let (ended, notify, dry_run) = {
+            let state = self.tx.borrow();
+            let Some(snap) = state.snapshot.clone() else {
+                return;
+            };
+            (
+                postmortems.observe(&snap, &state.history, observed, &self.silence),
+                state.config.postmortem.notify,
+                state.config.daemon.dry_run,
+            )
+        };
+        for event in ended {
+            let sentence = crate::event_line::postmortem(&event).unwrap_or_default();
+            if let EventKind::Exited { process, .. } = &event.kind {
+                info!(pid = process.pid, "{sentence}");
+                if notify {
+                    pipeline.act(Decision {
+                        rule: "postmortem".to_string(),
+                        process: process.clone(),
+                        step: 0,
+                        action: Action::Notify,
+                        dry_run,
+                        limit: String::new(),
+                        reason: sentence,
+                    });
+                }
+            }
+            pipeline.record_at(event.at, event.kind);
+        }
+    }
+
+    /// One sample on the blocking pool, then what the OS recorded about the
+    /// ends of the `tracked` processes (see [`PostMortems::suspects`]).
+    async fn sample_once(
+        &mut self,
+        tracked: HashSet<ProcessId>,
+    ) -> Result<Result<(Snapshot, Observed), SampleError>, DaemonError> {
         let Some(mut sampler) = self.sampler.take() else {
             return Err(DaemonError::SamplerCrashed("no sampler".into()));
         };
+        let mut causes = self.exit_causes.take();
         let joined = tokio::task::spawn_blocking(move || {
-            let result = sampler.sample();
-            (sampler, result)
+            let result = sampler.sample().map(|snap| {
+                let suspects = PostMortems::suspects(&tracked, &snap);
+                let observed = causes
+                    .as_mut()
+                    .map(|c| c.poll(snap.taken_at, &suspects))
+                    .unwrap_or_default();
+                (snap, observed)
+            });
+            (sampler, causes, result)
         })
         .await;
         match joined {
-            Ok((sampler, result)) => {
+            Ok((sampler, causes, result)) => {
                 self.sampler = Some(sampler);
+                self.exit_causes = causes;
                 Ok(result)
             }
             Err(e) => Err(DaemonError::SamplerCrashed(e.to_string())),
@@ -425,9 +508,6 @@ impl Tracker {
                 );
             }
         }
-        for gone in self.ml.difference(&seen) {
-            info!(pid = gone.pid, "ML process {} exited", gone.pid);
-        }
         self.ml = seen;
     }
 
@@ -460,21 +540,6 @@ fn log_policy_event(kind: &EventKind) {
             "rule {rule}: {} (pid {}) is back below its limit",
             process.name,
             process.pid
-        ),
-        EventKind::Exited {
-            process,
-            last_action,
-            peak_footprint,
-        } => info!(
-            pid = process.pid,
-            "{} (pid {}) exited; peak footprint {}{}",
-            process.name,
-            process.pid,
-            format_bytes(*peak_footprint),
-            last_action
-                .as_ref()
-                .map(|a| format!(", after {a}"))
-                .unwrap_or_default()
         ),
         _ => {}
     }

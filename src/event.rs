@@ -27,6 +27,9 @@ pub struct ProcessRef {
     pub workload: WorkloadKind,
     pub footprint: u64,
     pub kernel_id: Option<String>,
+    /// The notebook the kernel runs, where its Jupyter server said.
+    #[serde(default)]
+    pub notebook: Option<String>,
 }
 
 impl ProcessRef {
@@ -40,6 +43,7 @@ impl ProcessRef {
             workload: p.workload.kind,
             footprint: p.footprint,
             kernel_id: p.workload.kernel_id.clone(),
+            notebook: p.workload.notebook.clone(),
         }
     }
 
@@ -101,13 +105,28 @@ pub enum EventKind {
         action: String,
         reason: String,
     },
-    /// A process headroom had acted on has exited.
+    /// A watched process (an ML workload, or one headroom acted on) has
+    /// ended: its post-mortem. `at` is when headroom found it dead or gone,
+    /// within one sampling interval of its end.
     Exited {
+        /// As last seen alive: `footprint` is its last footprint.
         process: ProcessRef,
-        /// The last action headroom took on it, if any.
+        /// The label of the last action headroom carried out on it, if any.
         last_action: Option<String>,
-        /// Peak footprint seen.
+        /// The largest footprint seen: the OS's lifetime maximum where it
+        /// keeps one (macOS `ri_lifetime_max_phys_footprint`), else the
+        /// largest headroom sampled.
         peak_footprint: u64,
+        /// How fast its footprint grew over its last 30 s, bytes per second.
+        #[serde(default)]
+        last_growth_bytes_per_second: Option<f64>,
+        /// The last action headroom carried out on it, in full.
+        #[serde(default)]
+        headroom_action: Option<ActionTaken>,
+        /// Why it ended, and how that was learned. Absent in journals
+        /// written before post-mortems existed.
+        #[serde(default)]
+        cause: Option<ExitCause>,
     },
 }
 
@@ -123,6 +142,58 @@ impl EventKind {
             EventKind::Action { .. } => "action",
             EventKind::Skipped { .. } => "skipped",
             EventKind::Exited { .. } => "exited",
+        }
+    }
+}
+
+/// A step headroom carried out on a process, as its post-mortem recalls it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionTaken {
+    pub rule: String,
+    /// 0-based index of the step in the rule's ladder.
+    pub step: usize,
+    /// `SIGINT`, `hook /usr/local/bin/x`, `notify`.
+    pub action: String,
+    pub at: Timestamp,
+}
+
+/// Why a process ended, as far as it could be learned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitCause {
+    pub kind: ExitCauseKind,
+    /// How the cause was learned (or why it could not be), in words: the
+    /// record that says so, or what was looked at and found silent.
+    pub how: String,
+    /// The record's own words, where there is one (the kernel's `Killed
+    /// process …` line).
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+/// The kinds of [`ExitCause`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExitCauseKind {
+    /// headroom's own signal ended it.
+    SignalByHeadroom,
+    /// The Linux kernel's OOM killer (the machine's or a memory cgroup's).
+    OomKiller,
+    /// macOS's jetsam.
+    Jetsam,
+    /// It exited by itself (its exit status says so).
+    Exited,
+    /// Nothing says why.
+    Unknown,
+}
+
+impl ExitCauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExitCauseKind::SignalByHeadroom => "signal-by-headroom",
+            ExitCauseKind::OomKiller => "oom-killer",
+            ExitCauseKind::Jetsam => "jetsam",
+            ExitCauseKind::Exited => "exited",
+            ExitCauseKind::Unknown => "unknown",
         }
     }
 }
@@ -195,6 +266,7 @@ mod tests {
                     workload: WorkloadKind::Jupyter,
                     footprint: 10,
                     kernel_id: None,
+                    notebook: None,
                 },
                 step: 0,
                 action: "SIGINT".into(),

@@ -4,10 +4,17 @@
 //! 2026-11-22 14:02:05  SIGINT  → python3 (pid 48113, jupyter kernel 3f2a…)  rule "notebook-runaway": footprint 9.1 GiB > 8 GiB  [done]
 //! ```
 //!
+//! A post-mortem (an `exited` event with a cause) reads as a sentence:
+//!
+//! ```text
+//! 2026-11-22 14:02:11  post-mortem  train.ipynb (kernel 3f2a…, pid 48113) died: killed by the kernel OOM killer at 41.2 GiB (peak 41.5 GiB), growing 1.3 GiB/s; headroom had sent SIGINT 6.0 s before (rule "notebook-runaway", step 1). How: /dev/kmsg recorded …
+//! ```
+//!
 //! The time is passed in already formatted, so the layout is tested without
-//! depending on the machine's time zone.
+//! depending on the machine's time zone; other times are said relative to
+//! the event's.
 
-use crate::event::{Event, EventKind, Outcome, ProcessRef};
+use crate::event::{Event, EventKind, ExitCauseKind, Outcome, ProcessRef};
 use crate::report::format_bytes;
 
 /// The line for `event`, after `time` (the event's time as the reader wants it).
@@ -55,7 +62,10 @@ pub fn render(event: &Event, time: &str) -> String {
             process,
             last_action,
             peak_footprint,
+            cause: None,
+            ..
         } => {
+            // Written before post-mortems existed: no cause to tell.
             let last = last_action
                 .as_deref()
                 .map(|a| format!(", last action {a}"))
@@ -66,6 +76,10 @@ pub fn render(event: &Event, time: &str) -> String {
                 format_bytes(*peak_footprint)
             )
         }
+        EventKind::Exited { .. } => format!(
+            "post-mortem  {}",
+            postmortem(event).unwrap_or_else(|| "a process ended".to_string())
+        ),
         EventKind::Started {
             version,
             config,
@@ -84,20 +98,111 @@ pub fn render(event: &Event, time: &str) -> String {
     format!("{time}  {body}")
 }
 
-/// `python3 (pid 48113, jupyter kernel 3f2a…)`
-pub fn process_label(p: &ProcessRef) -> String {
-    match p.kernel_id.as_deref() {
-        Some(kernel) => {
-            let short: String = kernel.chars().take(4).collect();
-            let more = if kernel.chars().count() > 4 {
-                "…"
+/// An `exited` event with a cause as a sentence (see the module
+/// documentation); `None` for any other event.
+pub fn postmortem(event: &Event) -> Option<String> {
+    let EventKind::Exited {
+        process,
+        peak_footprint,
+        last_growth_bytes_per_second,
+        headroom_action,
+        cause: Some(cause),
+        ..
+    } = &event.kind
+    else {
+        return None;
+    };
+    let who = process_label(process);
+    let sizes = format!(
+        "at {} (peak {})",
+        format_bytes(process.footprint),
+        format_bytes(*peak_footprint)
+    );
+    let what = match cause.kind {
+        ExitCauseKind::OomKiller => format!("died: killed by the kernel OOM killer {sizes}"),
+        ExitCauseKind::Jetsam => format!("died: killed by jetsam {sizes}"),
+        ExitCauseKind::SignalByHeadroom => match headroom_action {
+            Some(a) => format!(
+                "died: ended by headroom's {} (rule \"{}\", step {}) {sizes}",
+                a.action,
+                a.rule,
+                a.step + 1
+            ),
+            None => format!("died: ended by headroom's signal {sizes}"),
+        },
+        ExitCauseKind::Exited => format!("ended: exited by itself {sizes}"),
+        ExitCauseKind::Unknown => format!("ended {sizes}, cause unknown"),
+    };
+    let growth = match last_growth_bytes_per_second {
+        Some(g) if *g >= 1024.0 => format!(", growing {}/s", format_bytes(*g as u64)),
+        Some(g) if *g <= -1024.0 => format!(", shrinking {}/s", format_bytes(g.abs() as u64)),
+        Some(_) => ", not growing".to_string(),
+        None => String::new(),
+    };
+    let acted = match headroom_action {
+        Some(a) if cause.kind != ExitCauseKind::SignalByHeadroom => {
+            let before = ago(event.at.as_millis().saturating_sub(a.at.as_millis()));
+            let verb = if a.action.starts_with("SIG") {
+                format!("had sent {}", a.action)
             } else {
-                ""
+                format!("had run {}", a.action)
             };
-            format!("{} (pid {}, jupyter kernel {short}{more})", p.name, p.pid)
+            format!(
+                "; headroom {verb} {before} before (rule \"{}\", step {})",
+                a.rule,
+                a.step + 1
+            )
         }
-        None => format!("{} (pid {})", p.name, p.pid),
+        _ => String::new(),
+    };
+    let detail = cause
+        .detail
+        .as_deref()
+        .map(|d| format!(" (\"{d}\")"))
+        .unwrap_or_default();
+    Some(format!(
+        "{who} {what}{growth}{acted}. How: {}{detail}",
+        cause.how
+    ))
+}
+
+/// `850 ms`, `6.0 s`, `3 min 20 s`, `2 h 5 min`.
+fn ago(ms: u64) -> String {
+    let s = ms / 1000;
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
     }
+}
+
+/// `train.ipynb (kernel 3f2a…, pid 48113)` for a kernel whose notebook is
+/// known, `python3 (pid 48113, jupyter kernel 3f2a…)` for one whose is not,
+/// `python3 (pid 48113)` for any other process.
+pub fn process_label(p: &ProcessRef) -> String {
+    match (p.notebook.as_deref(), p.kernel_id.as_deref()) {
+        (Some(notebook), Some(kernel)) => {
+            format!("{notebook} (kernel {}, pid {})", short_id(kernel), p.pid)
+        }
+        (Some(notebook), None) => format!("{notebook} (pid {})", p.pid),
+        (None, Some(kernel)) => format!(
+            "{} (pid {}, jupyter kernel {})",
+            p.name,
+            p.pid,
+            short_id(kernel)
+        ),
+        (None, None) => format!("{} (pid {})", p.name, p.pid),
+    }
+}
+
+/// The first 4 characters of a kernel id, and `…` if there are more.
+fn short_id(kernel: &str) -> String {
+    let mut short: String = kernel.chars().take(4).collect();
+    if kernel.chars().count() > 4 {
+        short.push('…');
+    }
+    short
 }
 
 /// `done`, `dry-run`, `failed: exit status 3`, ...
@@ -123,6 +228,7 @@ mod tests {
             workload: WorkloadKind::Jupyter,
             footprint: 9_771_050_598,
             kernel_id: Some("3f2a0b1c-aaaa".into()),
+            notebook: None,
         }
     }
 
@@ -185,6 +291,18 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_with_a_known_notebook_is_named_by_it() {
+        let p = ProcessRef {
+            notebook: Some("work/train.ipynb".into()),
+            ..kernel()
+        };
+        assert_eq!(
+            process_label(&p),
+            "work/train.ipynb (kernel 3f2a…, pid 48113)"
+        );
+    }
+
+    #[test]
     fn daemon_events_read_as_sentences() {
         let started = at(EventKind::Started {
             version: "0.1.0".into(),
@@ -195,10 +313,14 @@ mod tests {
             render(&started, "T"),
             "T  started  headroom 0.1.0, config <embedded default>, dry run"
         );
+        // As journaled before post-mortems existed: no cause.
         let exited = at(EventKind::Exited {
             process: kernel(),
             last_action: Some("SIGINT".into()),
             peak_footprint: 10 << 30,
+            last_growth_bytes_per_second: None,
+            headroom_action: None,
+            cause: None,
         });
         assert_eq!(
             render(&exited, "T"),
@@ -207,6 +329,74 @@ mod tests {
                  last action SIGINT",
                 format_bytes(10 << 30)
             )
+        );
+    }
+
+    fn oom_postmortem() -> Event {
+        use crate::event::{ActionTaken, ExitCause, ExitCauseKind};
+        Event {
+            at: Timestamp(50_000),
+            kind: EventKind::Exited {
+                process: ProcessRef {
+                    notebook: Some("train.ipynb".into()),
+                    footprint: 41 * (1 << 30) + (1 << 28),
+                    ..kernel()
+                },
+                last_action: Some("SIGINT".into()),
+                peak_footprint: 41 * (1 << 30) + (1 << 29),
+                last_growth_bytes_per_second: Some(1.3 * (1u64 << 30) as f64),
+                headroom_action: Some(ActionTaken {
+                    rule: "notebook-runaway".into(),
+                    step: 0,
+                    action: "SIGINT".into(),
+                    at: Timestamp(44_000),
+                }),
+                cause: Some(ExitCause {
+                    kind: ExitCauseKind::OomKiller,
+                    how: "/dev/kmsg recorded the kernel's OOM killer killing pid 48113 (python3): \
+                          the machine ran out of memory"
+                        .into(),
+                    detail: Some("Out of memory: Killed process 48113 (python3)".into()),
+                }),
+            },
+        }
+    }
+
+    #[test]
+    fn a_postmortem_reads_as_a_sentence_in_the_users_terms() {
+        assert_eq!(
+            render(&oom_postmortem(), "14:02:11"),
+            "14:02:11  post-mortem  train.ipynb (kernel 3f2a…, pid 48113) died: killed by the kernel OOM \
+             killer at 41.2 GiB (peak 41.5 GiB), growing 1.3 GiB/s; headroom had sent SIGINT 6.0 s \
+             before (rule \"notebook-runaway\", step 1). How: /dev/kmsg recorded the kernel's OOM \
+             killer killing pid 48113 (python3): the machine ran out of memory (\"Out of memory: \
+             Killed process 48113 (python3)\")"
+        );
+    }
+
+    #[test]
+    fn an_unknown_cause_says_so_and_why() {
+        use crate::event::{ExitCause, ExitCauseKind};
+        let mut e = oom_postmortem();
+        if let EventKind::Exited {
+            cause,
+            headroom_action,
+            last_growth_bytes_per_second,
+            ..
+        } = &mut e.kind
+        {
+            *cause = Some(ExitCause {
+                kind: ExitCauseKind::Unknown,
+                how: "no OOM-killer record for it in /dev/kmsg".into(),
+                detail: None,
+            });
+            *headroom_action = None;
+            *last_growth_bytes_per_second = Some(0.0);
+        }
+        assert_eq!(
+            postmortem(&e).unwrap(),
+            "train.ipynb (kernel 3f2a…, pid 48113) ended at 41.2 GiB (peak 41.5 GiB), cause \
+             unknown, not growing. How: no OOM-killer record for it in /dev/kmsg"
         );
     }
 }

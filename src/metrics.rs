@@ -19,6 +19,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 
+use crate::event::ExitCauseKind;
 use crate::history::{GROWTH_WINDOW, exhaustion_headroom, time_to_exhaustion};
 use crate::model::{PressureLevel, ProcessSample, Snapshot, WorkloadKind};
 use crate::state::{DurationHistogram, State};
@@ -84,6 +85,24 @@ fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
         actions
             .with_label_values(&[rule.as_str(), action.as_str(), outcome.as_str()])
             .inc_by(*n as f64);
+    }
+    let exits = counter(
+        reg,
+        "headroom_process_exits_total",
+        "Watched processes that ended since the daemon started, by the cause their post-mortem found (oom-killer, signal-by-headroom, jetsam, exited, unknown).",
+        &["cause"],
+    )?;
+    for kind in [
+        ExitCauseKind::OomKiller,
+        ExitCauseKind::SignalByHeadroom,
+        ExitCauseKind::Jetsam,
+        ExitCauseKind::Exited,
+        ExitCauseKind::Unknown,
+    ] {
+        exits.with_label_values(&[kind.as_str()]);
+    }
+    for (cause, n) in &state.actions.exits {
+        exits.with_label_values(&[cause.as_str()]).inc_by(*n as f64);
     }
     Ok(())
 }
@@ -433,7 +452,8 @@ fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Resu
         "ML processes left without their own series because of http.max_process_series.",
         ml_count.saturating_sub(shown.len()) as f64,
     )?;
-    let labels = ["pid", "name", "workload"];
+    // `notebook`: the Jupyter notebook a kernel runs, empty for other processes.
+    let labels = ["pid", "name", "workload", "notebook"];
     let footprint = gauge(
         reg,
         "headroom_process_footprint_bytes",
@@ -473,7 +493,13 @@ fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Resu
     let headroom = exhaustion_headroom(snap);
     for p in shown {
         let pid = p.id.pid.to_string();
-        let l = [pid.as_str(), p.name.as_str(), p.workload.kind.as_str()];
+        let notebook = p.workload.notebook.as_deref().unwrap_or("");
+        let l = [
+            pid.as_str(),
+            p.name.as_str(),
+            p.workload.kind.as_str(),
+            notebook,
+        ];
         footprint.with_label_values(&l).set(p.footprint as f64);
         resident.with_label_values(&l).set(p.resident as f64);
         if let Some(v) = p.swapped {
@@ -748,13 +774,27 @@ mod tests {
         assert_eq!(
             series,
             [
-                "headroom_process_footprint_bytes{name=\"p11\",pid=\"11\",workload=\"pytorch\"} 300",
-                "headroom_process_footprint_bytes{name=\"p12\",pid=\"12\",workload=\"jax\"} 200",
+                "headroom_process_footprint_bytes{name=\"p11\",notebook=\"\",pid=\"11\",workload=\"pytorch\"} 300",
+                "headroom_process_footprint_bytes{name=\"p12\",notebook=\"\",pid=\"12\",workload=\"jax\"} 200",
             ]
         );
         assert!(text.contains("headroom_process_series_omitted 1"));
         assert!(text.contains("headroom_workload_footprint_bytes{workload=\"other\"} 900"));
         assert!(text.contains("headroom_workload_processes{workload=\"mlx\"} 0"));
+    }
+
+    #[test]
+    fn a_kernel_series_carries_its_notebook() {
+        let mut kernel = process(10, 100, WorkloadKind::Jupyter);
+        kernel.workload.kernel_id = Some("3f2a".into());
+        kernel.workload.notebook = Some("work/train.ipynb".into());
+        let text = render(&state_with(vec![snapshot(0, vec![kernel])], 5)).unwrap();
+        assert!(
+            text.contains(
+                "headroom_process_footprint_bytes{name=\"p10\",notebook=\"work/train.ipynb\",pid=\"10\",workload=\"jupyter\"} 100"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -788,6 +828,7 @@ mod tests {
             workload: WorkloadKind::Jupyter,
             footprint: 1,
             kernel_id: None,
+            notebook: None,
         };
         let crossed = EventKind::LimitCrossed {
             rule: "notebook-runaway".into(),
@@ -837,5 +878,40 @@ mod tests {
         assert!(text.contains(
             "headroom_actions_total{action=\"hook\",outcome=\"skipped\",rule=\"notebook-runaway\"} 1"
         ));
+    }
+
+    #[test]
+    fn post_mortems_are_counted_by_cause() {
+        use crate::event::{Event, EventKind, ExitCause, ExitCauseKind, ProcessRef};
+        let mut state = state_with(vec![snapshot(0, vec![])], 50);
+        let ended = |kind| EventKind::Exited {
+            process: ProcessRef::of(&process(7, 1, WorkloadKind::Jupyter)),
+            last_action: None,
+            peak_footprint: 1,
+            last_growth_bytes_per_second: None,
+            headroom_action: None,
+            cause: Some(ExitCause {
+                kind,
+                how: String::new(),
+                detail: None,
+            }),
+        };
+        for kind in [
+            ExitCauseKind::OomKiller,
+            ExitCauseKind::OomKiller,
+            ExitCauseKind::Unknown,
+        ] {
+            state.add_event(Event {
+                at: Timestamp(1),
+                kind: ended(kind),
+            });
+        }
+        let text = render(&state).unwrap();
+        assert!(
+            text.contains("headroom_process_exits_total{cause=\"oom-killer\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("headroom_process_exits_total{cause=\"unknown\"} 1"));
+        assert!(text.contains("headroom_process_exits_total{cause=\"signal-by-headroom\"} 0"));
     }
 }

@@ -405,6 +405,15 @@ pub struct Workload {
     pub frameworks: Vec<Framework>,
     /// The Jupyter kernel id, from `-f .../kernel-<id>.json`.
     pub kernel_id: Option<String>,
+    /// The notebook this kernel runs, as its Jupyter server names it
+    /// (`projects/train.ipynb`, relative to the server's root), from the
+    /// server's `/api/sessions`; `None` until known, or where no server
+    /// answered for the kernel.
+    #[serde(default)]
+    pub notebook: Option<String>,
+    /// The kernel's spec name (`python3`), from the same answer.
+    #[serde(default)]
+    pub kernel_name: Option<String>,
     /// Which rules matched, in words, e.g. `argv[2] is ipykernel_launcher`.
     #[serde(default)]
     pub evidence: Vec<String>,

@@ -213,7 +213,7 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
             " {:<11} {:<16} {}",
             workload,
             truncate(&p.name, 16),
-            truncate(&command_line(p), 80)
+            truncate(&command_column(p), 80)
         );
         let _ = writeln!(out, "{}", line.trim_end());
     }
@@ -225,6 +225,15 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
         );
     } else if shown.iter().any(|p| p.detail == Detail::Estimated) {
         let _ = writeln!(out, "~ marks an estimated footprint");
+    }
+}
+
+/// The command line, after the notebook in brackets for a Jupyter kernel
+/// whose notebook is known: `[work/train.ipynb] python3 -m ipykernel_launcher …`.
+fn command_column(p: &ProcessSample) -> String {
+    match &p.workload.notebook {
+        Some(notebook) => format!("[{notebook}] {}", command_line(p)),
+        None => command_line(p),
     }
 }
 
@@ -269,6 +278,43 @@ mod tests {
     fn percent_of_zero_is_zero() {
         assert_eq!(percent(5, 0), 0.0);
         assert_eq!(percent(1, 4), 25.0);
+    }
+
+    #[test]
+    fn a_kernels_notebook_leads_its_command() {
+        use crate::model::{ProcessId, Workload, WorkloadKind};
+        let p = ProcessSample {
+            id: ProcessId { pid: 7, start: 1 },
+            ppid: 1,
+            uid: Some(1000),
+            user: Some("ada".into()),
+            name: "python3".into(),
+            exe: None,
+            argv: vec!["python3".into(), "-m".into(), "ipykernel_launcher".into()],
+            started_at: None,
+            footprint: 1 << 30,
+            peak_footprint: None,
+            resident: 1 << 30,
+            swapped: None,
+            gpu_memory: None,
+            gpu_client: false,
+            detail: Detail::Exact,
+            workload: Workload {
+                kind: WorkloadKind::Jupyter,
+                kernel_id: Some("3f2a".into()),
+                notebook: Some("work/train.ipynb".into()),
+                ..Workload::default()
+            },
+        };
+        assert_eq!(
+            command_column(&p),
+            "[work/train.ipynb] python3 -m ipykernel_launcher"
+        );
+        let plain = ProcessSample {
+            workload: Workload::default(),
+            ..p
+        };
+        assert_eq!(command_column(&plain), "python3 -m ipykernel_launcher");
     }
 
     #[test]

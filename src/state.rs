@@ -46,6 +46,8 @@ pub struct ActionCounts {
     pub crossings: BTreeMap<String, u64>,
     /// Actions by (rule, action, outcome); skipped steps have outcome `skipped`.
     pub actions: BTreeMap<(String, String, String), u64>,
+    /// Post-mortems by cause (`oom-killer`, `signal-by-headroom`, `unknown`, ...).
+    pub exits: BTreeMap<String, u64>,
 }
 
 /// Monotonic counts since start.
@@ -150,6 +152,12 @@ impl State {
             EventKind::Skipped { rule, action, .. } => {
                 let key = (rule.clone(), action_kind(action), "skipped".to_string());
                 *self.actions.actions.entry(key).or_default() += 1;
+            }
+            EventKind::Exited {
+                cause: Some(cause), ..
+            } => {
+                let key = cause.kind.as_str().to_string();
+                *self.actions.exits.entry(key).or_default() += 1;
             }
             _ => {}
         }

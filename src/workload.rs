@@ -211,6 +211,7 @@ impl Findings {
             frameworks,
             kernel_id: self.kernel_id,
             evidence: seen,
+            ..Workload::default()
         }
     }
 

@@ -123,6 +123,7 @@ fn process(pid: u32) -> ProcessRef {
         workload: WorkloadKind::Other,
         footprint: 4 << 20,
         kernel_id: None,
+        notebook: None,
     }
 }
 
@@ -402,6 +403,7 @@ fn a_hook_sees_the_headroom_variables() {
     p.name = "python3".into();
     p.user = Some("ada".into());
     p.kernel_id = Some("3f2a9c".into());
+    p.notebook = Some("experiments/train.ipynb".into());
     let d = decision(
         p.clone(),
         hook(
@@ -427,6 +429,7 @@ fn a_hook_sees_the_headroom_variables() {
         "HEADROOM_KERNEL_ID=3f2a9c".to_string(),
         "HEADROOM_LIMIT=footprint > 2 MiB".to_string(),
         "HEADROOM_NAME=python3".to_string(),
+        "HEADROOM_NOTEBOOK=experiments/train.ipynb".to_string(),
         format!("HEADROOM_PID={}", p.pid),
         "HEADROOM_REASON=footprint 4 MiB > 2 MiB".to_string(),
         "HEADROOM_RULE=test-rule".to_string(),

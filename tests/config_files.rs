@@ -6,7 +6,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use headroom::config::{ByteSize, Config, DaemonConfig, GpuConfig, HttpConfig, LogFormat};
+use headroom::config::{
+    ByteSize, Config, DaemonConfig, GpuConfig, HttpConfig, JupyterConfig, LogFormat,
+    PostmortemConfig,
+};
 
 fn fixtures(kind: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -77,6 +80,22 @@ const INVALID: &[(&str, &str)] = &[
         r#"3:16: gpu.nvml_library: must be an absolute path such as "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"; a bare name is searched for by the dynamic loader, which headroom already does for libnvidia-ml.so.1 when the key is left out (got "libnvidia-ml.so.1")"#,
     ),
     (
+        "jupyter_other_users_wrong_type.toml",
+        "3:15: jupyter.other_users: wrong type: expected true or false, found an array",
+    ),
+    (
+        "jupyter_relative_runtime_dir.toml",
+        r#"3:41: jupyter.runtime_dirs[1]: must be an absolute path such as "/srv/jupyter/runtime"; `jupyter --runtime-dir` prints the one a user's servers write to (got "runtime")"#,
+    ),
+    (
+        "jupyter_unknown_key.toml",
+        r#"3:1: jupyter.runtime_dir: unknown key "runtime_dir"; expected one of: enabled, runtime_dirs, other_users"#,
+    ),
+    (
+        "postmortem_notify_wrong_type.toml",
+        r#"3:10: postmortem.notify: wrong type: expected true or false, found a string (got "yes")"#,
+    ),
+    (
         "gpu_unknown_key.toml",
         r#"3:1: gpu.library: unknown key "library"; expected one of: nvml, nvml_library"#,
     ),
@@ -142,7 +161,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "key_outside_section.toml",
-        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect, gpu, http"#,
+        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"#,
     ),
     (
         "log_format_case.toml",
@@ -178,7 +197,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "unknown_section.toml",
-        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect, gpu, http"#,
+        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"#,
     ),
     (
         "wrong_type_bool.toml",
@@ -362,6 +381,15 @@ fn full_valid_file_loads() {
             max_process_series: 7,
         }
     );
+    assert_eq!(
+        config.jupyter,
+        JupyterConfig {
+            enabled: false,
+            runtime_dirs: vec![PathBuf::from("/srv/jupyter/runtime")],
+            other_users: true,
+        }
+    );
+    assert_eq!(config.postmortem, PostmortemConfig { notify: true });
 }
 
 #[test]

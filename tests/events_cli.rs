@@ -22,6 +22,7 @@ fn kernel() -> ProcessRef {
         workload: WorkloadKind::Jupyter,
         footprint: 9 << 30,
         kernel_id: Some("3f2a9c1e".into()),
+        notebook: None,
     }
 }
 

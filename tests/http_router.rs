@@ -244,6 +244,7 @@ async fn events_are_the_recent_journal_entries_with_their_message() {
         workload: WorkloadKind::Python,
         footprint: 900 << 20,
         kernel_id: None,
+        notebook: None,
     };
     state.add_event(Event {
         at: Timestamp(1_000),

@@ -46,6 +46,7 @@ fn kernel(pid: u32, footprint: u64) -> ProcessSample {
             frameworks: vec![Framework::Pytorch, Framework::Cuda],
             kernel_id: Some("42".into()),
             evidence: vec!["argv[2] is ipykernel_launcher".into()],
+            ..Workload::default()
         },
     }
 }

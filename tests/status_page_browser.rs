@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use support::{Daemon, Reaped, artifacts_dir, fake_kernel, free_port, tool, wait_for};
+use support::{
+    Daemon, Reaped, artifacts_dir, fake_kernel, free_port, sessions_server, tool, wait_for,
+};
 
 /// A WebDriver session on a chromedriver child.
 struct Browser {
@@ -169,9 +171,22 @@ fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let helper = fake_kernel(dir.path(), "browser-test");
     let helper_pid = helper.0.id();
+    // A Jupyter server that says the helper kernel runs demo/plot.ipynb.
+    let runtime = dir.path().join("runtime");
+    std::fs::create_dir(&runtime).expect("runtime dir");
+    sessions_server(
+        &runtime,
+        json!([{ "id": "s", "path": "demo/plot.ipynb", "type": "notebook",
+                 "kernel": { "id": "browser-test", "name": "python3" } }])
+        .to_string(),
+    );
     let daemon = Daemon::start(
         dir.path(),
-        "[daemon]\ninterval = \"250ms\"\nfast_interval = \"250ms\"\n",
+        &format!(
+            "[daemon]\ninterval = \"250ms\"\nfast_interval = \"250ms\"\n\
+             [jupyter]\nruntime_dirs = [\"{}\"]\n",
+            runtime.display()
+        ),
     );
     let browser = Browser::start();
     browser.goto(&daemon.url("/"));
@@ -184,13 +199,19 @@ fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
             let listed = s["rows"].as_array()?.iter().any(|r| {
                 r["pid"].as_u64() == Some(u64::from(helper_pid)) && r["workload"] == "jupyter"
             });
+            // The kernel's row names its notebook in the Name column.
+            let name = browser.eval(&format!(
+                "const td = document.querySelector('#procs tbody tr[data-pid=\"{helper_pid}\"] td:nth-child(2)'); \
+                 return td ? td.textContent : null"
+            ));
+            let named = name == "demo/plot.ipynb";
             let charts = s["charts"].as_object()?;
             let drawn = ["memory", "swap", "gpu", "pressure"]
                 .iter()
                 .all(|c| charts.get(*c).and_then(|v| v["points"].as_u64()) >= Some(4));
             let live =
                 s["status"]["stream"] == "live" && s["status"]["samples"].as_u64() >= Some(3);
-            (listed && drawn && live && s["events"]["loaded"] == true).then_some(s)
+            (listed && named && drawn && live && s["events"]["loaded"] == true).then_some(s)
         },
     );
 

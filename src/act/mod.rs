@@ -256,6 +256,9 @@ pub fn hook_env(d: &Decision) -> Vec<(String, String)> {
     if let Some(kernel) = &p.kernel_id {
         env.push(("HEADROOM_KERNEL_ID".to_string(), kernel.clone()));
     }
+    if let Some(notebook) = &p.notebook {
+        env.push(("HEADROOM_NOTEBOOK".to_string(), notebook.clone()));
+    }
     env
 }
 

@@ -18,6 +18,8 @@ mod daemon;
 mod error;
 mod gpu;
 mod http;
+mod jupyter;
+mod postmortem;
 mod raw;
 pub mod rules;
 pub mod units;
@@ -30,6 +32,8 @@ pub use daemon::{DaemonConfig, LogFormat};
 pub use error::ConfigError;
 pub use gpu::GpuConfig;
 pub use http::{HttpConfig, parse_listen};
+pub use jupyter::JupyterConfig;
+pub use postmortem::PostmortemConfig;
 pub use rules::{Limits, Matcher, Protect, Rule, Select, Step, SystemCondition};
 pub use units::{
     ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
@@ -55,6 +59,10 @@ pub struct Config {
     pub gpu: GpuConfig,
     #[serde(default)]
     pub http: HttpConfig,
+    #[serde(default)]
+    pub jupyter: JupyterConfig,
+    #[serde(default)]
+    pub postmortem: PostmortemConfig,
 }
 
 impl Config {
@@ -122,6 +130,8 @@ fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> 
         protect: rules::validate_protect(raw.protect, source)?,
         gpu: gpu::validate(raw.gpu, source)?,
         http: http::validate(raw.http, source)?,
+        jupyter: jupyter::validate(raw.jupyter, source)?,
+        postmortem: postmortem::validate(raw.postmortem),
     })
 }
 
@@ -206,7 +216,7 @@ mod tests {
         let e = err("[rules]\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect, gpu, http"
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"
         );
     }
 
@@ -215,7 +225,7 @@ mod tests {
         let e = err("dry_run = true\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect, gpu, http"
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"
         );
     }
 

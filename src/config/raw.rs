@@ -25,6 +25,8 @@ pub(crate) struct RawConfig {
     pub(crate) protect: RawProtect,
     pub(crate) gpu: RawGpu,
     pub(crate) http: RawHttp,
+    pub(crate) jupyter: RawJupyter,
+    pub(crate) postmortem: RawPostmortem,
 }
 
 /// `[daemon]`: how the daemon samples, keeps history, logs and journals.
@@ -72,6 +74,7 @@ pub(crate) struct RawMatch {
     pub(crate) argv: Option<Spanned<String>>,
     pub(crate) user: Option<Spanned<String>>,
     pub(crate) exe: Option<Spanned<String>>,
+    pub(crate) notebook: Option<Spanned<String>>,
 }
 
 /// `[rule.when]`: machine-wide conditions gating a rule.
@@ -124,4 +127,20 @@ pub(crate) struct RawHttp {
     pub(crate) listen: Option<Spanned<String>>,
     pub(crate) allow_remote: Option<bool>,
     pub(crate) max_process_series: Option<Spanned<i64>>,
+}
+
+/// `[jupyter]`: finding the notebook behind each Jupyter kernel.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [jupyter] table")]
+pub(crate) struct RawJupyter {
+    pub(crate) enabled: Option<bool>,
+    pub(crate) runtime_dirs: Option<Vec<Spanned<String>>>,
+    pub(crate) other_users: Option<bool>,
+}
+
+/// `[postmortem]`: what to do when a watched process ends.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [postmortem] table")]
+pub(crate) struct RawPostmortem {
+    pub(crate) notify: Option<bool>,
 }

@@ -108,6 +108,10 @@ pub struct Matcher {
     pub user: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exe: Option<Pattern>,
+    /// The notebook a Jupyter kernel runs, as its server names it; a kernel
+    /// whose notebook is not known (yet) does not match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notebook: Option<Pattern>,
 }
 
 impl Matcher {
@@ -132,6 +136,12 @@ impl Matcher {
                 .exe
                 .as_ref()
                 .is_none_or(|re| p.exe.as_deref().is_some_and(|e| re.0.is_match(e)))
+            && self.notebook.as_ref().is_none_or(|re| {
+                p.workload
+                    .notebook
+                    .as_deref()
+                    .is_some_and(|n| re.0.is_match(n))
+            })
     }
 }
 
@@ -509,6 +519,7 @@ fn validate_match(raw: RawMatch, key: &str, source: &Source<'_>) -> Result<Match
         argv: pattern(raw.argv, "argv")?,
         user: raw.user.map(Spanned::into_inner),
         exe: pattern(raw.exe, "exe")?,
+        notebook: pattern(raw.notebook, "notebook")?,
     })
 }
 
@@ -777,6 +788,22 @@ mod tests {
         let mut other = process("python3", WorkloadKind::Jax);
         other.user = Some("bo".into());
         assert!(!m.matches(&other));
+    }
+
+    #[test]
+    fn notebook_matches_only_kernels_whose_notebook_is_known() {
+        let cfg = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
+             [rule.match]\nnotebook = \"^experiments/.*\\\\.ipynb$\"\n",
+        )
+        .unwrap();
+        let m = &cfg.rules[0].matcher;
+        let mut kernel = process("python3", WorkloadKind::Jupyter);
+        assert!(!m.matches(&kernel), "notebook not known yet");
+        kernel.workload.notebook = Some("experiments/train.ipynb".into());
+        assert!(m.matches(&kernel));
+        kernel.workload.notebook = Some("scratch.ipynb".into());
+        assert!(!m.matches(&kernel));
     }
 
     #[test]

@@ -58,8 +58,6 @@ pub struct PolicyState {
     cooldown_until: HashMap<(String, ProcessId), Timestamp>,
     /// Gated rules: no new victim before this time.
     rule_cooldown_until: HashMap<String, Timestamp>,
-    /// Processes acted on, for the `exited` event: last action taken.
-    acted: HashMap<ProcessId, (ProcessRef, String)>,
 }
 
 /// A rule's view of one process, for the API and status page.
@@ -123,24 +121,6 @@ pub fn evaluate(
     state.ladders.retain(|(_, id), _| present.contains(id));
     state.cooldown_until.retain(|_, until| *until > now);
     state.rule_cooldown_until.retain(|_, until| *until > now);
-    let gone: Vec<ProcessId> = state
-        .acted
-        .keys()
-        .filter(|id| !present.contains(id))
-        .copied()
-        .collect();
-    for id in gone {
-        if let Some((process, last_action)) = state.acted.remove(&id) {
-            let peak = history.process(&id).map_or(process.footprint, |t| {
-                t.peak_footprint.max(process.footprint)
-            });
-            out.events.push(EventKind::Exited {
-                process,
-                last_action: Some(last_action),
-                peak_footprint: peak,
-            });
-        }
-    }
     out
 }
 
@@ -373,9 +353,6 @@ fn evaluate_rule(
                 .rule_cooldown_until
                 .insert(rule.name.clone(), now.plus(rule.cooldown));
         }
-        state
-            .acted
-            .insert(p.id, (ProcessRef::of(p), decision.action.label()));
         out.statuses
             .retain(|s| !(s.rule == rule.name && s.pid == p.id.pid));
         out.statuses.push(RuleStatus {

@@ -7,6 +7,7 @@
 //! [`doctor_checks`] and [`doctor_facts`] pick, the same way, what
 //! `headroom doctor` checks on this OS.
 
+pub mod exit_causes;
 pub mod fallback;
 #[cfg(unix)]
 mod ffi_user;
@@ -17,6 +18,8 @@ pub mod macos;
 #[cfg(target_os = "linux")]
 pub mod psi_trigger;
 pub mod replay;
+
+pub use exit_causes::{Ended, ExitCauses, ExitStatus, Killer, MemoryKill, Observed, exit_causes};
 
 /// Why a whole sample failed. Per-process failures never get here: they are
 /// counted in [`crate::model::CollectorErrors`].

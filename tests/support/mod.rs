@@ -185,3 +185,38 @@ pub fn artifacts_dir() -> PathBuf {
     std::fs::create_dir_all(&dir).expect("create target/test-artifacts");
     dir
 }
+
+/// A loopback HTTP server that answers every request with `sessions` as
+/// Jupyter's `GET /api/sessions` does, and a runtime file
+/// (`jpserver-<port>.json`, the fields jupyter_server 2 writes) in
+/// `runtime_dir` that points at it: the daemon's notebook lookup finds it
+/// like a running Jupyter server. Serves until the test process ends.
+pub fn sessions_server(runtime_dir: &Path, sessions: String) {
+    use std::io::Write as _;
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let port = listener.local_addr().expect("local address").port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{sessions}",
+                sessions.len()
+            );
+        }
+    });
+    let info = serde_json::json!({
+        "base_url": "/", "hostname": "127.0.0.1", "password": false, "pid": std::process::id(),
+        "port": port, "root_dir": "/tmp", "secure": false, "sock": "", "token": "t",
+        "url": format!("http://127.0.0.1:{port}/"), "version": "2.21.1",
+    });
+    std::fs::write(
+        runtime_dir.join(format!("jpserver-{port}.json")),
+        info.to_string(),
+    )
+    .expect("write the runtime file");
+}

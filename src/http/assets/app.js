@@ -219,7 +219,7 @@
 
   const SORT = {
     pid: (r) => r.pid,
-    name: (r) => r.name.toLowerCase(),
+    name: (r) => displayName(r).toLowerCase(),
     user: (r) => (r.user || String(r.uid ?? "")).toLowerCase(),
     workload: (r) => r.workload.kind,
     footprint: (r) => r.footprint,
@@ -229,6 +229,11 @@
     rule: (r) => ruleText(r),
     command: (r) => (r.argv || []).join(" "),
   };
+
+  // A Jupyter kernel is named by its notebook where its server said which.
+  function displayName(r) {
+    return (r.workload && r.workload.notebook) || r.name;
+  }
 
   function ruleText(r) {
     if (!Array.isArray(r.rules) || !r.rules.length) return "—";
@@ -293,7 +298,13 @@
       tr.dataset.pid = r.pid;
       if (isMl(r)) tr.className = "ml";
       cell(tr, String(r.pid), "num");
-      cell(tr, r.name);
+      if (r.workload.notebook) {
+        const td = cell(tr, r.workload.notebook, "notebook",
+          r.name + " · " + (r.workload.kernel_name || "kernel") + " " + (r.workload.kernel_id || ""));
+        td.dataset.notebook = r.workload.notebook;
+      } else {
+        cell(tr, r.name);
+      }
       cell(tr, r.user || (r.uid != null ? String(r.uid) : "?"));
       const kind = r.workload.kind + (r.workload.kernel_id ? "*" : "");
       cell(tr, kind, "workload", (r.workload.evidence || []).join("; "));

@@ -51,9 +51,11 @@
 //! anything else as unreadable. Identities no longer listed are forgotten.
 
 pub mod doctor;
+pub mod kmsg;
 mod proc_reader;
 pub mod procfs;
 mod sys;
+pub mod zombie;
 
 use std::collections::HashMap;
 use std::fs::File;

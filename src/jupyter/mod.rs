@@ -1,0 +1,556 @@
+//! Which notebook each Jupyter kernel runs.
+//!
+//! The classifier (`workload.rs`) reads a kernel's id from its command line
+//! (`-f …/kernel-<id>.json`); only the Jupyter server that started it knows
+//! the notebook. headroom finds the servers from their runtime files
+//! ([`runtime`]), asks each for `/api/sessions` ([`sessions`]), and keeps the
+//! answer in a [`NotebookMap`] from kernel id to notebook path.
+//!
+//! **When it asks.** Only when a kernel id appears that the map cannot
+//! answer, never on every sample. A kernel that no server knows (one started
+//! by an editor, or seen a moment before its server registered the session)
+//! is asked about again after 2 s, then 4 s, 8 s, … up to every 10 minutes,
+//! so an unmappable kernel costs a handful of lookups, not one per tick.
+//!
+//! **Where it runs.** Lookups read files and talk HTTP, so they run on a
+//! thread of their own (`headroom-jupyter`), never on the async workers and
+//! never inside a sample. The daemon calls [`Notebooks::annotate`] on each
+//! new snapshot: a few hash lookups in the latest published map, no I/O; a
+//! kernel id the map lacks sends the set of present kernel ids to the thread,
+//! which decides whether a lookup is due, does it, and publishes a new map.
+//! A new kernel is therefore named from the sample after the lookup answered
+//! (one sampling interval, plus the servers' answer time).
+//!
+//! **Whose files.** Run as a user, headroom reads that user's runtime
+//! directories. Run as root, it reads root's own and the configured
+//! `runtime_dirs`, and every user's only with `[jupyter] other_users = true`:
+//! the files hold the servers' tokens, which let whoever holds them run code
+//! as that user. Tokens are sent only to loopback addresses, and a server's
+//! answer is trusted only for kernels of the user who owns its runtime file
+//! (or any kernel, for a file root owns), so one user cannot name another's
+//! kernels.
+//!
+//! **Failures.** A runtime file that does not parse, a server that does not
+//! answer, answers 403 or sends garbage costs one log line (repeated only
+//! when the problem changes) and leaves its kernels unmapped. It never fails
+//! or delays a sample.
+
+pub mod runtime;
+pub mod sessions;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+
+use crate::config::JupyterConfig;
+use crate::model::Snapshot;
+
+/// The first retry for a kernel id no server knew.
+pub const RETRY_FIRST: Duration = Duration::from_secs(2);
+/// The longest wait between retries for such a kernel.
+pub const RETRY_MAX: Duration = Duration::from_secs(600);
+
+/// Where users' homes are, for `other_users`.
+const HOME_ROOTS: [&str; 2] = ["/home", "/Users"];
+
+/// What a server said about one kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapped {
+    /// The notebook path as the server names it (relative to its root).
+    pub notebook: String,
+    pub kernel_name: Option<String>,
+    /// The owner of the runtime file the answer came through.
+    pub owner_uid: Option<u32>,
+    /// The server's url, for logs.
+    pub server: String,
+}
+
+impl Mapped {
+    /// Whether this answer may name a kernel run by `kernel_uid`: the file's
+    /// owner's kernels, or any kernel for a file root owns. Where either uid
+    /// is unknown (an OS without uids) it is trusted.
+    pub fn trusted_for(&self, kernel_uid: Option<u32>) -> bool {
+        match (self.owner_uid, kernel_uid) {
+            (Some(owner), Some(uid)) => owner == 0 || owner == uid,
+            _ => true,
+        }
+    }
+}
+
+/// A kernel id that no server knew, and when to ask again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Miss {
+    tries: u32,
+    retry_at: Instant,
+}
+
+/// The cache: kernel id → notebook, and the ids no server knew.
+#[derive(Debug, Clone, Default)]
+pub struct NotebookMap {
+    entries: HashMap<String, Mapped>,
+    misses: HashMap<String, Miss>,
+}
+
+impl NotebookMap {
+    pub fn get(&self, kernel_id: &str) -> Option<&Mapped> {
+        self.entries.get(kernel_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The ids among `present` that call for a lookup at `now`: not in the
+    /// map, and not a recent miss still waiting for its retry.
+    pub fn due(&self, present: &HashSet<String>, now: Instant) -> Vec<String> {
+        let mut due: Vec<String> = present
+            .iter()
+            .filter(|id| !self.entries.contains_key(*id))
+            .filter(|id| self.misses.get(*id).is_none_or(|m| now >= m.retry_at))
+            .cloned()
+            .collect();
+        due.sort();
+        due
+    }
+
+    /// Take in a lookup's answers (`found`, every kernel the servers listed)
+    /// made because of `asked`. The map keeps the answers for kernels still
+    /// `present` (an entry whose server did not answer this time is kept
+    /// while its kernel runs), and schedules a retry for each asked id
+    /// nobody knew.
+    pub fn refreshed(
+        &mut self,
+        found: HashMap<String, Mapped>,
+        asked: &[String],
+        present: &HashSet<String>,
+        now: Instant,
+    ) {
+        self.entries.retain(|id, _| present.contains(id));
+        for (id, m) in found {
+            if present.contains(&id) {
+                self.entries.insert(id, m);
+            }
+        }
+        self.misses.retain(|id, _| present.contains(id));
+        for id in asked {
+            if self.entries.contains_key(id) {
+                self.misses.remove(id);
+                continue;
+            }
+            let tries = self.misses.get(id).map_or(0, |m| m.tries) + 1;
+            let wait = RETRY_FIRST
+                .saturating_mul(1u32 << (tries - 1).min(16))
+                .min(RETRY_MAX);
+            self.misses.insert(
+                id.clone(),
+                Miss {
+                    tries,
+                    retry_at: now + wait,
+                },
+            );
+        }
+    }
+}
+
+/// Fill in `notebook` and `kernel_name` of every kernel of `snap` that `map`
+/// names (and may name, see [`Mapped::trusted_for`]). Returns the kernel ids
+/// present and whether any of them is missing from the map.
+pub fn apply(map: &HashMap<String, Mapped>, snap: &mut Snapshot) -> (HashSet<String>, bool) {
+    let mut present = HashSet::new();
+    let mut unknown = false;
+    for p in &mut snap.processes {
+        let Some(id) = p.workload.kernel_id.as_ref() else {
+            continue;
+        };
+        present.insert(id.clone());
+        match map.get(id) {
+            Some(m) if m.trusted_for(p.uid) => {
+                p.workload.notebook = Some(m.notebook.clone());
+                p.workload.kernel_name = m.kernel_name.clone();
+            }
+            Some(_) => {}
+            None => unknown = true,
+        }
+    }
+    (present, unknown)
+}
+
+/// Ask every server found in `dirs` for its sessions. Returns every kernel
+/// they listed (the first server to list an id wins) and the problems met,
+/// as (what, message): `what` names the file or server, so that a problem is
+/// logged once per thing that has it.
+pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>, Vec<Problem>) {
+    let mut found = HashMap::new();
+    let mut problems = Vec::new();
+    let mut asked = HashSet::new();
+    for dir in dirs {
+        let (servers, file_problems) = runtime::read(dir);
+        problems.extend(file_problems.into_iter().map(|message| Problem {
+            what: dir.display().to_string(),
+            message,
+        }));
+        for server in servers {
+            if !asked.insert(server.url.clone()) {
+                continue;
+            }
+            match sessions::fetch(&server, timeout) {
+                Ok(list) => {
+                    problems.push(Problem::cleared(&server.url));
+                    for s in list {
+                        found.entry(s.kernel_id).or_insert_with(|| Mapped {
+                            notebook: s.path,
+                            kernel_name: s.kernel_name,
+                            owner_uid: server.owner_uid,
+                            server: server.url.clone(),
+                        });
+                    }
+                }
+                Err(e) => problems.push(Problem {
+                    what: server.url.clone(),
+                    message: format!(
+                        "Jupyter server {} (from {}): {e}; its kernels stay unmapped",
+                        server.url,
+                        server.file.display()
+                    ),
+                }),
+            }
+        }
+    }
+    (found, problems)
+}
+
+/// A problem of one file or server, or (empty message) the news that it
+/// works again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub what: String,
+    pub message: String,
+}
+
+impl Problem {
+    fn cleared(what: &str) -> Self {
+        Self {
+            what: what.to_string(),
+            message: String::new(),
+        }
+    }
+}
+
+/// Logs each problem once: again only when the message for the same thing
+/// changes, or after it worked in between.
+#[derive(Debug, Default)]
+pub struct ProblemLog {
+    last: HashMap<String, String>,
+}
+
+impl ProblemLog {
+    /// The messages of `problems` that are news.
+    pub fn news(&mut self, problems: Vec<Problem>) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in problems {
+            if p.message.is_empty() {
+                self.last.remove(&p.what);
+            } else if self.last.get(&p.what) != Some(&p.message) {
+                self.last.insert(p.what, p.message.clone());
+                out.push(p.message);
+            }
+        }
+        out
+    }
+}
+
+/// What the lookup thread needs to know where to look.
+#[derive(Debug, Clone)]
+struct Settings {
+    enabled: bool,
+    extra: Vec<PathBuf>,
+    other_users: bool,
+    as_root: bool,
+    env: runtime::Env,
+}
+
+impl Settings {
+    fn dirs(&self) -> Vec<PathBuf> {
+        let homes = if self.as_root && self.other_users {
+            let roots: Vec<&Path> = HOME_ROOTS.iter().map(Path::new).collect();
+            runtime::homes_under(&roots)
+        } else {
+            Vec::new()
+        };
+        runtime::candidate_dirs(&self.env, &self.extra, &homes)
+    }
+}
+
+enum Request {
+    Lookup(HashSet<String>),
+    Configure(Settings),
+}
+
+type Published = Arc<Mutex<Arc<HashMap<String, Mapped>>>>;
+
+/// The daemon's end of the lookup thread: see the module documentation.
+pub struct Notebooks {
+    tx: Option<Sender<Request>>,
+    latest: Published,
+    enabled: AtomicBool,
+    as_root: bool,
+}
+
+impl Notebooks {
+    /// Start the lookup thread with `config`; `as_root` says whether the
+    /// daemon runs as root (which `other_users` applies to).
+    pub fn start(config: &JupyterConfig, as_root: bool) -> Self {
+        let settings = settings(config, as_root);
+        let latest: Published = Arc::default();
+        let (tx, rx) = mpsc::channel();
+        let published = Arc::clone(&latest);
+        let initial = settings.clone();
+        let spawned = std::thread::Builder::new()
+            .name("headroom-jupyter".into())
+            .spawn(move || lookup_thread(rx, published, initial));
+        let tx = match spawned {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                warn!("cannot start the Jupyter lookup thread, kernels stay unmapped: {e}");
+                None
+            }
+        };
+        if config.enabled {
+            debug!(
+                "Jupyter runtime directories: {}",
+                settings
+                    .dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        if config.other_users && !as_root {
+            info!(
+                "[jupyter] other_users applies to a daemon running as root; as a user, headroom reads that user's runtime files only"
+            );
+        }
+        Self {
+            tx,
+            latest,
+            enabled: AtomicBool::new(config.enabled),
+            as_root,
+        }
+    }
+
+    /// Name the notebook of every kernel in `snap` that the latest map
+    /// knows; hand the kernel ids to the lookup thread when one is missing.
+    /// No I/O: cheap enough for every sample.
+    pub fn annotate(&self, snap: &mut Snapshot) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        let map = match self.latest.lock() {
+            Ok(guard) => Arc::clone(&guard),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        };
+        let (present, unknown) = apply(&map, snap);
+        if unknown && let Some(tx) = &self.tx {
+            // The thread may be gone (it logged why): kernels stay unmapped.
+            let _ = tx.send(Request::Lookup(present));
+        }
+    }
+
+    /// Apply a reloaded `[jupyter]` section.
+    pub fn configure(&self, config: &JupyterConfig) {
+        self.enabled.store(config.enabled, Ordering::Relaxed);
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Request::Configure(settings(config, self.as_root)));
+        }
+    }
+}
+
+/// Name the notebooks of `snap`'s kernels with one lookup made now, for a
+/// one-shot command (`headroom snapshot`); blocks for the servers' answers
+/// (at most [`sessions::TIMEOUT`] each). Returns the problems met, to show.
+pub fn annotate_once(config: &JupyterConfig, as_root: bool, snap: &mut Snapshot) -> Vec<String> {
+    let has_kernels = snap
+        .processes
+        .iter()
+        .any(|p| p.workload.kernel_id.is_some());
+    if !config.enabled || !has_kernels {
+        return Vec::new();
+    }
+    let (found, problems) = look_up(&settings(config, as_root).dirs(), sessions::TIMEOUT);
+    apply(&found, snap);
+    ProblemLog::default().news(problems)
+}
+
+fn settings(config: &JupyterConfig, as_root: bool) -> Settings {
+    Settings {
+        enabled: config.enabled,
+        extra: config.runtime_dirs.clone(),
+        other_users: config.other_users,
+        as_root,
+        env: runtime::Env::current(),
+    }
+}
+
+fn lookup_thread(rx: Receiver<Request>, published: Published, mut settings: Settings) {
+    let mut map = NotebookMap::default();
+    let mut log = ProblemLog::default();
+    while let Ok(first) = rx.recv() {
+        // Requests that queued up during a lookup: only the latest matters.
+        let mut present = None;
+        for request in std::iter::once(first).chain(rx.try_iter()) {
+            match request {
+                Request::Lookup(ids) => present = Some(ids),
+                Request::Configure(s) => {
+                    settings = s;
+                    // Other directories may know the misses: ask again.
+                    map.misses.clear();
+                }
+            }
+        }
+        let Some(present) = present else { continue };
+        if !settings.enabled {
+            continue;
+        }
+        let due = map.due(&present, Instant::now());
+        if due.is_empty() {
+            continue;
+        }
+        let started = Instant::now();
+        let dirs = settings.dirs();
+        let (found, problems) = look_up(&dirs, sessions::TIMEOUT);
+        for line in log.news(problems) {
+            warn!("{line}");
+        }
+        map.refreshed(found, &due, &present, Instant::now());
+        let named: Vec<String> = due
+            .iter()
+            .filter_map(|id| {
+                map.get(id)
+                    .map(|m| format!("{} → {}", short(id), m.notebook))
+            })
+            .collect();
+        info!(
+            "Jupyter lookup for {} new kernel(s) in {} ms: {}",
+            due.len(),
+            started.elapsed().as_millis(),
+            if named.is_empty() {
+                "no server knows them (asking again later)".to_string()
+            } else {
+                named.join(", ")
+            }
+        );
+        let snapshot = Arc::new(map.entries.clone());
+        match published.lock() {
+            Ok(mut guard) => *guard = snapshot,
+            Err(poisoned) => *poisoned.into_inner() = snapshot,
+        }
+    }
+}
+
+/// The first 8 characters of a kernel id, for logs.
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapped(notebook: &str, owner: Option<u32>) -> Mapped {
+        Mapped {
+            notebook: notebook.into(),
+            kernel_name: Some("python3".into()),
+            owner_uid: owner,
+            server: "http://127.0.0.1:8888/".into(),
+        }
+    }
+
+    fn ids(list: &[&str]) -> HashSet<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_unknown_kernels_are_due() {
+        let now = Instant::now();
+        let mut map = NotebookMap::default();
+        assert_eq!(map.due(&ids(&["a", "b"]), now), vec!["a", "b"]);
+        let found = HashMap::from([("a".to_string(), mapped("a.ipynb", None))]);
+        map.refreshed(found, &["a".into(), "b".into()], &ids(&["a", "b"]), now);
+        assert_eq!(map.get("a").unwrap().notebook, "a.ipynb");
+        // "b" was asked about and nobody knew it: not due again at once.
+        assert!(map.due(&ids(&["a", "b"]), now).is_empty());
+        assert!(
+            map.due(&ids(&["a", "b"]), now + Duration::from_secs(1))
+                .is_empty()
+        );
+        assert_eq!(map.due(&ids(&["a", "b"]), now + RETRY_FIRST), vec!["b"]);
+        // A new kernel is due at once, whatever the misses.
+        assert_eq!(map.due(&ids(&["a", "b", "c"]), now), vec!["c"]);
+    }
+
+    #[test]
+    fn misses_back_off_up_to_the_maximum() {
+        let mut map = NotebookMap::default();
+        let mut now = Instant::now();
+        let present = ids(&["x"]);
+        let mut waits = Vec::new();
+        for _ in 0..12 {
+            map.refreshed(HashMap::new(), &["x".into()], &present, now);
+            let retry = map.misses["x"].retry_at;
+            waits.push(retry - now);
+            now = retry;
+        }
+        assert_eq!(waits[0], RETRY_FIRST);
+        assert_eq!(waits[1], RETRY_FIRST * 2);
+        assert_eq!(waits[2], RETRY_FIRST * 4);
+        assert_eq!(*waits.last().unwrap(), RETRY_MAX);
+    }
+
+    #[test]
+    fn entries_of_gone_kernels_are_dropped_and_others_kept() {
+        let now = Instant::now();
+        let mut map = NotebookMap::default();
+        let found = HashMap::from([
+            ("a".to_string(), mapped("a.ipynb", None)),
+            ("b".to_string(), mapped("b.ipynb", None)),
+        ]);
+        map.refreshed(found, &["a".into(), "b".into()], &ids(&["a", "b"]), now);
+        // "b" ended, "c" started; the server that knew "a" did not answer.
+        map.refreshed(HashMap::new(), &["c".into()], &ids(&["a", "c"]), now);
+        assert!(map.get("a").is_some(), "kept while its kernel runs");
+        assert!(map.get("b").is_none());
+        assert_eq!(map.len(), 1);
+    }
+
+    #[test]
+    fn answers_are_trusted_for_the_owners_kernels_only() {
+        assert!(mapped("n", Some(1000)).trusted_for(Some(1000)));
+        assert!(!mapped("n", Some(1000)).trusted_for(Some(1001)));
+        assert!(mapped("n", Some(0)).trusted_for(Some(1001)));
+        assert!(mapped("n", None).trusted_for(Some(1001)));
+    }
+
+    #[test]
+    fn problems_are_logged_once_until_they_change_or_clear() {
+        let mut log = ProblemLog::default();
+        let p = |m: &str| Problem {
+            what: "s".into(),
+            message: m.into(),
+        };
+        assert_eq!(log.news(vec![p("403")]), vec!["403"]);
+        assert!(log.news(vec![p("403")]).is_empty());
+        assert_eq!(log.news(vec![p("timeout")]), vec!["timeout"]);
+        assert!(log.news(vec![Problem::cleared("s")]).is_empty());
+        assert_eq!(log.news(vec![p("timeout")]), vec!["timeout"]);
+    }
+}

@@ -1,0 +1,743 @@
+//! Post-mortems: when a watched process ends, say what it was, how big it
+//! got, how fast it was growing, and why it ended, with how that was
+//! learned.
+//!
+//! Watched: every ML workload (Jupyter kernels included) and every process
+//! headroom acted on. [`PostMortems::observe`] compares each snapshot with
+//! what it tracked: a process that is no longer listed, or that the OS
+//! reports dead while its parent has not yet collected it (a zombie), has
+//! ended. Its cause, most direct evidence first:
+//!
+//! 1. **The OS's record of a memory kill** ([`MemoryKill`]: the Linux OOM
+//!    killer's line in `/dev/kmsg`) for its pid and name, read after it was
+//!    first seen (so a kill of an earlier process with the same pid is
+//!    never blamed on it): `oom-killer` (or `jetsam`).
+//! 2. **headroom's own signal**: a signal headroom delivered after the last
+//!    sample that saw the process alive (or a SIGKILL at any time):
+//!    `signal-by-headroom`, naming the rule and step.
+//! 3. **Its exit status**, where the OS kept one for the daemon to read (a
+//!    zombie's `/proc/[pid]/stat` on Linux): an exit code is `exited`; a
+//!    signal nobody owns up to stays `unknown`, with the signal named.
+//! 4. Otherwise `unknown`, with what was looked at and found silent.
+//!
+//! A process gone without a record is judged one sample later, not at once,
+//! so that a kill record logged a moment after the process vanished, or the
+//! outcome of a signal headroom was still delivering, is not missed.
+//!
+//! Children of a watched ML process (DataLoader workers, model-server
+//! workers) come and go with their parent's work: their ends are reported
+//! only when a cause was found or headroom acted on them.
+//!
+//! Pure: no I/O, no clock. The daemon reads the OS ([`crate::sample::ExitCauses`])
+//! on its blocking thread and hands the result in.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use crate::event::{ActionTaken, Event, EventKind, ExitCause, ExitCauseKind, Outcome, ProcessRef};
+use crate::history::{GROWTH_WINDOW, History};
+use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
+use crate::policy::{Action, Decision};
+use crate::sample::{Ended, Killer, MemoryKill, Observed};
+
+/// How long kill records are kept for matching.
+pub const KEEP_KILLS: Duration = Duration::from_secs(600);
+/// Most kill records kept.
+const MAX_KILLS: usize = 256;
+/// How long a post-mortem waits for the outcome of a signal headroom was
+/// sending when the process vanished.
+pub const OUTCOME_WAIT: Duration = Duration::from_secs(5);
+/// Command names are cut to this many bytes by the Linux kernel (`TASK_COMM_LEN` − 1).
+const COMM_LEN: usize = 15;
+
+/// What is remembered of a watched process.
+#[derive(Debug, Clone)]
+struct Tracked {
+    /// As last seen alive.
+    process: ProcessRef,
+    first_seen: Timestamp,
+    last_alive: Timestamp,
+    peak: u64,
+    growth: Option<f64>,
+    /// headroom decided to act on it.
+    acted: bool,
+    /// Its parent is a watched ML process too (a worker).
+    worker: bool,
+}
+
+/// A process found ended, not yet reported.
+#[derive(Debug, Clone)]
+struct Pending {
+    id: ProcessId,
+    ended_at: Timestamp,
+    status: Option<Ended>,
+    /// Samples since it was found ended.
+    waited: u32,
+}
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct PostMortems {
+    tracked: HashMap<ProcessId, Tracked>,
+    /// Reported while still listed (zombies): not tracked again.
+    dead: HashSet<ProcessId>,
+    pending: Vec<Pending>,
+    kills: VecDeque<MemoryKill>,
+    /// The last action carried out on each tracked process.
+    last_action: HashMap<ProcessId, ActionTaken>,
+    /// The last signal delivered to each, and the last SIGKILL.
+    last_signal: HashMap<ProcessId, ActionTaken>,
+    sigkill: HashMap<ProcessId, ActionTaken>,
+    /// Signals handed to the actuator whose outcome has not come back.
+    awaiting: HashMap<ProcessId, Timestamp>,
+}
+
+impl PostMortems {
+    /// The processes whose end would be reported, for the OS reader.
+    pub fn tracked(&self) -> HashSet<ProcessId> {
+        self.tracked.keys().copied().collect()
+    }
+
+    /// Among `snap`'s processes, the tracked ones listed with no memory at
+    /// all: dead (zombies) or dying; the OS reader looks at these.
+    pub fn suspects(tracked: &HashSet<ProcessId>, snap: &Snapshot) -> Vec<ProcessId> {
+        snap.processes
+            .iter()
+            .filter(|p| tracked.contains(&p.id) && p.footprint == 0 && p.resident == 0)
+            .map(|p| p.id)
+            .collect()
+    }
+
+    /// headroom decided to act on `d.process` at `at`: watch it, and wait
+    /// for the outcome of a signal before judging its end.
+    pub fn note_decision(&mut self, d: &Decision, at: Timestamp) {
+        let id = d.process.id();
+        if self.dead.contains(&id) {
+            return;
+        }
+        let t = self.tracked.entry(id).or_insert_with(|| Tracked {
+            process: d.process.clone(),
+            first_seen: at,
+            last_alive: at,
+            peak: d.process.footprint,
+            growth: None,
+            acted: true,
+            worker: false,
+        });
+        t.acted = true;
+        if matches!(d.action, Action::Signal { .. }) {
+            self.awaiting.insert(id, at);
+        }
+    }
+
+    /// An event came back from the journal: remember what headroom did.
+    pub fn note_event(&mut self, event: &Event) {
+        match &event.kind {
+            EventKind::Action {
+                rule,
+                process,
+                step,
+                action,
+                outcome,
+                ..
+            } => {
+                let id = process.id();
+                if !self.tracked.contains_key(&id) {
+                    return;
+                }
+                if action.starts_with("SIG") {
+                    self.awaiting.remove(&id);
+                }
+                if *outcome != Outcome::Done {
+                    return;
+                }
+                let taken = ActionTaken {
+                    rule: rule.clone(),
+                    step: *step,
+                    action: action.clone(),
+                    at: event.at,
+                };
+                if action.starts_with("SIG") {
+                    if action == "SIGKILL" {
+                        self.sigkill.insert(id, taken.clone());
+                    }
+                    self.last_signal.insert(id, taken.clone());
+                }
+                self.last_action.insert(id, taken);
+            }
+            EventKind::Skipped { process, .. } => {
+                self.awaiting.remove(&process.id());
+            }
+            _ => {}
+        }
+    }
+
+    /// Take in a snapshot (already recorded in `history`) and what the OS
+    /// said since the last one; returns the post-mortems due now.
+    /// `silence` is what the absence of a kill record means on this machine.
+    pub fn observe(
+        &mut self,
+        snap: &Snapshot,
+        history: &History,
+        observed: Observed,
+        silence: &str,
+    ) -> Vec<Event> {
+        let now = snap.taken_at;
+        self.kills.extend(observed.kills);
+        while self.kills.len() > MAX_KILLS
+            || self
+                .kills
+                .front()
+                .is_some_and(|k| now.since(k.read_at) > KEEP_KILLS)
+        {
+            self.kills.pop_front();
+        }
+
+        let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+        let pending: HashSet<ProcessId> = self.pending.iter().map(|p| p.id).collect();
+        for ended in observed.ended {
+            if self.tracked.contains_key(&ended.id)
+                && !pending.contains(&ended.id)
+                && self.dead.insert(ended.id)
+            {
+                self.pending.push(Pending {
+                    id: ended.id,
+                    ended_at: now,
+                    status: Some(ended),
+                    waited: 0,
+                });
+            }
+        }
+        for id in self.tracked.keys() {
+            if !present.contains(id) && !pending.contains(id) && !self.dead.contains(id) {
+                self.pending.push(Pending {
+                    id: *id,
+                    ended_at: now,
+                    status: None,
+                    waited: 0,
+                });
+            }
+        }
+        self.dead.retain(|id| present.contains(id));
+
+        let mut out = Vec::new();
+        for mut p in std::mem::take(&mut self.pending) {
+            let Some(t) = self.tracked.get(&p.id) else {
+                continue;
+            };
+            let cause = self.cause_of(&p, t, silence);
+            let waiting = self
+                .awaiting
+                .get(&p.id)
+                .is_some_and(|since| now.since(*since) < OUTCOME_WAIT);
+            let direct = matches!(
+                cause.kind,
+                ExitCauseKind::OomKiller | ExitCauseKind::Jetsam | ExitCauseKind::SignalByHeadroom
+            );
+            if !direct && (p.waited == 0 || waiting) {
+                p.waited += 1;
+                self.pending.push(p);
+                continue;
+            }
+            let reported = !t.worker || t.acted || direct;
+            if reported {
+                let headroom_action = self.last_action.get(&p.id).cloned();
+                out.push(Event {
+                    at: p.ended_at,
+                    kind: EventKind::Exited {
+                        process: t.process.clone(),
+                        last_action: headroom_action.as_ref().map(|a| a.action.clone()),
+                        peak_footprint: t.peak,
+                        last_growth_bytes_per_second: t.growth,
+                        headroom_action,
+                        cause: Some(cause),
+                    },
+                });
+            }
+            self.forget(&p.id);
+        }
+
+        let ml: HashSet<u32> = snap
+            .processes
+            .iter()
+            .filter(|p| p.workload.is_ml())
+            .map(|p| p.id.pid)
+            .collect();
+        for p in &snap.processes {
+            self.update(p, history, now, &ml);
+        }
+        out
+    }
+
+    fn update(&mut self, p: &ProcessSample, history: &History, now: Timestamp, ml: &HashSet<u32>) {
+        if self.dead.contains(&p.id) || self.pending.iter().any(|q| q.id == p.id) {
+            return;
+        }
+        let known = self.tracked.contains_key(&p.id);
+        if !known && !p.workload.is_ml() {
+            return;
+        }
+        // No memory at all: dead or dying; keep the last live figures.
+        if known && p.footprint == 0 && p.resident == 0 {
+            return;
+        }
+        let t = self.tracked.entry(p.id).or_insert_with(|| Tracked {
+            process: ProcessRef::of(p),
+            first_seen: now,
+            last_alive: now,
+            peak: 0,
+            growth: None,
+            acted: false,
+            worker: false,
+        });
+        t.process = ProcessRef::of(p);
+        t.last_alive = now;
+        t.peak = t.peak.max(p.footprint).max(p.peak_footprint.unwrap_or(0));
+        t.growth = history
+            .process(&p.id)
+            .and_then(|track| track.growth_bytes_per_second(GROWTH_WINDOW));
+        t.worker = p.ppid != 0 && ml.contains(&p.ppid);
+    }
+
+    fn forget(&mut self, id: &ProcessId) {
+        self.tracked.remove(id);
+        self.last_action.remove(id);
+        self.last_signal.remove(id);
+        self.sigkill.remove(id);
+        self.awaiting.remove(id);
+    }
+
+    fn cause_of(&self, p: &Pending, t: &Tracked, silence: &str) -> ExitCause {
+        let pid = t.process.pid;
+        let kill = self.kills.iter().rev().find(|k| {
+            k.pid == pid
+                && same_command(&k.name, &t.process.name)
+                && k.read_at >= t.first_seen
+                && match (k.uid, t.process.uid) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                }
+        });
+        let status = p
+            .status
+            .as_ref()
+            .map(|e| format!("; its exit status, read from {}: {}", e.source, e.status))
+            .unwrap_or_default();
+        if let Some(k) = kill {
+            let (kind, killer) = match k.killer {
+                Killer::OomKiller => (ExitCauseKind::OomKiller, "the kernel's OOM killer"),
+                Killer::Jetsam => (ExitCauseKind::Jetsam, "jetsam"),
+            };
+            let resident = k
+                .resident_bytes
+                .map(|b| format!(", with {} resident", crate::report::format_bytes(b)))
+                .unwrap_or_default();
+            return ExitCause {
+                kind,
+                how: format!(
+                    "{} recorded {killer} killing pid {} ({}){resident}: {}{status}",
+                    k.source, k.pid, k.name, k.scope
+                ),
+                detail: Some(k.message.clone()),
+            };
+        }
+        let signal = self
+            .sigkill
+            .get(&p.id)
+            .or_else(|| self.last_signal.get(&p.id).filter(|s| s.at >= t.last_alive));
+        if let Some(s) = signal {
+            let when = if s.action == "SIGKILL" {
+                "which cannot be caught".to_string()
+            } else {
+                "after the last sample that saw it alive".to_string()
+            };
+            return ExitCause {
+                kind: ExitCauseKind::SignalByHeadroom,
+                how: format!(
+                    "headroom's journal: it delivered {} (rule \"{}\", step {}) {when}{status}",
+                    s.action,
+                    s.rule,
+                    s.step + 1
+                ),
+                detail: None,
+            };
+        }
+        match &p.status {
+            Some(e) if matches!(e.status, crate::sample::ExitStatus::Code(_)) => ExitCause {
+                kind: ExitCauseKind::Exited,
+                how: format!(
+                    "its exit status, read from {} before its parent collected it: {}",
+                    e.source, e.status
+                ),
+                detail: None,
+            },
+            Some(e) => ExitCause {
+                kind: ExitCauseKind::Unknown,
+                how: format!(
+                    "its exit status, read from {} before its parent collected it: {}, but nothing says who sent the signal: {silence}, and headroom sent it none",
+                    e.source, e.status
+                ),
+                detail: None,
+            },
+            None => ExitCause {
+                kind: ExitCauseKind::Unknown,
+                how: format!(
+                    "{silence}, headroom sent it no signal, and it was gone before its exit status could be read (only its parent learns that)"
+                ),
+                detail: None,
+            },
+        }
+    }
+}
+
+/// The same command name, allowing for the kernel's 15-byte cut.
+fn same_command(recorded: &str, sampled: &str) -> bool {
+    let cut = |s: &str| {
+        s.as_bytes()
+            .iter()
+            .take(COMM_LEN)
+            .copied()
+            .collect::<Vec<u8>>()
+    };
+    cut(recorded) == cut(sampled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Detail, Pressure, Swap, SystemMemory, Workload, WorkloadKind};
+    use crate::sample::ExitStatus;
+
+    const SILENCE: &str = "no OOM-killer record for it in /dev/kmsg";
+    const GIB: u64 = 1 << 30;
+
+    fn kernel(pid: u32, footprint: u64) -> ProcessSample {
+        ProcessSample {
+            id: ProcessId { pid, start: 7 },
+            ppid: 1,
+            uid: Some(1000),
+            user: Some("ada".into()),
+            name: "python3".into(),
+            exe: None,
+            argv: Vec::new(),
+            started_at: None,
+            footprint,
+            peak_footprint: None,
+            resident: footprint,
+            swapped: None,
+            gpu_memory: None,
+            gpu_client: false,
+            detail: Detail::Exact,
+            workload: Workload {
+                kind: WorkloadKind::Jupyter,
+                kernel_id: Some("3f2a0b1c".into()),
+                notebook: Some("train.ipynb".into()),
+                ..Workload::default()
+            },
+        }
+    }
+
+    fn snap(at_ms: u64, processes: Vec<ProcessSample>) -> Snapshot {
+        Snapshot {
+            taken_at: Timestamp(at_ms),
+            source: "test".into(),
+            sample_micros: 0,
+            system: SystemMemory::default(),
+            swap: Swap::default(),
+            pressure: Pressure::default(),
+            gpus: Vec::new(),
+            processes,
+            errors: Default::default(),
+            collectors: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Feeds snapshots through a history and the post-mortems, like the daemon.
+    struct Run {
+        pm: PostMortems,
+        history: History,
+        events: Vec<Event>,
+    }
+
+    impl Run {
+        fn new() -> Self {
+            Self {
+                pm: PostMortems::default(),
+                history: History::new(Duration::from_secs(600)),
+                events: Vec::new(),
+            }
+        }
+
+        fn feed(&mut self, s: Snapshot, observed: Observed) {
+            self.history.record(&s);
+            let out = self.pm.observe(&s, &self.history, observed, SILENCE);
+            self.events.extend(out);
+        }
+
+        fn cause(&self) -> &ExitCause {
+            assert_eq!(self.events.len(), 1, "{:#?}", self.events);
+            match &self.events[0].kind {
+                EventKind::Exited { cause: Some(c), .. } => c,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    fn growing(run: &mut Run, until_ms: u64) {
+        for t in (0..=until_ms).step_by(1000) {
+            run.feed(
+                snap(t, vec![kernel(42, GIB + t * (1 << 20))]),
+                Observed::default(),
+            );
+        }
+    }
+
+    fn oom_kill(pid: u32, read_at: u64) -> MemoryKill {
+        MemoryKill {
+            pid,
+            name: "python3".into(),
+            uid: Some(1000),
+            killer: Killer::OomKiller,
+            source: "/dev/kmsg".into(),
+            message: "Out of memory: Killed process 42 (python3) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:1000".into(),
+            resident_bytes: Some(1024),
+            scope: "the machine ran out of memory".into(),
+            read_at: Timestamp(read_at),
+        }
+    }
+
+    #[test]
+    fn an_oom_kill_is_named_at_once_with_notebook_peak_and_growth() {
+        let mut run = Run::new();
+        growing(&mut run, 10_000);
+        let observed = Observed {
+            kills: vec![oom_kill(42, 11_000)],
+            ended: Vec::new(),
+        };
+        run.feed(snap(11_000, vec![]), observed);
+        let cause = run.cause().clone();
+        assert_eq!(cause.kind, ExitCauseKind::OomKiller);
+        assert!(cause.how.starts_with("/dev/kmsg recorded the kernel's OOM killer killing pid 42 (python3), with 1.0 KiB resident: the machine ran out of memory"), "{}", cause.how);
+        let EventKind::Exited {
+            process,
+            peak_footprint,
+            last_growth_bytes_per_second,
+            ..
+        } = &run.events[0].kind
+        else {
+            unreachable!()
+        };
+        assert_eq!(run.events[0].at, Timestamp(11_000));
+        assert_eq!(process.notebook.as_deref(), Some("train.ipynb"));
+        assert_eq!(*peak_footprint, GIB + 10_000 * (1 << 20));
+        let g = last_growth_bytes_per_second.unwrap();
+        assert!((g - (1 << 20) as f64 * 1000.0).abs() < 1.0, "{g}");
+    }
+
+    #[test]
+    fn a_kill_of_an_earlier_process_with_the_same_pid_is_not_blamed() {
+        let mut run = Run::new();
+        // pid 42 was OOM-killed before this process was first seen.
+        run.feed(
+            snap(0, vec![]),
+            Observed {
+                kills: vec![oom_kill(42, 0)],
+                ended: Vec::new(),
+            },
+        );
+        run.feed(snap(1000, vec![kernel(42, GIB)]), Observed::default());
+        run.feed(snap(2000, vec![]), Observed::default());
+        assert!(run.events.is_empty(), "judged one sample later");
+        run.feed(snap(3000, vec![]), Observed::default());
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Unknown);
+        assert!(cause.how.starts_with(SILENCE), "{}", cause.how);
+        assert!(
+            cause.how.contains("headroom sent it no signal"),
+            "{}",
+            cause.how
+        );
+        assert_eq!(run.events[0].at, Timestamp(2000), "when it was found gone");
+    }
+
+    fn sigint_decision(at: u64) -> (Decision, Event) {
+        let p = ProcessRef::of(&kernel(42, GIB));
+        let d = Decision {
+            rule: "notebook-runaway".into(),
+            process: p.clone(),
+            step: 0,
+            action: Action::Signal {
+                signal: crate::policy::SignalName::Int,
+                require_handler: true,
+                process_group: false,
+            },
+            dry_run: false,
+            limit: String::new(),
+            reason: String::new(),
+        };
+        let e = Event {
+            at: Timestamp(at),
+            kind: EventKind::Action {
+                rule: d.rule.clone(),
+                process: p,
+                step: 0,
+                action: "SIGINT".into(),
+                outcome: Outcome::Done,
+                dry_run: false,
+                detail: String::new(),
+            },
+        };
+        (d, e)
+    }
+
+    #[test]
+    fn a_signal_after_the_last_live_sample_is_headroom_s() {
+        let mut run = Run::new();
+        growing(&mut run, 3000);
+        let (d, e) = sigint_decision(3010);
+        run.pm.note_decision(&d, Timestamp(3000));
+        run.pm.note_event(&e);
+        run.feed(snap(4000, vec![]), Observed::default());
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::SignalByHeadroom);
+        assert!(
+            cause.how.contains("delivered SIGINT (rule \"notebook-runaway\", step 1) after the last sample that saw it alive"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn an_earlier_sigint_survived_is_not_the_cause_but_is_recalled() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let (d, e) = sigint_decision(2010);
+        run.pm.note_decision(&d, Timestamp(2000));
+        run.pm.note_event(&e);
+        // Alive after the SIGINT (the cell was interrupted), then OOM-killed.
+        run.feed(snap(3000, vec![kernel(42, 2 * GIB)]), Observed::default());
+        let observed = Observed {
+            kills: vec![oom_kill(42, 8000)],
+            ended: Vec::new(),
+        };
+        run.feed(snap(8000, vec![]), observed);
+        assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
+        let EventKind::Exited {
+            headroom_action,
+            last_action,
+            ..
+        } = &run.events[0].kind
+        else {
+            unreachable!()
+        };
+        assert_eq!(headroom_action.as_ref().unwrap().at, Timestamp(2010));
+        assert_eq!(last_action.as_deref(), Some("SIGINT"));
+    }
+
+    #[test]
+    fn a_pending_signal_outcome_holds_the_verdict() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let (d, e) = sigint_decision(3100);
+        run.pm.note_decision(&d, Timestamp(2000));
+        run.feed(snap(3000, vec![]), Observed::default());
+        run.feed(snap(3050, vec![]), Observed::default());
+        assert!(run.events.is_empty(), "waiting for the signal's outcome");
+        run.pm.note_event(&e);
+        run.feed(snap(3200, vec![]), Observed::default());
+        assert_eq!(run.cause().kind, ExitCauseKind::SignalByHeadroom);
+    }
+
+    #[test]
+    fn a_zombie_s_exit_status_tells_an_exit_from_an_unowned_signal() {
+        for (status, kind, words) in [
+            (
+                ExitStatus::Code(0),
+                ExitCauseKind::Exited,
+                "exited with status 0",
+            ),
+            (
+                ExitStatus::Signal {
+                    name: "SIGKILL".into(),
+                    core_dumped: false,
+                },
+                ExitCauseKind::Unknown,
+                "collected it: killed by SIGKILL, but nothing says who sent the signal",
+            ),
+        ] {
+            let mut run = Run::new();
+            growing(&mut run, 2000);
+            let id = ProcessId { pid: 42, start: 7 };
+            let mut zombie = kernel(42, 0);
+            zombie.resident = 0;
+            let observed = Observed {
+                kills: Vec::new(),
+                ended: vec![Ended {
+                    id,
+                    status: status.clone(),
+                    source: "/proc/42/stat".into(),
+                }],
+            };
+            assert_eq!(
+                PostMortems::suspects(&run.pm.tracked(), &snap(3000, vec![zombie.clone()])),
+                vec![id]
+            );
+            run.feed(snap(3000, vec![zombie.clone()]), observed);
+            run.feed(snap(4000, vec![zombie.clone()]), Observed::default());
+            let cause = run.cause().clone();
+            assert_eq!(cause.kind, kind);
+            assert!(cause.how.contains(words), "{}", cause.how);
+            let EventKind::Exited { process, .. } = &run.events[0].kind else {
+                unreachable!()
+            };
+            assert_eq!(
+                process.footprint,
+                GIB + 2000 * (1 << 20),
+                "the last live footprint"
+            );
+            // Reaped later: no second post-mortem.
+            run.feed(snap(5000, vec![]), Observed::default());
+            run.feed(snap(6000, vec![]), Observed::default());
+            assert_eq!(run.events.len(), 1);
+        }
+    }
+
+    #[test]
+    fn workers_of_an_ml_process_are_reported_only_with_a_cause() {
+        let mut run = Run::new();
+        let mut parent = kernel(10, GIB);
+        parent.workload.kind = WorkloadKind::Pytorch;
+        let mut worker = parent.clone();
+        worker.id.pid = 11;
+        worker.ppid = 10;
+        run.feed(
+            snap(0, vec![parent.clone(), worker.clone()]),
+            Observed::default(),
+        );
+        run.feed(snap(1000, vec![parent.clone()]), Observed::default());
+        run.feed(snap(2000, vec![parent.clone()]), Observed::default());
+        assert!(run.events.is_empty(), "{:#?}", run.events);
+        // A worker the OOM killer took is reported.
+        let mut other = worker.clone();
+        other.id.pid = 12;
+        run.feed(snap(3000, vec![parent.clone(), other]), Observed::default());
+        let mut kill = oom_kill(12, 4000);
+        kill.message = "Killed process 12".into();
+        run.feed(
+            snap(4000, vec![parent]),
+            Observed {
+                kills: vec![kill],
+                ended: Vec::new(),
+            },
+        );
+        assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
+    }
+
+    #[test]
+    fn names_match_across_the_kernels_cut() {
+        assert!(same_command("ipykernel_launc", "ipykernel_launcher"));
+        assert!(same_command("python3", "python3"));
+        assert!(!same_command("python3", "python"));
+    }
+}

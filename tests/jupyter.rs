@@ -1,0 +1,517 @@
+//! Notebook awareness with a real Jupyter server and a real ipykernel.
+//!
+//! `scripts/jupyter-venv.sh` (run by `scripts/test.sh`) installs
+//! jupyter_server, ipykernel and jupyter_client from PyPI into
+//! `target/jupyter-venv`. Each test starts a Jupyter server on loopback with
+//! a token and its own runtime directory, creates a session for a notebook
+//! path through the REST API, runs cells on the kernel with
+//! `tests/fixtures/jupyter/drive_kernel.py` (jupyter_client over the
+//! connection file the server wrote), and runs the real daemon with a
+//! `[jupyter] runtime_dirs` entry for that directory. Everything started is
+//! killed when the test ends, pass or fail.
+#![cfg(target_os = "linux")]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::Daemon;
+
+const MIB: u64 = 1 << 20;
+
+fn venv_python() -> PathBuf {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/jupyter-venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/jupyter-venv.sh (scripts/test.sh does) to install \
+         jupyter_server, ipykernel and jupyter_client into it",
+        python.display()
+    );
+    python
+}
+
+/// The pids whose command line contains `needle`.
+fn pids_with(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().map_while(Result::ok) {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn kill(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn wait_for<T>(what: &str, within: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A Jupyter server on loopback with a token, its runtime directory and
+/// notebook root in a temporary directory.
+struct Jupyter {
+    server: Child,
+    dir: tempfile::TempDir,
+    url: String,
+    token: String,
+}
+
+impl Jupyter {
+    fn start() -> Self {
+        let python = venv_python();
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["runtime", "root", "config", "data"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let token = format!("headroom-test-{}", std::process::id());
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let server = Command::new(&python)
+            .args(["-m", "jupyter_server", "--no-browser", "--ip=127.0.0.1"])
+            .args(["--port=0", "--ServerApp.port_retries=0", "--allow-root"])
+            .arg(format!("--IdentityProvider.token={token}"))
+            .arg(format!(
+                "--ServerApp.root_dir={}",
+                dir.path().join("root").display()
+            ))
+            .env("JUPYTER_RUNTIME_DIR", dir.path().join("runtime"))
+            .env("JUPYTER_CONFIG_DIR", dir.path().join("config"))
+            .env("JUPYTER_DATA_DIR", dir.path().join("data"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start jupyter_server");
+        let mut jupyter = Jupyter {
+            server,
+            dir,
+            url: String::new(),
+            token,
+        };
+        let runtime = jupyter.runtime();
+        jupyter.url = wait_for("the server's runtime file", Duration::from_secs(60), || {
+            let entries = std::fs::read_dir(&runtime).ok()?;
+            for e in entries.map_while(Result::ok) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("jpserver-") && name.ends_with(".json") {
+                    let text = std::fs::read_to_string(e.path()).ok()?;
+                    let info: Value = serde_json::from_str(&text).ok()?;
+                    return info["url"].as_str().map(str::to_owned);
+                }
+            }
+            None
+        });
+        // The runtime file can be written a moment before the server
+        // accepts connections: wait for it to answer.
+        let status = format!("{}api/status", jupyter.url);
+        wait_for("the server to answer", Duration::from_secs(60), || {
+            Self::agent()
+                .get(&status)
+                .header("Authorization", &format!("token {}", jupyter.token))
+                .call()
+                .ok()
+                .filter(|r| r.status().as_u16() == 200)
+        });
+        jupyter
+    }
+
+    fn runtime(&self) -> PathBuf {
+        self.dir.path().join("runtime")
+    }
+
+    fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(60)))
+            .http_status_as_error(false)
+            .proxy(None)
+            .build()
+            .into()
+    }
+
+    /// Create a session for `path` with a python3 kernel; its kernel id and
+    /// the kernel process's pid.
+    fn open_notebook(&self, path: &str) -> (String, u32) {
+        let body = json!({
+            "path": path,
+            "name": Path::new(path).file_name().unwrap().to_str().unwrap(),
+            "type": "notebook",
+            "kernel": { "name": "python3" },
+        });
+        let mut res = Self::agent()
+            .post(&format!("{}api/sessions", self.url))
+            .header("Authorization", &format!("token {}", self.token))
+            .send_json(&body)
+            .unwrap_or_else(|e| {
+                let log = std::fs::read_to_string(self.dir.path().join("server.log"));
+                panic!("POST {}api/sessions: {e}; server log: {log:?}", self.url)
+            });
+        let status = res.status().as_u16();
+        let text = res.body_mut().read_to_string().unwrap();
+        assert_eq!(status, 201, "POST /api/sessions: {text}");
+        let session: Value = serde_json::from_str(&text).unwrap();
+        let kernel_id = session["kernel"]["id"].as_str().unwrap().to_string();
+        let file = format!("kernel-{kernel_id}.json");
+        let pid = wait_for("the kernel process", Duration::from_secs(60), || {
+            pids_with(&file)
+                .into_iter()
+                .find(|pid| *pid != self.server.id())
+        });
+        (kernel_id, pid)
+    }
+
+    fn connection_file(&self, kernel_id: &str) -> PathBuf {
+        self.runtime().join(format!("kernel-{kernel_id}.json"))
+    }
+}
+
+impl Drop for Jupyter {
+    fn drop(&mut self) {
+        kill(self.server.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && matches!(self.server.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        // Kernels the server did not take down with it.
+        for pid in pids_with(&self.runtime().display().to_string()) {
+            kill(pid, "KILL");
+        }
+    }
+}
+
+/// `drive_kernel.py`: runs cells on one kernel, one JSON line per cell.
+struct Cells {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Cells {
+    fn connect(connection_file: &Path) -> Self {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jupyter/drive_kernel.py");
+        let mut child = Command::new(venv_python())
+            .arg(script)
+            .arg(connection_file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start drive_kernel.py");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut cells = Cells {
+            child,
+            stdin,
+            lines,
+        };
+        let ready = cells.reply(Duration::from_secs(60));
+        assert_eq!(ready["ready"], true, "{ready}");
+        cells
+    }
+
+    fn reply(&mut self, within: Duration) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(within)
+            .expect("drive_kernel.py did not answer");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Run `code` as a cell; its reply.
+    fn run(&mut self, code: &str, timeout: Duration) -> Value {
+        let request = json!({ "code": code, "timeout": timeout.as_secs_f64() });
+        writeln!(self.stdin, "{request}").unwrap();
+        self.stdin.flush().unwrap();
+        self.reply(timeout + Duration::from_secs(10))
+    }
+}
+
+impl Drop for Cells {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The daemon sampling fast, journaling into `dir`, reading `jupyter`'s
+/// runtime directory (it runs as whoever runs the tests, root included),
+/// with `rules` appended.
+fn start_daemon(dir: &Path, jupyter: &Jupyter, rules: &str) -> Daemon {
+    let config = format!(
+        "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n\n\
+         [jupyter]\nruntime_dirs = [\"{}\"]\n\n{rules}",
+        dir.join("journal.jsonl").display(),
+        jupyter.runtime().display()
+    );
+    Daemon::start(dir, &config)
+}
+
+fn journal(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The daemon's row for `pid`, once it names the notebook.
+fn listed_with_notebook(daemon: &Daemon, pid: u32, notebook: &str) -> Value {
+    wait_for(
+        "the kernel listed with its notebook",
+        Duration::from_secs(30),
+        || {
+            let (status, body) = daemon.get("/api/v1/processes?workload=jupyter");
+            if status != 200 {
+                return None;
+            }
+            let v: Value = serde_json::from_str(&body).ok()?;
+            v["processes"]
+                .as_array()?
+                .iter()
+                .find(|p| p["pid"] == pid && p["workload"]["notebook"] == notebook)
+                .cloned()
+        },
+    )
+}
+
+fn headroom_events(dir: &Path) -> String {
+    let out = Command::new(support::BIN)
+        .args(["events", "--journal"])
+        .arg(dir.join("journal.jsonl"))
+        .output()
+        .expect("run headroom events");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_runaway_cell_is_interrupted_and_the_kernel_keeps_its_variables() {
+    let jupyter = Jupyter::start();
+    let notebook = "experiments/train.ipynb";
+    let (kernel_id, pid) = jupyter.open_notebook(notebook);
+    let sandbox = tempfile::tempdir().unwrap();
+    // The default notebook rule's action, at a limit this test reaches,
+    // on this test's kernel only.
+    let rule = format!(
+        "[[rule]]\nname = \"notebook-limit\"\nfootprint = \"300MiB\"\nroot = true\n\
+         other_users = true\nactions = [{{ signal = \"SIGINT\", require_handler = true }}]\n\n\
+         [rule.match]\nworkload = [\"jupyter\"]\nargv = \"kernel-{kernel_id}\"\n"
+    );
+    let mut daemon = start_daemon(sandbox.path(), &jupyter, &rule);
+    let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
+
+    let first = cells.run(
+        "import os, time\nstate = {'epoch': 3, 'note': 'survives'}\nprint(os.getpid())",
+        Duration::from_secs(30),
+    );
+    assert_eq!(first["status"], "ok", "{first}");
+    assert_eq!(first["stdout"].as_str().unwrap().trim(), pid.to_string());
+
+    // headroom lists the kernel with its notebook.
+    let row = listed_with_notebook(&daemon, pid, notebook);
+    assert_eq!(row["workload"]["kernel_id"], kernel_id.as_str());
+    assert_eq!(row["workload"]["kernel_name"], "python3");
+    daemon.expect_line(&format!("→ {notebook}"));
+
+    // A cell that allocates until something stops it.
+    let runaway = cells.run(
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))\n    time.sleep(0.02)",
+        Duration::from_secs(60),
+    );
+    assert_eq!(runaway["status"], "error", "{runaway}");
+    assert_eq!(
+        runaway["ename"], "KeyboardInterrupt",
+        "the limit's SIGINT interrupts the cell: {runaway}"
+    );
+
+    // The kernel is the same process, and the earlier cell's variable is there.
+    let after = cells.run(
+        "print(state['note'], state['epoch'], len(chunks) * 16, os.getpid())\ndel chunks",
+        Duration::from_secs(30),
+    );
+    assert_eq!(after["status"], "ok", "{after}");
+    let words: Vec<String> = after["stdout"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(words[..2], ["survives", "3"], "{after}");
+    let allocated_mib: u64 = words[2].parse().unwrap();
+    assert!(
+        (250..1000).contains(&allocated_mib),
+        "interrupted after {allocated_mib} MiB, far from the 300 MiB limit"
+    );
+    assert_eq!(words[3], pid.to_string(), "the kernel was not restarted");
+
+    // The journal holds the interruption with the notebook.
+    let events = wait_for("the SIGINT in the journal", Duration::from_secs(10), || {
+        let events = journal(sandbox.path());
+        events
+            .iter()
+            .any(|e| e["event"] == "action" && e["action"] == "SIGINT")
+            .then_some(events)
+    });
+    let action = events
+        .iter()
+        .find(|e| e["event"] == "action" && e["action"] == "SIGINT")
+        .unwrap();
+    assert_eq!(action["outcome"], "done", "{action}");
+    assert_eq!(action["process"]["pid"], pid);
+    assert_eq!(action["process"]["notebook"], notebook, "{action}");
+    let crossed = events
+        .iter()
+        .find(|e| e["event"] == "limit-crossed")
+        .expect("a limit-crossed event");
+    assert_eq!(crossed["process"]["notebook"], notebook, "{crossed}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "exited" && e["process"]["pid"] == pid),
+        "the kernel survived: {events:#?}"
+    );
+
+    // In words, in the metrics, and in `headroom snapshot`.
+    let lines = headroom_events(sandbox.path());
+    assert!(
+        lines.contains(&format!(
+            "SIGINT  → {notebook} (kernel {}…, pid {pid})",
+            &kernel_id[..4]
+        )),
+        "{lines}"
+    );
+    let (_, metrics) = daemon.get("/metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("headroom_process_footprint_bytes{")
+                && l.contains(&format!("notebook=\"{notebook}\""))
+                && l.contains(&format!("pid=\"{pid}\""))),
+        "no footprint series with the notebook label"
+    );
+    let snapshot = Command::new(support::BIN)
+        .args(["snapshot", "--all"])
+        .env("JUPYTER_RUNTIME_DIR", jupyter.runtime())
+        .output()
+        .expect("run headroom snapshot");
+    let table = String::from_utf8_lossy(&snapshot.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.trim_start().starts_with(&pid.to_string())
+                && l.contains(&format!("[{notebook}]"))),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_kernel_killed_from_outside_gets_a_postmortem_with_an_unknown_cause() {
+    let jupyter = Jupyter::start();
+    let notebook = "analysis/eval.ipynb";
+    let (kernel_id, pid) = jupyter.open_notebook(notebook);
+    let sandbox = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(sandbox.path(), &jupyter, "[postmortem]\nnotify = true\n");
+    let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
+
+    let held = cells.run(
+        "hold = bytearray(200 << 20)\nprint('held')",
+        Duration::from_secs(30),
+    );
+    assert_eq!(held["status"], "ok", "{held}");
+    wait_for(
+        "the kernel listed with its notebook and 200 MiB",
+        Duration::from_secs(30),
+        || {
+            let row = listed_with_notebook(&daemon, pid, notebook);
+            (row["footprint"].as_u64()? >= 200 * MIB).then_some(())
+        },
+    );
+
+    kill(pid, "KILL");
+    let ended = wait_for("the post-mortem", Duration::from_secs(20), || {
+        journal(sandbox.path())
+            .into_iter()
+            .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid)
+    });
+    assert_eq!(ended["process"]["notebook"], notebook, "{ended}");
+    let peak = ended["peak_footprint"].as_u64().unwrap();
+    assert!(peak >= 200 * MIB, "peak {peak} below what the cell held");
+    let cause = &ended["cause"];
+    assert_eq!(
+        cause["kind"], "unknown",
+        "nothing says who killed it: {cause}"
+    );
+    let how = cause["how"].as_str().unwrap();
+    // The exit status is read if the server has not collected the kernel
+    // yet; either way the answer says what was looked at.
+    assert!(
+        how.contains("killed by SIGKILL, but nothing says who sent the signal")
+            || how.contains("gone before its exit status could be read"),
+        "{how}"
+    );
+    assert!(ended["headroom_action"].is_null(), "{ended}");
+
+    // The notification step fired (shown, or failed for want of a desktop
+    // session on a headless machine: either way an action of its own).
+    let notified = wait_for(
+        "the post-mortem's notification",
+        Duration::from_secs(20),
+        || {
+            journal(sandbox.path()).into_iter().find(|e| {
+                e["event"] == "action"
+                    && e["rule"] == "postmortem"
+                    && e["action"] == "notify"
+                    && e["process"]["pid"] == pid
+            })
+        },
+    );
+    assert!(
+        notified["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(notebook) && d.contains("cause unknown")),
+        "{notified}"
+    );
+
+    let lines = headroom_events(sandbox.path());
+    let line = lines
+        .lines()
+        .find(|l| l.contains("post-mortem") && l.contains(&format!("pid {pid})")))
+        .unwrap_or_else(|| panic!("{lines}"));
+    assert!(
+        line.contains(&format!(
+            "post-mortem  {notebook} (kernel {}…, pid {pid}) ended at ",
+            &kernel_id[..4]
+        )) && line.contains("cause unknown"),
+        "{line}"
+    );
+}
