@@ -1,8 +1,12 @@
 //! The daemon loop behind `headroom run`.
 //!
 //! Every tick it takes a sample on a blocking thread (never on the async
-//! workers), records it in the history and publishes the new [`State`]
-//! through a `watch` channel. It samples at the normal interval while memory
+//! workers), reads there too what the OS recorded about processes that
+//! ended ([`ExitCauses`]), names Jupyter kernels by their notebook from the
+//! latest lookup ([`Notebooks`], no I/O on this path), records the sample in
+//! the history and publishes the new [`State`] through a `watch` channel;
+//! then runs the policy and writes the post-mortems of watched processes
+//! that ended ([`PostMortems`]). It samples at the normal interval while memory
 //! is calm and at the fast interval while pressure is elevated, and wakes at
 //! once when the OS reports pressure (a PSI trigger on Linux). SIGHUP reloads
 //! the config file (a bad new file is rejected and the old config kept);

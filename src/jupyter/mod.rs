@@ -55,6 +55,10 @@ pub const RETRY_FIRST: Duration = Duration::from_secs(2);
 /// The longest wait between retries for such a kernel.
 pub const RETRY_MAX: Duration = Duration::from_secs(600);
 
+/// Most servers asked in one lookup (each may take up to [`sessions::TIMEOUT`]);
+/// runtime files beyond these are left for a later lookup.
+pub const MAX_SERVERS: usize = 64;
+
 /// Where users' homes are, for `other_users`.
 const HOME_ROOTS: [&str; 2] = ["/home", "/Users"];
 
@@ -199,9 +203,20 @@ pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>,
             message,
         }));
         for server in servers {
-            if !asked.insert(server.url.clone()) {
+            if asked.contains(&server.url) {
                 continue;
             }
+            if asked.len() >= MAX_SERVERS {
+                problems.push(Problem {
+                    what: "max servers".to_string(),
+                    message: format!(
+                        "more than {MAX_SERVERS} Jupyter runtime files; {} and those after it were not asked",
+                        server.file.display()
+                    ),
+                });
+                return (found, problems);
+            }
+            asked.insert(server.url.clone());
             match sessions::fetch(&server, timeout) {
                 Ok(list) => {
                     problems.push(Problem::cleared(&server.url));
@@ -425,6 +440,8 @@ fn lookup_thread(rx: Receiver<Request>, published: Published, mut settings: Sett
         if due.is_empty() {
             continue;
         }
+        // A kernel asked about before and still unknown is logged quietly.
+        let first_time = due.iter().any(|id| !map.misses.contains_key(id));
         let started = Instant::now();
         let dirs = settings.dirs();
         let (found, problems) = look_up(&dirs, sessions::TIMEOUT);
@@ -439,16 +456,23 @@ fn lookup_thread(rx: Receiver<Request>, published: Published, mut settings: Sett
                     .map(|m| format!("{} → {}", short(id), m.notebook))
             })
             .collect();
-        info!(
-            "Jupyter lookup for {} new kernel(s) in {} ms: {}",
-            due.len(),
-            started.elapsed().as_millis(),
-            if named.is_empty() {
-                "no server knows them (asking again later)".to_string()
-            } else {
-                named.join(", ")
-            }
-        );
+        let outcome = if named.is_empty() {
+            "no server knows them (asking again later)".to_string()
+        } else {
+            named.join(", ")
+        };
+        let took = started.elapsed().as_millis();
+        if first_time || !named.is_empty() {
+            info!(
+                "Jupyter lookup for {} new kernel(s) in {took} ms: {outcome}",
+                due.len()
+            );
+        } else {
+            debug!(
+                "Jupyter lookup again for {} kernel(s) in {took} ms: {outcome}",
+                due.len()
+            );
+        }
         let snapshot = Arc::new(map.entries.clone());
         match published.lock() {
             Ok(mut guard) => *guard = snapshot,

@@ -5,7 +5,9 @@
 //! sysinfo-backed [`fallback`] sampler for other OSes and the [`replay`]
 //! sampler that plays back a recorded trace for tests and simulations.
 //! [`doctor_checks`] and [`doctor_facts`] pick, the same way, what
-//! `headroom doctor` checks on this OS.
+//! `headroom doctor` checks on this OS, and [`exit_causes`] opens this OS's
+//! record of how processes end (the OOM killer's lines in `/dev/kmsg`, a
+//! zombie's exit status) for post-mortems.
 
 pub mod exit_causes;
 pub mod fallback;

@@ -290,7 +290,7 @@ impl KmsgReader {
     }
 
     /// The records logged since the last call (at most
-    /// [`MAX_RECORDS_PER_READ`]), each handed to `each` as read.
+    /// `MAX_RECORDS_PER_READ`), each handed to `each` as read.
     pub fn read_records(&mut self, mut each: impl FnMut(&str)) -> std::io::Result<()> {
         for _ in 0..MAX_RECORDS_PER_READ {
             match self.file.read(&mut self.buf) {
