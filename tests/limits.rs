@@ -95,8 +95,12 @@ fn an_ignored_sigint_escalates_to_sigterm_then_sigkill_on_schedule() {
     );
     let int = parse_signal_line(&hog.expect_line("signal SIGINT")).expect("SIGINT");
     let term = parse_signal_line(&hog.expect_line("signal SIGTERM")).expect("SIGTERM");
+    // `after` runs from sample to sample; the hog sees each signal when its
+    // own signal thread runs, so on a loaded machine the gap it measures
+    // moves by a few hundred ms either way. What must hold: about a second,
+    // never at once, never late by another whole step.
     let gap = term.2 - int.2;
-    assert!((900..=1600).contains(&gap), "SIGTERM {gap} ms after SIGINT");
+    assert!((500..=2000).contains(&gap), "SIGTERM {gap} ms after SIGINT");
     let status = hog.wait_exit(Duration::from_secs(5)).expect("killed");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(9), "ended by SIGKILL: {status:?}");
@@ -228,7 +232,9 @@ fn cooldown_spaces_repeated_ladders() {
     let first = parse_signal_line(&hog.expect_line("signal SIGINT")).expect("first");
     let second = parse_signal_line(&hog.expect_line("signal SIGINT")).expect("second");
     let gap = second.2 - first.2;
-    assert!((1900..=2600).contains(&gap), "second SIGINT after {gap} ms");
+    // The cooldown runs from sample to sample; see the ladder test for the
+    // slack a loaded machine needs.
+    assert!((1500..=3200).contains(&gap), "second SIGINT after {gap} ms");
 }
 
 #[test]
