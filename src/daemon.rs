@@ -299,7 +299,17 @@ impl Daemon {
             );
             return;
         };
-        match Config::load(&path) {
+        // As root, the new file must pass the same permission checks as at start.
+        let loaded = match Config::load(&path) {
+            Ok(config) => crate::config::permissions::check_for_root(
+                Some(&path),
+                &config,
+                crate::act::effective_uid(),
+            )
+            .map(|()| config),
+            Err(e) => Err(e),
+        };
+        match loaded {
             Ok(mut config) => {
                 if self.opts.force_dry_run {
                     config.daemon.dry_run = true;

@@ -18,6 +18,7 @@ mod daemon;
 mod error;
 mod gpu;
 mod http;
+pub mod permissions;
 mod raw;
 pub mod rules;
 pub mod units;
