@@ -22,7 +22,7 @@ use crate::event::EventKind;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
 use crate::policy::{Context, Evaluation, PolicyState, evaluate};
-use crate::report::format_bytes;
+use crate::report::{format_bytes, printable};
 use crate::sample::{PressureEvents, SampleError, Sampler};
 use crate::state::State;
 
@@ -424,13 +424,13 @@ impl Tracker {
                     workload = p.workload.kind.as_str(),
                     "watching {} {} (pid {}), footprint {}{}",
                     p.workload.kind,
-                    p.name,
+                    printable(&p.name),
                     p.id.pid,
                     format_bytes(p.footprint),
                     p.workload
                         .evidence
                         .first()
-                        .map(|e| format!(": {e}"))
+                        .map(|e| format!(": {}", printable(e)))
                         .unwrap_or_default()
                 );
             }
@@ -461,14 +461,14 @@ fn log_policy_event(kind: &EventKind) {
             rule = %rule,
             pid = process.pid,
             "rule {rule}: {} (pid {}) crossed its limit: {detail}",
-            process.name,
+            printable(&process.name),
             process.pid
         ),
         EventKind::LimitCleared { rule, process, .. } => info!(
             rule = %rule,
             pid = process.pid,
             "rule {rule}: {} (pid {}) is back below its limit",
-            process.name,
+            printable(&process.name),
             process.pid
         ),
         EventKind::Exited {
@@ -478,7 +478,7 @@ fn log_policy_event(kind: &EventKind) {
         } => info!(
             pid = process.pid,
             "{} (pid {}) exited; peak footprint {}{}",
-            process.name,
+            printable(&process.name),
             process.pid,
             format_bytes(*peak_footprint),
             last_action

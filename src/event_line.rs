@@ -84,19 +84,22 @@ pub fn render(event: &Event, time: &str) -> String {
     format!("{time}  {body}")
 }
 
-/// `python3 (pid 48113, jupyter kernel 3f2a…)`
+/// `python3 (pid 48113, jupyter kernel 3f2a…)`; control characters in
+/// the name and kernel id (which other users choose) are escaped.
 pub fn process_label(p: &ProcessRef) -> String {
+    let name = crate::report::printable(&p.name);
     match p.kernel_id.as_deref() {
         Some(kernel) => {
-            let short: String = kernel.chars().take(4).collect();
+            let short =
+                crate::report::printable(&kernel.chars().take(4).collect::<String>()).into_owned();
             let more = if kernel.chars().count() > 4 {
                 "…"
             } else {
                 ""
             };
-            format!("{} (pid {}, jupyter kernel {short}{more})", p.name, p.pid)
+            format!("{name} (pid {}, jupyter kernel {short}{more})", p.pid)
         }
-        None => format!("{} (pid {})", p.name, p.pid),
+        None => format!("{name} (pid {})", p.pid),
     }
 }
 

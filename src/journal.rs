@@ -336,7 +336,8 @@ pub fn read_events(path: &Path, since: Option<Timestamp>) -> Result<ReadOutcome,
         .collect();
     files.push(path.to_path_buf());
     for file in files {
-        let f = match File::open(&file) {
+        // A FIFO or a device given as the journal is refused, not read forever.
+        let f = match crate::regular_file::open(&file) {
             Ok(f) => f,
             // Rotated away or not created yet.
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,

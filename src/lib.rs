@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod policy;
+pub mod regular_file;
 pub mod report;
 pub mod sample;
 pub mod service;
