@@ -279,8 +279,9 @@ fn a_reload_to_a_file_others_can_write_is_rejected_and_the_daemon_runs_on() {
         d.expect_line("config reloaded from");
     }
     assert!(d.alive(), "the daemon runs on");
-    let (status, body) = support::get(&format!("http://{addr}/healthz"));
-    assert_eq!(status, 200, "{body}");
+    support::wait_for(Duration::from_secs(10), "/healthz 200", || {
+        (support::get(&format!("http://{addr}/healthz")).0 == 200).then_some(())
+    });
     d.signal("TERM");
     assert_eq!(
         d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
@@ -496,8 +497,9 @@ fn an_unprivileged_daemon_takes_a_config_anyone_can_write() {
     ]));
     let addr = d.http_addr();
     d.expect_line("first sample:");
-    let (status, body) = support::get(&format!("http://{addr}/healthz"));
-    assert_eq!(status, 200, "{body}");
+    support::wait_for(Duration::from_secs(10), "/healthz 200", || {
+        (support::get(&format!("http://{addr}/healthz")).0 == 200).then_some(())
+    });
     // The user's journal: created private, owned by the user.
     let journal = open.join("journal.jsonl");
     support::wait_for(Duration::from_secs(10), "the journal", || {
