@@ -6,9 +6,7 @@
 
 #![no_main]
 
-use headroom::config::{
-    format_duration, parse_duration, parse_rate, parse_size, parse_size_limit,
-};
+use headroom::config::{format_duration, parse_duration, parse_rate, parse_size, parse_size_limit};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
