@@ -296,6 +296,15 @@ fn hostile_config_files_are_refused_at_start_and_on_reload() {
 // Command lines
 // ---------------------------------------------------------------------------
 
+#[cfg(target_os = "linux")]
+const FOREIGN_MANAGER: &str = "launchd";
+#[cfg(target_os = "linux")]
+const FOREIGN_MANAGER_ERROR: &str = "only --print works with --manager launchd";
+#[cfg(not(target_os = "linux"))]
+const FOREIGN_MANAGER: &str = "systemd";
+#[cfg(not(target_os = "linux"))]
+const FOREIGN_MANAGER_ERROR: &str = "only --print works with --manager systemd";
+
 #[test]
 fn bad_command_lines_exit_with_their_error() {
     let dir = private_dir();
@@ -389,10 +398,11 @@ fn bad_command_lines_exit_with_their_error() {
             2,
             "the file does not exist",
         ),
+        // Another OS's service manager (never this one's: that would install).
         (
-            vec!["service", "install", "--manager", "launchd"],
+            vec!["service", "install", "--manager", FOREIGN_MANAGER],
             2,
-            "only --print works with --manager launchd",
+            FOREIGN_MANAGER_ERROR,
         ),
     ];
     for (args, code, want) in &rows {
@@ -652,6 +662,7 @@ fn fixtures() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
+#[cfg(target_os = "linux")]
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("list") {
