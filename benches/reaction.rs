@@ -93,7 +93,8 @@ struct Run {
 }
 
 fn one_run(i: usize) -> Option<Run> {
-    let dir = tempfile::tempdir().expect("tempdir");
+    // Not under /tmp: as root, the daemon refuses a config others could change.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let hog = dir.path().join(format!("reaction-hog-{i}"));
     std::os::unix::fs::symlink(HOG, &hog).expect("link");
     let pattern = regex::escape(&hog.display().to_string()).replace('\\', "\\\\");

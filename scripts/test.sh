@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run headroom's whole test suite: formatting, lints, unit and integration
-# tests, and (on Linux) the macOS type-check.
+# tests, and (on Linux) a short run of every fuzz target and the macOS
+# type-check.
 #
 # On a fresh Debian/Ubuntu machine it installs what the tests need (as root,
 # with apt-get); elsewhere it tells you what is missing. On macOS it runs the
@@ -21,6 +22,14 @@ need_debian=(
   # The status page in a real headless browser over WebDriver (tests/status_page_browser.rs).
   "/usr/bin/chromium chromium"
   "/usr/bin/chromedriver chromium-driver"
+  # An unprivileged user for the privilege tests (tests/privileges.rs):
+  # useradd creates it, setpriv runs the daemon as it.
+  "/usr/sbin/useradd passwd"
+  "/usr/bin/setpriv util-linux"
+  # libFuzzer's C++ sources, built by the fuzz targets (scripts/fuzz.sh).
+  "/usr/bin/c++ g++"
+  # HTTP load in the soak test (tests/soak.rs, scripts/soak.sh).
+  "/usr/bin/wrk wrk"
 )
 
 install_debian_packages() {
@@ -81,6 +90,13 @@ cargo clippy --all-targets --locked -- -D warnings
 
 say "cargo test"
 cargo test --locked --no-fail-fast
+
+if [[ $os == Linux ]]; then
+  # A short run of every fuzz target, so that a parser that starts to crash
+  # on its seeds, or on what a few seconds of fuzzing finds, fails CI.
+  say "fuzz every target for 20 s (scripts/fuzz.sh)"
+  scripts/fuzz.sh 20
+fi
 
 if [[ $os == Linux ]]; then
   say "macOS type-check (aarch64-apple-darwin, x86_64-apple-darwin)"

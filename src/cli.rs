@@ -447,6 +447,12 @@ fn run_daemon(
         Some(path) => Config::load(path)?,
         None => Config::embedded_default(),
     };
+    // As root: a config or hook that others can change is refused (exit 2).
+    crate::config::permissions::check_for_root(
+        config_path.as_deref(),
+        &config,
+        crate::act::effective_uid(),
+    )?;
     if let Some(addr) = http.listen {
         config.http.listen = addr;
         config.http.enabled = true;

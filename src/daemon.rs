@@ -28,7 +28,7 @@ use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
 use crate::policy::{Action, Context, Decision, Evaluation, PolicyState, evaluate};
 use crate::postmortem::PostMortems;
-use crate::report::format_bytes;
+use crate::report::{format_bytes, printable};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::State;
 
@@ -386,7 +386,17 @@ impl Daemon {
             );
             return;
         };
-        match Config::load(&path) {
+        // As root, the new file must pass the same permission checks as at start.
+        let loaded = match Config::load(&path) {
+            Ok(config) => crate::config::permissions::check_for_root(
+                Some(&path),
+                &config,
+                crate::act::effective_uid(),
+            )
+            .map(|()| config),
+            Err(e) => Err(e),
+        };
+        match loaded {
             Ok(mut config) => {
                 if self.opts.force_dry_run {
                     config.daemon.dry_run = true;
@@ -501,13 +511,13 @@ impl Tracker {
                     workload = p.workload.kind.as_str(),
                     "watching {} {} (pid {}), footprint {}{}",
                     p.workload.kind,
-                    p.name,
+                    printable(&p.name),
                     p.id.pid,
                     format_bytes(p.footprint),
                     p.workload
                         .evidence
                         .first()
-                        .map(|e| format!(": {e}"))
+                        .map(|e| format!(": {}", printable(e)))
                         .unwrap_or_default()
                 );
             }
@@ -535,14 +545,14 @@ fn log_policy_event(kind: &EventKind) {
             rule = %rule,
             pid = process.pid,
             "rule {rule}: {} (pid {}) crossed its limit: {detail}",
-            process.name,
+            printable(&process.name),
             process.pid
         ),
         EventKind::LimitCleared { rule, process, .. } => info!(
             rule = %rule,
             pid = process.pid,
             "rule {rule}: {} (pid {}) is back below its limit",
-            process.name,
+            printable(&process.name),
             process.pid
         ),
         _ => {}

@@ -15,7 +15,7 @@
 //! the event's.
 
 use crate::event::{Event, EventKind, ExitCauseKind, Outcome, ProcessRef};
-use crate::report::format_bytes;
+use crate::report::{format_bytes, printable};
 
 /// The line for `event`, after `time` (the event's time as the reader wants it).
 pub fn render(event: &Event, time: &str) -> String {
@@ -158,7 +158,7 @@ pub fn postmortem(event: &Event) -> Option<String> {
     let detail = cause
         .detail
         .as_deref()
-        .map(|d| format!(" (\"{d}\")"))
+        .map(|d| format!(" (\"{}\")", printable(d)))
         .unwrap_or_default();
     Some(format!(
         "{who} {what}{growth}{acted}. How: {}{detail}",
@@ -181,24 +181,27 @@ fn ago(ms: u64) -> String {
 /// known, `python3 (pid 48113, jupyter kernel 3f2a…)` for one whose is not,
 /// `python3 (pid 48113)` for any other process.
 pub fn process_label(p: &ProcessRef) -> String {
-    match (p.notebook.as_deref(), p.kernel_id.as_deref()) {
+    let name = printable(&p.name);
+    match (p.notebook.as_deref().map(printable), p.kernel_id.as_deref()) {
         (Some(notebook), Some(kernel)) => {
             format!("{notebook} (kernel {}, pid {})", short_id(kernel), p.pid)
         }
         (Some(notebook), None) => format!("{notebook} (pid {})", p.pid),
-        (None, Some(kernel)) => format!(
-            "{} (pid {}, jupyter kernel {})",
-            p.name,
-            p.pid,
-            short_id(kernel)
-        ),
-        (None, None) => format!("{} (pid {})", p.name, p.pid),
+        (None, Some(kernel)) => {
+            format!(
+                "{name} (pid {}, jupyter kernel {})",
+                p.pid,
+                short_id(kernel)
+            )
+        }
+        (None, None) => format!("{name} (pid {})", p.pid),
     }
 }
 
-/// The first 4 characters of a kernel id, and `…` if there are more.
+/// The first 4 characters of a kernel id, and `…` if there are more;
+/// control characters escaped.
 fn short_id(kernel: &str) -> String {
-    let mut short: String = kernel.chars().take(4).collect();
+    let mut short = printable(&kernel.chars().take(4).collect::<String>()).into_owned();
     if kernel.chars().count() > 4 {
         short.push('…');
     }

@@ -336,19 +336,31 @@ pub fn read_events(path: &Path, since: Option<Timestamp>) -> Result<ReadOutcome,
         .collect();
     files.push(path.to_path_buf());
     for file in files {
-        let f = match File::open(&file) {
+        // A FIFO or a device given as the journal is refused, not read forever.
+        let f = match crate::regular_file::open(&file) {
             Ok(f) => f,
             // Rotated away or not created yet.
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_error("open", &file, e)),
         };
-        read_file(BufReader::new(f), &file, since, &mut out)?;
+        read_from(BufReader::new(f), &file, since, &mut out)?;
         out.files.push(file);
     }
     Ok(out)
 }
 
-fn read_file(
+/// Longest journal line read as an event. An event is a few hundred bytes
+/// (a hook's captured output at most [`crate::act::HOOK_OUTPUT_LIMIT`] per
+/// stream, escaped); a longer line is not one the daemon wrote, and is
+/// skipped as corrupt without being held in memory.
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// Read the events of one journal file's contents from `reader` into `out`:
+/// the reader behind [`read_events`], public so that it is tested and
+/// fuzzed on bytes. `path` names the file in [`CorruptLine`]. A last line
+/// without a newline is counted as torn, a line that is not an event (or
+/// is longer than [`MAX_LINE`]) as corrupt; neither is an error.
+pub fn read_from(
     mut reader: impl io::BufRead,
     path: &Path,
     since: Option<Timestamp>,
@@ -358,36 +370,73 @@ fn read_file(
     let mut number = 0;
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_error("read", path, e))?;
+        let (n, complete, too_long) =
+            read_line(&mut reader, &mut line).map_err(|e| io_error("read", path, e))?;
         if n == 0 {
             return Ok(());
         }
         number += 1;
-        let Some(complete) = line.strip_suffix(b"\n") else {
+        if !complete {
             out.torn += 1;
             return Ok(());
-        };
-        if complete.trim_ascii().is_empty() {
-            continue;
         }
-        match serde_json::from_slice::<Event>(complete) {
+        let parsed = if too_long {
+            Err(format!(
+                "a line of more than {MAX_LINE} bytes, not an event headroom wrote"
+            ))
+        } else if line.trim_ascii().is_empty() {
+            continue;
+        } else {
+            serde_json::from_slice::<Event>(&line).map_err(|e| e.to_string())
+        };
+        match parsed {
             Ok(event) => {
                 if since.is_none_or(|s| event.at >= s) {
                     out.events.push(event);
                 }
             }
-            Err(e) => {
+            Err(error) => {
                 out.corrupt += 1;
                 if out.first_corrupt.is_none() {
                     out.first_corrupt = Some(CorruptLine {
                         path: path.to_path_buf(),
                         line: number,
-                        error: e.to_string(),
+                        error,
                     });
                 }
             }
+        }
+    }
+}
+
+/// One line into `line`, without its newline, keeping at most [`MAX_LINE`]
+/// bytes of it: (bytes consumed, ended by a newline, longer than the limit).
+fn read_line(reader: &mut impl io::BufRead, line: &mut Vec<u8>) -> io::Result<(usize, bool, bool)> {
+    let mut consumed = 0;
+    let mut too_long = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok((consumed, false, too_long));
+        }
+        let (chunk, ends) = match buf.iter().position(|&c| c == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = MAX_LINE.saturating_sub(line.len());
+        if chunk.len() > room {
+            too_long = true;
+        }
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = ends.unwrap_or(buf.len());
+        reader.consume(used);
+        consumed += used;
+        if ends.is_some() {
+            return Ok((consumed, true, too_long));
         }
     }
 }
@@ -490,6 +539,40 @@ mod tests {
         assert_eq!(last_line_end(&f, data.len() as u64).unwrap(), 2);
         std::fs::write(&path, b"no newline").unwrap();
         assert_eq!(last_line_end(&f, 10).unwrap(), 0);
+    }
+
+    fn read_bytes(bytes: &[u8]) -> ReadOutcome {
+        let mut out = ReadOutcome::default();
+        read_from(bytes, Path::new("j"), None, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn an_overlong_line_is_corrupt_and_the_next_line_still_reads() {
+        let event = r#"{"at":1700000000000,"event":"stopped"}"#;
+        let mut data = vec![b'x'; MAX_LINE + 10];
+        data.push(b'\n');
+        data.extend_from_slice(event.as_bytes());
+        data.push(b'\n');
+        let out = read_bytes(&data);
+        assert_eq!((out.corrupt, out.torn, out.events.len()), (1, 0, 1));
+        let first = out.first_corrupt.unwrap();
+        assert_eq!(first.line, 1);
+        assert!(first.error.contains("more than"), "{}", first.error);
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_is_read_as_a_line() {
+        let mut data = vec![b' '; MAX_LINE];
+        data.push(b'\n');
+        let out = read_bytes(&data);
+        assert_eq!((out.corrupt, out.torn), (0, 0));
+    }
+
+    #[test]
+    fn a_torn_overlong_tail_is_torn() {
+        let out = read_bytes(&vec![b'{'; MAX_LINE * 2]);
+        assert_eq!((out.corrupt, out.torn), (0, 1));
     }
 
     #[test]

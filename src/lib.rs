@@ -25,6 +25,7 @@ pub mod model;
 pub mod pipeline;
 pub mod policy;
 pub mod postmortem;
+pub mod regular_file;
 pub mod report;
 pub mod sample;
 pub mod service;

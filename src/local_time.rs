@@ -40,15 +40,21 @@ pub fn format(at: Timestamp) -> String {
     }
 }
 
-/// `YYYY-MM-DD HH:MM:SS` for `at` shifted by `offset` seconds.
+/// `YYYY-MM-DD HH:MM:SS` for `at` shifted by `offset` seconds. A time that
+/// does not fit that form once shifted (before 1970, after 9999: a journal
+/// line from a broken clock) is written as [`Timestamp`]'s `Display` does.
 pub fn format_with_offset(at: Timestamp, offset: i64) -> String {
     let utc = UNIX_EPOCH + Duration::from_secs(at.as_millis() / 1000);
+    let end = UNIX_EPOCH + Duration::from_millis(Timestamp::RFC3339_END.as_millis());
     let shifted = if offset >= 0 {
         utc.checked_add(Duration::from_secs(offset.unsigned_abs()))
     } else {
         utc.checked_sub(Duration::from_secs(offset.unsigned_abs()))
     }
-    .unwrap_or(utc);
+    .filter(|t| *t >= UNIX_EPOCH && *t <= end);
+    let Some(shifted) = shifted else {
+        return at.to_string();
+    };
     // "2026-11-22T14:02:05Z" → "2026-11-22 14:02:05"
     let text = humantime::format_rfc3339_seconds(shifted).to_string();
     text.trim_end_matches('Z').replacen('T', " ", 1)
@@ -64,6 +70,30 @@ mod tests {
         assert_eq!(format_with_offset(at, 0), "2023-11-14 22:13:20");
         assert_eq!(format_with_offset(at, 3600), "2023-11-14 23:13:20");
         assert_eq!(format_with_offset(at, -5 * 3600), "2023-11-14 17:13:20");
+    }
+
+    #[test]
+    fn times_that_do_not_fit_are_written_not_panicked_on() {
+        // Found by fuzzing the journal reader: an event 21 minutes after the
+        // epoch, shown west of UTC, fell before 1970 and humantime panicked.
+        assert_eq!(
+            format_with_offset(Timestamp(1_305_087), -5 * 3600),
+            "1970-01-01T00:21:45.087Z"
+        );
+        assert_eq!(format_with_offset(Timestamp(0), 0), "1970-01-01 00:00:00");
+        assert_eq!(
+            format_with_offset(Timestamp(u64::MAX), 3600),
+            "18446744073709551615 ms after 1970-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            format_with_offset(Timestamp::RFC3339_END, 0),
+            "9999-12-31 23:59:59"
+        );
+        // Shifted past the year 9999: shown in UTC instead.
+        assert_eq!(
+            format_with_offset(Timestamp::RFC3339_END, 1),
+            "9999-12-31T23:59:59.999Z"
+        );
     }
 
     #[test]

@@ -47,10 +47,19 @@ impl Timestamp {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Self(self.0.saturating_add(ms))
     }
+
+    /// The last instant RFC 3339 can write, 9999-12-31T23:59:59.999Z.
+    pub const RFC3339_END: Timestamp = Timestamp(253_402_300_799_999);
 }
 
 impl fmt::Display for Timestamp {
+    /// RFC 3339 (`2026-11-22T14:02:05.123Z`); past the year 9999, which RFC
+    /// 3339 cannot write (a journal line from a broken clock, a hostile
+    /// `since`), the milliseconds with their meaning.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self > Self::RFC3339_END {
+            return write!(f, "{} ms after 1970-01-01T00:00:00Z", self.0);
+        }
         let t = UNIX_EPOCH + Duration::from_millis(self.0);
         write!(f, "{}", humantime::format_rfc3339_millis(t))
     }
@@ -460,6 +469,22 @@ pub struct CollectorErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_past_rfc3339_display_as_milliseconds() {
+        assert_eq!(
+            Timestamp(1_700_000_000_123).to_string(),
+            "2023-11-14T22:13:20.123Z"
+        );
+        assert_eq!(
+            Timestamp::RFC3339_END.to_string(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            Timestamp(u64::MAX).to_string(),
+            "18446744073709551615 ms after 1970-01-01T00:00:00Z"
+        );
+    }
 
     #[test]
     fn timestamp_displays_as_rfc3339() {

@@ -2,9 +2,29 @@
 //! units, a summary of the machine's memory, and the process table that
 //! `headroom snapshot` prints.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::model::{Detail, ProcessSample, Snapshot};
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`), for
+/// showing what other users control (process names, command lines) on a
+/// terminal or in a log line: a name cannot start a forged log line or send
+/// escape sequences to the terminal of whoever reads it.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// `1536` → `"1.5 KiB"`; bytes under 1 KiB print exactly.
 pub fn format_bytes(bytes: u64) -> String {
@@ -192,7 +212,7 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
         let mut line = format!(
             "{:>8} {:<10} {:>10} {:>10} {:>9}",
             p.id.pid,
-            truncate(&user, 10),
+            truncate(&printable(&user), 10),
             footprint,
             format_bytes(p.resident),
             p.swapped.map_or("-".to_string(), format_bytes),
@@ -212,7 +232,7 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
             line,
             " {:<11} {:<16} {}",
             workload,
-            truncate(&p.name, 16),
+            truncate(&printable(&p.name), 16),
             truncate(&command_column(p), 80)
         );
         let _ = writeln!(out, "{}", line.trim_end());
@@ -232,7 +252,7 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
 /// whose notebook is known: `[work/train.ipynb] python3 -m ipykernel_launcher …`.
 fn command_column(p: &ProcessSample) -> String {
     match &p.workload.notebook {
-        Some(notebook) => format!("[{notebook}] {}", command_line(p)),
+        Some(notebook) => format!("[{}] {}", printable(notebook), command_line(p)),
         None => command_line(p),
     }
 }
@@ -240,9 +260,9 @@ fn command_column(p: &ProcessSample) -> String {
 /// The argv joined by spaces, or the name in brackets when argv is empty.
 fn command_line(p: &ProcessSample) -> String {
     if p.argv.is_empty() {
-        format!("[{}]", p.name)
+        format!("[{}]", printable(&p.name))
     } else {
-        p.argv.join(" ").replace(['\n', '\r', '\t'], " ")
+        printable(&p.argv.join(" ")).into_owned()
     }
 }
 
@@ -259,6 +279,15 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_for_display() {
+        assert_eq!(printable("python3"), "python3");
+        assert!(matches!(printable("python3"), Cow::Borrowed(_)));
+        assert_eq!(printable("a\nFAKE\x1b[31m"), "a\\nFAKE\\u{1b}[31m");
+        assert_eq!(printable("tab\there"), "tab\\there");
+        assert_eq!(printable("ünïcode (ok)"), "ünïcode (ok)");
+    }
 
     #[test]
     fn bytes_under_a_kibibyte_print_exactly() {

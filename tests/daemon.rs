@@ -35,7 +35,7 @@ fn runs_on_the_embedded_default_and_stops_on_sigterm() {
 
 #[test]
 fn reloads_on_sighup_and_keeps_the_old_config_when_the_new_one_is_broken() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let cfg = dir.path().join("headroom.toml");
     write(
         &cfg,
@@ -99,7 +99,7 @@ fn sigint_stops_the_daemon_cleanly_too() {
 
 #[test]
 fn a_bad_config_at_start_exits_2_and_names_the_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let cfg = dir.path().join("bad.toml");
     write(&cfg, "[daemon]\nintervall = \"1s\"\n");
     let out = Command::new(BIN)
@@ -136,7 +136,7 @@ fn bad_usage_exits_2() {
 fn the_printed_default_config_checks_clean() {
     let printed = Command::new(BIN).arg("print-config").output().expect("run");
     assert!(printed.status.success());
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let cfg = dir.path().join("default.toml");
     std::fs::write(&cfg, &printed.stdout).expect("write");
     let checked = Command::new(BIN)
@@ -154,7 +154,7 @@ fn the_printed_default_config_checks_clean() {
 
 #[test]
 fn check_config_rejects_an_invalid_file_with_exit_2() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let cfg = dir.path().join("broken.toml");
     write(&cfg, "[daemon]\ninterval = \"0s\"\n");
     let out = Command::new(BIN)
@@ -209,7 +209,7 @@ fn snapshot_table_shows_memory_and_the_largest_processes() {
 
 #[test]
 fn record_writes_a_trace_that_replays() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let trace = dir.path().join("t.jsonl");
     let out = Command::new(BIN)
         .args([

@@ -149,7 +149,7 @@ fn daemon_with_kernel(dir: &Path) -> (Daemon, Reaped) {
 
 #[test]
 fn promtool_finds_nothing_to_complain_about_in_a_real_scrape() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = support::private_dir();
     let (daemon, kernel) = daemon_with_kernel(dir.path());
     let (status, text) = daemon.get("/metrics");
     assert_eq!(status, 200);
@@ -262,7 +262,7 @@ fn substitute(expr: &str, instance: &str) -> String {
 
 #[test]
 fn a_real_prometheus_evaluates_every_dashboard_query_and_alert() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = support::private_dir();
     let (daemon, _kernel) = daemon_with_kernel(dir.path());
     let instance = daemon.addr.to_string();
     let scraped = scraped_names(&daemon.get("/metrics").1);

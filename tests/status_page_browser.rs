@@ -168,7 +168,7 @@ const PAGE_STATE: &str = "return window.headroomPage ? { rows: headroomPage.rows
 
 #[test]
 fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = support::private_dir();
     let helper = fake_kernel(dir.path(), "browser-test");
     let helper_pid = helper.0.id();
     // A Jupyter server that says the helper kernel runs demo/plot.ipynb.

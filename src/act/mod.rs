@@ -326,6 +326,22 @@ pub fn effective_uid() -> u32 {
     posix::effective_uid()
 }
 
+/// Lower the calling thread's CPU priority by `steps` nice levels where the
+/// OS keeps one per thread (Linux); elsewhere do nothing (`Ok(None)`). The
+/// HTTP server's thread runs so, that scrapers hammering it never delay a
+/// sample or a signal on a busy machine. Returns the thread's new nice value.
+pub fn lower_this_thread_priority(steps: i32) -> std::io::Result<Option<i32>> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::lower_thread_priority(steps).map(Some)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = steps;
+        Ok(None)
+    }
+}
+
 /// Whether headroom runs as root (effective uid 0).
 pub fn running_as_root() -> bool {
     posix::effective_uid() == 0

@@ -42,7 +42,7 @@ pub fn deliver(
 ) -> Verdict {
     let p = &d.process;
     let pid = p.pid;
-    let target = format!("pid {pid} ({})", p.name);
+    let target = format!("pid {pid} ({})", crate::report::printable(&p.name));
     let refused = |why: String| Verdict::Ended(Outcome::Refused(why), String::new());
     let failed = |why: String| Verdict::Ended(Outcome::Failed(why), String::new());
     let ended = |o: Outcome| Verdict::Ended(o, String::new());

@@ -55,8 +55,22 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Longest value quoted in an error; longer ones are cut with an ellipsis.
+/// Longest value or key quoted in an error; longer ones are cut with an ellipsis.
 const MAX_VALUE_CHARS: usize = 60;
+
+/// Longest message taken from the TOML parser or serde, which may quote the
+/// input at length; longer ones are cut with an ellipsis.
+const MAX_MESSAGE_CHARS: usize = 400;
+
+/// `text`, cut to `max` characters with an ellipsis.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        let cut: String = text.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        text.to_owned()
+    }
+}
 
 impl ConfigError {
     /// An error about the file as a whole, with no position in it.
@@ -83,6 +97,11 @@ impl ConfigError {
             io::ErrorKind::IsADirectory => {
                 "this is a directory; give the path of a TOML file".to_owned()
             }
+            // A FIFO, a device or a socket (`regular_file::open`).
+            io::ErrorKind::InvalidInput => format!("this is {error}; give the path of a TOML file"),
+            io::ErrorKind::FileTooLarge => format!(
+                "the file is {error}, far more than any config; check that this is the right file"
+            ),
             _ => format!("cannot read the file: {error}"),
         };
         Self::whole_file(&path.display().to_string(), message)
@@ -90,7 +109,10 @@ impl ConfigError {
 
     /// The TOML could not be parsed (syntax errors, duplicate keys).
     pub(crate) fn from_toml(source: &Source<'_>, error: &toml::de::Error) -> Self {
-        let message = error.message().trim_end().replace('\n', "; ");
+        let message = shorten(
+            &error.message().trim_end().replace('\n', "; "),
+            MAX_MESSAGE_CHARS,
+        );
         let mut err = source.error(error.span(), None, format!("invalid TOML: {message}"));
         if message == "duplicate key" {
             // The span covers the repeated key (or table name); name it in the message.
@@ -129,7 +151,8 @@ impl ConfigError {
             }
             return err;
         }
-        let mut err = source.error(inner.span(), key, rewrite_message(raw));
+        let message = shorten(&rewrite_message(raw), MAX_MESSAGE_CHARS);
+        let mut err = source.error(inner.span(), key, message);
         if err.value.as_deref().is_some_and(|v| v.starts_with('[')) {
             // A span covering a whole table header tells nothing about the value.
             err.value = None;
@@ -207,12 +230,7 @@ impl Source<'_> {
         if first_line.is_empty() {
             return None;
         }
-        if first_line.chars().count() > MAX_VALUE_CHARS {
-            let cut: String = first_line.chars().take(MAX_VALUE_CHARS).collect();
-            Some(format!("{cut}…"))
-        } else {
-            Some(first_line.to_owned())
-        }
+        Some(shorten(first_line, MAX_VALUE_CHARS))
     }
 }
 
@@ -229,7 +247,7 @@ fn key_path(path: &serde_path_to_error::Path) -> Option<String> {
                 if !out.is_empty() {
                     out.push('.');
                 }
-                out.push_str(key);
+                out.push_str(&shorten(key, MAX_VALUE_CHARS));
             }
             Segment::Seq { index } => out.push_str(&format!("[{index}]")),
             Segment::Unknown => {}
@@ -267,7 +285,8 @@ fn unknown_field(message: &str) -> Option<UnknownField> {
             .expect("valid regex")
     });
     let caps = RE.captures(message)?;
-    let key = caps.get(1)?.as_str().to_owned();
+    // Cut as `key_path` cuts it, so the two still end alike.
+    let key = shorten(caps.get(1)?.as_str(), MAX_VALUE_CHARS);
     let message = match caps.get(2) {
         Some(list) => format!(
             "unknown key {key:?}; expected one of: {}",

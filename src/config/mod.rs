@@ -19,6 +19,7 @@ mod error;
 mod gpu;
 mod http;
 mod jupyter;
+pub mod permissions;
 mod postmortem;
 mod raw;
 pub mod rules;
@@ -45,6 +46,10 @@ use raw::RawConfig;
 
 /// The built-in configuration, commented for users.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
+
+/// The largest config file read: the commented default is 9 KiB, so a file
+/// past this is not a config (`/dev/zero`, a log given by mistake).
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Name used in errors about [`DEFAULT_TOML`].
 const EMBEDDED_ORIGIN: &str = "<embedded default>";
@@ -86,9 +91,11 @@ impl Config {
         validate(raw, &source)
     }
 
-    /// Reads, parses and validates the file at `path`.
+    /// Reads, parses and validates the file at `path`: a regular file of at
+    /// most [`MAX_FILE_BYTES`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|e| ConfigError::read(path, &e))?;
+        let bytes = crate::regular_file::read_capped(path, MAX_FILE_BYTES)
+            .map_err(|e| ConfigError::read(path, &e))?;
         let origin = path.display().to_string();
         let text = String::from_utf8(bytes).map_err(|e| {
             // Point at the first byte that is not UTF-8: the end of the valid prefix.
@@ -235,6 +242,17 @@ mod tests {
         assert_eq!((e.line, e.column), (Some(3), Some(12)));
         assert_eq!(e.key.as_deref(), Some("daemon.interval"));
         assert_eq!(e.value.as_deref(), Some("\"5x\""));
+    }
+
+    #[test]
+    fn a_huge_key_is_cut_in_the_error() {
+        let e = err(&format!("{} = 1\n", "x".repeat(100_000)));
+        let text = e.to_string();
+        assert!(text.len() < 600, "{} bytes", text.len());
+        assert!(text.contains("unknown key \"xxxxxxxx"), "{text}");
+        assert!(text.contains("…"), "{text}");
+        let e = err(&format!("[daemon]\n{} = 1\n", "y".repeat(100_000)));
+        assert!(e.to_string().len() < 800, "{}", e.to_string().len());
     }
 
     #[test]

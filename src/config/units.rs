@@ -487,10 +487,16 @@ impl<'de> Deserialize<'de> for Rate {
 // Durations
 // ---------------------------------------------------------------------------------
 
-/// Seconds above which a duration is refused before humantime sees it (about 146
-/// billion years). Keeps humantime away from `Duration::new`'s overflow panic at
-/// `u64::MAX` seconds.
-const MAX_DURATION_SECS: u128 = (u64::MAX / 2) as u128;
+/// Seconds above which a text is refused before humantime sees it (about 146
+/// billion years): humantime sums its terms with `Duration`'s `+`, which
+/// panics on overflow at `u64::MAX` seconds.
+const HUMANTIME_SAFE_SECS: u128 = (u64::MAX / 2) as u128;
+
+/// The longest duration accepted (about 146 billion years). Lower than
+/// [`HUMANTIME_SAFE_SECS`] by far more than the slack of
+/// [`duration_upper_bound_secs`], so that every accepted duration, written
+/// out by [`format_duration`], parses back.
+const MAX_DURATION_SECS: u64 = u64::MAX / 4;
 
 /// Longest humantime unit, a year, in seconds.
 const YEAR_SECS: u128 = 31_557_600;
@@ -512,10 +518,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
             r#"a duration needs a unit: write "{trimmed}s" for seconds or "{trimmed}ms" for milliseconds"#
         )));
     }
-    if duration_upper_bound_secs(trimmed) > MAX_DURATION_SECS {
+    if duration_upper_bound_secs(trimmed) > HUMANTIME_SAFE_SECS {
         return Err(err(format!("too large; {DURATION_HINT}")));
     }
-    humantime::parse_duration(trimmed).map_err(|e| {
+    let parsed = humantime::parse_duration(trimmed).map_err(|e| {
         err(match e {
             humantime::DurationError::UnknownUnit { unit, .. } if !unit.is_empty() => format!(
                 r#"unknown unit {unit:?}; use ns, us, ms, s, m (minutes), h, d or w, e.g. "30s""#
@@ -525,14 +531,22 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
             }
             _ => DURATION_HINT.to_owned(),
         })
-    })
+    })?;
+    if parsed.as_secs() > MAX_DURATION_SECS {
+        return Err(err(format!("too large; {DURATION_HINT}")));
+    }
+    Ok(parsed)
 }
 
 /// A bound on the seconds `text` can stand for: each number's integer part plus one,
-/// times its unit (a year when the unit is unknown or missing). Saturating.
+/// times its unit (a year when the unit is unknown or missing), plus a year per term.
+/// Saturating. Whitespace is dropped first, as humantime skips it inside a number
+/// (`"1 000s"` is 1000 seconds); where whitespace ends a unit, the next character
+/// must be a digit for humantime to accept the text, so dropping it joins no units.
 fn duration_upper_bound_secs(text: &str) -> u128 {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     let mut total: u128 = 0;
-    let mut rest = text;
+    let mut rest = compact.as_str();
     while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
         rest = &rest[start..];
         let number_end = rest
@@ -545,7 +559,6 @@ fn duration_upper_bound_secs(text: &str) -> u128 {
             .fold(0u128, |n, b| {
                 n.saturating_mul(10).saturating_add(u128::from(b - b'0'))
             });
-        let after = after.trim_start();
         let unit_end = after
             .find(|c: char| !c.is_alphabetic())
             .unwrap_or(after.len());
@@ -933,6 +946,25 @@ mod tests {
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
         }
+    }
+
+    #[test]
+    fn whitespace_inside_a_number_counts_toward_the_bound() {
+        // Found by fuzzing: humantime reads "3303\r33304\r33303\r0w" as one
+        // number of weeks (it skips whitespace between digits), about 5.8e11
+        // years, which was accepted and then printed as text that did not
+        // parse back.
+        let e = parse_duration("3303\r33304\r33303\r0w").unwrap_err();
+        assert!(e.reason().starts_with("too large"), "{e}");
+        assert_eq!(parse_duration("1 000s"), Ok(Duration::from_secs(1000)));
+    }
+
+    #[test]
+    fn the_longest_duration_round_trips() {
+        let longest = Duration::from_secs(MAX_DURATION_SECS);
+        assert_eq!(parse_duration(&format_duration(longest)), Ok(longest));
+        let over = Duration::from_secs(MAX_DURATION_SECS + 1);
+        assert!(parse_duration(&format_duration(over)).is_err());
     }
 
     #[test]

@@ -247,7 +247,12 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
     Ok(listener)
 }
 
-/// The server running on its own thread and single-threaded runtime.
+/// Nice levels the HTTP server's thread runs below the daemon's others.
+const HTTP_NICE: i32 = 10;
+
+/// The server running on its own thread and single-threaded runtime, at a
+/// lower CPU priority than the sampling loop ([`HTTP_NICE`], where the OS
+/// has per-thread priorities).
 pub struct Server {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
@@ -267,6 +272,12 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("headroom-http".into())
             .spawn(move || {
+                // Sampling and acting come first on a busy machine.
+                match crate::act::lower_this_thread_priority(HTTP_NICE) {
+                    Ok(Some(nice)) => tracing::debug!("the HTTP server thread runs at nice {nice}"),
+                    Ok(None) => {}
+                    Err(e) => tracing::debug!("cannot lower the HTTP thread's priority: {e}"),
+                }
                 let result = runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener)?;
                     serve(listener, state, async {

@@ -141,7 +141,7 @@ impl ReplaySampler {
     /// Open a trace file for playback. Lines are read as they are played.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, SampleError> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| SampleError::Read {
+        let file = crate::regular_file::open(path).map_err(|source| SampleError::Read {
             path: path.display().to_string(),
             source,
         })?;

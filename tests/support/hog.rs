@@ -33,9 +33,16 @@ fn forward(stream: impl Read + Send + 'static) -> Receiver<String> {
 impl Running {
     /// The daemon, `headroom ARGS`, with its log (stderr) captured.
     pub fn daemon(args: &[&str]) -> Self {
+        let mut command = Command::new(HEADROOM);
+        command.args(args);
+        Self::daemon_command(command)
+    }
+
+    /// The daemon as `command` starts it (e.g. through `runuser`), given a
+    /// port of its own and a debug log (stderr), which is captured.
+    pub fn daemon_command(mut command: Command) -> Self {
         // A port of its own, so tests can run side by side.
-        let mut child = Command::new(HEADROOM)
-            .args(args)
+        let mut child = command
             .args(["--listen", "127.0.0.1:0"])
             .env("HEADROOM_LOG", "debug")
             .stdin(Stdio::null())
@@ -49,6 +56,16 @@ impl Running {
             lines,
             seen: Vec::new(),
         }
+    }
+
+    /// A daemon's HTTP address, from its `status page: http://ADDR/` line.
+    pub fn http_addr(&mut self) -> std::net::SocketAddr {
+        let line = self.expect_line("status page: http://");
+        line.split("status page: http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
     }
 
     /// The hog, started through `link` (a uniquely named link to it, so a
@@ -167,7 +184,7 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new(tag: &str) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = super::private_dir();
         let hog = dir.path().join(format!("hog-{tag}"));
         std::os::unix::fs::symlink(HOG, &hog).expect("link the hog");
         Self { dir, hog }

@@ -142,6 +142,14 @@ pub fn fake_kernel(dir: &Path, id: &str) -> Reaped {
     Reaped(child)
 }
 
+/// A temporary directory for configs, journals and hook programs of a daemon
+/// under test, in the build's `target/tmp`. As root, `headroom run` refuses a
+/// config or hook that a user could change, and a directory under the shared
+/// `/tmp` is such a place; `target/tmp` is as private as the checkout.
+pub fn private_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir in target/tmp")
+}
+
 /// A loopback port free right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

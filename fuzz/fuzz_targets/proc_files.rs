@@ -1,0 +1,78 @@
+//! Fuzz target: every `/proc` parser of the Linux sampler, and the figures
+//! computed from what they return. The first byte picks the parser, the rest
+//! is the file's content, so one target and one corpus cover them all
+//! (`fuzz/corpus/proc_files` holds the real fixtures, each behind its byte).
+//! Each parser must return a value or `None`/`Err` for any bytes: never
+//! panic, overflow or read past the input.
+
+#![no_main]
+
+use headroom::sample::procfs;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, file)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(file);
+    match which % 12 {
+        0 => {
+            if let Ok(m) = procfs::parse_meminfo(&text) {
+                let s = procfs::system_memory(&m);
+                assert!(s.used <= s.total);
+                let _ = procfs::pressure_level(None, m.available, m.total);
+                let _ = procfs::swap(&m, &procfs::VmstatSwap::default(), u64::MAX);
+            }
+        }
+        1 => {
+            let v = procfs::parse_vmstat(&text);
+            let _ = procfs::swap(&procfs::Meminfo::default(), &v, 65536);
+        }
+        2 => {
+            if let Some(p) = procfs::parse_psi(&text) {
+                assert!((0.0..=100.0).contains(&p.some.avg10));
+                let _ = procfs::pressure_level(Some(&p), u64::MAX, 1);
+            }
+        }
+        3 => {
+            let _ = procfs::parse_btime(&text);
+        }
+        4 => {
+            if let Some(s) = procfs::parse_statm(file) {
+                assert!(s.anon() <= s.resident);
+            }
+        }
+        5 => {
+            if let Some(s) = procfs::parse_stat(file) {
+                // The name is a slice of the input, between its parentheses.
+                assert!(s.comm.len() < file.len());
+                let _ = s.is_kernel_thread();
+            }
+        }
+        6 => {
+            if let Some(s) = procfs::parse_status(file) {
+                let _ = s.footprint();
+            }
+        }
+        7 => {
+            let argv = procfs::parse_cmdline(file);
+            assert!(argv.len() <= file.len());
+        }
+        8 => {
+            let libs = procfs::parse_maps_libraries(file);
+            assert!(libs.windows(2).all(|w| w[0] < w[1]), "sorted, unique");
+        }
+        9 => {
+            let _ = procfs::parse_passwd(&text);
+        }
+        10 => {
+            let _ = procfs::parse_max_open_files(&text);
+        }
+        _ => {
+            if let Some(pid) = procfs::parse_pid(file) {
+                let digits = std::str::from_utf8(file).expect("a pid is ASCII digits");
+                assert_eq!(digits.parse::<u32>().ok(), Some(pid));
+            }
+        }
+    }
+});

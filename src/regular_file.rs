@@ -1,0 +1,108 @@
+//! Opening the files users name (a config, a journal, a trace) so that a
+//! path that is not a plain file cannot hang or exhaust headroom.
+//!
+//! `--config /dev/zero` would otherwise be read until memory runs out, a
+//! FIFO would block the open until some writer came along, and a directory
+//! gives a confusing error from the read. [`open`] opens without blocking
+//! (`O_NONBLOCK`, which regular files ignore), then asks the open file what
+//! it is (`fstat`, so a swap of the path in between changes nothing) and
+//! refuses anything but a regular file. [`read_capped`] also refuses a file
+//! larger than the caller expects any such file to be.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read as _};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+use std::path::Path;
+
+/// Open `path` for reading if it is a regular file. Not one: an error of
+/// kind `IsADirectory` for a directory, `InvalidInput` naming what it is
+/// otherwise.
+pub fn open(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    if kind.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "a directory, not a file",
+        ));
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what}, not a regular file"),
+    ))
+}
+
+/// Read the whole of `path`, a regular file of at most `max` bytes; a
+/// larger one is an error of kind `FileTooLarge`.
+pub fn read_capped(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let file = open(path)?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("larger than {max} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_regular_file_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        assert_eq!(read_capped(&path, 3).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abcd").unwrap();
+        let e = read_capped(&path, 3).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(e.to_string(), "larger than 3 bytes");
+    }
+
+    #[test]
+    fn devices_directories_and_fifos_are_refused_without_blocking() {
+        let e = read_capped(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert_eq!(e.to_string(), "a character device, not a regular file");
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            open(dir.path()).unwrap_err().kind(),
+            io::ErrorKind::IsADirectory
+        );
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // No writer: a blocking open would never return.
+        let e = open(&fifo).unwrap_err();
+        assert_eq!(e.to_string(), "a FIFO (named pipe), not a regular file");
+    }
+}
