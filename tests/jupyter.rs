@@ -319,7 +319,7 @@ fn a_runaway_cell_is_interrupted_and_the_kernel_keeps_its_variables() {
     let jupyter = Jupyter::start();
     let notebook = "experiments/train.ipynb";
     let (kernel_id, pid) = jupyter.open_notebook(notebook);
-    let sandbox = tempfile::tempdir().unwrap();
+    let sandbox = support::private_dir();
     // The default notebook rule's action, at a limit this test reaches,
     // on this test's kernel only.
     let rule = format!(
@@ -439,7 +439,7 @@ fn a_kernel_killed_from_outside_gets_a_postmortem_with_an_unknown_cause() {
     let jupyter = Jupyter::start();
     let notebook = "analysis/eval.ipynb";
     let (kernel_id, pid) = jupyter.open_notebook(notebook);
-    let sandbox = tempfile::tempdir().unwrap();
+    let sandbox = support::private_dir();
     let daemon = start_daemon(sandbox.path(), &jupyter, "[postmortem]\nnotify = true\n");
     let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
 

@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_headroom");
@@ -69,16 +69,25 @@ impl Daemon {
     /// Wait for a log line containing `needle`; panics with the log so far.
     pub fn expect_line(&mut self, needle: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut ended = false;
         while Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
-                self.log.push(line.clone());
-                if line.contains(needle) {
-                    return line;
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => {
+                    self.log.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    ended = true;
+                    break;
                 }
             }
         }
         panic!(
-            "no log line with {needle:?}; log so far:\n{}",
+            "no log line with {needle:?}{}; log so far:\n{}",
+            if ended { " (the daemon closed its stderr)" } else { "" },
             self.log.join("\n")
         );
     }
