@@ -317,6 +317,9 @@ fn text_of(what: &'static str, path: &Path, manager: Manager) -> Result<String, 
 ///   and paging: a throttled watcher reacts too late.
 /// - `ExitTimeOut` 10: seconds between SIGTERM and SIGKILL at stop; the
 ///   daemon shuts down within one tick.
+/// - `Umask` 0o077 (63): the journal, post-mortems and anything else the
+///   daemon creates are its owner's alone; they name other users'
+///   processes and notebooks.
 /// - `StandardOutPath`/`StandardErrorPath`: one log file in
 ///   `/Library/Logs/headroom/` (daemon) or `~/Library/Logs/headroom/`
 ///   (agent), where Console.app finds it. headroom logs to stderr.
@@ -360,6 +363,7 @@ pub fn launchd_plist(params: &Params) -> Result<String, ServiceError> {
         ("ThrottleInterval".to_owned(), PlistValue::Integer(10)),
         ("ProcessType".to_owned(), s("Interactive")),
         ("ExitTimeOut".to_owned(), PlistValue::Integer(10)),
+        ("Umask".to_owned(), PlistValue::Integer(0o077)),
         ("StandardOutPath".to_owned(), s(&log)),
         ("StandardErrorPath".to_owned(), s(&log)),
     ];
@@ -432,9 +436,11 @@ LimitNOFILE=65536
 # Killed last by the OOM killer: headroom is what acts before it has to.
 OOMScoreAdjust=-900
 
-# /var/lib/headroom, /var/log/headroom and /etc/headroom.
+# /var/lib/headroom, /var/log/headroom and /etc/headroom. What the daemon
+# creates (the journal names other users' processes) is root's alone.
+UMask=0077
 StateDirectory=headroom
-StateDirectoryMode=0750
+StateDirectoryMode=0700
 LogsDirectory=headroom
 LogsDirectoryMode=0750
 ConfigurationDirectory=headroom
@@ -486,8 +492,10 @@ RestartSec=5s
 TimeoutStopSec=10s
 # The sampler keeps /proc/[pid]/statm open between ticks.
 LimitNOFILE=65536
-# ~/.local/state/headroom
+# ~/.local/state/headroom, this user's alone.
+UMask=0077
 StateDirectory=headroom
+StateDirectoryMode=0700
 NoNewPrivileges=yes
 
 [Install]
@@ -1002,6 +1010,10 @@ mod tests {
             d.get("ProcessType").unwrap().as_string(),
             Some("Interactive")
         );
+        assert_eq!(
+            d.get("Umask").and_then(|v| v.as_signed_integer()),
+            Some(0o077)
+        );
     }
 
     #[test]
@@ -1063,7 +1075,9 @@ mod tests {
         ));
         for line in [
             "LimitNOFILE=65536",
+            "UMask=0077",
             "StateDirectory=headroom",
+            "StateDirectoryMode=0700",
             "LogsDirectory=headroom",
             "NoNewPrivileges=yes",
             "ProtectSystem=strict",
