@@ -72,6 +72,7 @@ const DOCUMENTED: &[&str] = &[
     "ThrottleInterval",
     "ProcessType",
     "ExitTimeOut",
+    "Umask",
     "StandardOutPath",
     "StandardErrorPath",
     "EnvironmentVariables",
