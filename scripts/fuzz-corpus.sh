@@ -15,7 +15,7 @@ fx=tests/fixtures
 # Inputs that once crashed a target (regression-*) stay.
 mkdir -p "$corpus"
 find "$corpus" -type f ! -name 'regression-*' -delete
-mkdir -p "$corpus"/{proc_files,macos_kern,config,units,journal,http_query}
+mkdir -p "$corpus"/{proc_files,macos_kern,config,units,journal,http_query,kmsg,jupyter}
 
 # seed TARGET NAME SELECTOR-BYTE [FILE]: the byte, then FILE (or stdin).
 seed() {
@@ -98,5 +98,27 @@ printf 'since=2023-11-14T22:13:20.123Z' | seed http_query events-rfc3339 2
 printf 'since=1700000000123' | seed http_query events-millis 2
 printf '' | seed http_query none 3
 printf '6441' | seed http_query pid 4
+
+# --- kernel log records (a stream of /dev/kmsg records, one per line) -------
+cp "$fx/kmsg/memcg-v1-oom-6.18.txt" "$corpus/kmsg/memcg-v1-oom-6.18"
+# The public reports' messages, each as a bare message and as a record.
+grep -v '^#' "$fx/kmsg/public-oom-messages.txt" | grep -v '^$' >"$corpus/kmsg/public-messages"
+grep -v '^#' "$fx/kmsg/public-oom-messages.txt" | grep -v '^$' |
+  awk '{ printf "3,%d,%d,-;%s\n", NR, NR * 1000, $0 }' >"$corpus/kmsg/public-records"
+
+# --- Jupyter (0 server file, 1 sessions answer, 2 url, 3 runtime file name) -
+# jupyter_server 2.21.1's runtime file (token replaced), the classic
+# Notebook's fields, and a server on a Unix socket.
+printf '{\n  "base_url": "/",\n  "hostname": "127.0.0.1",\n  "password": false,\n  "pid": 13350,\n  "port": 42425,\n  "root_dir": "/tmp/jt/root",\n  "secure": false,\n  "sock": "",\n  "token": "sekrit",\n  "url": "http://127.0.0.1:42425/",\n  "version": "2.21.1"\n}' |
+  seed jupyter jpserver 0
+printf '{"base_url": "/jupyter/", "hostname": "localhost", "notebook_dir": "/home/ada", "password": false, "pid": 4242, "port": 8888, "secure": false, "sock": "", "token": "abc123", "url": "http://localhost:8888/jupyter/"}' |
+  seed jupyter nbserver 0
+printf '{"url": "", "sock": "/run/j.sock"}' | seed jupyter socket-server 0
+# GET /api/sessions of jupyter_server 2.21.1 with one notebook open.
+printf '[{"id": "48357285-7c78-47ed-9e94-907ba22952bb", "path": "work/train.ipynb", "name": "train.ipynb", "type": "notebook", "kernel": {"id": "e0ba03a1-6bb7-409e-a3a5-0ed5604315ad", "name": "python3", "last_activity": "2026-11-22T04:43:20.575568Z", "execution_state": "starting", "connections": 0}, "notebook": {"path": "work/train.ipynb", "name": "train.ipynb"}}]' |
+  seed jupyter sessions 1
+printf 'http://[::]:8888/lab-base/?token=x' | seed jupyter url-any-v6 2
+printf 'http://0.0.0.0:8888/' | seed jupyter url-any-v4 2
+printf 'jpserver-13350.json' | seed jupyter runtime-name 3
 
 echo "seeds: $(find "$corpus" -type f | wc -l) files in $corpus"

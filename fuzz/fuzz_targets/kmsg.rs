@@ -1,0 +1,39 @@
+//! Fuzz target: the kernel log records the daemon reads from `/dev/kmsg`
+//! (as root, to learn which process the OOM killer took). The input is a
+//! stream of records, one per line; each goes through the record parser,
+//! the OOM-line parser and the joiner that pairs `oom-kill:` and `Killed
+//! process` lines, as `KmsgReader::read_new` does. Any bytes must give
+//! records or nothing: never a panic, an overflow or a slice out of bounds.
+
+#![no_main]
+
+use std::path::Path;
+
+use headroom::model::Timestamp;
+use headroom::sample::linux::kmsg::{self, OomJoiner, OomLine};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let mut joiner = OomJoiner::default();
+    for raw in text.split('\n') {
+        // A record parsed from the line, or the line as a bare message:
+        // both paths reach the OOM parser.
+        let message = match kmsg::parse_record(raw) {
+            Some(record) => {
+                assert!(record.level <= 7);
+                assert!(record.message.len() <= raw.len());
+                record.message
+            }
+            None => raw,
+        };
+        match kmsg::parse_oom_message(message) {
+            Some(OomLine::Killed { comm, .. }) => assert!(comm.len() <= message.len()),
+            Some(OomLine::Constraint { task, .. }) => assert!(task.len() <= message.len()),
+            None => {}
+        }
+        if let Some(kill) = joiner.feed(message, Path::new("/dev/kmsg"), Timestamp(1)) {
+            let _ = format!("{kill:?}");
+        }
+    }
+});
