@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn intel_vm_stat_gives_activity_monitor_figures() {
         let page = 4096;
-        // The issue gives no hw.memsize; the page counts add up to 32 GiB
+        // The wazuh report gives no hw.memsize; the page counts add up to 32 GiB
         // (8 387 868 of 8 388 608 pages), so that is the total used here.
         let total = 32 << 30;
         let m = system_memory(&intel_wazuh(), page, total);
