@@ -204,6 +204,26 @@ fn config_rows() -> Vec<(&'static str, Content, &'static str)> {
             text("[daemon]\njournal_files = -1\n"),
             "daemon.journal_files",
         ),
+        (
+            "a relative Jupyter runtime directory",
+            text("[jupyter]\nruntime_dirs = [\"runtime\"]\n"),
+            "jupyter.runtime_dirs[0]: must be an absolute path",
+        ),
+        (
+            "a Jupyter runtime directory with a NUL",
+            text("[jupyter]\nruntime_dirs = [\"/srv/\\u0000run\"]\n"),
+            "jupyter.runtime_dirs[0]: contains a NUL character",
+        ),
+        (
+            "a hook argument with a NUL",
+            rule("footprint = \"1GiB\"\nactions = [{ hook = [\"/bin/echo\", \"a\\u0000b\"] }]"),
+            "rule.r.actions[0].hook[1]: contains a NUL character",
+        ),
+        (
+            "post-mortem notify = \"yes\"",
+            text("[postmortem]\nnotify = \"yes\"\n"),
+            "postmortem.notify: wrong type: expected true or false",
+        ),
     ]
 }
 

@@ -270,6 +270,7 @@ fn cross_field(
 fn validate_journal(source: &Source<'_>, path: Spanned<String>) -> Result<PathBuf, ConfigError> {
     let span = path.span();
     let path = path.into_inner();
+    source.refuse_nul(&span, "daemon.journal", &path)?;
     if !Path::new(&path).is_absolute() {
         let what_to_do = if path.starts_with('~') {
             "\"~\" is not expanded, so write out the home directory"

@@ -203,6 +203,25 @@ impl Source<'_> {
         self.error(Some(span), Some(key.to_owned()), message)
     }
 
+    /// An error at `span` if `path` holds a NUL character, which no file
+    /// name can: the OS would refuse it only when the daemon first uses the
+    /// path, long after the config was accepted.
+    pub(crate) fn refuse_nul(
+        &self,
+        span: &Range<usize>,
+        key: &str,
+        path: &str,
+    ) -> Result<(), ConfigError> {
+        if path.contains('\0') {
+            return Err(self.error_at(
+                span.clone(),
+                key,
+                "contains a NUL character (\\u0000), which no file name or program argument can hold; remove it",
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether `span` is the name in a `[table]` or `[[array]]` header.
     fn is_table_header(&self, span: Option<Range<usize>>) -> bool {
         span.and_then(|span| self.text.get(..span.start))

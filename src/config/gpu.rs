@@ -62,6 +62,7 @@ fn validate_library(source: &Source<'_>, path: Spanned<String>) -> Result<PathBu
              use the driver's usual location",
         ));
     }
+    source.refuse_nul(&span, "gpu.nvml_library", &path)?;
     if !Path::new(&path).is_absolute() {
         return Err(source.error_at(
             span,

@@ -73,6 +73,7 @@ fn validate_dir(
              jpserver-*.json files are), or remove the entry",
         ));
     }
+    source.refuse_nul(&span, &key, &dir)?;
     if !Path::new(&dir).is_absolute() {
         return Err(source.error_at(
             span,
@@ -120,5 +121,12 @@ mod tests {
         assert_eq!(e.key.as_deref(), Some("jupyter.runtime_dirs[1]"));
         assert_eq!(e.value.as_deref(), Some("\"runtime\""));
         assert!(e.message.contains("must be an absolute path"), "{e}");
+    }
+
+    #[test]
+    fn a_runtime_dir_with_a_nul_is_refused_before_the_os_sees_it() {
+        let e = jupyter("runtime_dirs = [\"/srv/\\u0000a\"]").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("jupyter.runtime_dirs[0]"));
+        assert!(e.message.starts_with("contains a NUL character"), "{e}");
     }
 }

@@ -654,6 +654,10 @@ fn validate_steps(
                      [\"/usr/local/bin/save-checkpoint\", \"--now\"]; it runs without a shell",
                 ));
             };
+            let args: Vec<String> = argv.collect();
+            for (i, word) in std::iter::once(&command).chain(&args).enumerate() {
+                source.refuse_nul(&hook_span, &format!("{k}.hook[{i}]"), word)?;
+            }
             if step.require_handler.is_some() || step.process_group.is_some() {
                 return Err(source.error(
                     None,
@@ -663,7 +667,7 @@ fn validate_steps(
             }
             Action::Hook {
                 command: command.into(),
-                args: argv.collect(),
+                args,
                 timeout: step
                     .timeout
                     .map_or(DEFAULT_HOOK_TIMEOUT, |t| t.into_inner().0),
