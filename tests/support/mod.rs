@@ -87,7 +87,11 @@ impl Daemon {
         }
         panic!(
             "no log line with {needle:?}{}; log so far:\n{}",
-            if ended { " (the daemon closed its stderr)" } else { "" },
+            if ended {
+                " (the daemon closed its stderr)"
+            } else {
+                ""
+            },
             self.log.join("\n")
         );
     }
