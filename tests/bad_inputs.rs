@@ -921,6 +921,7 @@ fn count_rows(n: usize) {
     let total = ROWS.fetch_add(n, Ordering::SeqCst) + n;
     let tables = if cfg!(target_os = "linux") { 6 } else { 5 };
     if TABLES.fetch_add(1, Ordering::SeqCst) + 1 == tables {
+        eprintln!("bad inputs: {total} rows over {tables} tables");
         assert!(total >= MIN_ROWS, "only {total} rows");
     }
 }
