@@ -9,8 +9,9 @@
 # and I/O throttling (ProcessType Interactive), one log file for stdout and
 # stderr, and Homebrew's prefix on PATH for hooks. The differences are
 # Homebrew's: the label (homebrew.mxcl.headroom), paths under the Homebrew
-# prefix, and launchd's default ExitTimeOut (20 s), which the service DSL
-# cannot set. `sudo brew services start headroom` runs it as root instead,
+# prefix, launchd's default ExitTimeOut (20 s), and no Umask key: the service
+# DSL sets neither. The daemon creates its journal 0600 in a 0700 directory
+# whatever the umask. `sudo brew services start headroom` runs it as root instead,
 # like the LaunchDaemon.
 class Headroom < Formula
   desc "Memory-pressure daemon for machine-learning workloads"
