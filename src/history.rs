@@ -387,25 +387,14 @@ mod tests {
 
     fn process(pid: u32, footprint: u64, kind: WorkloadKind) -> ProcessSample {
         ProcessSample {
-            id: ProcessId { pid, start: 1 },
-            ppid: 1,
             uid: Some(1000),
-            user: None,
-            name: format!("p{pid}"),
-            exe: None,
-            argv: vec![],
-            started_at: None,
             footprint,
-            peak_footprint: None,
             resident: footprint,
-            swapped: None,
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
             workload: Workload {
                 kind,
                 ..Workload::default()
             },
+            ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, format!("p{pid}"))
         }
     }
 
@@ -413,7 +402,6 @@ mod tests {
         Snapshot {
             taken_at: Timestamp(at_ms),
             source: "test".into(),
-            sample_micros: 0,
             system: SystemMemory {
                 total: 100,
                 available: 50,
@@ -421,13 +409,8 @@ mod tests {
                 free: 10,
                 ..SystemMemory::default()
             },
-            swap: Swap::default(),
-            pressure: Pressure::default(),
-            gpus: vec![],
             processes,
-            errors: CollectorErrors::default(),
-            collectors: vec![],
-            notes: vec![],
+            ..Snapshot::default()
         }
     }
 

@@ -624,25 +624,15 @@ mod tests {
 
     fn process(pid: u32, footprint: u64, kind: WorkloadKind) -> ProcessSample {
         ProcessSample {
-            id: ProcessId { pid, start: 1 },
-            ppid: 1,
             uid: Some(1000),
-            user: None,
-            name: format!("p{pid}"),
-            exe: None,
-            argv: vec![],
-            started_at: None,
             footprint,
-            peak_footprint: None,
             resident: footprint,
             swapped: Some(0),
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
             workload: Workload {
                 kind,
                 ..Workload::default()
             },
+            ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, format!("p{pid}"))
         }
     }
 
@@ -676,14 +666,12 @@ mod tests {
                 }),
                 free_percent: None,
             },
-            gpus: vec![],
             processes,
             errors: CollectorErrors {
                 permission_denied: 2,
                 ..CollectorErrors::default()
             },
-            collectors: vec![],
-            notes: vec![],
+            ..Snapshot::default()
         }
     }
 

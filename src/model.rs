@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 ///
 /// Serialized as a plain integer so traces and the JSON API stay compact and
 /// language-neutral; displayed as RFC 3339.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(pub u64);
 
@@ -65,8 +67,9 @@ impl fmt::Display for Timestamp {
     }
 }
 
-/// Everything one sampling pass saw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Everything one sampling pass saw. The default is an empty pass: no
+/// processes, every figure zero or unknown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub taken_at: Timestamp,
     /// Which sampler produced it: `linux`, `macos`, `sysinfo` or `replay`.
@@ -322,6 +325,32 @@ pub struct ProcessSample {
     #[serde(default)]
     pub detail: Detail,
     pub workload: Workload,
+}
+
+impl ProcessSample {
+    /// A process known by its identity, parent and name only: no owner, no
+    /// command line, no memory figures, no workload. Samplers fill in what
+    /// they read; examples and replayed traces start from here.
+    pub fn new(id: ProcessId, ppid: u32, name: impl Into<String>) -> Self {
+        Self {
+            id,
+            ppid,
+            uid: None,
+            user: None,
+            name: name.into(),
+            exe: None,
+            argv: Vec::new(),
+            started_at: None,
+            footprint: 0,
+            peak_footprint: None,
+            resident: 0,
+            swapped: None,
+            gpu_memory: None,
+            gpu_client: false,
+            detail: Detail::Exact,
+            workload: Workload::default(),
+        }
+    }
 }
 
 /// What kind of program a process is, for rules and for people.

@@ -405,7 +405,7 @@ fn same_command(recorded: &str, sampled: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Detail, Pressure, Swap, SystemMemory, Workload, WorkloadKind};
+    use crate::model::{Workload, WorkloadKind};
     use crate::sample::ExitStatus;
 
     const SILENCE: &str = "no OOM-killer record for it in /dev/kmsg";
@@ -413,27 +413,17 @@ mod tests {
 
     fn kernel(pid: u32, footprint: u64) -> ProcessSample {
         ProcessSample {
-            id: ProcessId { pid, start: 7 },
-            ppid: 1,
             uid: Some(1000),
             user: Some("ada".into()),
-            name: "python3".into(),
-            exe: None,
-            argv: Vec::new(),
-            started_at: None,
             footprint,
-            peak_footprint: None,
             resident: footprint,
-            swapped: None,
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
             workload: Workload {
                 kind: WorkloadKind::Jupyter,
                 kernel_id: Some("3f2a0b1c".into()),
                 notebook: Some("train.ipynb".into()),
                 ..Workload::default()
             },
+            ..ProcessSample::new(ProcessId { pid, start: 7 }, 1, "python3")
         }
     }
 
@@ -441,15 +431,8 @@ mod tests {
         Snapshot {
             taken_at: Timestamp(at_ms),
             source: "test".into(),
-            sample_micros: 0,
-            system: SystemMemory::default(),
-            swap: Swap::default(),
-            pressure: Pressure::default(),
-            gpus: Vec::new(),
             processes,
-            errors: Default::default(),
-            collectors: Vec::new(),
-            notes: Vec::new(),
+            ..Snapshot::default()
         }
     }
 

@@ -313,27 +313,18 @@ mod tests {
     fn a_kernels_notebook_leads_its_command() {
         use crate::model::{ProcessId, Workload, WorkloadKind};
         let p = ProcessSample {
-            id: ProcessId { pid: 7, start: 1 },
-            ppid: 1,
             uid: Some(1000),
             user: Some("ada".into()),
-            name: "python3".into(),
-            exe: None,
             argv: vec!["python3".into(), "-m".into(), "ipykernel_launcher".into()],
-            started_at: None,
             footprint: 1 << 30,
-            peak_footprint: None,
             resident: 1 << 30,
-            swapped: None,
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
             workload: Workload {
                 kind: WorkloadKind::Jupyter,
                 kernel_id: Some("3f2a".into()),
                 notebook: Some("work/train.ipynb".into()),
                 ..Workload::default()
             },
+            ..ProcessSample::new(ProcessId { pid: 7, start: 1 }, 1, "python3")
         };
         assert_eq!(
             command_column(&p),

@@ -11,10 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use headroom::jupyter::{Mapped, ProblemLog, apply, look_up};
-use headroom::model::{
-    Pressure, ProcessId, ProcessSample, Snapshot, Swap, SystemMemory, Timestamp, Workload,
-    WorkloadKind,
-};
+use headroom::model::{ProcessId, ProcessSample, Snapshot, Timestamp, Workload, WorkloadKind};
 
 const SESSIONS: &str = r#"[{"id": "s1", "path": "work/train.ipynb", "name": "train.ipynb", "type": "notebook", "kernel": {"id": "k-good", "name": "python3"}}, {"id": "s2", "path": "eval.ipynb", "type": "notebook", "kernel": {"id": "k-eval", "name": "julia-1.10"}}]"#;
 
@@ -187,26 +184,16 @@ fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
 
 fn kernel(pid: u32, uid: u32, kernel_id: &str) -> ProcessSample {
     ProcessSample {
-        id: ProcessId { pid, start: 1 },
-        ppid: 1,
         uid: Some(uid),
-        user: None,
-        name: "python3".into(),
-        exe: None,
-        argv: Vec::new(),
-        started_at: None,
         footprint: 1 << 20,
-        peak_footprint: None,
         resident: 1 << 20,
-        swapped: None,
-        gpu_memory: None,
-        gpu_client: false,
         detail: Default::default(),
         workload: Workload {
             kind: WorkloadKind::Jupyter,
             kernel_id: Some(kernel_id.into()),
             ..Workload::default()
         },
+        ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3")
     }
 }
 
@@ -215,19 +202,12 @@ fn apply_names_trusted_kernels_and_reports_unknown_ones() {
     let mut snap = Snapshot {
         taken_at: Timestamp(0),
         source: "test".into(),
-        sample_micros: 0,
-        system: SystemMemory::default(),
-        swap: Swap::default(),
-        pressure: Pressure::default(),
-        gpus: Vec::new(),
         processes: vec![
             kernel(10, 1000, "k-ada"),
             kernel(11, 1001, "k-ada"),
             kernel(12, 1000, "k-new"),
         ],
-        errors: Default::default(),
-        collectors: Vec::new(),
-        notes: Vec::new(),
+        ..Snapshot::default()
     };
     let map = HashMap::from([(
         "k-ada".to_string(),

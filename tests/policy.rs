@@ -185,25 +185,17 @@ fn the_growth_trace_sets_off_a_growth_limit() {
 
 fn process(pid: u32, footprint: u64) -> ProcessSample {
     ProcessSample {
-        id: ProcessId { pid, start: 100 },
-        ppid: 1,
         uid: Some(1000),
         user: Some("ana".into()),
-        name: "python3".into(),
         exe: Some("/usr/bin/python3".into()),
         argv: vec!["python3".into(), "-m".into(), "ipykernel_launcher".into()],
-        started_at: None,
         footprint,
-        peak_footprint: None,
         resident: footprint,
-        swapped: None,
-        gpu_memory: None,
-        gpu_client: false,
-        detail: Detail::Exact,
         workload: Workload {
             kind: WorkloadKind::Jupyter,
             ..Workload::default()
         },
+        ..ProcessSample::new(ProcessId { pid, start: 100 }, 1, "python3")
     }
 }
 
@@ -211,7 +203,6 @@ fn snapshot(at_secs: u64, processes: Vec<ProcessSample>) -> Snapshot {
     Snapshot {
         taken_at: Timestamp(1_000_000 + at_secs * 1000),
         source: "test".into(),
-        sample_micros: 0,
         system: SystemMemory {
             total: 64 * GIB,
             available: 32 * GIB,
@@ -219,13 +210,8 @@ fn snapshot(at_secs: u64, processes: Vec<ProcessSample>) -> Snapshot {
             free: 16 * GIB,
             ..SystemMemory::default()
         },
-        swap: Swap::default(),
-        pressure: Pressure::default(),
-        gpus: vec![],
         processes,
-        errors: CollectorErrors::default(),
-        collectors: vec![],
-        notes: vec![],
+        ..Snapshot::default()
     }
 }
 

@@ -26,25 +26,15 @@ fn arb_process() -> impl Strategy<Value = ProcessSample> {
         prop::sample::select(WorkloadKind::ALL.to_vec()),
     )
         .prop_map(|(pid, ppid, uid, name, footprint, kind)| ProcessSample {
-            id: ProcessId { pid, start: 7 },
-            ppid,
             uid,
-            user: None,
-            name: NAMES[name].to_string(),
-            exe: None,
             argv: vec![NAMES[name].to_string()],
-            started_at: None,
             footprint,
-            peak_footprint: None,
             resident: footprint,
-            swapped: None,
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
             workload: Workload {
                 kind,
                 ..Workload::default()
             },
+            ..ProcessSample::new(ProcessId { pid, start: 7 }, ppid, NAMES[name])
         })
 }
 
@@ -93,15 +83,10 @@ proptest! {
             let snap = Snapshot {
                 taken_at: Timestamp(1_000 + t as u64 * 1000),
                 source: "prop".into(),
-                sample_micros: 0,
                 system: SystemMemory { total: 64 * GIB, available: 8 * GIB, used: 56 * GIB, free: GIB, ..SystemMemory::default() },
-                swap: Swap::default(),
                 pressure: Pressure { level, ..Pressure::default() },
-                gpus: vec![],
                 processes: processes.clone(),
-                errors: CollectorErrors::default(),
-                collectors: vec![],
-                notes: vec![],
+                ..Snapshot::default()
             };
             // The daemon's ancestors, walking the snapshot's parent links.
             let mut ancestors = HashSet::new();

@@ -17,14 +17,8 @@ const GIB: u64 = 1 << 30;
 
 fn kernel(pid: u32, footprint: u64) -> ProcessSample {
     ProcessSample {
-        id: ProcessId {
-            pid,
-            start: 123_456,
-        },
-        ppid: 1,
         uid: Some(1000),
         user: Some("ada".into()),
-        name: "python".into(),
         exe: Some("/usr/bin/python3.11".into()),
         argv: vec![
             "python".into(),
@@ -38,8 +32,6 @@ fn kernel(pid: u32, footprint: u64) -> ProcessSample {
         peak_footprint: Some(footprint + GIB),
         resident: footprint / 2,
         swapped: Some(0),
-        gpu_memory: None,
-        gpu_client: false,
         detail: Detail::Estimated,
         workload: Workload {
             kind: WorkloadKind::Jupyter,
@@ -48,6 +40,14 @@ fn kernel(pid: u32, footprint: u64) -> ProcessSample {
             evidence: vec!["argv[2] is ipykernel_launcher".into()],
             ..Workload::default()
         },
+        ..ProcessSample::new(
+            ProcessId {
+                pid,
+                start: 123_456,
+            },
+            1,
+            "python",
+        )
     }
 }
 

@@ -709,25 +709,15 @@ mod tests {
 
     fn process(name: &str, kind: WorkloadKind) -> ProcessSample {
         ProcessSample {
-            id: ProcessId { pid: 10, start: 1 },
-            ppid: 1,
             uid: Some(1000),
             user: Some("ana".into()),
-            name: name.into(),
             exe: Some("/usr/bin/python3".into()),
             argv: vec!["python3".into(), "train.py".into()],
-            started_at: None,
-            footprint: 0,
-            peak_footprint: None,
-            resident: 0,
-            swapped: None,
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
             workload: Workload {
                 kind,
                 ..Workload::default()
             },
+            ..ProcessSample::new(ProcessId { pid: 10, start: 1 }, 1, name)
         }
     }
 

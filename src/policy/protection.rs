@@ -69,22 +69,8 @@ mod tests {
 
     fn proc(pid: u32, ppid: u32, name: &str) -> ProcessSample {
         ProcessSample {
-            id: ProcessId { pid, start: 1 },
-            ppid,
             uid: Some(1000),
-            user: None,
-            name: name.into(),
-            exe: None,
-            argv: vec![],
-            started_at: None,
-            footprint: 0,
-            peak_footprint: None,
-            resident: 0,
-            swapped: None,
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
-            workload: Workload::default(),
+            ..ProcessSample::new(ProcessId { pid, start: 1 }, ppid, name)
         }
     }
 
@@ -92,15 +78,8 @@ mod tests {
         Snapshot {
             taken_at: Timestamp(0),
             source: "test".into(),
-            sample_micros: 0,
-            system: SystemMemory::default(),
-            swap: Swap::default(),
-            pressure: Pressure::default(),
-            gpus: vec![],
             processes,
-            errors: CollectorErrors::default(),
-            collectors: vec![],
-            notes: vec![],
+            ..Snapshot::default()
         }
     }
 

@@ -245,10 +245,7 @@ fn pid_list(pids: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{
-        CollectorErrors, Detail, Pressure, ProcessId, ProcessSample, Swap, SystemMemory, Timestamp,
-        Workload, WorkloadKind,
-    };
+    use crate::model::{ProcessId, ProcessSample, Timestamp, Workload, WorkloadKind};
 
     const GIB: u64 = 1 << 30;
 
@@ -300,25 +297,14 @@ mod tests {
 
     fn process(pid: u32, kind: WorkloadKind) -> ProcessSample {
         ProcessSample {
-            id: ProcessId { pid, start: 1 },
-            ppid: 1,
             uid: Some(1000),
-            user: None,
-            name: format!("p{pid}"),
-            exe: None,
-            argv: vec![],
-            started_at: None,
             footprint: GIB,
-            peak_footprint: None,
             resident: GIB,
-            swapped: None,
-            gpu_memory: None,
-            gpu_client: false,
-            detail: Detail::Exact,
             workload: Workload {
                 kind,
                 ..Workload::default()
             },
+            ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, format!("p{pid}"))
         }
     }
 
@@ -326,15 +312,8 @@ mod tests {
         Snapshot {
             taken_at: Timestamp(0),
             source: "test".into(),
-            sample_micros: 0,
-            system: SystemMemory::default(),
-            swap: Swap::default(),
-            pressure: Pressure::default(),
-            gpus: vec![],
             processes,
-            errors: CollectorErrors::default(),
-            collectors: vec![],
-            notes: vec![],
+            ..Snapshot::default()
         }
     }
 
