@@ -554,6 +554,27 @@ pub struct Plan {
     pub commands: Vec<CommandStep>,
 }
 
+impl Plan {
+    /// The service file itself (0644), and for a per-user service the
+    /// directory it goes in (`what` names that directory for people); a
+    /// system service's directory exists already.
+    fn add_service_file(&mut self, l: &Layout, system: bool, what: &'static str, text: String) {
+        if let Some(parent) = l.service_file.parent().filter(|_| !system) {
+            self.dirs.push(DirStep {
+                path: parent.to_owned(),
+                mode: 0o755,
+                owner: None,
+                what,
+            });
+        }
+        self.files.push(FileStep {
+            path: l.service_file.clone(),
+            mode: 0o644,
+            contents: Contents::Text(text),
+        });
+    }
+}
+
 fn command(argv: &[&str], may_fail: bool) -> CommandStep {
     CommandStep {
         argv: argv.iter().map(|s| (*s).to_owned()).collect(),
@@ -637,19 +658,7 @@ pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
                 owner: system.then_some((0, 0)),
                 what: "state",
             });
-            if let Some(parent) = l.service_file.parent().filter(|_| !system) {
-                plan.dirs.push(DirStep {
-                    path: parent.to_owned(),
-                    mode: 0o755,
-                    owner: None,
-                    what: "LaunchAgents",
-                });
-            }
-            plan.files.push(FileStep {
-                path: l.service_file.clone(),
-                mode: 0o644,
-                contents: Contents::Text(launchd_plist(params)?),
-            });
+            plan.add_service_file(&l, system, "LaunchAgents", launchd_plist(params)?);
             let (domain, target) = launchd_target(params);
             let plist = l.service_file.display().to_string();
             // A job already loaded (reinstall) must be booted out first:
@@ -672,19 +681,7 @@ pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
                     "systemd user unit {UNIT_NAME}: runs as you while you are logged in (loginctl enable-linger to keep it running); logs go to journalctl --user -u headroom"
                 ),
             });
-            if let Some(parent) = l.service_file.parent().filter(|_| !system) {
-                plan.dirs.push(DirStep {
-                    path: parent.to_owned(),
-                    mode: 0o755,
-                    owner: None,
-                    what: "systemd user units",
-                });
-            }
-            plan.files.push(FileStep {
-                path: l.service_file.clone(),
-                mode: 0o644,
-                contents: Contents::Text(systemd_unit(params)?),
-            });
+            plan.add_service_file(&l, system, "systemd user units", systemd_unit(params)?);
             plan.commands = vec![
                 systemctl(params, &["daemon-reload"]),
                 systemctl(params, &["enable", UNIT_NAME]),
