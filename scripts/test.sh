@@ -8,10 +8,36 @@
 # same tests natively and skips the cross-check.
 #
 # Usage, from anywhere:  scripts/test.sh
+#
+# The whole run needs about 5 GB of free disk for build output (target/,
+# fuzz/target/) besides the packages it installs. With HEADROOM_TEST_TIDY=1
+# (CI sets it) each stage's build output is removed once that stage passes,
+# so the peak is the largest stage rather than the sum; leave it unset on a
+# workstation to keep the build cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf '\n== %s\n' "$*"; }
+
+# Free space where the build output goes, in MiB.
+free_mib() { df -Pm . | awk 'NR == 2 { print $4 }'; }
+
+report_disk() {
+  local free
+  free=$(free_mib)
+  echo "disk: ${free} MiB free for build output under $(pwd)"
+  if ((free < 5120)); then
+    echo "test.sh: warning: under 5 GiB free; a build may fail with 'No space left on device'." >&2
+    echo "test.sh: free space, or run with HEADROOM_TEST_TIDY=1 to remove each stage's build output after it passes." >&2
+  fi
+}
+
+# With HEADROOM_TEST_TIDY=1, remove a finished stage's build output.
+tidy() {
+  [[ ${HEADROOM_TEST_TIDY:-0} == 1 ]] || return 0
+  rm -rf "$@"
+  echo "tidy: removed $*; $(free_mib) MiB free"
+}
 
 # Debian packages the tests use. Each entry: "command-to-test package".
 need_debian=(
@@ -82,6 +108,9 @@ if [[ $os == Linux ]]; then
   scripts/jupyter-venv.sh
 fi
 
+say "disk"
+report_disk
+
 say "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -90,12 +119,14 @@ cargo clippy --all-targets --locked -- -D warnings
 
 say "cargo test"
 cargo test --locked --no-fail-fast
+tidy target/debug target/release
 
 if [[ $os == Linux ]]; then
   # A short run of every fuzz target, so that a parser that starts to crash
   # on its seeds, or on what a few seconds of fuzzing finds, fails CI.
   say "fuzz every target for 20 s (scripts/fuzz.sh)"
   scripts/fuzz.sh 20
+  tidy fuzz/target
 fi
 
 if [[ $os == Linux ]]; then
