@@ -7,15 +7,25 @@
 # with apt-get); elsewhere it tells you what is missing. On macOS it runs the
 # same tests natively and skips the cross-check.
 #
-# Usage, from anywhere:  scripts/test.sh
+# Usage, from anywhere:  scripts/test.sh [--tidy]
 #
 # The whole run needs about 5 GB of free disk for build output (target/,
-# fuzz/target/) besides the packages it installs. With HEADROOM_TEST_TIDY=1
-# (CI sets it) each stage's build output is removed once that stage passes,
-# so the peak is the largest stage rather than the sum; leave it unset on a
-# workstation to keep the build cache.
+# fuzz/target/) besides the packages it installs. With --tidy (CI passes it)
+# each stage's build output is removed once that stage passes, so the peak
+# is the largest stage rather than the sum; leave it out on a workstation to
+# keep the build cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+tidy_stages=0
+case "${1:-}" in
+  "") ;;
+  --tidy) tidy_stages=1 ;;
+  *)
+    echo "usage: scripts/test.sh [--tidy]" >&2
+    exit 2
+    ;;
+esac
 
 say() { printf '\n== %s\n' "$*"; }
 
@@ -28,13 +38,13 @@ report_disk() {
   echo "disk: ${free} MiB free for build output under $(pwd)"
   if ((free < 5120)); then
     echo "test.sh: warning: under 5 GiB free; a build may fail with 'No space left on device'." >&2
-    echo "test.sh: free space, or run with HEADROOM_TEST_TIDY=1 to remove each stage's build output after it passes." >&2
+    echo "test.sh: free space, or run with --tidy to remove each stage's build output after it passes." >&2
   fi
 }
 
-# With HEADROOM_TEST_TIDY=1, remove a finished stage's build output.
+# With --tidy, remove a finished stage's build output.
 tidy() {
-  [[ ${HEADROOM_TEST_TIDY:-0} == 1 ]] || return 0
+  ((tidy_stages)) || return 0
   rm -rf "$@"
   echo "tidy: removed $*; $(free_mib) MiB free"
 }
@@ -52,6 +62,8 @@ need_debian=(
   # useradd creates it, setpriv runs the daemon as it.
   "/usr/sbin/useradd passwd"
   "/usr/bin/setpriv util-linux"
+  # setfacl/getfacl: a POSIX ACL shows in the mode bits (src/sample/linux).
+  "/usr/bin/setfacl acl"
   # libFuzzer's C++ sources, built by the fuzz targets (scripts/fuzz.sh).
   "/usr/bin/c++ g++"
   # HTTP load in the soak test (tests/soak.rs, scripts/soak.sh).

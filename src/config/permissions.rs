@@ -13,9 +13,15 @@
 //! The path is walked the way the kernel resolves it: each directory passed
 //! through is checked, and a symbolic link is followed into its target, whose
 //! directories are checked in turn (the link itself is as safe as the
-//! directory that holds it). POSIX ACLs are not read; the mode bits are.
-//! The checks use only `std::os::unix::fs::MetadataExt` (owner and mode),
-//! the same on every Unix.
+//! directory that holds it).
+//!
+//! Owner and mode come from `std::os::unix::fs::MetadataExt`, the same on
+//! every Unix. Access control lists: on Linux a POSIX ACL that lets another
+//! user or group write also sets the group write bit (the ACL's mask), so
+//! the mode check refuses it and `chmod g-w` takes the right away; on macOS
+//! an extended ACL (`chmod +a`) does not show in the mode, so each path's
+//! ACL is read as well ([`crate::sample::acl_write_rights`]) and any entry
+//! that lets someone write is refused.
 
 use std::fmt;
 use std::io;
@@ -36,6 +42,9 @@ pub enum Problem {
     Writable { mode: u32 },
     /// Owned by a user other than root and the daemon's.
     Owner { uid: u32 },
+    /// An access control list grants these rights (as `ls -le` names them)
+    /// to someone, beyond the mode bits.
+    AccessList { rights: Vec<&'static str> },
     /// Could not be examined.
     Unreadable { error: String },
     /// More than [`MAX_LINKS`] symbolic links on the way.
@@ -68,6 +77,10 @@ impl Untrusted {
                 format!("{p} is writable by users other than root (mode {mode:04o})")
             }
             Problem::Owner { uid } => format!("{p} is owned by uid {uid}, not by root"),
+            Problem::AccessList { rights } => format!(
+                "{p} has an access control list that grants {} to others (see `ls -led {p}`)",
+                rights.join(",")
+            ),
             Problem::Unreadable { error } => format!("{p} cannot be examined: {error}"),
             Problem::TooManyLinks => format!("{p}: more than {MAX_LINKS} symbolic links"),
         }
@@ -82,6 +95,9 @@ impl Untrusted {
             }
             Problem::Writable { .. } | Problem::Owner { .. } => {
                 format!("fix it with `chown root:root {p} && chmod go-w {p}`")
+            }
+            Problem::AccessList { .. } => {
+                format!("remove the access control list with `chmod -N {p}`")
             }
             Problem::Unreadable { .. } | Problem::TooManyLinks => {
                 format!("give a plain path that root can read, such as {keep_in}")
@@ -184,6 +200,14 @@ fn check_metadata(
         return Err(Untrusted {
             path: path.to_path_buf(),
             problem: Problem::Writable { mode },
+        });
+    }
+    let rights =
+        crate::sample::acl_write_rights(path, meta.is_dir()).map_err(|e| unreadable(path, &e))?;
+    if !rights.is_empty() {
+        return Err(Untrusted {
+            path: path.to_path_buf(),
+            problem: Problem::AccessList { rights },
         });
     }
     Ok(())
@@ -404,6 +428,25 @@ mod tests {
         let u = problem_below(dir.path(), &file, trusted).unwrap();
         assert_eq!(u.problem, Problem::Owner { uid: owner });
         assert!(u.what().contains(&format!("uid {owner}")), "{}", u.what());
+    }
+
+    #[test]
+    fn an_access_list_problem_names_the_rights_and_the_fix() {
+        let u = Untrusted {
+            path: PathBuf::from("/etc/headroom/headroom.toml"),
+            problem: Problem::AccessList {
+                rights: vec!["write", "append"],
+            },
+        };
+        assert_eq!(
+            u.what(),
+            "/etc/headroom/headroom.toml has an access control list that grants write,append \
+             to others (see `ls -led /etc/headroom/headroom.toml`)"
+        );
+        assert_eq!(
+            u.fix(CONFIG_HOME),
+            "remove the access control list with `chmod -N /etc/headroom/headroom.toml`"
+        );
     }
 
     #[test]

@@ -966,4 +966,52 @@ mod tests {
         let mut users = UserNames::new(PathBuf::from("/nonexistent/passwd"));
         assert_eq!(users.name(0), None);
     }
+
+    /// Why [`crate::sample::acl_write_rights`] reads no ACL on Linux: a
+    /// POSIX ACL entry that lets another user or group write raises the
+    /// mask, which is what the group bits of the mode show, and once
+    /// `chmod g-w` lowers the mask the entry no longer writes. `setfacl` and
+    /// `getfacl` come from Debian's `acl` package (`scripts/test.sh`
+    /// installs it).
+    #[test]
+    fn a_posix_acl_that_lets_others_write_shows_in_the_group_bits() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        use std::path::Path;
+        use std::process::Command;
+
+        fn acl(tool: &str, args: &[&str], path: &Path) -> String {
+            let out = Command::new(tool)
+                .args(args)
+                .arg(path)
+                .output()
+                .unwrap_or_else(|e| {
+                    panic!("{tool}: {e}; install it (Debian: apt-get install acl)")
+                });
+            assert!(out.status.success(), "{tool} {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        let chmod = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        };
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("headroom.toml");
+        std::fs::write(&file, "").unwrap();
+        chmod(&file, 0o600);
+        acl("setfacl", &["-m", "u:65534:rw"], &file);
+        assert_eq!(mode(&file), 0o660);
+        chmod(&file, 0o640);
+        let listed = acl("getfacl", &["-n", "--omit-header"], &file);
+        assert!(
+            listed.contains("user:65534:rw-\t#effective:r--"),
+            "{listed}"
+        );
+
+        let sub = dir.path().join("conf.d");
+        std::fs::create_dir(&sub).unwrap();
+        chmod(&sub, 0o700);
+        acl("setfacl", &["-m", "g:65534:rwx"], &sub);
+        assert_eq!(mode(&sub), 0o770);
+    }
 }

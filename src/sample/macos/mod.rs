@@ -13,12 +13,14 @@
 //! | [`kinfo`] | `kinfo_proc` bytes → start time, uid, ppid, caught signals |
 //! | [`proc_info`] | `proc_bsdinfo` / `rusage_info_v4` fields, errno → failure kind |
 //! | [`gpu_stats`] | IOAccelerator `PerformanceStatistics`, `IOUserClientCreator` |
+//! | [`acl`] | extended ACL entries → the write rights they grant |
 //!
-//! The FFI layers (`ffi_mach`, `ffi_proc`, `iokit`, `pressure_source`) hold
+//! The FFI layers (`ffi_mach`, `ffi_proc`, `ffi_acl`, `iokit`, `pressure_source`) hold
 //! all of the `unsafe`, each block with its `// SAFETY:` reasoning, and hand
 //! plain values to the pure functions. [`MacSampler`] ties them together;
 //! [`doctor`] checks each collector once for `headroom doctor`.
 
+pub mod acl;
 pub mod gpu_stats;
 pub mod kinfo;
 pub mod pressure;
@@ -28,6 +30,8 @@ pub mod vm;
 
 #[cfg(target_os = "macos")]
 pub mod doctor;
+#[cfg(target_os = "macos")]
+pub(crate) mod ffi_acl;
 #[cfg(target_os = "macos")]
 pub(crate) mod ffi_mach;
 #[cfg(target_os = "macos")]
