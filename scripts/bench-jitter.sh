@@ -18,16 +18,8 @@ cd "$(dirname "$0")/.."
 
 seconds=${JITTER_SECONDS:-60}
 children=${JITTER_CHILDREN:-0}
-if ! command -v wrk >/dev/null; then
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    echo "bench-jitter: needs wrk; install it (e.g. sudo apt-get install wrk)" >&2
-    exit 2
-  fi
-  echo "bench-jitter: installing wrk from Debian" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends wrk >/dev/null
-fi
+source scripts/debian.sh
+command -v wrk >/dev/null || debian_install bench-jitter wrk
 
 cargo build --release --locked -q
 log=$(mktemp)

@@ -22,16 +22,8 @@ if [[ -z $duration ]]; then
 fi
 [[ $duration =~ ^[0-9]+$ ]] && duration="${duration}s"
 
-if ! command -v wrk >/dev/null; then
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    echo "soak.sh: wrk is not installed; install it (e.g. sudo apt-get install wrk)" >&2
-    exit 2
-  fi
-  echo "soak.sh: installing wrk" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends wrk >/dev/null
-fi
+source scripts/debian.sh
+command -v wrk >/dev/null || debian_install soak.sh wrk
 
 HEADROOM_SOAK_DURATION=$duration \
   cargo test --release --locked --test soak -- --nocapture --test-threads=1

@@ -28,6 +28,7 @@ case "${1:-}" in
 esac
 
 say() { printf '\n== %s\n' "$*"; }
+source scripts/debian.sh
 
 # Free space where the build output goes, in MiB.
 free_mib() { df -Pm . | awk 'NR == 2 { print $4 }'; }
@@ -70,6 +71,7 @@ need_debian=(
   "/usr/bin/wrk wrk"
 )
 
+# What need_debian lacks here, each package once (two probes may name one).
 install_debian_packages() {
   local pkgs=()
   for entry in "${need_debian[@]}"; do
@@ -77,31 +79,15 @@ install_debian_packages() {
     [[ -e $probe ]] || pkgs+=("$pkg")
   done
   (( ${#pkgs[@]} )) || return 0
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    echo "test.sh: missing ${pkgs[*]}; install them (e.g. sudo apt-get install ${pkgs[*]})" >&2
-    exit 2
-  fi
-  say "installing ${pkgs[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  # sort -u: a package named by two probes is installed once.
   mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | sort -u)
-  apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+  debian_install test.sh "${pkgs[@]}"
 }
 
 # The notebook tests (tests/jupyter.rs) run a real Jupyter server and kernel
 # from a virtual environment that scripts/jupyter-venv.sh fills from PyPI;
 # Debian's python3 needs python3-venv for `python3 -m venv`.
 install_python_venv() {
-  python3 -c 'import ensurepip, venv' 2>/dev/null && return 0
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    echo "test.sh: python3 with the venv module is missing; install it (e.g. sudo apt-get install python3 python3-venv)" >&2
-    exit 2
-  fi
-  say "installing python3 python3-venv"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null
+  python3 -c 'import ensurepip, venv' 2>/dev/null || debian_install test.sh python3 python3-venv
 }
 
 ensure_rust_components() {
