@@ -30,4 +30,5 @@ pub mod report;
 pub mod sample;
 pub mod service;
 pub mod state;
+pub mod sys;
 pub mod workload;
