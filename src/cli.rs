@@ -463,6 +463,7 @@ fn run_daemon(
             .map_err(|why| CliError::Usage(format!("--listen {addr}: {why}")))?;
     }
     crate::logging::init(log_format.unwrap_or(config.daemon.log_format));
+    stay_resident();
     // Bind before anything runs, so that a taken port is a clear error.
     let listener = if config.http.enabled {
         Some(crate::http::bind(config.http.listen).map_err(|e| CliError::Runtime(e.to_string()))?)
@@ -537,6 +538,27 @@ fn run_daemon(
         }
         result.map_err(|e| CliError::Runtime(e.to_string()))
     })
+}
+
+/// Keep the daemon's pages in memory and out of the OOM killer's choice, so
+/// that it still samples and acts while the machine thrashes; say what the
+/// platform and the daemon's rights allowed.
+fn stay_resident() {
+    use crate::sys::residency::{self, Locked};
+    match residency::lock_memory() {
+        Locked::All => tracing::info!("memory locked: the daemon's pages stay resident"),
+        Locked::Skipped(why) => tracing::info!("{why}"),
+    }
+    match residency::shield_from_oom_killer() {
+        Ok(Some(score)) => {
+            tracing::info!("oom_score_adj {score}: the OOM killer picks headroom last")
+        }
+        Ok(None) => {}
+        Err(e) => tracing::info!(
+            "{e}; the OOM killer may choose headroom like any process (as root, or with \
+             CAP_SYS_RESOURCE, it would not)"
+        ),
+    }
 }
 
 /// The address to put in a URL: an unspecified address (0.0.0.0, [::]) is

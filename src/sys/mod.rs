@@ -2,7 +2,10 @@
 //! needs, behind functions that name no OS. `target_os` is allowed here (and
 //! in `sample/` and `act/`), nowhere above.
 //!
+//! - [`residency`]: keeping the daemon resident and last in the OOM killer's
+//!   choice while memory runs out.
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
 //!   about to be sent to, the client end of a loopback HTTP connection).
 
+pub mod residency;
 pub mod sockets;
