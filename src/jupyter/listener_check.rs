@@ -44,7 +44,9 @@ pub fn check(owner: Option<u32>, pid: Option<u32>, ip: IpAddr, port: u16) -> Res
 /// no such process).
 pub fn judge_pid(owner: u32, pid: u32, pid_uid: io::Result<Option<u32>>) -> Result<(), String> {
     match pid_uid {
-        Ok(None) => Err(format!("the server's pid {pid} is gone: a stale runtime file")),
+        Ok(None) => Err(format!(
+            "the server's pid {pid} is gone: a stale runtime file"
+        )),
         Ok(Some(uid)) if owner == 0 || uid == owner => Ok(()),
         Ok(Some(uid)) => Err(format!(
             "the server's pid {pid} runs as uid {uid}, not as the file's owner uid {owner}: \
@@ -100,7 +102,10 @@ mod tests {
     #[test]
     fn a_pid_of_another_user_was_reused() {
         let e = judge_pid(1000, 42, Ok(Some(1001))).unwrap_err();
-        assert!(e.contains("runs as uid 1001, not as the file's owner uid 1000"), "{e}");
+        assert!(
+            e.contains("runs as uid 1001, not as the file's owner uid 1000"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -111,7 +116,10 @@ mod tests {
     #[test]
     fn an_unreadable_pid_withholds_the_token() {
         let e = judge_pid(1000, 42, Err(io::Error::other("EPERM"))).unwrap_err();
-        assert!(e.contains("cannot tell who runs the server's pid 42: EPERM"), "{e}");
+        assert!(
+            e.contains("cannot tell who runs the server's pid 42: EPERM"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -120,8 +128,8 @@ mod tests {
             judge_listeners(1000, 42, 8888, Ok(Listeners::Owners(vec![1000, 1000]))),
             Ok(())
         );
-        let e = judge_listeners(1000, 42, 8888, Ok(Listeners::Owners(vec![1000, 65534])))
-            .unwrap_err();
+        let e =
+            judge_listeners(1000, 42, 8888, Ok(Listeners::Owners(vec![1000, 65534]))).unwrap_err();
         assert_eq!(
             e,
             "port 8888 is held by uid 65534, not the file's owner uid 1000"
@@ -131,7 +139,10 @@ mod tests {
     #[test]
     fn a_root_file_needs_a_root_listener() {
         let e = judge_listeners(0, 42, 8888, Ok(Listeners::Owners(vec![1000]))).unwrap_err();
-        assert!(e.contains("held by uid 1000, not the file's owner uid 0"), "{e}");
+        assert!(
+            e.contains("held by uid 1000, not the file's owner uid 0"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -155,7 +166,10 @@ mod tests {
         let e = judge_listeners(1000, 42, 8888, Ok(Listeners::Unknown)).unwrap_err();
         assert!(e.contains("does not tell"), "{e}");
         let e = judge_listeners(1000, 42, 8888, Err(io::Error::other("EACCES"))).unwrap_err();
-        assert!(e.contains("cannot tell who listens on port 8888: EACCES"), "{e}");
+        assert!(
+            e.contains("cannot tell who listens on port 8888: EACCES"),
+            "{e}"
+        );
         let e = check(None, Some(1), "127.0.0.1".parse().unwrap(), 1).unwrap_err();
         assert!(e.contains("owner is unknown"), "{e}");
         let e = check(Some(0), None, "127.0.0.1".parse().unwrap(), 1).unwrap_err();

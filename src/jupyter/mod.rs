@@ -273,12 +273,9 @@ pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>,
                 ));
                 continue;
             }
-            if let Err(why) = listener_check::check(
-                server.owner_uid,
-                server.pid,
-                target.ip,
-                target.port,
-            ) {
+            if let Err(why) =
+                listener_check::check(server.owner_uid, server.pid, target.ip, target.port)
+            {
                 problems.push(Problem::new(
                     what,
                     &format!(

@@ -199,15 +199,17 @@ pub fn read(dir: &Path) -> (Vec<ServerInfo>, Vec<FileProblem>) {
         match read_untrusted(&path) {
             Ok((text, owner)) => match parse_server_file(&path, &text, Some(owner)) {
                 Ok(info) => servers.push(info),
-                Err(why) => {
-                    problems.push(FileProblem::new(&path, format!("{}: {why}", path.display())))
-                }
+                Err(why) => problems.push(FileProblem::new(
+                    &path,
+                    format!("{}: {why}", path.display()),
+                )),
             },
             // Removed by a server shutting down between listing and reading.
             Err(Unreadable::Gone) => {}
-            Err(Unreadable::Refused(why)) => {
-                problems.push(FileProblem::new(&path, format!("{}: {why}", path.display())))
-            }
+            Err(Unreadable::Refused(why)) => problems.push(FileProblem::new(
+                &path,
+                format!("{}: {why}", path.display()),
+            )),
         }
     }
     (servers, problems)
@@ -496,11 +498,17 @@ mod tests {
         let sub = dir.path().join("jpserver-5.json");
         std::fs::create_dir(&sub).unwrap();
         let e = read_untrusted(&sub).unwrap_err();
-        assert!(matches!(&e, Unreadable::Refused(w) if w.starts_with("a directory")), "{e:?}");
+        assert!(
+            matches!(&e, Unreadable::Refused(w) if w.starts_with("a directory")),
+            "{e:?}"
+        );
         let big = dir.path().join("jpserver-6.json");
         std::fs::write(&big, vec![b' '; MAX_FILE as usize + 1]).unwrap();
         let e = read_untrusted(&big).unwrap_err();
-        assert!(matches!(&e, Unreadable::Refused(w) if w.contains("larger than")), "{e:?}");
+        assert!(
+            matches!(&e, Unreadable::Refused(w) if w.contains("larger than")),
+            "{e:?}"
+        );
         let at_cap = dir.path().join("jpserver-7.json");
         std::fs::write(&at_cap, vec![b' '; MAX_FILE as usize]).unwrap();
         assert!(read_untrusted(&at_cap).is_ok());
@@ -540,9 +548,9 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].path, dir.path());
         assert!(
-            problems[0]
-                .message
-                .contains(&format!("more than {MAX_FILES_PER_DIR} Jupyter server files")),
+            problems[0].message.contains(&format!(
+                "more than {MAX_FILES_PER_DIR} Jupyter server files"
+            )),
             "{problems:?}"
         );
     }
