@@ -3,11 +3,22 @@
 //! answers 403, sends garbage, never answers, is not there at all, or lives
 //! on another host. Each bad one costs one problem line and leaves its
 //! kernels unmapped; the good one's kernels are named.
+//!
+//! Then the hostile runtime files, each replayed for real: a symbolic link
+//! to `/dev/zero`, a FIFO, a huge file (refused, quickly, without a large
+//! allocation), a stale file whose pid is gone, and (as root, with
+//! listeners run as other users through `setpriv`) a stale file whose port
+//! another user took: that listener must receive nothing at all. A server
+//! owned by the file's owner is still asked, and one user's file cannot
+//! hide another's server at the same url.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use headroom::jupyter::{Mapped, ProblemLog, apply, look_up};
@@ -82,11 +93,20 @@ fn silent(_: &str) -> Option<String> {
     None
 }
 
-fn server_file(dir: &Path, pid: u32, url: &str, token: &str) {
+/// `jpserver-<n>.json` in `dir`, naming this test process as the server
+/// (alive, and run by the file's owner: the test's user).
+fn server_file(dir: &Path, n: u32, url: &str, token: &str) -> PathBuf {
+    server_file_of(dir, n, std::process::id(), url, token)
+}
+
+/// `jpserver-<n>.json` in `dir` naming `pid` as the server.
+fn server_file_of(dir: &Path, n: u32, pid: u32, url: &str, token: &str) -> PathBuf {
     let text = format!(
         r#"{{"base_url": "/", "hostname": "127.0.0.1", "password": false, "pid": {pid}, "port": 1, "root_dir": "/tmp", "secure": false, "sock": "", "token": "{token}", "url": "{url}", "version": "2.21.1"}}"#
     );
-    std::fs::write(dir.join(format!("jpserver-{pid}.json")), text).unwrap();
+    let path = dir.join(format!("jpserver-{n}.json"));
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 fn free_port() -> u16 {
@@ -100,18 +120,18 @@ fn free_port() -> u16 {
 #[test]
 fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let good = serve(good);
+    let good_port = serve(good);
     server_file(
         dir.path(),
         1,
-        &format!("http://127.0.0.1:{good}/base/"),
+        &format!("http://127.0.0.1:{good_port}/base/"),
         "sekrit",
     );
-    // The same server with a wrong token.
+    // A server like it, given a wrong token.
     server_file(
         dir.path(),
         2,
-        &format!("http://localhost:{good}/base"),
+        &format!("http://localhost:{}/base", serve(good)),
         "wrong",
     );
     server_file(
@@ -171,7 +191,14 @@ fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
     assert_eq!(about("answered 403"), 2, "{lines:#?}");
     assert_eq!(about("the token in"), 2, "{lines:#?}");
     assert_eq!(about("not a list of sessions"), 1, "{lines:#?}");
-    assert_eq!(about("no answer from"), 2, "silent and absent: {lines:#?}");
+    assert_eq!(about("no answer from"), 1, "the silent one: {lines:#?}");
+    // Linux: "nothing listens on port N"; macOS: "the server's pid does
+    // not listen on port N".
+    assert_eq!(
+        about("not sending the token"),
+        1,
+        "the absent one is not even tried: {lines:#?}"
+    );
     assert_eq!(about("not a loopback address"), 1, "{lines:#?}");
     assert_eq!(about("nbserver-8.json"), 1, "{lines:#?}");
     assert!(
@@ -230,4 +257,438 @@ fn apply_names_trusted_kernels_and_reports_unknown_ones() {
         "uid 1001's kernel is not named by uid 1000's server"
     );
     assert_eq!(notebook(12), None);
+}
+
+/// A listener that counts every connection made to it and every byte sent,
+/// answers nothing, and reports both on demand.
+struct Tally {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+    bytes: Arc<AtomicUsize>,
+}
+
+fn tally() -> Tally {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let bytes = Arc::new(AtomicUsize::new(0));
+    let (c, b) = (Arc::clone(&connections), Arc::clone(&bytes));
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            c.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = stream.read(&mut buf) {
+                b.fetch_add(n, Ordering::SeqCst);
+            }
+        }
+    });
+    Tally {
+        port,
+        connections,
+        bytes,
+    }
+}
+
+/// Run `f` on a thread and wait for it at most `limit`: a hang detector
+/// (the limit is generous; a hang is what fails, not slowness).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("still running after {limit:?}: it hangs"))
+}
+
+fn lines_of(problems: Vec<headroom::jupyter::Problem>) -> Vec<String> {
+    ProblemLog::default().news(problems)
+}
+
+/// The peak resident size of this process so far (`VmHWM` of Linux's
+/// `/proc/self/status`), in bytes; `None` where there is no `/proc`.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())?;
+    Some(kib << 10)
+}
+
+#[test]
+fn a_runtime_file_linked_to_dev_zero_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("jpserver-2.json")).unwrap();
+    let before = peak_rss();
+    let dirs = vec![dir.path().to_path_buf()];
+    let (found, problems) = within(Duration::from_secs(60), move || {
+        look_up(&dirs, Duration::from_millis(500))
+    });
+    let after = peak_rss();
+    assert!(found.is_empty());
+    let lines = lines_of(problems);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].contains("jpserver-2.json") && lines[0].contains("a symbolic link"),
+        "{lines:#?}"
+    );
+    // Unbounded, the read of /dev/zero grew the process by gigabytes.
+    match (before, after) {
+        (Some(before), Some(after)) => {
+            let grown = after.saturating_sub(before);
+            assert!(
+                grown < 64 << 20,
+                "the peak resident size grew by {grown} bytes"
+            );
+        }
+        _ => eprintln!("no /proc/self/status here: the peak resident size is not checked"),
+    }
+}
+
+#[test]
+fn a_fifo_runtime_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("jpserver-3.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let dirs = vec![dir.path().to_path_buf()];
+    // No writer ever opens the FIFO: a blocking open would never return.
+    let (_, problems) = within(Duration::from_secs(60), move || {
+        look_up(&dirs, Duration::from_millis(500))
+    });
+    let lines = lines_of(problems);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].contains("jpserver-3.json") && lines[0].contains("a FIFO (named pipe)"),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn an_oversized_runtime_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tally();
+    // A valid server file padded with 1 MiB of spaces.
+    let mut text = format!(
+        r#"{{"url": "http://127.0.0.1:{}/", "token": "sekrit", "pid": {}, "pad": ""#,
+        t.port,
+        std::process::id()
+    );
+    text.push_str(&" ".repeat(1 << 20));
+    text.push_str("\"}");
+    std::fs::write(dir.path().join("jpserver-4.json"), text).unwrap();
+    let (_, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let lines = lines_of(problems);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].contains("jpserver-4.json") && lines[0].contains("larger than 65536 bytes"),
+        "{lines:#?}"
+    );
+    assert_eq!(t.connections.load(Ordering::SeqCst), 0);
+    assert_eq!(t.bytes.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_stale_file_whose_pid_is_gone_is_not_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tally();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let file = server_file_of(
+        dir.path(),
+        5,
+        pid,
+        &format!("http://127.0.0.1:{}/", t.port),
+        "sekrit",
+    );
+    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    assert!(found.is_empty());
+    let lines = lines_of(problems);
+    assert_eq!(
+        lines,
+        vec![format!(
+            "not sending the token of {} to http://127.0.0.1:{}/: the server's pid {pid} is \
+             gone: a stale runtime file; its kernels stay unmapped",
+            file.display(),
+            t.port
+        )]
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        t.connections.load(Ordering::SeqCst),
+        0,
+        "it was connected to"
+    );
+    assert_eq!(t.bytes.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn control_characters_from_a_server_are_escaped_in_problems() {
+    fn forged(_: &str) -> Option<String> {
+        Some(http(
+            "200 OK",
+            "oops\n2026-01-01 ERROR forged line\u{1b}[2J",
+        ))
+    }
+    let dir = tempfile::tempdir().unwrap();
+    server_file(
+        dir.path(),
+        6,
+        &format!("http://127.0.0.1:{}/", serve(forged)),
+        "t",
+    );
+    let (_, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let lines = lines_of(problems);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        !lines[0].chars().any(char::is_control),
+        "a control character reached the log: {lines:#?}"
+    );
+}
+
+// ---- As root: listeners and servers of other users ---------------------
+
+/// Whether this test can run processes as other users: it runs as root (a
+/// file it creates is root's) and has util-linux's `setpriv` (Linux).
+fn can_switch_users(test: &str) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    if file.as_file().metadata().unwrap().uid() != 0 {
+        eprintln!("skipped: {test} runs listeners as other users, which needs root");
+        return false;
+    }
+    if Command::new("setpriv")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
+        eprintln!("skipped: {test} needs setpriv (util-linux) to run processes as other users");
+        return false;
+    }
+    true
+}
+
+/// A Python listener on 127.0.0.1 that counts connections and bytes and,
+/// given a body, answers each request with it as JSON. It prints its port,
+/// and on end of input its tally.
+const LISTENER: &str = r#"
+import select, socket, sys
+body = sys.argv[1] if len(sys.argv) > 1 else None
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(s.getsockname()[1], flush=True)
+conns = nbytes = 0
+while True:
+    ready, _, _ = select.select([s, sys.stdin], [], [])
+    if sys.stdin in ready and not sys.stdin.readline():
+        break
+    if s in ready:
+        c, _ = s.accept()
+        conns += 1
+        c.settimeout(2)
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        nbytes += len(data)
+        if body is not None:
+            head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            c.sendall(head.encode() + body.encode())
+        c.close()
+print("connections=%d bytes=%d" % (conns, nbytes), flush=True)
+"#;
+
+/// A child run as `uid` (and its group of the same number) through
+/// `setpriv`, killed when dropped.
+struct AsUser {
+    child: Child,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl AsUser {
+    fn spawn(uid: u32, program: &[&str]) -> Self {
+        let mut child = Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_string(),
+            ])
+            .args(program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        // setpriv runs as root until it switches: wait for the switch.
+        let status = format!("/proc/{}/status", child.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = std::fs::read_to_string(&status).unwrap_or_default();
+            let euid = text
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
+            if euid == Some(uid.to_string()) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "setpriv never became uid {uid}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Self { child, stdout }
+    }
+
+    /// A [`LISTENER`] as `uid`, answering with `body` if given; its port.
+    fn listener(uid: u32, body: Option<&str>) -> (Self, u16) {
+        let mut program = vec!["/usr/bin/python3", "-c", LISTENER];
+        program.extend(body);
+        let mut me = Self::spawn(uid, &program);
+        let mut line = String::new();
+        me.stdout.read_line(&mut line).unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no port from the listener: {line:?}"));
+        (me, port)
+    }
+
+    /// Close the listener's input and read its tally: (connections, bytes).
+    fn tally(mut self) -> (usize, usize) {
+        drop(self.child.stdin.take());
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let numbers: Vec<usize> = line
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('=')?.1.parse().ok())
+            .collect();
+        assert_eq!(numbers.len(), 2, "no tally from the listener: {line:?}");
+        (numbers[0], numbers[1])
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for AsUser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
+
+#[test]
+fn a_port_taken_by_another_user_gets_no_request_at_all() {
+    if !can_switch_users("a_port_taken_by_another_user_gets_no_request_at_all") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // uid 65533's server is alive (its pid runs as 65533), but its port is
+    // now held by uid 65534: a stale file whose port someone took.
+    let server = AsUser::spawn(65533, &["sleep", "120"]);
+    let (thief, port) = AsUser::listener(65534, None);
+    let file = server_file_of(
+        dir.path(),
+        7,
+        server.pid(),
+        &format!("http://127.0.0.1:{port}/"),
+        "victims-token",
+    );
+    chown(&file, 65533);
+    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    assert!(found.is_empty());
+    let lines = lines_of(problems);
+    assert_eq!(
+        lines,
+        vec![format!(
+            "not sending the token of {} to http://127.0.0.1:{port}/: port {port} is held by \
+             uid 65534, not the file's owner uid 65533; its kernels stay unmapped",
+            file.display()
+        )]
+    );
+    assert_eq!(
+        thief.tally(),
+        (0, 0),
+        "the other user's listener was connected to"
+    );
+}
+
+#[test]
+fn a_pid_reused_by_another_user_is_a_stale_file() {
+    if !can_switch_users("a_pid_reused_by_another_user_is_a_stale_file") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The file is 65533's; the pid it names and the listener are 65534's.
+    let (thief, port) = AsUser::listener(65534, None);
+    let file = server_file_of(
+        dir.path(),
+        8,
+        thief.pid(),
+        &format!("http://127.0.0.1:{port}/"),
+        "victims-token",
+    );
+    chown(&file, 65533);
+    let (_, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let lines = lines_of(problems);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].contains(&format!(
+            "the server's pid {} runs as uid 65534, not as the file's owner uid 65533",
+            thief.pid()
+        )),
+        "{lines:#?}"
+    );
+    assert_eq!(thief.tally(), (0, 0));
+}
+
+#[test]
+fn another_users_own_server_is_asked_and_not_hidden_by_a_lookalike() {
+    if !can_switch_users("another_users_own_server_is_asked_and_not_hidden_by_a_lookalike") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // uid 65534 runs a server (the listener is its process, so its pid is
+    // the server's) with its own runtime file.
+    let (server, port) = AsUser::listener(65534, Some(SESSIONS));
+    let url = format!("http://127.0.0.1:{port}/");
+    // uid 65533 wrote a file naming the same url, sorted first: before
+    // servers were told apart by owner, it was asked in the real one's place.
+    let decoy_server = AsUser::spawn(65533, &["sleep", "120"]);
+    let decoy = server_file_of(dir.path(), 1, decoy_server.pid(), &url, "decoy");
+    chown(&decoy, 65533);
+    let real = server_file_of(dir.path(), 2, server.pid(), &url, "t");
+    chown(&real, 65534);
+    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(2000));
+    let lines = lines_of(problems);
+    assert_eq!(found.len(), 2, "{found:#?} {lines:#?}");
+    assert_eq!(found["k-good"].notebook, "work/train.ipynb");
+    assert_eq!(found["k-good"].owner_uid, Some(65534));
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].contains("jpserver-1.json")
+            && lines[0].contains("held by uid 65534, not the file's owner uid 65533"),
+        "{lines:#?}"
+    );
+    let (connections, bytes) = server.tally();
+    assert_eq!(connections, 1, "asked once, by its own file");
+    assert!(bytes > 0);
 }

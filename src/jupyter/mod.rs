@@ -25,23 +25,37 @@
 //! directories. Run as root, it reads root's own and the configured
 //! `runtime_dirs`, and every user's only with `[jupyter] other_users = true`:
 //! the files hold the servers' tokens, which let whoever holds them run code
-//! as that user. Tokens are sent only to loopback addresses, and a server's
-//! answer is trusted only for kernels of the user who owns its runtime file
-//! (or any kernel, for a file root owns), so one user cannot name another's
-//! kernels.
+//! as that user. The files are read as untrusted input ([`runtime`]: no
+//! links, no FIFOs or devices, a size cap, the owner from the file read).
+//! Tokens are sent only to loopback addresses, and only while the file's pid
+//! is alive and its owner's and the port is held by the file's owner
+//! ([`listener_check`]): a stale file whose port someone else took gets
+//! nothing. A server's answer is trusted only for kernels of the user who
+//! owns its runtime file (or any kernel, for a file root owns), so one user
+//! cannot name another's kernels; servers are told apart by url and owner,
+//! so one user's file cannot hide another's server at the same url.
+//!
+//! **Bounds.** At most [`MAX_SERVERS`] servers are asked per lookup, and
+//! [`MAX_SERVERS_PER_OWNER`] of one user's. Requests to the thread queue in
+//! a channel of [`REQUEST_QUEUE`] places; when it is full (a lookup is
+//! slow), a new request is dropped: the next sample sends the kernel set
+//! again.
 //!
 //! **Failures.** A runtime file that does not parse, a server that does not
 //! answer, answers 403 or sends garbage costs one log line (repeated only
 //! when the problem changes) and leaves its kernels unmapped. It never fails
-//! or delays a sample.
+//! or delays a sample. Text from files and answers is logged with its
+//! control characters escaped.
 
+pub mod listener_check;
 pub mod runtime;
 pub mod sessions;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,6 +72,14 @@ pub const RETRY_MAX: Duration = Duration::from_secs(600);
 /// Most servers asked in one lookup (each may take up to [`sessions::TIMEOUT`]);
 /// runtime files beyond these are left for a later lookup.
 pub const MAX_SERVERS: usize = 64;
+
+/// Most servers of one user (the owner of their runtime files) asked in one
+/// lookup: one user's many servers cannot use up a lookup's time.
+pub const MAX_SERVERS_PER_OWNER: usize = 8;
+
+/// Requests waiting for the lookup thread, at most. One is all it needs (a
+/// lookup answers for the latest kernel set); a few absorb a reload.
+pub const REQUEST_QUEUE: usize = 4;
 
 /// Where users' homes are, for `other_users`.
 const HOME_ROOTS: [&str; 2] = ["/home", "/Users"];
@@ -195,31 +217,80 @@ pub fn apply(map: &HashMap<String, Mapped>, snap: &mut Snapshot) -> (HashSet<Str
 pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>, Vec<Problem>) {
     let mut found = HashMap::new();
     let mut problems = Vec::new();
-    let mut asked = HashSet::new();
+    // Servers that answered, by (sessions url, owner): another user's file
+    // naming the same url is a different claim and is checked on its own.
+    let mut answered: HashSet<(String, Option<u32>)> = HashSet::new();
+    let mut asked = 0usize;
+    let mut asked_of: HashMap<Option<u32>, usize> = HashMap::new();
     for dir in dirs {
         let (servers, file_problems) = runtime::read(dir);
-        problems.extend(file_problems.into_iter().map(|message| Problem {
-            what: dir.display().to_string(),
-            message,
-        }));
+        problems.extend(
+            file_problems
+                .into_iter()
+                .map(|p| Problem::new(format!("read {}", p.path.display()), &p.message)),
+        );
         for server in servers {
-            if asked.contains(&server.url) {
+            problems.push(Problem::cleared(format!("read {}", server.file.display())));
+            let what = format!("ask {}", server.file.display());
+            let file = server.file.display();
+            let target = match sessions::target(&server.url) {
+                Ok(target) => target,
+                Err(why) => {
+                    problems.push(Problem::new(
+                        what,
+                        &format!(
+                            "Jupyter server {} (from {file}): {why}; its kernels stay unmapped",
+                            server.url
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            if answered.contains(&(target.url.clone(), server.owner_uid)) {
                 continue;
             }
-            if asked.len() >= MAX_SERVERS {
-                problems.push(Problem {
-                    what: "max servers".to_string(),
-                    message: format!(
-                        "more than {MAX_SERVERS} Jupyter runtime files; {} and those after it were not asked",
-                        server.file.display()
+            if asked >= MAX_SERVERS {
+                problems.push(Problem::new(
+                    "max servers".to_string(),
+                    &format!(
+                        "more than {MAX_SERVERS} Jupyter servers to ask; {file} and those after \
+                         it were not asked"
                     ),
-                });
+                ));
                 return (found, problems);
             }
-            asked.insert(server.url.clone());
-            match sessions::fetch(&server, timeout) {
+            let of_owner = asked_of.entry(server.owner_uid).or_default();
+            if *of_owner >= MAX_SERVERS_PER_OWNER {
+                let owner = server
+                    .owner_uid
+                    .map_or_else(|| "one user".to_string(), |uid| format!("uid {uid}"));
+                problems.push(Problem::new(
+                    what,
+                    &format!(
+                        "{owner} has more than {MAX_SERVERS_PER_OWNER} Jupyter servers to ask; \
+                         {file} was not asked"
+                    ),
+                ));
+                continue;
+            }
+            if let Err(why) =
+                listener_check::check(server.owner_uid, server.pid, target.ip, target.port)
+            {
+                problems.push(Problem::new(
+                    what,
+                    &format!(
+                        "not sending the token of {file} to {}: {why}; its kernels stay unmapped",
+                        server.url
+                    ),
+                ));
+                continue;
+            }
+            asked += 1;
+            *of_owner += 1;
+            match sessions::fetch(&server, &target, timeout) {
                 Ok(list) => {
-                    problems.push(Problem::cleared(&server.url));
+                    problems.push(Problem::cleared(what));
+                    answered.insert((target.url.clone(), server.owner_uid));
                     for s in list {
                         found.entry(s.kernel_id).or_insert_with(|| Mapped {
                             notebook: s.path,
@@ -229,14 +300,13 @@ pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>,
                         });
                     }
                 }
-                Err(e) => problems.push(Problem {
-                    what: server.url.clone(),
-                    message: format!(
-                        "Jupyter server {} (from {}): {e}; its kernels stay unmapped",
-                        server.url,
-                        server.file.display()
+                Err(e) => problems.push(Problem::new(
+                    what,
+                    &format!(
+                        "Jupyter server {} (from {file}): {e}; its kernels stay unmapped",
+                        server.url
                     ),
-                }),
+                )),
             }
         }
     }
@@ -252,12 +322,39 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn cleared(what: &str) -> Self {
+    /// A problem of `what`; `message` (which may quote file names, urls and
+    /// servers' answers) with its control characters escaped.
+    fn new(what: String, message: &str) -> Self {
         Self {
-            what: what.to_string(),
+            what,
+            message: printable(message).into_owned(),
+        }
+    }
+
+    fn cleared(what: String) -> Self {
+        Self {
+            what,
             message: String::new(),
         }
     }
+}
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`): text from
+/// other users' files and servers cannot start a forged log line or send
+/// escape sequences to a terminal.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Logs each problem once: again only when the message for the same thing
@@ -305,33 +402,56 @@ impl Settings {
     }
 }
 
+/// What the daemon asks of the lookup thread.
 enum Request {
+    /// Look up what is due among these kernel ids (the ones present now).
     Lookup(HashSet<String>),
-    Configure(Settings),
+    /// New settings wait in the shared slot ([`Pending`]).
+    Reconfigure,
 }
 
 type Published = Arc<Mutex<Arc<HashMap<String, Mapped>>>>;
 
+/// Settings written by [`Notebooks::configure`] for the thread to take up
+/// before its next lookup: a reload is never lost to a full queue.
+type Pending = Arc<Mutex<Option<Settings>>>;
+
+/// How the thread asks the servers of some directories: [`look_up`], or a
+/// stand-in in tests.
+type LookupFn = Box<dyn Fn(&[PathBuf]) -> (HashMap<String, Mapped>, Vec<Problem>) + Send>;
+
 /// The daemon's end of the lookup thread: see the module documentation.
 pub struct Notebooks {
-    tx: Option<Sender<Request>>,
+    tx: Option<SyncSender<Request>>,
+    pending: Pending,
     latest: Published,
     enabled: AtomicBool,
     as_root: bool,
+    dropped: AtomicU64,
 }
 
 impl Notebooks {
     /// Start the lookup thread with `config`; `as_root` says whether the
     /// daemon runs as root (which `other_users` applies to).
     pub fn start(config: &JupyterConfig, as_root: bool) -> Self {
+        Self::start_with(
+            config,
+            as_root,
+            Box::new(|dirs| look_up(dirs, sessions::TIMEOUT)),
+        )
+    }
+
+    fn start_with(config: &JupyterConfig, as_root: bool, lookup: LookupFn) -> Self {
         let settings = settings(config, as_root);
         let latest: Published = Arc::default();
-        let (tx, rx) = mpsc::channel();
+        let pending: Pending = Arc::default();
+        let (tx, rx) = mpsc::sync_channel(REQUEST_QUEUE);
         let published = Arc::clone(&latest);
+        let thread_pending = Arc::clone(&pending);
         let initial = settings.clone();
         let spawned = std::thread::Builder::new()
             .name("headroom-jupyter".into())
-            .spawn(move || lookup_thread(rx, published, initial));
+            .spawn(move || lookup_thread(rx, published, thread_pending, initial, lookup));
         let tx = match spawned {
             Ok(_) => Some(tx),
             Err(e) => {
@@ -345,7 +465,7 @@ impl Notebooks {
                 settings
                     .dirs()
                     .iter()
-                    .map(|d| d.display().to_string())
+                    .map(|d| printable(&d.display().to_string()).into_owned())
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -357,9 +477,11 @@ impl Notebooks {
         }
         Self {
             tx,
+            pending,
             latest,
             enabled: AtomicBool::new(config.enabled),
             as_root,
+            dropped: AtomicU64::new(0),
         }
     }
 
@@ -370,22 +492,49 @@ impl Notebooks {
         if !self.enabled.load(Ordering::Relaxed) {
             return;
         }
-        let map = match self.latest.lock() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        };
-        let (present, unknown) = apply(&map, snap);
-        if unknown && let Some(tx) = &self.tx {
-            // The thread may be gone (it logged why): kernels stay unmapped.
-            let _ = tx.send(Request::Lookup(present));
+        let (present, unknown) = apply(&self.latest(), snap);
+        if unknown {
+            self.send(Request::Lookup(present));
         }
     }
 
     /// Apply a reloaded `[jupyter]` section.
     pub fn configure(&self, config: &JupyterConfig) {
         self.enabled.store(config.enabled, Ordering::Relaxed);
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Request::Configure(settings(config, self.as_root)));
+        let new = settings(config, self.as_root);
+        match self.pending.lock() {
+            Ok(mut slot) => *slot = Some(new),
+            Err(poisoned) => *poisoned.into_inner() = Some(new),
+        }
+        // A full queue means the thread is busy: it takes up the pending
+        // settings when it gets to the queued requests.
+        self.send(Request::Reconfigure);
+    }
+
+    /// Requests dropped because the queue was full (a lookup was slow).
+    pub fn dropped_requests(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The map the thread published last.
+    fn latest(&self) -> Arc<HashMap<String, Mapped>> {
+        match self.latest.lock() {
+            Ok(guard) => Arc::clone(&guard),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Queue `request` unless the queue is full; whether it was queued. The
+    /// thread may be gone (it logged why): kernels then stay unmapped.
+    fn send(&self, request: Request) -> bool {
+        let Some(tx) = &self.tx else { return false };
+        match tx.try_send(request) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
         }
     }
 }
@@ -416,21 +565,31 @@ fn settings(config: &JupyterConfig, as_root: bool) -> Settings {
     }
 }
 
-fn lookup_thread(rx: Receiver<Request>, published: Published, mut settings: Settings) {
+fn lookup_thread(
+    rx: Receiver<Request>,
+    published: Published,
+    pending: Pending,
+    mut settings: Settings,
+    lookup: LookupFn,
+) {
     let mut map = NotebookMap::default();
     let mut log = ProblemLog::default();
     while let Ok(first) = rx.recv() {
         // Requests that queued up during a lookup: only the latest matters.
         let mut present = None;
         for request in std::iter::once(first).chain(rx.try_iter()) {
-            match request {
-                Request::Lookup(ids) => present = Some(ids),
-                Request::Configure(s) => {
-                    settings = s;
-                    // Other directories may know the misses: ask again.
-                    map.misses.clear();
-                }
+            if let Request::Lookup(ids) = request {
+                present = Some(ids);
             }
+        }
+        let new = match pending.lock() {
+            Ok(mut slot) => slot.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(new) = new {
+            settings = new;
+            // Other directories may know the misses: ask again.
+            map.misses.clear();
         }
         let Some(present) = present else { continue };
         if !settings.enabled {
@@ -444,7 +603,7 @@ fn lookup_thread(rx: Receiver<Request>, published: Published, mut settings: Sett
         let first_time = due.iter().any(|id| !map.misses.contains_key(id));
         let started = Instant::now();
         let dirs = settings.dirs();
-        let (found, problems) = look_up(&dirs, sessions::TIMEOUT);
+        let (found, problems) = lookup(&dirs);
         for line in log.news(problems) {
             warn!("{line}");
         }
@@ -453,7 +612,7 @@ fn lookup_thread(rx: Receiver<Request>, published: Published, mut settings: Sett
             .iter()
             .filter_map(|id| {
                 map.get(id)
-                    .map(|m| format!("{} → {}", short(id), m.notebook))
+                    .map(|m| format!("{} → {}", short(id), printable(&m.notebook)))
             })
             .collect();
         let outcome = if named.is_empty() {
@@ -481,9 +640,11 @@ fn lookup_thread(rx: Receiver<Request>, published: Published, mut settings: Sett
     }
 }
 
-/// The first 8 characters of a kernel id, for logs.
+/// The first 8 characters of a kernel id, for logs (escaped: the id comes
+/// from a process's command line).
 fn short(id: &str) -> String {
-    id.chars().take(8).collect()
+    let start: String = id.chars().take(8).collect();
+    printable(&start).into_owned()
 }
 
 #[cfg(test)]
@@ -565,6 +726,110 @@ mod tests {
     }
 
     #[test]
+    fn a_blocked_lookup_keeps_the_request_queue_bounded() {
+        use std::sync::atomic::AtomicUsize;
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let lookups = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&lookups);
+        let last_queued = format!("k{}", REQUEST_QUEUE - 1);
+        let answer = HashMap::from([
+            ("k".to_string(), mapped("first.ipynb", None)),
+            (last_queued.clone(), mapped("latest.ipynb", None)),
+        ]);
+        let notebooks = Notebooks::start_with(
+            &JupyterConfig::default(),
+            false,
+            Box::new(move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let _ = entered_tx.send(());
+                // Blocks until the test releases it (drops the sender).
+                let _ = release_rx.lock().map(|rx| rx.recv());
+                (answer.clone(), Vec::new())
+            }),
+        );
+        assert!(notebooks.send(Request::Lookup(ids(&["k"]))));
+        entered_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the lookup thread took the first request");
+        // The thread is stuck in a lookup: the queue takes REQUEST_QUEUE
+        // requests and drops every other one.
+        let sent = 10_000;
+        let queued = (0..sent)
+            .filter(|i| notebooks.send(Request::Lookup(ids(&[&format!("k{i}")]))))
+            .count();
+        assert_eq!(queued, REQUEST_QUEUE);
+        assert_eq!(notebooks.dropped_requests(), (sent - REQUEST_QUEUE) as u64);
+        // Released, the thread serves the latest queued request in one
+        // lookup and publishes its answer.
+        drop(release_tx);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while notebooks.latest().get(&last_queued).is_none() {
+            assert!(Instant::now() < deadline, "the thread never caught up");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(notebooks.latest()[&last_queued].notebook, "latest.ipynb");
+        assert_eq!(
+            lookups.load(Ordering::SeqCst),
+            2,
+            "the queued requests were served by one lookup"
+        );
+    }
+
+    #[test]
+    fn a_reload_is_taken_up_even_when_the_queue_is_full() {
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let seen_dirs = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&seen_dirs);
+        let notebooks = Notebooks::start_with(
+            &JupyterConfig::default(),
+            false,
+            Box::new(move |dirs| {
+                seen.lock().unwrap().push(dirs.to_vec());
+                let _ = entered_tx.send(());
+                let _ = release_rx.lock().map(|rx| rx.recv());
+                (HashMap::new(), Vec::new())
+            }),
+        );
+        assert!(notebooks.send(Request::Lookup(ids(&["a"]))));
+        entered_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        for _ in 0..REQUEST_QUEUE {
+            assert!(notebooks.send(Request::Lookup(ids(&["b"]))));
+        }
+        let reloaded = JupyterConfig {
+            runtime_dirs: vec![PathBuf::from("/srv/reloaded/runtime")],
+            ..JupyterConfig::default()
+        };
+        notebooks.configure(&reloaded);
+        assert_eq!(notebooks.dropped_requests(), 1, "the wake-up was dropped");
+        drop(release_tx);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seen_dirs.lock().unwrap().len() < 2 {
+            assert!(Instant::now() < deadline, "no second lookup");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let second = seen_dirs.lock().unwrap()[1].clone();
+        assert!(
+            second.contains(&PathBuf::from("/srv/reloaded/runtime")),
+            "{second:?}"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("plain ünïcode"), "plain ünïcode");
+        assert_eq!(
+            printable("a\nFAKE LOG LINE\u{1b}[31m"),
+            "a\\nFAKE LOG LINE\\u{1b}[31m"
+        );
+        let p = Problem::new("x".into(), "bad\r\nname");
+        assert_eq!(p.message, "bad\\r\\nname");
+    }
+
+    #[test]
     fn problems_are_logged_once_until_they_change_or_clear() {
         let mut log = ProblemLog::default();
         let p = |m: &str| Problem {
@@ -574,7 +839,7 @@ mod tests {
         assert_eq!(log.news(vec![p("403")]), vec!["403"]);
         assert!(log.news(vec![p("403")]).is_empty());
         assert_eq!(log.news(vec![p("timeout")]), vec!["timeout"]);
-        assert!(log.news(vec![Problem::cleared("s")]).is_empty());
+        assert!(log.news(vec![Problem::cleared("s".into())]).is_empty());
         assert_eq!(log.news(vec![p("timeout")]), vec!["timeout"]);
     }
 }

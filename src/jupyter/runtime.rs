@@ -9,6 +9,19 @@
 //! environment, the config and, for a root daemon that is allowed to, every
 //! user's home.
 //!
+//! **The files are untrusted.** Whoever can write a runtime directory
+//! chooses what headroom finds there: a symbolic link to `/dev/zero`, a FIFO
+//! that no one writes, a file of gigabytes, a hundred thousand entries.
+//! [`read_untrusted`] opens without following a link and without blocking
+//! (`O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`), asks the open file what it is
+//! (`fstat`), refuses anything but a regular file, reads at most
+//! [`MAX_FILE`] bytes, and takes the owner from that same `fstat`: a file is
+//! attributed to whoever owns the file actually read, wherever the path to
+//! it led (a user's runtime directory may be a link into another's, which
+//! makes the other's files that other user's, nothing more). [`read`] reads
+//! at most [`MAX_FILES_PER_DIR`] server files of a directory and looks at
+//! no more than [`MAX_ENTRIES`] entries.
+//!
 //! Where Jupyter itself looks (`jupyter_core.paths.jupyter_runtime_dir`):
 //! `$JUPYTER_RUNTIME_DIR`, else `$JUPYTER_DATA_DIR/runtime`, else the data
 //! directory of the platform: `~/Library/Jupyter` on macOS,
@@ -18,9 +31,23 @@
 //! runtime files are all it can find there.
 
 use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::io::{self, Read as _};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+/// The largest runtime file read: jupyter_server writes about 400 bytes.
+pub const MAX_FILE: u64 = 64 << 10;
+
+/// Server files read from one directory, at most: far more servers than one
+/// user runs, a bound on what a directory full of them costs a lookup.
+pub const MAX_FILES_PER_DIR: usize = 64;
+
+/// Entries of one directory looked at, at most (kernels' connection files
+/// and the servers' `-open.html` pages share the directory).
+pub const MAX_ENTRIES: usize = 1 << 16;
 
 /// One running (or once running: files of a crashed server stay behind)
 /// Jupyter server, as its runtime file describes it.
@@ -78,6 +105,10 @@ pub fn parse_server_file(
 ) -> Result<ServerInfo, String> {
     let raw: RawServerFile =
         serde_json::from_str(text).map_err(|e| format!("not a Jupyter server file: {e}"))?;
+    let token = raw.token.unwrap_or_default();
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the token holds characters an HTTP header cannot carry".to_string());
+    }
     let url = raw.url.unwrap_or_default();
     if url.is_empty() {
         return Err(match raw.sock.filter(|s| !s.is_empty()) {
@@ -90,51 +121,170 @@ pub fn parse_server_file(
     Ok(ServerInfo {
         file: file.to_path_buf(),
         url,
-        token: raw.token.unwrap_or_default(),
+        token,
         pid: raw.pid,
         root_dir: raw.root_dir.or(raw.notebook_dir),
         owner_uid,
     })
 }
 
+/// A problem with one runtime file or directory, naming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileProblem {
+    /// The file or directory.
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl FileProblem {
+    fn new(path: &Path, message: String) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            message,
+        }
+    }
+}
+
 /// Every server file in `dir`, parsed, and the problems met on the way (one
-/// line each, naming the file). A directory that does not exist gives
-/// neither: most of the candidate directories do not.
-pub fn read(dir: &Path) -> (Vec<ServerInfo>, Vec<String>) {
+/// each, naming the file). A directory that does not exist gives neither:
+/// most of the candidate directories do not.
+pub fn read(dir: &Path) -> (Vec<ServerInfo>, Vec<FileProblem>) {
     let mut servers = Vec::new();
     let mut problems = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (servers, problems),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return (servers, problems),
         Err(e) => {
-            problems.push(format!("cannot list {}: {e}", dir.display()));
+            problems.push(FileProblem::new(
+                dir,
+                format!("cannot list {}: {e}", dir.display()),
+            ));
             return (servers, problems);
         }
     };
-    let mut names: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_str().is_some_and(is_server_file))
-        .map(|e| e.path())
-        .collect();
+    let mut names: Vec<PathBuf> = Vec::new();
+    let mut looked_at = 0usize;
+    for entry in entries {
+        looked_at += 1;
+        if looked_at > MAX_ENTRIES {
+            problems.push(FileProblem::new(
+                dir,
+                format!(
+                    "{} holds more than {MAX_ENTRIES} entries; only the first were looked at \
+                     (remove stale kernel-*.json and jpserver-*.json files)",
+                    dir.display()
+                ),
+            ));
+            break;
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry.file_name().to_str().is_some_and(is_server_file) {
+            continue;
+        }
+        if names.len() >= MAX_FILES_PER_DIR {
+            problems.push(FileProblem::new(
+                dir,
+                format!(
+                    "{} holds more than {MAX_FILES_PER_DIR} Jupyter server files; the others \
+                     were not read (stale ones stay behind when a server crashes: remove them)",
+                    dir.display()
+                ),
+            ));
+            break;
+        }
+        names.push(entry.path());
+    }
     names.sort();
     for path in names {
-        let owner = owner_uid(&path);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => match parse_server_file(&path, &text, owner) {
+        match read_untrusted(&path) {
+            Ok((text, owner)) => match parse_server_file(&path, &text, Some(owner)) {
                 Ok(info) => servers.push(info),
-                Err(why) => problems.push(format!("{}: {why}", path.display())),
+                Err(why) => problems.push(FileProblem::new(
+                    &path,
+                    format!("{}: {why}", path.display()),
+                )),
             },
             // Removed by a server shutting down between listing and reading.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => problems.push(format!("cannot read {}: {e}", path.display())),
+            Err(Unreadable::Gone) => {}
+            Err(Unreadable::Refused(why)) => problems.push(FileProblem::new(
+                &path,
+                format!("{}: {why}", path.display()),
+            )),
         }
     }
     (servers, problems)
 }
 
-fn owner_uid(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata(path).ok().map(|m| m.uid())
+/// Why [`read_untrusted`] gave no text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreadable {
+    /// The file is no longer there.
+    Gone,
+    /// It is not a file headroom reads, or reading it failed: why.
+    Refused(String),
+}
+
+/// The text of the runtime file at `path` and its owner's uid, if it is a
+/// regular file of at most [`MAX_FILE`] bytes reached without following a
+/// symbolic link at its last component. Never blocks on a FIFO or device,
+/// never reads more than `MAX_FILE + 1` bytes.
+pub fn read_untrusted(path: &Path) -> Result<(String, u32), Unreadable> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Unreadable::Gone,
+            // O_NOFOLLOW on a link: ELOOP (Linux, macOS).
+            _ if e.raw_os_error() == Some(libc::ELOOP) => Unreadable::Refused(
+                "a symbolic link; runtime files are read only as regular files, not through \
+                 links"
+                    .to_string(),
+            ),
+            _ => Unreadable::Refused(format!("cannot open: {e}")),
+        })?;
+    // fstat of the file opened, not of the path: what was read is what was
+    // checked, and its owner is the owner of these bytes.
+    let meta = file
+        .metadata()
+        .map_err(|e| Unreadable::Refused(format!("cannot stat: {e}")))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(Unreadable::Refused(format!(
+            "{what}, not a regular file; refused"
+        )));
+    }
+    let too_large = || {
+        Unreadable::Refused(format!(
+            "larger than {MAX_FILE} bytes, which no Jupyter runtime file is; refused"
+        ))
+    };
+    if meta.len() > MAX_FILE {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Unreadable::Refused(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(too_large());
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Unreadable::Refused("not UTF-8 text; refused".to_string()))?;
+    Ok((text, meta.uid()))
 }
 
 /// What [`candidate_dirs`] needs from the environment, read once by the
@@ -300,7 +450,109 @@ mod tests {
         assert_eq!(servers.len(), 1);
         assert_eq!(servers[0].file, dir.path().join("jpserver-1.json"));
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].contains("nbserver-2.json"), "{problems:?}");
+        assert_eq!(problems[0].path, dir.path().join("nbserver-2.json"));
+        assert!(
+            problems[0].message.contains("nbserver-2.json"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_symlink_is_refused_without_reading_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("jpserver-2.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = read_untrusted(&link).unwrap_err();
+        assert!(
+            matches!(&e, Unreadable::Refused(why) if why.contains("symbolic link")),
+            "{e:?}"
+        );
+        // Even one to a good file: the owner would be the target's.
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, JPSERVER).unwrap();
+        let link = dir.path().join("jpserver-3.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(matches!(read_untrusted(&link), Err(Unreadable::Refused(_))));
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("jpserver-4.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // No writer ever opens it: a blocking open would never return.
+        let e = read_untrusted(&fifo).unwrap_err();
+        assert_eq!(
+            e,
+            Unreadable::Refused("a FIFO (named pipe), not a regular file; refused".into())
+        );
+    }
+
+    #[test]
+    fn a_directory_and_an_oversized_file_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("jpserver-5.json");
+        std::fs::create_dir(&sub).unwrap();
+        let e = read_untrusted(&sub).unwrap_err();
+        assert!(
+            matches!(&e, Unreadable::Refused(w) if w.starts_with("a directory")),
+            "{e:?}"
+        );
+        let big = dir.path().join("jpserver-6.json");
+        std::fs::write(&big, vec![b' '; MAX_FILE as usize + 1]).unwrap();
+        let e = read_untrusted(&big).unwrap_err();
+        assert!(
+            matches!(&e, Unreadable::Refused(w) if w.contains("larger than")),
+            "{e:?}"
+        );
+        let at_cap = dir.path().join("jpserver-7.json");
+        std::fs::write(&at_cap, vec![b' '; MAX_FILE as usize]).unwrap();
+        assert!(read_untrusted(&at_cap).is_ok());
+        assert_eq!(
+            read_untrusted(&dir.path().join("jpserver-8.json")),
+            Err(Unreadable::Gone)
+        );
+    }
+
+    #[test]
+    fn the_owner_is_the_read_files_owner() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jpserver-9.json");
+        std::fs::write(&path, JPSERVER).unwrap();
+        let (text, owner) = read_untrusted(&path).unwrap();
+        assert_eq!(text, JPSERVER);
+        assert_eq!(owner, std::fs::metadata(&path).unwrap().uid());
+    }
+
+    #[test]
+    fn a_token_that_would_break_a_header_is_refused() {
+        let text = r#"{"url": "http://127.0.0.1:1/", "token": "a\r\nX-Evil: 1", "pid": 1}"#;
+        let e = parse_server_file(Path::new("x"), text, None).unwrap_err();
+        assert!(e.contains("HTTP header"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_full_of_server_files_is_read_up_to_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = MAX_FILES_PER_DIR * 4;
+        for pid in 0..n {
+            std::fs::write(dir.path().join(format!("jpserver-{pid}.json")), JPSERVER).unwrap();
+        }
+        let (servers, problems) = read(dir.path());
+        assert_eq!(servers.len(), MAX_FILES_PER_DIR);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, dir.path());
+        assert!(
+            problems[0].message.contains(&format!(
+                "more than {MAX_FILES_PER_DIR} Jupyter server files"
+            )),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -79,11 +79,25 @@ pub fn parse_sessions(body: &str) -> Result<Vec<KernelSession>, String> {
         .collect())
 }
 
+/// Where a server is asked: the loopback address and port the request
+/// goes to, and the full `/api/sessions` url.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub url: String,
+}
+
 /// The `/api/sessions` address of a server at `url`, with the host pinned to
 /// a loopback address. A server listening on every interface (`0.0.0.0`,
 /// `::`) is asked on loopback; `localhost` is asked as `127.0.0.1` (never
 /// through name resolution). Anything else is refused, with the reason.
 pub fn sessions_url(url: &str) -> Result<String, String> {
+    target(url).map(|t| t.url)
+}
+
+/// [`sessions_url`], with the address and port it goes to.
+pub fn target(url: &str) -> Result<Target, String> {
     let rest = match url.split_once("://") {
         Some(("http", rest)) => rest,
         Some(("https", _)) => {
@@ -120,7 +134,11 @@ pub fn sessions_url(url: &str) -> Result<String, String> {
     // The base url (path) is kept: a server may live under /jupyter/.
     let path = path.split(['?', '#']).next().unwrap_or("/");
     let base = path.trim_end_matches('/');
-    Ok(format!("http://{host}:{port}{base}/api/sessions"))
+    Ok(Target {
+        ip,
+        port,
+        url: format!("http://{host}:{port}{base}/api/sessions"),
+    })
 }
 
 fn not_loopback(url: &str) -> String {
@@ -144,9 +162,6 @@ fn split_host_port(authority: &str) -> Option<(&str, u16)> {
 /// Why a server's sessions could not be had.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FetchError {
-    /// The url in the runtime file is not one headroom will send a token to.
-    #[error("{0}")]
-    Refused(String),
     /// No answer: nothing listens (a stale runtime file), or it timed out.
     #[error("no answer from {url}: {why}")]
     NoAnswer { url: String, why: String },
@@ -162,9 +177,14 @@ pub enum FetchError {
     Garbage { url: String, why: String },
 }
 
-/// Ask `server` for its sessions.
-pub fn fetch(server: &ServerInfo, timeout: Duration) -> Result<Vec<KernelSession>, FetchError> {
-    let url = sessions_url(&server.url).map_err(FetchError::Refused)?;
+/// Ask `server` for its sessions at `target` (its url's [`target`]). The
+/// caller has checked that the token may go there.
+pub fn fetch(
+    server: &ServerInfo,
+    target: &Target,
+    timeout: Duration,
+) -> Result<Vec<KernelSession>, FetchError> {
+    let url = target.url.clone();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)

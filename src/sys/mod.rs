@@ -6,6 +6,12 @@
 //!   choice while memory runs out.
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
 //!   about to be sent to, the client end of a loopback HTTP connection).
+//! - [`process_owner`]: whether a process exists and which user it runs as.
+//! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` layouts
+//!   behind both on macOS (the layouts and their reading exist everywhere,
+//!   so that they are tested everywhere).
 
+pub mod macos_libproc;
+pub mod process_owner;
 pub mod residency;
 pub mod sockets;

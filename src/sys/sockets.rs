@@ -12,6 +12,11 @@
 //! `net/ipv6/tcp_ipv6.c`). The tables are read line by line and never held
 //! whole: a user with many connections makes them long. Elsewhere the table
 //! is not available and the functions answer `Ok(None)` / an empty list.
+//!
+//! macOS lists no such table; it lists each process's descriptors instead
+//! (libproc, [`super::macos_libproc`]). [`listeners`] gives what the OS at
+//! hand can tell about who listens on a port: every listener's uid (Linux),
+//! or whether a given process listens there (macOS).
 
 use std::io::{self, BufRead as _, BufReader, Read as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -176,6 +181,38 @@ pub fn listener_uids(ip: IpAddr, port: u16) -> io::Result<Option<Vec<u32>>> {
             && (canonical(e.local.ip()) == ip || e.local.ip().is_unspecified())
     })?;
     Ok(Some(found.iter().map(|e| e.uid).collect()))
+}
+
+/// What this OS tells about the sockets listening where a connection to
+/// `ip`:`port` arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listeners {
+    /// The uid of every socket listening there (Linux); empty when none
+    /// does.
+    Owners(Vec<u32>),
+    /// Whether the process asked about holds such a socket (macOS, where
+    /// only a process's own descriptors can be listed).
+    HeldByPid(bool),
+    /// This OS tells neither.
+    Unknown,
+}
+
+/// Who listens where a connection to `ip`:`port` arrives; on macOS, whether
+/// process `pid` does (its descriptors must be readable: the caller's own
+/// process, or any as root).
+pub fn listeners(ip: IpAddr, port: u16, pid: u32) -> io::Result<Listeners> {
+    #[cfg(target_os = "macos")]
+    {
+        super::macos_libproc::pid_listens(pid, ip, port).map(Listeners::HeldByPid)
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        let _ = pid;
+        Ok(match listener_uids(ip, port)? {
+            Some(uids) => Listeners::Owners(uids),
+            None => Listeners::Unknown,
+        })
+    }
 }
 
 /// The uid that owns the client end of a TCP connection from `client` to
