@@ -173,10 +173,13 @@ fn serve_sessions(dir: &std::path::Path, n: usize) {
             );
         }
     });
+    // The server is this process: the token goes only to a live pid of the
+    // file's owner that holds the port.
+    let pid = std::process::id();
     std::fs::write(
         dir.join(format!("jpserver-{port}.json")),
         format!(
-            r#"{{"url": "http://127.0.0.1:{port}/", "token": "t", "pid": 1, "root_dir": "/tmp"}}"#
+            r#"{{"url": "http://127.0.0.1:{port}/", "token": "t", "pid": {pid}, "root_dir": "/tmp"}}"#
         ),
     )
     .expect("runtime file");
