@@ -77,6 +77,8 @@ struct Opener {
     opts: JournalOptions,
     /// `Some(0)` for a root daemon: only root may be able to change it.
     trusted_uid: Option<u32>,
+    /// How long after a failed open to try again.
+    retry: Duration,
 }
 
 impl Opener {
@@ -127,6 +129,15 @@ impl Pipeline {
         journal_opts: JournalOptions,
         trusted_uid: Option<u32>,
     ) -> Self {
+        Self::start_inner(journal_path, journal_opts, trusted_uid, JOURNAL_RETRY)
+    }
+
+    fn start_inner(
+        journal_path: PathBuf,
+        journal_opts: JournalOptions,
+        trusted_uid: Option<u32>,
+        retry: Duration,
+    ) -> Self {
         let (events_tx, events_rx) = mpsc::channel::<Event>();
         let (decisions_tx, decisions_rx) = mpsc::channel::<Decision>();
         let (journaled_tx, journaled) = unbounded_channel();
@@ -136,14 +147,15 @@ impl Pipeline {
             path: journal_path,
             opts: journal_opts,
             trusted_uid,
+            retry,
         };
         let journal = opener.open(&health);
         match (&journal, health.problem()) {
             (Some(_), _) => info!("journal: {}", opener.path.display()),
             (None, problem) => error!(
-                "{}; events are kept in memory only, and the journal is tried again every {}s",
+                "{}; events are kept in memory only, and the journal is tried again every {}",
                 problem.unwrap_or_default(),
-                JOURNAL_RETRY.as_secs()
+                crate::config::format_duration(opener.retry)
             ),
         }
         let thread_health = Arc::clone(&health);
@@ -234,7 +246,7 @@ fn journal_thread(
     let mut failures = 0u64;
     let mut last_try = Instant::now();
     for event in events {
-        if journal.is_none() && last_try.elapsed() >= JOURNAL_RETRY {
+        if journal.is_none() && last_try.elapsed() >= opener.retry {
             last_try = Instant::now();
             let before = health.problem();
             journal = opener.open(health);
@@ -268,5 +280,60 @@ fn journal_thread(
         }
         // The daemon loop may have stopped first at shutdown: nothing to do.
         let _ = journaled.send(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn stopped() -> EventKind {
+        EventKind::Stopped
+    }
+
+    #[test]
+    fn a_refused_journal_loses_no_event_for_the_daemon_and_is_taken_up_once_fixed() {
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "forged\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let uid = crate::act::effective_uid();
+
+        let mut p = Pipeline::start_inner(
+            path.clone(),
+            JournalOptions::default(),
+            Some(uid),
+            Duration::ZERO,
+        );
+        let health = p.journal_health();
+        let problem = health.problem().expect("the journal is refused");
+        assert!(
+            problem.contains(&format!(
+                "{} is writable by users other than root (mode 0666)",
+                path.display()
+            )),
+            "{problem}"
+        );
+        assert_eq!(health.open_failures(), 1);
+        p.record(stopped());
+        // The daemon still gets the event, for its state.
+        assert!(p.journaled.blocking_recv().is_some());
+        assert_eq!(health.unwritten(), 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "forged\n");
+
+        // Fixed as the message says: the next event reopens and is written.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        p.record(stopped());
+        assert!(p.journaled.blocking_recv().is_some());
+        assert_eq!(health.problem(), None);
+        assert_eq!(health.unwritten(), 1);
+        p.shut_down();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.starts_with("forged\n{"), "{text}");
     }
 }

@@ -394,7 +394,10 @@ fn a_root_daemon_does_not_load_a_library_from_a_directory_others_can_write() {
     assert!(!marker.exists(), "the planted library ran as root");
     assert!(!nvml.up);
     for needle in [
-        &format!("configured {} was not loaded: ", library.display()),
+        &format!(
+            "configured {} did not load: refused, since ",
+            library.display()
+        ),
         &format!(
             "{} is writable by users other than root (mode 0777)",
             open.display()
@@ -411,7 +414,7 @@ fn a_root_daemon_does_not_load_a_library_from_a_directory_others_can_write() {
     let logged = d
         .seen
         .iter()
-        .find(|l| l.contains("was not loaded"))
+        .find(|l| l.contains("did not load: refused"))
         .expect("the refusal in the log");
     assert!(logged.contains("WARN"), "{logged}");
 }
@@ -451,7 +454,7 @@ fn a_library_planted_after_start_is_not_loaded_at_the_retry() {
     assert!(!retry.status.up);
     assert!(
         retry.status.detail.contains(&format!(
-            "configured {} was not loaded: {} is writable by users other than root",
+            "configured {} did not load: refused, since {} is writable by users other than root",
             library.display(),
             libdir.display()
         )),
@@ -464,7 +467,7 @@ fn a_library_planted_after_start_is_not_loaded_at_the_retry() {
     chmod(&libdir, 0o755);
     let fixed = m.poll(t0 + RETRY_AFTER * 2);
     assert!(
-        !fixed.status.detail.contains("was not loaded"),
+        !fixed.status.detail.contains("refused"),
         "{}",
         fixed.status.detail
     );

@@ -136,9 +136,10 @@ impl NvmlCollector {
         let shown = path.to_string_lossy();
         check_path(std::path::Path::new(path), uid).err().map(|u| {
             format!(
-                "configured {shown} was not loaded: {}; anyone who can write there could run \
-                 their code as root inside headroom; {}, or point [gpu] nvml_library at the \
-                 driver's own copy (`ldconfig -p | grep libnvidia-ml` shows where it is)",
+                "configured {shown} did not load: refused, since {}; anyone who can write \
+                 there could run their code as root inside headroom; {}, or point \
+                 [gpu] nvml_library at the driver's own copy (`ldconfig -p | grep \
+                 libnvidia-ml` shows where it is)",
                 u.what(),
                 u.fix("/usr/lib/")
             )
