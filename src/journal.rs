@@ -286,10 +286,7 @@ fn check_existing_file(path: &Path, uid: u32) -> Result<(), JournalError> {
         Err(e) => return Err(io_error("read the metadata of", path, e)),
     };
     if meta.file_type().is_symlink() {
-        return Err(untrusted_file(
-            path,
-            format!("{} is a symbolic link", path.display()),
-        ));
+        return Err(untrusted_link(path));
     }
     if !meta.is_file() {
         return Err(JournalError::NotAFile {
@@ -313,6 +310,19 @@ fn untrusted_file(path: &Path, what: String) -> JournalError {
     }
 }
 
+/// A link in the journal's place: it would make root write wherever it points.
+fn untrusted_link(path: &Path) -> JournalError {
+    let p = path.display();
+    JournalError::Untrusted {
+        path: path.to_path_buf(),
+        what: format!("{p} is a symbolic link"),
+        fix: format!(
+            "headroom writes its journal only to a file of its own, never through a link: \
+             remove the link (`rm {p}`) and headroom creates the file"
+        ),
+    }
+}
+
 /// Open (creating, 0600) the current file for appending, refusing a link in
 /// its place. With `trusted_uid`, the open file's owner and mode are checked
 /// too: the check before the open cannot see a file swapped in meanwhile.
@@ -326,9 +336,7 @@ fn open_current(path: &Path, trusted_uid: Option<u32>) -> Result<File, JournalEr
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) if trusted_uid.is_some() => {
-                untrusted_file(path, format!("{} is a symbolic link", path.display()))
-            }
+            Some(libc::ELOOP) if trusted_uid.is_some() => untrusted_link(path),
             _ => io_error("open", path, e),
         })?;
     let meta = file
