@@ -13,6 +13,12 @@
 //! The time is passed in already formatted, so the layout is tested without
 //! depending on the machine's time zone; other times are said relative to
 //! the event's.
+//!
+//! Events carry text other users control (process names, notebook paths,
+//! kernel ids, a notification's text in a dry run's detail, the kernel
+//! log's words in a cause). Each such piece goes through
+//! [`printable`], and the finished line once more, so a line is one line
+//! and holds no control character, whatever field it came from.
 
 use crate::event::{Event, EventKind, ExitCauseKind, Outcome, ProcessRef};
 use crate::report::{format_bytes, printable};
@@ -28,8 +34,11 @@ pub fn render(event: &Event, time: &str) -> String {
             detail,
             ..
         } => format!(
-            "{action}  → {}  rule \"{rule}\": {detail}  [{}]",
+            "{}  → {}  rule \"{}\": {}  [{}]",
+            printable(action),
             process_label(process),
+            printable(rule),
+            printable(detail),
             outcome_label(outcome)
         ),
         EventKind::Skipped {
@@ -39,24 +48,31 @@ pub fn render(event: &Event, time: &str) -> String {
             reason,
             ..
         } => format!(
-            "{action}  → {}  rule \"{rule}\": {reason}  [skipped]",
-            process_label(process)
+            "{}  → {}  rule \"{}\": {}  [skipped]",
+            printable(action),
+            process_label(process),
+            printable(rule),
+            printable(reason)
         ),
         EventKind::LimitCrossed {
             rule,
             process,
             detail,
         } => format!(
-            "limit  {}  rule \"{rule}\": {detail}  [crossed]",
-            process_label(process)
+            "limit  {}  rule \"{}\": {}  [crossed]",
+            process_label(process),
+            printable(rule),
+            printable(detail)
         ),
         EventKind::LimitCleared {
             rule,
             process,
             detail,
         } => format!(
-            "limit  {}  rule \"{rule}\": {detail}  [cleared]",
-            process_label(process)
+            "limit  {}  rule \"{}\": {}  [cleared]",
+            process_label(process),
+            printable(rule),
+            printable(detail)
         ),
         EventKind::Exited {
             process,
@@ -68,7 +84,7 @@ pub fn render(event: &Event, time: &str) -> String {
             // Written before post-mortems existed: no cause to tell.
             let last = last_action
                 .as_deref()
-                .map(|a| format!(", last action {a}"))
+                .map(|a| format!(", last action {}", printable(a)))
                 .unwrap_or_default();
             format!(
                 "exited  {}: peak footprint {}{last}",
@@ -85,17 +101,22 @@ pub fn render(event: &Event, time: &str) -> String {
             config,
             dry_run,
         } => format!(
-            "started  headroom {version}, config {}{}",
-            config.as_deref().unwrap_or("<embedded default>"),
+            "started  headroom {}, config {}{}",
+            printable(version),
+            printable(config.as_deref().unwrap_or("<embedded default>")),
             if *dry_run { ", dry run" } else { "" }
         ),
         EventKind::Stopped => "stopped".to_string(),
         EventKind::ConfigReloaded { path, error } => match error {
-            None => format!("reload  {path}: applied"),
-            Some(error) => format!("reload  {path}: rejected, the previous config kept: {error}"),
+            None => format!("reload  {}: applied", printable(path)),
+            Some(error) => format!(
+                "reload  {}: rejected, the previous config kept: {}",
+                printable(path),
+                printable(error)
+            ),
         },
     };
-    format!("{time}  {body}")
+    printable(&format!("{time}  {body}")).into_owned()
 }
 
 /// An `exited` event with a cause as a sentence (see the module
@@ -160,10 +181,11 @@ pub fn postmortem(event: &Event) -> Option<String> {
         .as_deref()
         .map(|d| format!(" (\"{}\")", printable(d)))
         .unwrap_or_default();
-    Some(format!(
+    let sentence = format!(
         "{who} {what}{growth}{acted}. How: {}{detail}",
-        cause.how
-    ))
+        printable(&cause.how)
+    );
+    Some(printable(&sentence).into_owned())
 }
 
 /// `850 ms`, `6.0 s`, `3 min 20 s`, `2 h 5 min`.
@@ -211,7 +233,9 @@ fn short_id(kernel: &str) -> String {
 /// `done`, `dry-run`, `failed: exit status 3`, ...
 pub fn outcome_label(o: &Outcome) -> String {
     match o {
-        Outcome::Refused(why) | Outcome::Failed(why) => format!("{}: {why}", o.as_str()),
+        Outcome::Refused(why) | Outcome::Failed(why) => {
+            format!("{}: {}", o.as_str(), printable(why))
+        }
         _ => o.as_str().to_string(),
     }
 }
@@ -400,6 +424,32 @@ mod tests {
             postmortem(&e).unwrap(),
             "train.ipynb (kernel 3f2a…, pid 48113) ended at 41.2 GiB (peak 41.5 GiB), cause \
              unknown, not growing. How: no OOM-killer record for it in /dev/kmsg"
+        );
+    }
+
+    #[test]
+    fn a_hostile_name_in_a_dry_run_notification_prints_as_one_escaped_line() {
+        let hostile = "\u{1b}[31mRED\n\u{7}<b>";
+        let e = at(EventKind::Action {
+            rule: "r".into(),
+            process: ProcessRef {
+                name: hostile.into(),
+                kernel_id: Some("\u{1b}]0;x\u{7}".into()),
+                ..kernel()
+            },
+            step: 0,
+            action: "notify".into(),
+            outcome: Outcome::DryRun,
+            dry_run: true,
+            detail: format!("would show \"headroom: r: {hostile} (pid 48113): big\""),
+        });
+        let line = render(&e, "T");
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert_eq!(
+            line,
+            "T  notify  → \\u{1b}[31mRED\\n\\u{7}<b> (pid 48113, jupyter kernel \\u{1b}]0;…)  \
+             rule \"r\": would show \"headroom: r: \\u{1b}[31mRED\\n\\u{7}<b> (pid 48113): big\"  \
+             [dry-run]"
         );
     }
 }

@@ -12,10 +12,22 @@
 //!
 //! Files are created private: directories 0700, the journal 0600 (it names
 //! users and their processes).
+//!
+//! A root daemon opens its journal with [`Journal::open_checked`]: the
+//! directory must be one only root can change (as the config's, see
+//! [`crate::config::permissions`]), and the file, if it exists, a regular
+//! file owned by root and writable by neither group nor others. A journal a
+//! user prepared (their directory, their 0666 file full of forged lines, a
+//! link to a file of root's) is refused with an error that says so and
+//! what to do, and left untouched: not cut, not appended to. The file is
+//! opened with `O_NOFOLLOW` and its owner and mode checked again on the open
+//! descriptor, so nothing swapped in between the checks and the open is
+//! used; rotation renames and removes names without following links, and
+//! opens the new file the same way.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use crate::event::Event;
@@ -57,6 +69,19 @@ pub enum JournalError {
     NotAFile { path: PathBuf },
     #[error("cannot encode an event as JSON: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error(
+        "refusing to write the journal {} as root: {what}; anyone who can change it could \
+         forge the record of what headroom did, or make it write where they choose; {fix}",
+        path.display()
+    )]
+    Untrusted {
+        /// The journal file.
+        path: PathBuf,
+        /// What is wrong, naming the file or directory at fault.
+        what: String,
+        /// What to do about it.
+        fix: String,
+    },
 }
 
 fn hint(e: &io::Error) -> &'static str {
@@ -87,22 +112,57 @@ pub struct Journal {
     /// Bytes in the current file.
     size: u64,
     opts: JournalOptions,
+    /// Who besides root may own the files, when opened checked.
+    trusted_uid: Option<u32>,
 }
 
 impl Journal {
     /// Open (creating if needed) the journal at `path`. An existing file is
-    /// appended to, after a torn last line is cut off.
+    /// appended to, after a torn last line is cut off. Nobody's ownership is
+    /// checked: this is for a daemon running as a user, and for tools; a
+    /// root daemon uses [`Journal::open_checked`].
     pub fn open(path: &Path, opts: JournalOptions) -> Result<Self, JournalError> {
+        Self::open_as(path, opts, None)
+    }
+
+    /// [`Journal::open`] for a daemon running as root: the directory (and
+    /// every one above it) must be changeable by root and `trusted_uid`
+    /// alone, and an existing file must be a regular file, not a link,
+    /// owned by one of them and writable by neither group nor others. A
+    /// journal that fails is refused ([`JournalError::Untrusted`]) before
+    /// anything is created in or written to it.
+    pub fn open_checked(
+        path: &Path,
+        opts: JournalOptions,
+        trusted_uid: u32,
+    ) -> Result<Self, JournalError> {
+        Self::open_as(path, opts, Some(trusted_uid))
+    }
+
+    fn open_as(
+        path: &Path,
+        opts: JournalOptions,
+        trusted_uid: Option<u32>,
+    ) -> Result<Self, JournalError> {
         let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        if let Some(uid) = trusted_uid {
+            // A directory that does not exist yet is checked up to the last
+            // one that does: then nobody else can create it.
+            check_directory(path, &dir, uid)?;
+        }
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
             .map_err(|e| io_error("create the directory", &dir, e))?;
-        let file = open_current(path)?;
+        if let Some(uid) = trusted_uid {
+            check_directory(path, &dir, uid)?;
+            check_existing_file(path, uid)?;
+        }
+        let file = open_current(path, trusted_uid)?;
         let size = cut_torn_tail(&file, path)?;
         Ok(Self {
             path: path.to_path_buf(),
@@ -110,6 +170,7 @@ impl Journal {
             file,
             size,
             opts,
+            trusted_uid,
         })
     }
 
@@ -187,7 +248,7 @@ impl Journal {
         let first = numbered(&self.path, 1);
         std::fs::rename(&self.path, &first).map_err(|e| io_error("rotate", &self.path, e))?;
         sync_dir(&self.dir)?;
-        self.file = open_current(&self.path)?;
+        self.file = open_current(&self.path, self.trusted_uid)?;
         sync_dir(&self.dir)?;
         self.size = 0;
         tracing::info!(
@@ -199,7 +260,73 @@ impl Journal {
     }
 }
 
-fn open_current(path: &Path) -> Result<File, JournalError> {
+/// Where a root daemon's journal belongs, for the advice in errors.
+const JOURNAL_HOME: &str = "/var/lib/headroom/";
+
+/// The journal's directory, as [`crate::config::permissions::check_path`]
+/// sees it.
+fn check_directory(path: &Path, dir: &Path, uid: u32) -> Result<(), JournalError> {
+    crate::config::permissions::check_path(dir, uid).map_err(|u| JournalError::Untrusted {
+        path: path.to_path_buf(),
+        what: u.what(),
+        fix: format!(
+            "{}, or set daemon.journal to a path under a directory only root can write, \
+             such as {JOURNAL_HOME}",
+            u.fix(JOURNAL_HOME)
+        ),
+    })
+}
+
+/// An existing journal file, before it is opened: not a link, owned by
+/// root or `uid`, not writable by group or others (ACLs included).
+fn check_existing_file(path: &Path, uid: u32) -> Result<(), JournalError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error("read the metadata of", path, e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(untrusted_link(path));
+    }
+    if !meta.is_file() {
+        return Err(JournalError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    crate::config::permissions::check_path(path, uid).map_err(|u| untrusted_file(path, u.what()))
+}
+
+/// A journal file that is not root's own, and what to do about it.
+fn untrusted_file(path: &Path, what: String) -> JournalError {
+    let p = path.display();
+    JournalError::Untrusted {
+        path: path.to_path_buf(),
+        what,
+        fix: format!(
+            "headroom did not create it and leaves it as it is: look at what it holds, then \
+             remove it (`rm {p}`) so that headroom creates its own, or make it root's with \
+             `chown root:root {p} && chmod 600 {p}`"
+        ),
+    }
+}
+
+/// A link in the journal's place: it would make root write wherever it points.
+fn untrusted_link(path: &Path) -> JournalError {
+    let p = path.display();
+    JournalError::Untrusted {
+        path: path.to_path_buf(),
+        what: format!("{p} is a symbolic link"),
+        fix: format!(
+            "headroom writes its journal only to a file of its own, never through a link: \
+             remove the link (`rm {p}`) and headroom creates the file"
+        ),
+    }
+}
+
+/// Open (creating, 0600) the current file for appending, refusing a link in
+/// its place. With `trusted_uid`, the open file's owner and mode are checked
+/// too: the check before the open cannot see a file swapped in meanwhile.
+fn open_current(path: &Path, trusted_uid: Option<u32>) -> Result<File, JournalError> {
     let file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -208,7 +335,10 @@ fn open_current(path: &Path) -> Result<File, JournalError> {
         // A symlink planted in the journal's place is refused, not followed.
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .map_err(|e| io_error("open", path, e))?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) if trusted_uid.is_some() => untrusted_link(path),
+            _ => io_error("open", path, e),
+        })?;
     let meta = file
         .metadata()
         .map_err(|e| io_error("read the metadata of", path, e))?;
@@ -216,6 +346,25 @@ fn open_current(path: &Path) -> Result<File, JournalError> {
         return Err(JournalError::NotAFile {
             path: path.to_path_buf(),
         });
+    }
+    if let Some(uid) = trusted_uid {
+        let owner = meta.uid();
+        let mode = meta.mode() & 0o7777;
+        if owner != 0 && owner != uid {
+            return Err(untrusted_file(
+                path,
+                format!("{} is owned by uid {owner}, not by root", path.display()),
+            ));
+        }
+        if mode & 0o022 != 0 {
+            return Err(untrusted_file(
+                path,
+                format!(
+                    "{} is writable by users other than root (mode {mode:04o})",
+                    path.display()
+                ),
+            ));
+        }
     }
     Ok(file)
 }

@@ -1,15 +1,29 @@
-//! Log setup: human-readable lines on a terminal, JSON objects on request (for
-//! journald, launchd log files or a log shipper). Everything goes to stderr,
-//! where systemd and launchd collect it.
+//! Log setup: human-readable lines or JSON objects on request (for journald,
+//! launchd log files or a log shipper). Everything goes to stderr, where
+//! systemd and launchd collect it.
 //!
 //! The level comes from `HEADROOM_LOG` (or `RUST_LOG`), in `tracing`'s
 //! filter syntax, default `info`.
+//!
+//! Log records carry text other users control (process names, command
+//! lines, notebook names, a hook's output). Whatever a call site forgets to
+//! escape, the writer installed here ([`Escaping`]) escapes every control
+//! character of a record except its final newline (`\n`, `\u{1b}`, as
+//! [`crate::report::printable`] writes them) before it reaches stderr: a
+//! record is one line, and no field can start a forged line or send an
+//! escape sequence to the terminal of whoever reads the log. So the human
+//! format has no ANSI colours, on a terminal too: colour codes are escape
+//! sequences, and they would be escaped like any other. JSON records
+//! already escape control characters inside strings (serde_json writes
+//! `\u001b`); they go through the same writer, which leaves them as they are.
 
-use std::io::IsTerminal;
+use std::io::{self, Write};
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
 
 use crate::config::LogFormat;
+use crate::report::printable;
 
 /// Install the global subscriber. Calling it twice keeps the first one.
 pub fn init(format: LogFormat) {
@@ -20,18 +34,169 @@ pub fn init(format: LogFormat) {
         .unwrap_or_else(|| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(Escaping(io::stderr));
     let result = match format {
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .try_init(),
-        LogFormat::Human => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .with_target(false)
-            .try_init(),
+        LogFormat::Human => builder.with_ansi(false).with_target(false).try_init(),
     };
     // A subscriber already installed (tests, a second init) is not an error.
     drop(result);
+}
+
+/// A [`MakeWriter`] that escapes the control characters of each record
+/// before handing it to the inner writer; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct Escaping<M>(pub M);
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Escaping<M> {
+    type Writer = EscapingWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        EscapingWriter {
+            inner: self.0.make_writer(),
+            record: Vec::new(),
+        }
+    }
+}
+
+/// One record's writer: collects what the formatter writes, and writes it
+/// escaped, in one piece, when dropped (the formatter makes one writer per
+/// record), or when flushed.
+pub struct EscapingWriter<W: Write> {
+    inner: W,
+    record: Vec<u8>,
+}
+
+impl<W: Write> EscapingWriter<W> {
+    fn emit(&mut self) -> io::Result<()> {
+        if self.record.is_empty() {
+            return Ok(());
+        }
+        let line = escape_record(&self.record);
+        self.record.clear();
+        self.inner.write_all(line.as_bytes())?;
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Write for EscapingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.record.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.emit()
+    }
+}
+
+impl<W: Write> Drop for EscapingWriter<W> {
+    fn drop(&mut self) {
+        // Nowhere left to report a failing stderr.
+        let _ = self.emit();
+    }
+}
+
+/// `record` with every control character escaped, but for one final
+/// newline, which is kept (and added if missing). Bytes that are not UTF-8
+/// become U+FFFD.
+pub fn escape_record(record: &[u8]) -> String {
+    let text = String::from_utf8_lossy(record);
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    let mut line = printable(body).into_owned();
+    line.push('\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
+
+    /// A writer into a shared buffer, for reading back what was logged.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Buffer {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    fn assert_no_raw_controls(text: &str) {
+        let body = text.strip_suffix('\n').unwrap_or(text);
+        for c in body.chars() {
+            assert!(!c.is_control() || c == '\n', "raw {c:?} in {text:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_final_newline_stays() {
+        assert_eq!(
+            escape_record(b"a\nb\x1b[31m\x07\n"),
+            "a\\nb\\u{1b}[31m\\u{7}\n"
+        );
+        assert_eq!(escape_record(b"plain"), "plain\n");
+        assert_eq!(escape_record(b"two\n\n"), "two\\n\n");
+    }
+
+    #[test]
+    fn a_human_record_with_a_hostile_field_is_one_escaped_line() {
+        let out = Buffer::default();
+        let writer = {
+            let out = out.clone();
+            Escaping(move || out.clone())
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(writer)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(name = %HOSTILE, "dry run: would send SIGINT to {HOSTILE}");
+        });
+        let text = out.text();
+        assert_eq!(text.matches('\n').count(), 1, "{text:?}");
+        assert!(text.ends_with('\n'));
+        assert_no_raw_controls(&text);
+        assert!(text.contains("name=\\u{1b}[31mRED\\n\\u{7}<b>"), "{text}");
+    }
+
+    #[test]
+    fn a_json_record_escapes_hostile_text_on_its_own() {
+        let out = Buffer::default();
+        let raw = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || raw.clone())
+            .json()
+            .flatten_event(true)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(name = %HOSTILE, "would send SIGINT to {HOSTILE}");
+        });
+        // Without the escaping writer: serde_json already escapes.
+        let text = out.text();
+        assert_eq!(text.matches('\n').count(), 1, "{text:?}");
+        assert_no_raw_controls(&text);
+        let v: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(v["name"], HOSTILE);
+        // And the escaping writer leaves a JSON record as it is.
+        assert_eq!(escape_record(text.as_bytes()), text);
+    }
 }

@@ -6,10 +6,19 @@
 //! Both threads block (signals, hooks' start, fsync), so neither runs on the
 //! async workers, and a slow disk never delays a signal: the actuator does
 //! not wait for the journal.
+//!
+//! A journal that cannot be opened (a root daemon refuses one a user could
+//! change, see [`Journal::open_checked`]) never stops the daemon: the
+//! refusal is logged as an error, events are kept in memory only (they still
+//! reach the shared state), every event not written is counted, and the
+//! journal is tried again every [`JOURNAL_RETRY`], so a fixed one is taken
+//! up without a restart. [`Pipeline::journal_health`] says how it stands.
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tracing::{error, info, warn};
@@ -23,6 +32,75 @@ use crate::policy::Decision;
 /// Log a failing journal write at most once per this many failures.
 const JOURNAL_FAILURE_LOG_EVERY: u64 = 100;
 
+/// How long after a failed open the journal is tried again (at the next
+/// event after that).
+pub const JOURNAL_RETRY: Duration = Duration::from_secs(60);
+
+/// How the journal stands, shared between the journal thread and readers.
+#[derive(Debug, Default)]
+pub struct JournalHealth {
+    /// Why events are not being written, while they are not (the open
+    /// failed or was refused); `None` while the journal is written.
+    problem: Mutex<Option<String>>,
+    /// Events that were not written: no journal, or a failed write.
+    unwritten: AtomicU64,
+    /// Times the journal could not be opened (refusals included).
+    open_failures: AtomicU64,
+}
+
+impl JournalHealth {
+    /// Why events are not being written, if they are not.
+    pub fn problem(&self) -> Option<String> {
+        self.problem.lock().map_or(None, |p| p.clone())
+    }
+
+    /// Events not written to the journal so far.
+    pub fn unwritten(&self) -> u64 {
+        self.unwritten.load(Ordering::Relaxed)
+    }
+
+    /// Failed or refused attempts to open the journal so far.
+    pub fn open_failures(&self) -> u64 {
+        self.open_failures.load(Ordering::Relaxed)
+    }
+
+    fn set_problem(&self, problem: Option<String>) {
+        if let Ok(mut p) = self.problem.lock() {
+            *p = problem;
+        }
+    }
+}
+
+/// Opens the journal as the daemon's user requires: checked as root.
+struct Opener {
+    path: PathBuf,
+    opts: JournalOptions,
+    /// `Some(0)` for a root daemon: only root may be able to change it.
+    trusted_uid: Option<u32>,
+    /// How long after a failed open to try again.
+    retry: Duration,
+}
+
+impl Opener {
+    fn open(&self, health: &JournalHealth) -> Option<Journal> {
+        let opened = match self.trusted_uid {
+            Some(uid) => Journal::open_checked(&self.path, self.opts, uid),
+            None => Journal::open(&self.path, self.opts),
+        };
+        match opened {
+            Ok(j) => {
+                health.set_problem(None);
+                Some(j)
+            }
+            Err(e) => {
+                health.open_failures.fetch_add(1, Ordering::Relaxed);
+                health.set_problem(Some(e.to_string()));
+                None
+            }
+        }
+    }
+}
+
 /// The running threads and the ends of their channels the daemon holds.
 pub struct Pipeline {
     decisions: Option<mpsc::Sender<Decision>>,
@@ -31,29 +109,61 @@ pub struct Pipeline {
     pub journaled: UnboundedReceiver<Event>,
     actuator: Option<JoinHandle<()>>,
     journal: Option<JoinHandle<()>>,
+    health: Arc<JournalHealth>,
 }
 
 impl Pipeline {
-    /// Start the actuator and journal threads. A journal that cannot be
-    /// opened is logged and events are then kept in memory only.
+    /// Start the actuator and journal threads. The journal is opened
+    /// checked when headroom runs as root ([`Journal::open_checked`]); one
+    /// that cannot be opened is logged, and events are then kept in memory
+    /// only until a later try succeeds.
     pub fn start(journal_path: PathBuf, journal_opts: JournalOptions) -> Self {
+        let trusted_uid = crate::act::running_as_root().then_some(0);
+        Self::start_with(journal_path, journal_opts, trusted_uid)
+    }
+
+    /// [`Pipeline::start`] with the journal's check chosen by the caller:
+    /// `trusted_uid` `Some(uid)` opens it with [`Journal::open_checked`].
+    pub fn start_with(
+        journal_path: PathBuf,
+        journal_opts: JournalOptions,
+        trusted_uid: Option<u32>,
+    ) -> Self {
+        Self::start_inner(journal_path, journal_opts, trusted_uid, JOURNAL_RETRY)
+    }
+
+    fn start_inner(
+        journal_path: PathBuf,
+        journal_opts: JournalOptions,
+        trusted_uid: Option<u32>,
+        retry: Duration,
+    ) -> Self {
         let (events_tx, events_rx) = mpsc::channel::<Event>();
         let (decisions_tx, decisions_rx) = mpsc::channel::<Decision>();
         let (journaled_tx, journaled) = unbounded_channel();
 
-        let journal = match Journal::open(&journal_path, journal_opts) {
-            Ok(j) => {
-                info!("journal: {}", journal_path.display());
-                Some(j)
-            }
-            Err(e) => {
-                error!("cannot open the journal, events are kept in memory only: {e}");
-                None
-            }
+        let health = Arc::new(JournalHealth::default());
+        let opener = Opener {
+            path: journal_path,
+            opts: journal_opts,
+            trusted_uid,
+            retry,
         };
+        let journal = opener.open(&health);
+        match (&journal, health.problem()) {
+            (Some(_), _) => info!("journal: {}", opener.path.display()),
+            (None, problem) => error!(
+                "{}; events are kept in memory only, and the journal is tried again every {}",
+                problem.unwrap_or_default(),
+                crate::config::format_duration(opener.retry)
+            ),
+        }
+        let thread_health = Arc::clone(&health);
         let journal = std::thread::Builder::new()
             .name("headroom-journal".into())
-            .spawn(move || journal_thread(journal, events_rx, journaled_tx))
+            .spawn(move || {
+                journal_thread(opener, journal, events_rx, journaled_tx, &thread_health);
+            })
             .map_err(|e| error!("cannot start the journal thread: {e}"))
             .ok();
 
@@ -75,7 +185,14 @@ impl Pipeline {
             journaled,
             actuator,
             journal,
+            health,
         }
+    }
+
+    /// How the journal stands: why it is not written (if it is not), and
+    /// how many events were not written.
+    pub fn journal_health(&self) -> Arc<JournalHealth> {
+        Arc::clone(&self.health)
     }
 
     /// Hand a decision to the actuator.
@@ -120,21 +237,103 @@ impl Pipeline {
 }
 
 fn journal_thread(
+    opener: Opener,
     mut journal: Option<Journal>,
     events: mpsc::Receiver<Event>,
     journaled: UnboundedSender<Event>,
+    health: &JournalHealth,
 ) {
     let mut failures = 0u64;
+    let mut last_try = Instant::now();
     for event in events {
-        if let Some(j) = journal.as_mut()
-            && let Err(e) = j.append(&event)
-        {
-            failures += 1;
-            if failures == 1 || failures.is_multiple_of(JOURNAL_FAILURE_LOG_EVERY) {
-                warn!("journal write failed ({failures} so far): {e}");
+        if journal.is_none() && last_try.elapsed() >= opener.retry {
+            last_try = Instant::now();
+            let before = health.problem();
+            journal = opener.open(health);
+            match (&journal, health.problem()) {
+                (Some(_), _) => info!(
+                    "journal: {} can be written now; events from here on are kept",
+                    opener.path.display()
+                ),
+                // Said once per problem, not every minute.
+                (None, Some(now)) if before.as_deref() != Some(now.as_str()) => {
+                    error!("{now}; events are kept in memory only");
+                }
+                (None, _) => {}
             }
+        }
+        let written = match journal.as_mut() {
+            Some(j) => match j.append(&event) {
+                Ok(()) => true,
+                Err(e) => {
+                    failures += 1;
+                    if failures == 1 || failures.is_multiple_of(JOURNAL_FAILURE_LOG_EVERY) {
+                        warn!("journal write failed ({failures} so far): {e}");
+                    }
+                    false
+                }
+            },
+            None => false,
+        };
+        if !written {
+            health.unwritten.fetch_add(1, Ordering::Relaxed);
         }
         // The daemon loop may have stopped first at shutdown: nothing to do.
         let _ = journaled.send(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn stopped() -> EventKind {
+        EventKind::Stopped
+    }
+
+    #[test]
+    fn a_refused_journal_loses_no_event_for_the_daemon_and_is_taken_up_once_fixed() {
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "forged\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let uid = crate::act::effective_uid();
+
+        let mut p = Pipeline::start_inner(
+            path.clone(),
+            JournalOptions::default(),
+            Some(uid),
+            Duration::ZERO,
+        );
+        let health = p.journal_health();
+        let problem = health.problem().expect("the journal is refused");
+        assert!(
+            problem.contains(&format!(
+                "{} is writable by users other than root (mode 0666)",
+                path.display()
+            )),
+            "{problem}"
+        );
+        assert_eq!(health.open_failures(), 1);
+        p.record(stopped());
+        // The daemon still gets the event, for its state.
+        assert!(p.journaled.blocking_recv().is_some());
+        assert_eq!(health.unwritten(), 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "forged\n");
+
+        // Fixed as the message says: the next event reopens and is written.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        p.record(stopped());
+        assert!(p.journaled.blocking_recv().is_some());
+        assert_eq!(health.problem(), None);
+        assert_eq!(health.unwritten(), 1);
+        p.shut_down();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.starts_with("forged\n{"), "{text}");
     }
 }

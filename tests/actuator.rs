@@ -1,6 +1,12 @@
 //! The actuator against real processes: `headroom-hog` children that catch
-//! (or do not catch) signals, real hooks run through `/bin/sh`, and the
-//! events that come back on the channel.
+//! (or do not catch) signals, real hooks run through `/bin/sh`, a stand-in
+//! `notify-send` that records its arguments, and the events that come back
+//! on the channel. Hooks see only the documented environment, with what
+//! other users named escaped; as root, a hook handed a script others can
+//! write is refused, by `headroom run` at start and by the actuator.
+//!
+//! Files hooks are handed live under `target/tmp`: as root, a hook's
+//! argument under the shared `/tmp` is refused like the hook itself.
 //!
 //! Safety refusals aimed at this test's own process and its parent run as
 //! dry runs: every check runs before the dry run stops delivery, so a
@@ -9,8 +15,9 @@
 #![cfg(unix)]
 
 use std::io::{BufRead as _, BufReader};
+use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
@@ -21,7 +28,24 @@ use headroom::model::WorkloadKind;
 use headroom::policy::{Action, Decision, SignalName};
 
 const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
+const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
 const WAIT: Duration = Duration::from_secs(10);
+/// A process name as hostile as a user can make it: a colour escape, a
+/// newline that would start a forged log line, a bell, and markup.
+const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
+
+fn is_root() -> bool {
+    headroom::act::effective_uid() == 0
+}
+
+/// A private directory under `target/tmp` (root trusts it, unlike `/tmp`).
+fn private_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
 
 /// A running hog and the lines it prints.
 struct Hog {
@@ -395,33 +419,54 @@ fn hook(args: &[&str], timeout: Duration) -> Action {
     }
 }
 
+/// The environment a process started with, from `/proc/PID/environ`
+/// (or, elsewhere, as `env` prints it): `NAME=value` each, sorted.
+fn read_environ(path: &Path) -> Vec<String> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut vars: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8(v.to_vec()).unwrap())
+        .collect();
+    vars.sort();
+    vars
+}
+
+/// A hook that copies its whole starting environment to `out`.
+fn env_dumping_hook(out: &Path) -> Action {
+    hook(
+        &[
+            "-c",
+            "if [ -r /proc/$$/environ ]; then cat /proc/$$/environ; \
+             else env | tr '\\n' '\\000'; fi > \"$1\"",
+            "hook",
+            out.to_str().unwrap(),
+        ],
+        WAIT,
+    )
+}
+
 #[test]
 fn a_hook_sees_the_headroom_variables() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let out = dir.path().join("env");
     let mut p = process(std::process::id());
     p.name = "python3".into();
     p.user = Some("ada".into());
     p.kernel_id = Some("3f2a9c".into());
     p.notebook = Some("experiments/train.ipynb".into());
-    let d = decision(
-        p.clone(),
-        hook(
-            &[
-                "-c",
-                "env | grep '^HEADROOM_' | sort > \"$1\"",
-                "hook",
-                out.to_str().unwrap(),
-            ],
-            WAIT,
-        ),
-    );
+    let d = decision(p.clone(), env_dumping_hook(&out));
     let (o, detail) = outcome(run(&d));
     assert_eq!(
         (o, detail.as_str()),
         (Outcome::Done, "footprint 4 MiB > 2 MiB")
     );
-    let env = std::fs::read_to_string(&out).unwrap();
+    let env = read_environ(&out);
+    let home = if is_root() {
+        "/".to_string()
+    } else {
+        std::env::var("HOME").unwrap_or_else(|_| "/".into())
+    };
     let expected = [
         "HEADROOM_ACTION=hook /bin/sh".to_string(),
         "HEADROOM_DRY_RUN=0".to_string(),
@@ -435,8 +480,184 @@ fn a_hook_sees_the_headroom_variables() {
         "HEADROOM_RULE=test-rule".to_string(),
         "HEADROOM_STEP=0".to_string(),
         "HEADROOM_USER=ada".to_string(),
+        format!("HOME={home}"),
+        "LANG=C.UTF-8".to_string(),
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
     ];
-    assert_eq!(env.lines().collect::<Vec<_>>(), expected);
+    assert_eq!(env, expected);
+}
+
+#[test]
+fn a_hook_gets_nothing_of_headrooms_environment_and_escaped_hostile_text() {
+    let dir = private_dir();
+    let out = dir.path().join("env");
+    let mut p = process(std::process::id());
+    p.name = HOSTILE.into();
+    p.user = Some("ada\u{1b}[2J".into());
+    p.kernel_id = Some("3f2a\n\u{7}".into());
+    // A NUL cannot be in an environment variable: it must be escaped, or
+    // the hook would not start at all.
+    p.notebook = Some("a\u{0}b.ipynb".into());
+    let mut d = decision(p, env_dumping_hook(&out));
+    d.reason = format!("{HOSTILE} grew");
+    // What the test runner's environment holds (CARGO_*, RUST_*, HOME, a
+    // PATH with the user's directories) must not reach the hook.
+    let ours: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+    assert!(ours.iter().any(|k| k.starts_with("CARGO")), "{ours:?}");
+    assert_eq!(outcome(run(&d)).0, Outcome::Done);
+    let env = read_environ(&out);
+    let names: Vec<&str> = env.iter().map(|v| v.split('=').next().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "HEADROOM_ACTION",
+            "HEADROOM_DRY_RUN",
+            "HEADROOM_FOOTPRINT_BYTES",
+            "HEADROOM_KERNEL_ID",
+            "HEADROOM_LIMIT",
+            "HEADROOM_NAME",
+            "HEADROOM_NOTEBOOK",
+            "HEADROOM_PID",
+            "HEADROOM_REASON",
+            "HEADROOM_RULE",
+            "HEADROOM_STEP",
+            "HEADROOM_USER",
+            "HOME",
+            "LANG",
+            "PATH",
+        ]
+    );
+    for v in &env {
+        assert!(
+            !v.chars().any(char::is_control),
+            "raw control byte in {v:?}"
+        );
+    }
+    for expected in [
+        "HEADROOM_NAME=\\u{1b}[31mRED\\n\\u{7}<b>",
+        "HEADROOM_USER=ada\\u{1b}[2J",
+        "HEADROOM_KERNEL_ID=3f2a\\n\\u{7}",
+        "HEADROOM_NOTEBOOK=a\\u{0}b.ipynb",
+        "HEADROOM_REASON=\\u{1b}[31mRED\\n\\u{7}<b> grew",
+    ] {
+        assert!(
+            env.iter().any(|v| v == expected),
+            "{expected} not in {env:?}"
+        );
+    }
+}
+
+#[test]
+fn a_hook_runs_in_the_root_directory() {
+    let dir = private_dir();
+    let out = dir.path().join("cwd");
+    let d = decision(
+        process(std::process::id()),
+        hook(&["-c", "pwd > \"$1\"", "hook", out.to_str().unwrap()], WAIT),
+    );
+    assert_eq!(outcome(run(&d)).0, Outcome::Done);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "/\n");
+}
+
+/// A script that would leave `marker` behind if it ran, in a directory
+/// everyone can write (where any user could have put it).
+fn planted_script(dir: &Path, marker: &Path) -> PathBuf {
+    let open = dir.join("open");
+    std::fs::create_dir(&open).unwrap();
+    chmod(&open, 0o777);
+    let script = open.join("h.sh");
+    std::fs::write(&script, format!("touch {}\n", marker.display())).unwrap();
+    chmod(&script, 0o755);
+    script
+}
+
+#[test]
+fn as_root_a_script_others_can_write_is_not_handed_to_an_interpreter() {
+    let dir = private_dir();
+    let marker = dir.path().join("ran");
+    let script = planted_script(dir.path(), &marker);
+    let d = decision(
+        process(std::process::id()),
+        hook(&[script.to_str().unwrap()], WAIT),
+    );
+    let kind = run(&d);
+    if !is_root() {
+        // A user's daemon runs its user's scripts.
+        assert_eq!(outcome(kind).0, Outcome::Done);
+        assert!(marker.exists());
+        return;
+    }
+    let why = refusal(kind);
+    assert!(
+        why.starts_with("refusing to run hook /bin/sh as root: its argument"),
+        "{why}"
+    );
+    assert!(
+        why.contains(&format!("names {}", script.display())),
+        "{why}"
+    );
+    assert!(
+        why.contains(&format!(
+            "{} is writable by users other than root (mode 0777)",
+            script.parent().unwrap().display()
+        )),
+        "{why}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!marker.exists(), "the planted script ran as root");
+}
+
+#[test]
+fn as_root_headroom_run_refuses_a_config_that_hands_sh_a_script_others_can_write() {
+    let dir = private_dir();
+    let marker = dir.path().join("ran");
+    let script = planted_script(dir.path(), &marker);
+    let config = dir.path().join("headroom.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ninterval = \"100ms\"\njournal = \"{}\"\n\n\
+             [[rule]]\nname = \"save\"\nfootprint = \"1TiB\"\n\
+             actions = [{{ hook = [\"/bin/sh\", \"{}\"] }}]\n",
+            dir.path().join("journal.jsonl").display(),
+            script.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(HEADROOM)
+        .args(["run", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if !is_root() {
+        // A user's daemon takes it (and runs until stopped).
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "a user's daemon exited"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        return;
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for needle in [
+        "rule.save.actions[0].hook: refusing to run hook /bin/sh as root: its argument",
+        &format!("names {}", script.display()),
+        &format!(
+            "{} is writable by users other than root (mode 0777)",
+            script.parent().unwrap().display()
+        ),
+        "chmod go-w",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in: {err}");
+    }
+    assert!(!marker.exists());
 }
 
 #[test]
@@ -447,7 +668,7 @@ fn a_hook_that_exits_3_failed() {
 
 #[test]
 fn a_hook_past_its_timeout_is_killed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let pidfile = dir.path().join("pid");
     let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
     let d = decision(
@@ -497,7 +718,7 @@ fn a_relative_hook_command_is_refused() {
 
 #[test]
 fn a_dry_run_runs_no_hook() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let marker = dir.path().join("ran");
     let script = format!("touch {}", marker.display());
     let mut d = decision(process(std::process::id()), hook(&["-c", &script], WAIT));
@@ -528,4 +749,90 @@ fn a_notification_without_a_notifier_fails_with_the_reason() {
             Outcome::Failed("no desktop notifier: notify-send not found".into())
         );
     }
+}
+
+/// A stand-in `notify-send` in a directory of its own that writes its
+/// arguments, NUL-separated, to `args` in the same directory; and a runtime
+/// directory with a session bus for headroom's own uid.
+#[cfg(target_os = "linux")]
+fn recording_notifier() -> (tempfile::TempDir, PathBuf, ActuatorOptions) {
+    let dir = private_dir();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let args = dir.path().join("args");
+    let notifier = bin.join("notify-send");
+    std::fs::write(
+        &notifier,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\000' \"$a\"; done > {}\n",
+            args.display()
+        ),
+    )
+    .unwrap();
+    chmod(&notifier, 0o755);
+    let runtime = dir.path().join("run");
+    let own = runtime.join(headroom::act::effective_uid().to_string());
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(own.join("bus"), "").unwrap();
+    let opts = ActuatorOptions {
+        notifier_path: Some(bin.into_os_string()),
+        runtime_dir: runtime,
+        ..ActuatorOptions::default()
+    };
+    (dir, args, opts)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_notification_body_carries_no_markup_and_no_control_characters() {
+    let (_dir, args, opts) = recording_notifier();
+    let (tx, rx) = mpsc::channel();
+    let mut act = Actuator::new(opts, tx);
+    let mut p = process(std::process::id());
+    p.name = HOSTILE.into();
+    // The notification goes to headroom's own session.
+    p.uid = None;
+    let mut d = decision(p, Action::Notify);
+    d.reason = "footprint 4 MiB > 2 MiB & <i>growing</i>".into();
+    act.execute(&d);
+    let kind = rx.recv_timeout(WAIT).unwrap().kind;
+    assert_eq!(outcome(kind).0, Outcome::Done);
+    let bytes = std::fs::read(&args).unwrap();
+    let argv: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8(a.to_vec()).unwrap())
+        .collect();
+    assert_eq!(
+        argv,
+        [
+            "--app-name=headroom",
+            "--urgency=critical",
+            "--",
+            "headroom: test-rule",
+            &format!(
+                "\\u{{1b}}[31mRED\\n\\u{{7}}&lt;b&gt; (pid {}): footprint 4 MiB &gt; 2 MiB \
+                 &amp; &lt;i&gt;growing&lt;/i&gt;",
+                std::process::id()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_dry_run_notification_names_the_process_escaped() {
+    let (tx, rx) = mpsc::channel();
+    let mut act = Actuator::new(ActuatorOptions::default(), tx);
+    let mut p = process(std::process::id());
+    p.name = HOSTILE.into();
+    let mut d = decision(p, Action::Notify);
+    d.dry_run = true;
+    act.execute(&d);
+    let (o, detail) = outcome(rx.recv_timeout(WAIT).unwrap().kind);
+    assert_eq!(o, Outcome::DryRun);
+    assert!(!detail.chars().any(char::is_control), "{detail:?}");
+    assert!(
+        detail.contains("\\u{1b}[31mRED\\n\\u{7}<b> (pid "),
+        "{detail}"
+    );
 }

@@ -1,9 +1,15 @@
 //! `headroom events` on the real binary, reading journals this test writes
-//! with the journal's own writer.
+//! with the journal's own writer, and the journal and log of a real daemon
+//! that met a process with a hostile name: neither holds a raw control
+//! character.
+
+mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+
+use support::hog::Running;
 
 use headroom::event::{Event, EventKind, Outcome, ProcessRef};
 use headroom::journal::{Journal, JournalOptions};
@@ -212,4 +218,88 @@ fn a_bad_since_is_a_usage_error() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--since \"soon\""));
+}
+
+/// A process name as hostile as a user can make it: a colour escape, a
+/// newline that would start a forged log line, a bell, and markup.
+const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
+const HOSTILE_ESCAPED: &str = "\\u{1b}[31mRED\\n\\u{7}<b>";
+
+#[test]
+fn a_hostile_process_name_reaches_neither_log_nor_events_raw() {
+    let dir = support::private_dir();
+    // `sleep` under a file name that is the hostile string: the kernel
+    // takes the process's name (comm) from it.
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a sleep program");
+    let program = dir.path().join(HOSTILE);
+    std::fs::copy(sleep, &program).unwrap();
+    let mut child = support::Reaped(
+        Command::new(&program)
+            .arg("600")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    // Until the exec is done, the child goes by the test thread's name.
+    support::wait_for(Duration::from_secs(10), "the hostile name", || {
+        let comm = std::fs::read(format!("/proc/{pid}/comm")).ok()?;
+        (comm == format!("{HOSTILE}\n").as_bytes()).then_some(())
+    });
+
+    let journal = dir.path().join("journal.jsonl");
+    let pattern = regex::escape(&dir.path().display().to_string()).replace('\\', "\\\\");
+    let config = dir.path().join("headroom.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n\n\
+             [[rule]]\nname = \"hostile\"\nfootprint = \"1KiB\"\nroot = true\nother_users = true\n\
+             dry_run = true\nactions = [{{ notify = true }}]\n[rule.match]\nargv = \"{pattern}\"\n",
+            journal.display()
+        ),
+    )
+    .unwrap();
+    let mut d = Running::daemon(&["run", "--config", config.to_str().unwrap()]);
+    let line = d.expect_line("dry run: would show");
+    d.signal("TERM");
+    d.wait_exit(Duration::from_secs(10));
+    let _ = child.0.kill();
+
+    // The log: the name escaped, within its one line.
+    assert!(
+        line.contains(&format!("{HOSTILE_ESCAPED} (pid {pid})")),
+        "{line}"
+    );
+    for l in &d.seen {
+        assert!(
+            !l.chars().any(char::is_control),
+            "raw control character in {l:?}"
+        );
+    }
+
+    // `headroom events`: one line per event, the name escaped.
+    let text = stdout(&events(&["--journal", journal.to_str().unwrap()], "UTC0"));
+    let notify = text
+        .lines()
+        .find(|l| l.contains("  notify  → "))
+        .unwrap_or_else(|| panic!("no notify event in:\n{text}"));
+    assert!(
+        notify.contains(&format!(
+            "{HOSTILE_ESCAPED} (pid {pid})  rule \"hostile\": would show"
+        )),
+        "{notify}"
+    );
+    assert!(notify.ends_with("[dry-run]"), "{notify}");
+    for l in text.lines() {
+        assert!(
+            !l.chars().any(char::is_control),
+            "raw control character in {l:?}"
+        );
+        // Every line is an event's: it starts with its date.
+        assert!(l.starts_with("20"), "a line that is not an event's: {l:?}");
+    }
 }

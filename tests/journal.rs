@@ -1,12 +1,20 @@
 //! The journal on a real file system: round trips, torn and corrupt lines,
 //! rotation (also after a rotation cut short), `since`, and permissions.
+//! A journal a user prepared for a root daemon (their directory, their
+//! 0666 file of forged lines, a link) is refused and left untouched, by
+//! `Journal::open_checked` and by the real daemon, which samples on.
+
+mod support;
 
 use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
+use std::time::Duration;
+
+use support::hog::Running;
 
 use headroom::event::{Event, EventKind};
-use headroom::journal::{Journal, JournalOptions, read_events};
+use headroom::journal::{Journal, JournalError, JournalOptions, read_events};
 use headroom::model::Timestamp;
 
 fn event(at: u64) -> Event {
@@ -276,4 +284,250 @@ fn a_missing_journal_reads_as_empty() {
     let dir = tempfile::tempdir().unwrap();
     let read = read_events(&dir.path().join("none/journal.jsonl"), None).unwrap();
     assert!(read.events.is_empty() && read.files.is_empty());
+}
+
+fn is_root() -> bool {
+    headroom::act::effective_uid() == 0
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A uid that is not root's, for files "another user" made.
+const NOBODY: u32 = 65534;
+
+/// Lines a user would forge, ending in a torn line that an accepted
+/// journal's open would cut.
+const FORGED: &str = "{\"at\":1,\"event\":\"stopped\"}\n{\"at\":2,\"event\":\"sto";
+
+/// Owner, mode and content of a file.
+fn state_of(path: &Path) -> (u32, u32, Vec<u8>) {
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    (
+        meta.uid(),
+        meta.mode() & 0o7777,
+        std::fs::read(path).unwrap(),
+    )
+}
+
+/// A directory and journal file as a user would prepare them for root:
+/// `dir/state` 0777 and `dir/state/journal.jsonl` 0666 with forged lines,
+/// owned by another user when the tests run as root.
+fn users_journal(dir: &Path) -> std::path::PathBuf {
+    let state = dir.join("state");
+    std::fs::create_dir(&state).unwrap();
+    chmod(&state, 0o777);
+    let path = state.join("journal.jsonl");
+    std::fs::write(&path, FORGED).unwrap();
+    chmod(&path, 0o666);
+    if is_root() {
+        std::os::unix::fs::chown(&state, Some(NOBODY), Some(NOBODY)).unwrap();
+        std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    path
+}
+
+fn untrusted(e: JournalError) -> (String, String) {
+    match e {
+        JournalError::Untrusted { what, fix, .. } => (what, fix),
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
+
+#[test]
+fn a_checked_journal_in_a_directory_others_can_write_is_refused_untouched() {
+    let dir = support::private_dir();
+    let path = users_journal(dir.path());
+    let before = state_of(&path);
+    let uid = headroom::act::effective_uid();
+    let e = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "refusing to write the journal {} as root: ",
+            path.display()
+        )),
+        "{text}"
+    );
+    let (what, fix) = untrusted(e);
+    let state = path.parent().unwrap().display().to_string();
+    if is_root() {
+        assert_eq!(
+            what,
+            format!("{state} is owned by uid {NOBODY}, not by root")
+        );
+    } else {
+        assert_eq!(
+            what,
+            format!("{state} is writable by users other than root (mode 0777)")
+        );
+    }
+    assert!(fix.contains(&format!("chown root:root {state}")), "{fix}");
+    assert!(fix.contains("/var/lib/headroom/"), "{fix}");
+    // Not cut, not appended to, not chmodded.
+    assert_eq!(state_of(&path), before);
+}
+
+#[test]
+fn a_checked_journal_file_a_user_made_is_refused_untouched() {
+    let dir = support::private_dir();
+    let path = dir.path().join("journal.jsonl");
+    std::fs::write(&path, FORGED).unwrap();
+    chmod(&path, 0o666);
+    if is_root() {
+        std::os::unix::fs::chown(&path, Some(NOBODY), None).unwrap();
+    }
+    let before = state_of(&path);
+    let uid = headroom::act::effective_uid();
+    let (what, fix) =
+        untrusted(Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err());
+    let shown = path.display().to_string();
+    if is_root() {
+        assert_eq!(
+            what,
+            format!("{shown} is owned by uid {NOBODY}, not by root")
+        );
+    } else {
+        assert_eq!(
+            what,
+            format!("{shown} is writable by users other than root (mode 0666)")
+        );
+    }
+    assert!(fix.contains(&format!("rm {shown}")), "{fix}");
+    assert!(
+        fix.contains(&format!("chown root:root {shown} && chmod 600 {shown}")),
+        "{fix}"
+    );
+    assert_eq!(state_of(&path), before);
+
+    // Removed, as the message says: headroom makes its own.
+    std::fs::remove_file(&path).unwrap();
+    let mut j = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap();
+    j.append(&event(1)).unwrap();
+    let (owner, mode, _) = state_of(&path);
+    assert_eq!((owner, mode), (uid, 0o600));
+    assert_eq!(ats(&read_events(&path, None).unwrap().events), [1]);
+}
+
+#[test]
+fn a_checked_journal_that_is_a_link_is_refused_and_its_target_untouched() {
+    let dir = support::private_dir();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "root's file\n").unwrap();
+    let path = dir.path().join("journal.jsonl");
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    let uid = headroom::act::effective_uid();
+    let (what, fix) =
+        untrusted(Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err());
+    assert_eq!(what, format!("{} is a symbolic link", path.display()));
+    assert!(fix.contains("rm "), "{fix}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file\n");
+}
+
+#[test]
+fn a_checked_journal_is_created_private_in_a_new_directory() {
+    let dir = support::private_dir();
+    let path = dir.path().join("a/b/journal.jsonl");
+    let uid = headroom::act::effective_uid();
+    let mut j = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap();
+    j.append(&event(7)).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+    assert_eq!(mode(&dir.path().join("a")), 0o700);
+    assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+    assert_eq!(mode(&path), 0o600);
+}
+
+#[test]
+fn rotation_does_not_write_through_a_link_at_a_rotated_name() {
+    let dir = support::private_dir();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep me\n").unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let path = logs.join("journal.jsonl");
+    for n in 1..=3 {
+        std::os::unix::fs::symlink(&victim, logs.join(format!("journal.jsonl.{n}"))).unwrap();
+    }
+    let line_len = serde_json::to_string(&event(100)).unwrap().len() as u64 + 1;
+    let uid = headroom::act::effective_uid();
+    let mut j = Journal::open_checked(&path, opts(line_len, 3), uid).unwrap();
+    for at in 100..110 {
+        j.append(&event(at)).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+    // The links were renamed over or removed, never followed.
+    for n in 1..=2 {
+        let meta = std::fs::symlink_metadata(logs.join(format!("journal.jsonl.{n}"))).unwrap();
+        assert!(meta.is_file(), "journal.jsonl.{n} is still a link");
+    }
+    assert_eq!(
+        ats(&read_events(&path, None).unwrap().events),
+        [107, 108, 109]
+    );
+}
+
+/// `taken_at` of the daemon's latest snapshot, from its API.
+fn taken_at(addr: std::net::SocketAddr) -> u64 {
+    let (status, body) = support::get(&format!("http://{addr}/api/v1/snapshot"));
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["taken_at"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no taken_at in {body}"))
+}
+
+#[test]
+fn a_root_daemon_refuses_a_journal_a_user_prepared_and_samples_on() {
+    let dir = support::private_dir();
+    let path = users_journal(dir.path());
+    let before = state_of(&path);
+    let config = dir.path().join("headroom.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n",
+            path.display()
+        ),
+    )
+    .unwrap();
+    chmod(&config, 0o644);
+    let mut d = Running::daemon(&["run", "--config", config.to_str().unwrap()]);
+    let addr = d.http_addr();
+    d.expect_line("first sample:");
+    if is_root() {
+        let refused = d
+            .seen
+            .iter()
+            .find(|l| l.contains("refusing to write the journal"))
+            .cloned()
+            .unwrap_or_else(|| d.expect_line("refusing to write the journal"));
+        assert!(refused.contains(&path.display().to_string()), "{refused}");
+        assert!(
+            refused.contains(&format!("is owned by uid {NOBODY}, not by root")),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("events are kept in memory only"),
+            "{refused}"
+        );
+    }
+    // Sampling goes on.
+    let first = taken_at(addr);
+    support::wait_for(Duration::from_secs(10), "a later sample", || {
+        (taken_at(addr) > first).then_some(())
+    });
+    d.signal("TERM");
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(0)
+    );
+    if is_root() {
+        // Not one byte of root's: no started or stopped event, no cut.
+        assert_eq!(state_of(&path), before);
+    } else {
+        // A user's daemon writes its user's own journal.
+        let (_, _, now) = state_of(&path);
+        assert!(now.len() > before.2.len());
+    }
 }

@@ -37,6 +37,7 @@ use crate::event::{Event, EventKind, Outcome, ProcessRef};
 use crate::journal::StateDirs;
 use crate::model::Timestamp;
 use crate::policy::{Action, Decision};
+use crate::report::printable;
 
 pub use hook::OUTPUT_LIMIT as HOOK_OUTPUT_LIMIT;
 
@@ -144,6 +145,20 @@ impl Actuator {
             self.emit(action_event(d, Outcome::Refused(why), d.reason.clone()));
             return;
         }
+        // Checked at config load, and again here: as root, the program and
+        // the files among its arguments must still be root's alone.
+        let euid = posix::effective_uid();
+        if euid == 0
+            && let Err(problem) = crate::config::permissions::check_hook(command, args, euid)
+        {
+            let why = format!(
+                "refusing to run hook {} as root: {problem}",
+                command.display()
+            );
+            log_outcome(d, &Outcome::Refused(why.clone()), &d.reason);
+            self.emit(action_event(d, Outcome::Refused(why), d.reason.clone()));
+            return;
+        }
         let line = std::iter::once(command.display().to_string())
             .chain(args.iter().cloned())
             .collect::<Vec<_>>()
@@ -155,7 +170,10 @@ impl Actuator {
             return;
         }
         let mut cmd = Command::new(command);
-        cmd.args(args).envs(hook_env(d));
+        cmd.args(args)
+            .env_clear()
+            .envs(hook_env(d))
+            .current_dir("/");
         let (events, decision) = (self.events.clone(), d.clone());
         self.spawn(d, "headroom-hook", move || {
             let finished = hook::run(cmd, timeout);
@@ -175,7 +193,11 @@ impl Actuator {
             body: format!("{} (pid {}): {}", d.process.name, d.process.pid, d.reason),
         };
         if d.dry_run {
-            let detail = format!("would show \"{}: {}\"", message.title, message.body);
+            let detail = format!(
+                "would show \"{}: {}\"",
+                printable(&message.title),
+                printable(&message.body)
+            );
             log_outcome(d, &Outcome::DryRun, &detail);
             self.emit(action_event(d, Outcome::DryRun, detail));
             return;
@@ -229,37 +251,76 @@ impl Actuator {
     }
 }
 
-/// The environment a hook gets: `HEADROOM_*` variables describing the
-/// process and the rule (added to headroom's own environment).
+/// `PATH` of a hook: the system's directories, which only root changes.
+/// `/usr/local/bin` and `/usr/local/sbin` are left out on purpose: on a Mac
+/// with Homebrew (Intel) they belong to the admin user who installed it, and
+/// on Debian the `staff` group may write to `/usr/local`; a hook that needs
+/// a program from there names it by its absolute path.
+pub const HOOK_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The whole environment a hook runs with. Nothing of headroom's own
+/// environment is passed on:
+///
+/// - `PATH` = [`HOOK_PATH`], `LANG` = `C.UTF-8`, and `HOME` = `/` for a root
+///   daemon (no user's settings are read), the daemon's own `HOME` for a
+///   user's daemon (`/` if it has none);
+/// - `HEADROOM_PID`, `HEADROOM_NAME`, `HEADROOM_RULE`, `HEADROOM_STEP`,
+///   `HEADROOM_FOOTPRINT_BYTES`, `HEADROOM_LIMIT`, `HEADROOM_ACTION`,
+///   `HEADROOM_REASON`, `HEADROOM_DRY_RUN`, and where known
+///   `HEADROOM_USER`, `HEADROOM_KERNEL_ID` and `HEADROOM_NOTEBOOK`.
+///
+/// The `HEADROOM_*` values come in part from what other users control
+/// (process names, kernel ids, notebook paths): every control character in
+/// them is escaped as [`crate::report::printable`] writes it (`\n`,
+/// `\u{1b}`, `\u{0}`), so a value is one line with no escape sequence and
+/// no NUL.
 pub fn hook_env(d: &Decision) -> Vec<(String, String)> {
+    let home = if posix::effective_uid() == 0 {
+        "/".to_string()
+    } else {
+        std::env::var("HOME")
+            .ok()
+            .filter(|h| h.starts_with('/'))
+            .unwrap_or_else(|| "/".to_string())
+    };
+    let mut env = vec![
+        ("PATH".to_string(), HOOK_PATH.to_string()),
+        ("HOME".to_string(), home),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+    ];
+    env.extend(headroom_env(d));
+    env
+}
+
+/// The `HEADROOM_*` variables of [`hook_env`], escaped.
+fn headroom_env(d: &Decision) -> Vec<(String, String)> {
     let p = &d.process;
     let mut env = vec![
-        ("HEADROOM_PID".to_string(), p.pid.to_string()),
-        ("HEADROOM_NAME".to_string(), p.name.clone()),
-        ("HEADROOM_RULE".to_string(), d.rule.clone()),
-        ("HEADROOM_STEP".to_string(), d.step.to_string()),
+        ("HEADROOM_PID", p.pid.to_string()),
+        ("HEADROOM_NAME", p.name.clone()),
+        ("HEADROOM_RULE", d.rule.clone()),
+        ("HEADROOM_STEP", d.step.to_string()),
+        ("HEADROOM_FOOTPRINT_BYTES", p.footprint.to_string()),
+        ("HEADROOM_LIMIT", d.limit.clone()),
+        ("HEADROOM_ACTION", d.action.label()),
+        ("HEADROOM_REASON", d.reason.clone()),
         (
-            "HEADROOM_FOOTPRINT_BYTES".to_string(),
-            p.footprint.to_string(),
-        ),
-        ("HEADROOM_LIMIT".to_string(), d.limit.clone()),
-        ("HEADROOM_ACTION".to_string(), d.action.label()),
-        ("HEADROOM_REASON".to_string(), d.reason.clone()),
-        (
-            "HEADROOM_DRY_RUN".to_string(),
+            "HEADROOM_DRY_RUN",
             if d.dry_run { "1" } else { "0" }.to_string(),
         ),
     ];
     if let Some(user) = p.user.clone().or_else(|| p.uid.map(|u| u.to_string())) {
-        env.push(("HEADROOM_USER".to_string(), user));
+        env.push(("HEADROOM_USER", user));
     }
     if let Some(kernel) = &p.kernel_id {
-        env.push(("HEADROOM_KERNEL_ID".to_string(), kernel.clone()));
+        env.push(("HEADROOM_KERNEL_ID", kernel.clone()));
     }
     if let Some(notebook) = &p.notebook {
-        env.push(("HEADROOM_NOTEBOOK".to_string(), notebook.clone()));
+        env.push(("HEADROOM_NOTEBOOK", notebook.clone()));
     }
-    env
+    env.into_iter()
+        .map(|(k, v)| (k.to_string(), printable(&v).into_owned()))
+        .collect()
 }
 
 fn action_event(d: &Decision, outcome: Outcome, detail: String) -> Event {

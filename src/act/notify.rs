@@ -5,12 +5,22 @@
 //! `/run/user/<uid>/bus`. A daemon running as root runs it as the user who
 //! owns the process (their uid, primary gid, home and bus; no supplementary
 //! groups); a daemon running as a user runs it as itself, on its own session.
-//! macOS: `osascript -e 'display notification …'`, through
-//! `launchctl asuser` when root. Elsewhere there is no notifier.
+//! macOS: `osascript`, through `launchctl asuser` when root. Elsewhere
+//! there is no notifier.
+//!
+//! The text names processes other users named. It never becomes markup or
+//! code: control characters are escaped as [`printable`] writes them
+//! (`\u{1b}`, `\n`) in title and body alike; `notify-send` interprets a
+//! subset of HTML in the body (`<b>`, `<a href>`, `<img>`), so the body's
+//! `&`, `<` and `>` become entities; and the AppleScript is a fixed script
+//! (`on run argv`) that reads title and body from its arguments, so no text
+//! is ever spliced into a script.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::report::printable;
 
 /// The message to show.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +113,7 @@ fn platform_command(
 ) -> Result<Command, String> {
     let osascript = find_program("osascript", search_path)
         .ok_or_else(|| "no desktop notifier: osascript not found".to_string())?;
-    let script = apple_script(message);
+    let args = osascript_args(message);
     let cmd = match (audience.own_uid, audience.target_uid) {
         // Root has no GUI session: show it in the user's, as the user.
         (0, Some(uid)) if uid != 0 => {
@@ -114,13 +124,12 @@ fn platform_command(
                 .arg("-u")
                 .arg(format!("#{uid}"))
                 .arg(&osascript)
-                .arg("-e")
-                .arg(script);
+                .args(&args);
             c
         }
         _ => {
             let mut c = Command::new(&osascript);
-            c.arg("-e").arg(script);
+            c.args(&args);
             c
         }
     };
@@ -140,41 +149,65 @@ fn platform_command(
 
 /// `notify-send` arguments: the app name, urgency, title and body. The
 /// title and body follow `--`, so a body starting with `-` is not an option.
+/// Control characters are escaped in both, and the body's markup characters
+/// are turned into entities (the notification server reads the body as
+/// markup, the title as plain text).
 #[cfg(any(target_os = "linux", test))]
 pub fn notify_send_args(message: &Message) -> Vec<String> {
     vec![
         "--app-name=headroom".into(),
         "--urgency=critical".into(),
         "--".into(),
-        message.title.clone(),
-        message.body.clone(),
+        printable(&message.title).into_owned(),
+        markup_escape(&printable(&message.body)),
     ]
 }
 
-/// `display notification "body" with title "title"`, both as AppleScript
-/// string literals (backslash and double quote escaped; line breaks kept).
-#[cfg(any(target_os = "macos", test))]
-pub fn apple_script(message: &Message) -> String {
-    format!(
-        "display notification {} with title {}",
-        apple_string(&message.body),
-        apple_string(&message.title)
-    )
-}
-
-#[cfg(any(target_os = "macos", test))]
-fn apple_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
+/// `&`, `<` and `>` as entities, for the body markup of the Desktop
+/// Notifications Specification (a subset of HTML).
+#[cfg(any(target_os = "linux", test))]
+pub fn markup_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
         match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
             c => out.push(c),
         }
     }
-    out.push('"');
     out
+}
+
+/// The AppleScript `osascript` runs, fixed: it shows its arguments. The
+/// first argument is [`APPLE_ARGV0`], so that `osascript`'s option parser,
+/// which stops at the first argument that is not an option, never reads a
+/// title or body that starts with `-` as an option of its own.
+#[cfg(any(target_os = "macos", test))]
+pub const APPLE_SCRIPT: [&str; 3] = [
+    "on run argv",
+    "display notification (item 3 of argv) with title (item 2 of argv)",
+    "end run",
+];
+
+/// See [`APPLE_SCRIPT`].
+#[cfg(any(target_os = "macos", test))]
+pub const APPLE_ARGV0: &str = "headroom";
+
+/// `osascript` arguments: the script's lines (each after `-e`), then
+/// [`APPLE_ARGV0`], the title and the body, with control characters
+/// escaped. The text is data to the script, never part of it.
+#[cfg(any(target_os = "macos", test))]
+pub fn osascript_args(message: &Message) -> Vec<String> {
+    let mut args = Vec::with_capacity(9);
+    for line in APPLE_SCRIPT {
+        args.push("-e".to_string());
+        args.push(line.to_string());
+    }
+    args.push(APPLE_ARGV0.to_string());
+    args.push(printable(&message.title).into_owned());
+    args.push(printable(&message.body).into_owned());
+    args
 }
 
 #[cfg(target_os = "linux")]
@@ -238,6 +271,21 @@ mod tests {
         }
     }
 
+    const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
+
+    fn hostile() -> Message {
+        Message {
+            title: format!("headroom: {HOSTILE}"),
+            body: format!("{HOSTILE} (pid 4): footprint & growth"),
+        }
+    }
+
+    fn no_control_characters(args: &[String]) {
+        for a in args {
+            assert!(!a.chars().any(char::is_control), "{a:?}");
+        }
+    }
+
     #[test]
     fn notify_send_takes_title_and_body_after_the_options() {
         let args = notify_send_args(&message());
@@ -247,11 +295,39 @@ mod tests {
     }
 
     #[test]
-    fn apple_script_escapes_quotes_and_backslashes() {
+    fn notify_send_gets_no_markup_and_no_control_characters() {
+        let args = notify_send_args(&hostile());
+        no_control_characters(&args);
+        assert_eq!(args[3], "headroom: \\u{1b}[31mRED\\n\\u{7}<b>");
         assert_eq!(
-            apple_script(&message()),
-            r#"display notification "-python3 (pid 4) \"big\"\\" with title "headroom: notebook-runaway""#
+            args[4],
+            "\\u{1b}[31mRED\\n\\u{7}&lt;b&gt; (pid 4): footprint &amp; growth"
         );
+    }
+
+    #[test]
+    fn the_apple_script_is_fixed_and_the_text_comes_as_arguments() {
+        let args = osascript_args(&hostile());
+        no_control_characters(&args);
+        // The script: three -e lines that are the same whatever the text.
+        let script: Vec<&str> = args.chunks(2).take(3).map(|p| p[1].as_str()).collect();
+        assert!(args.chunks(2).take(3).all(|p| p[0] == "-e"));
+        assert_eq!(script, APPLE_SCRIPT);
+        assert_eq!(
+            &args[6..],
+            [
+                APPLE_ARGV0.to_string(),
+                "headroom: \\u{1b}[31mRED\\n\\u{7}<b>".to_string(),
+                "\\u{1b}[31mRED\\n\\u{7}<b> (pid 4): footprint & growth".to_string(),
+            ]
+        );
+        // A quote in the text stays data.
+        let quoted = osascript_args(&Message {
+            title: "t".into(),
+            body: "\" & (do shell script \"id\") & \"".into(),
+        });
+        assert_eq!(quoted[8], "\" & (do shell script \"id\") & \"");
+        assert!(quoted[..6].iter().all(|a| !a.contains("shell")));
     }
 
     #[test]

@@ -4,7 +4,21 @@
 //!
 //! Loading tries the configured path (`[gpu] nvml_library`), then
 //! `libnvidia-ml.so.1` (drivers from 560 on ship no unversioned name), then
-//! `libnvidia-ml.so`. NVML is initialised once and the device handles are
+//! `libnvidia-ml.so`.
+//!
+//! Loading a library runs its code (its constructors) in this process. As
+//! root, the configured path is checked before every load, at start and at
+//! each retry, with [`check_path`] (the config's own check): a library that a
+//! user could change or plant, or one in a directory they could write, is
+//! not loaded; the collector is then down with a message naming the path,
+//! what is wrong and the fix, and tries again later like a missing library.
+//! The bare names are found by the dynamic loader in the system's library
+//! directories (`ld.so.cache`, `/lib`, `/usr/lib`), which only root
+//! changes, and through `LD_LIBRARY_PATH`. That variable is no way in for a
+//! user: a root daemon's environment is set by root (systemd's unit,
+//! launchd's plist, root's own shell; `sudo` drops `LD_*`), and the loader
+//! has already used it for headroom's own libraries at exec, so a hostile
+//! value would have won before NVML is ever looked for. NVML is initialised once and the device handles are
 //! cached, so a tick costs, per device: `nvmlDeviceGetMemoryInfo_v2`
 //! (total, used, reserved), `nvmlDeviceGetUtilizationRates`, and the compute
 //! and graphics process lists (`nvmlDeviceGet{Compute,Graphics}RunningProcesses_v3`,
@@ -33,6 +47,7 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use super::{DeviceReading, GpuCollector, GpuError, RawGpuProcess};
+use crate::config::permissions::check_path;
 
 /// Names tried after the configured path, in order.
 pub const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
@@ -41,6 +56,9 @@ pub const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 pub struct NvmlCollector {
     configured: Option<PathBuf>,
     loaded: Option<Loaded>,
+    /// `Some(uid)`: the configured library is loaded only if no one but root
+    /// and `uid` can change it (a root daemon: `Some(0)`).
+    trusted_uid: Option<u32>,
 }
 
 /// NVML, initialised, and what was found at open.
@@ -100,11 +118,32 @@ impl Query {
 
 impl NvmlCollector {
     /// `configured`: the library path to try first (`[gpu] nvml_library`).
+    /// Running as root, the configured library is checked before every
+    /// load (see the module documentation).
     pub fn new(configured: Option<PathBuf>) -> Self {
+        // SAFETY: geteuid has no preconditions and cannot fail (POSIX).
+        let euid = unsafe { libc::geteuid() };
         Self {
             configured,
             loaded: None,
+            trusted_uid: (euid == 0).then_some(0),
         }
+    }
+
+    /// Why the configured library must not be loaded, if it must not.
+    fn untrusted(&self, path: &OsStr) -> Option<String> {
+        let uid = self.trusted_uid?;
+        let shown = path.to_string_lossy();
+        check_path(std::path::Path::new(path), uid).err().map(|u| {
+            format!(
+                "configured {shown} did not load: refused, since {}; anyone who can write \
+                 there could run their code as root inside headroom; {}, or point \
+                 [gpu] nvml_library at the driver's own copy (`ldconfig -p | grep \
+                 libnvidia-ml` shows where it is)",
+                u.what(),
+                u.fix("/usr/lib/")
+            )
+        })
     }
 
     /// The paths tried, in order, and whether each is the configured one.
@@ -127,8 +166,14 @@ impl GpuCollector for NvmlCollector {
         self.loaded = None;
         let mut skipped = Vec::new();
         let mut not_found = Vec::new();
+        let mut refused = false;
         for (path, configured) in self.candidates() {
             let shown = path.to_string_lossy().into_owned();
+            if configured && let Some(why) = self.untrusted(path) {
+                skipped.push(why);
+                refused = true;
+                continue;
+            }
             match Nvml::builder().lib_path(path).init() {
                 Ok(nvml) => {
                     let loaded = discover(nvml, shown, skipped);
@@ -158,12 +203,12 @@ impl GpuCollector for NvmlCollector {
         } else {
             message.push_str("no NVML library could be loaded");
         }
-        if self.configured.is_some() {
+        if self.configured.is_some() && !refused {
             message.push_str(
                 "; check [gpu] nvml_library: it must be the absolute path of \
                  libnvidia-ml.so.1 (`ldconfig -p | grep libnvidia-ml` shows where it is)",
             );
-        } else if !skipped.is_empty() {
+        } else if self.configured.is_none() && !skipped.is_empty() {
             message.push_str(
                 "; set [gpu] nvml_library to the absolute path of libnvidia-ml.so.1 \
                  (`ldconfig -p | grep libnvidia-ml` shows where it is)",
