@@ -495,9 +495,49 @@ pub struct CollectorErrors {
     pub kernel_threads: u64,
 }
 
+/// `text` with its control characters escaped (`\n`, `\u{1b}`), and the
+/// Unicode direction overrides (U+202A–U+202E, U+2066–U+2069), which reorder
+/// what a terminal or editor shows, escaped too: for showing what other
+/// users control (process names, command lines, Jupyter files and answers)
+/// on a terminal or in a log line, where a name must not start a forged
+/// line, send escape sequences to the reader's terminal or hide its text.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs_escape(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_and_direction_overrides_are_escaped_for_display() {
+        assert_eq!(printable("python3"), "python3");
+        assert!(matches!(
+            printable("python3"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(printable("a\nFAKE\x1b[31m"), "a\\nFAKE\\u{1b}[31m");
+        assert_eq!(printable("tab\there"), "tab\\there");
+        assert_eq!(printable("ünïcode (ok)"), "ünïcode (ok)");
+        // "evil\u{202e}txt.py" shows as "evilyp.txt" without the escape.
+        assert_eq!(printable("evil\u{202e}txt.py"), "evil\\u{202e}txt.py");
+        assert_eq!(printable("a\u{2066}b"), "a\\u{2066}b");
+    }
 
     #[test]
     fn timestamps_past_rfc3339_display_as_milliseconds() {

@@ -2,29 +2,11 @@
 //! units, a summary of the machine's memory, and the process table that
 //! `headroom snapshot` prints.
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::model::{Detail, ProcessSample, Snapshot};
 
-/// `text` with its control characters escaped (`\n`, `\u{1b}`), for
-/// showing what other users control (process names, command lines) on a
-/// terminal or in a log line: a name cannot start a forged log line or send
-/// escape sequences to the terminal of whoever reads it.
-pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
+pub use crate::model::printable;
 
 /// `1536` → `"1.5 KiB"`; bytes under 1 KiB print exactly.
 pub fn format_bytes(bytes: u64) -> String {
@@ -279,15 +261,6 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn control_characters_are_escaped_for_display() {
-        assert_eq!(printable("python3"), "python3");
-        assert!(matches!(printable("python3"), Cow::Borrowed(_)));
-        assert_eq!(printable("a\nFAKE\x1b[31m"), "a\\nFAKE\\u{1b}[31m");
-        assert_eq!(printable("tab\there"), "tab\\there");
-        assert_eq!(printable("ünïcode (ok)"), "ünïcode (ok)");
-    }
 
     #[test]
     fn bytes_under_a_kibibyte_print_exactly() {

@@ -51,7 +51,6 @@ pub mod listener_check;
 pub mod runtime;
 pub mod sessions;
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -339,23 +338,7 @@ impl Problem {
     }
 }
 
-/// `text` with its control characters escaped (`\n`, `\u{1b}`): text from
-/// other users' files and servers cannot start a forged log line or send
-/// escape sequences to a terminal.
-pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
+use crate::model::printable;
 
 /// Logs each problem once: again only when the message for the same thing
 /// changes, or after it worked in between.
