@@ -2,7 +2,10 @@
 //! needs, behind functions that name no OS. `target_os` is allowed here (and
 //! in `sample/` and `act/`), nowhere above.
 //!
+//! - [`accounts`]: which uids are root and system accounts (the ones name
+//!   protection covers).
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
 //!   about to be sent to, the client end of a loopback HTTP connection).
 
+pub mod accounts;
 pub mod sockets;
