@@ -397,7 +397,10 @@ fn a_decision_carries_its_rules_reach_for_the_actuator() {
     assert!(reach.other_users && !reach.root);
     assert_eq!(reach.self_uid, 0);
     assert_eq!(reach.protect, cfg.protect);
-    assert_eq!(reach.refuses_owner(Some(0)).as_deref(), Some("root, rule has root = false"));
+    assert_eq!(
+        reach.refuses_owner(Some(0)).as_deref(),
+        Some("root, rule has root = false")
+    );
 }
 
 #[test]

@@ -74,7 +74,14 @@ fn control(name: &str) -> ProcessSample {
         argv: vec!["control-process".to_string()],
         footprint: 64 * GIB,
         resident: 64 * GIB,
-        ..ProcessSample::new(ProcessId { pid: CONTROL_PID, start: 7 }, 99, name)
+        ..ProcessSample::new(
+            ProcessId {
+                pid: CONTROL_PID,
+                start: 7,
+            },
+            99,
+            name,
+        )
     }
 }
 
