@@ -601,3 +601,58 @@ fn a_process_group_step_reaches_the_hogs_child() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Forty processes with 1 MiB of arguments each: every one is sampled with
+/// the start of its command line, within the cap and visibly cut, so the
+/// snapshot stays small (it would otherwise hold 40 MiB of arguments).
+#[test]
+fn megabytes_of_arguments_are_cut_in_the_snapshot() {
+    use headroom::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ARGV_TRUNCATED};
+    use headroom::sample::Sampler as _;
+    // 16 arguments of 64 KiB (one argument may hold at most 128 KiB).
+    let chunk = "y".repeat(64 << 10);
+    let children: Vec<support::Reaped> = (0..40)
+        .map(|_| {
+            support::Reaped(
+                Command::new("sh")
+                    .args(["-c", "sleep 60; :"])
+                    .args(std::iter::repeat_n(&chunk, 16))
+                    .stdin(std::process::Stdio::null())
+                    .spawn()
+                    .expect("spawn sh"),
+            )
+        })
+        .collect();
+    // Each child's argument area is set up a moment after its spawn returns.
+    for c in &children {
+        support::wait_for(Duration::from_secs(10), "the child's cmdline", || {
+            let mut f = std::fs::File::open(format!("/proc/{}/cmdline", c.0.id())).ok()?;
+            let mut b = [0u8; 2];
+            std::io::Read::read(&mut f, &mut b).ok().filter(|&n| n > 0)
+        });
+    }
+    let mut sampler = headroom::sample::linux::LinuxSampler::new("/proc");
+    let snap = sampler.sample().expect("a sample");
+    for c in &children {
+        let p = snap.process(c.0.id()).expect("the child is sampled");
+        assert_eq!(
+            p.argv[..3],
+            ["sh", "-c", "sleep 60; :"],
+            "the front is kept"
+        );
+        let (mark, kept) = p.argv.split_last().expect("arguments");
+        assert_eq!(
+            mark,
+            &format!("{ARGV_TRUNCATED}over {ARGV_MAX_BYTES} bytes]")
+        );
+        let bytes: usize = kept.iter().map(|a| a.len() + 1).sum();
+        assert!(bytes <= ARGV_MAX_BYTES, "{bytes} bytes kept");
+        assert!(p.argv.len() <= ARGV_MAX_ARGS);
+    }
+    let json = serde_json::to_string(&snap).expect("JSON");
+    assert!(
+        json.len() < 2 << 20,
+        "the snapshot takes {} bytes of JSON",
+        json.len()
+    );
+}
