@@ -428,12 +428,8 @@ pub(crate) fn validate_protect(
                     return Err(source.error_at(
                         span,
                         "protect.system_uid_max",
-                        format!(
-                            "the highest uid of a system account is a uid from 0 to 65533 \
-                             (SYS_UID_MAX in /etc/login.defs, usually 999; 499 on macOS); \
-                             the default is {}",
-                            crate::sys::accounts::SYSTEM_UID_MAX
-                        ),
+                        "the highest uid of a system account is a uid from 0 to 65533, e.g. 999 \
+                         (SYS_UID_MAX in /etc/login.defs; 499 on macOS)",
                     ));
                 }
             }
