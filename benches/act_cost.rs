@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use headroom::act::{Actuator, ActuatorOptions, identity};
 use headroom::event::ProcessRef;
 use headroom::model::WorkloadKind;
-use headroom::policy::{Action, Decision, SignalName};
+use headroom::policy::{Action, Decision, Reach, SignalName};
 
 fn main() {
     let iters: usize = std::env::var("HEADROOM_BENCH_ITERS")
@@ -123,5 +123,6 @@ fn decision(process: ProcessRef, dry_run: bool) -> Decision {
         dry_run,
         limit: "footprint > 0".into(),
         reason: "benchmark".into(),
+        reach: Reach::own_user(headroom::act::effective_uid()),
     }
 }

@@ -26,7 +26,7 @@ use crate::event::EventKind;
 use crate::jupyter::Notebooks;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
-use crate::policy::{Action, Context, Decision, Evaluation, PolicyState, evaluate};
+use crate::policy::{Action, Context, Decision, Evaluation, PolicyState, Reach, evaluate};
 use crate::postmortem::PostMortems;
 use crate::report::{format_bytes, printable};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
@@ -319,6 +319,7 @@ impl Daemon {
                         dry_run,
                         limit: String::new(),
                         reason: sentence,
+                        reach: Reach::own_user(crate::act::effective_uid()),
                     });
                 }
             }

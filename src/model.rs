@@ -353,6 +353,84 @@ impl ProcessSample {
     }
 }
 
+/// The most bytes of one process's command line a sample keeps, all
+/// arguments together with their terminating NULs. A user can give a process
+/// megabytes of arguments (`ARG_MAX` is 2 MiB on Linux, 1 MiB on macOS);
+/// what classification and people need (the interpreter, `-m
+/// ipykernel_launcher`, `-f kernel-….json`, the script) comes first.
+pub const ARGV_MAX_BYTES: usize = 4096;
+
+/// The most elements a sample keeps of one process's command line,
+/// [`ARGV_TRUNCATED`]'s mark included.
+pub const ARGV_MAX_ARGS: usize = 256;
+
+/// How the last element of a cut command line begins:
+/// `…[argv truncated: 2097152 bytes]`.
+pub const ARGV_TRUNCATED: &str = "…[argv truncated: ";
+
+/// Keeps a command line within [`ARGV_MAX_BYTES`] and [`ARGV_MAX_ARGS`],
+/// argument by argument; [`ArgvCap::finish`] marks a cut one with a last
+/// element `…[argv truncated: N bytes]` (`over 4096 bytes` when the rest
+/// was never read). An argument that does not fit whole keeps its part that
+/// does, cut at a character boundary.
+#[derive(Debug, Clone, Default)]
+pub struct ArgvCap {
+    kept: Vec<String>,
+    /// Bytes kept, NULs counted.
+    kept_bytes: usize,
+    /// Bytes offered, NULs counted.
+    seen_bytes: usize,
+    cut: bool,
+}
+
+impl ArgvCap {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Offer the next argument (without its NUL), lossy UTF-8.
+    pub fn push(&mut self, arg: &[u8]) {
+        self.seen_bytes = self.seen_bytes.saturating_add(arg.len() + 1);
+        if self.cut {
+            return;
+        }
+        if self.kept.len() + 1 >= ARGV_MAX_ARGS {
+            // The last element is the mark's.
+            self.cut = true;
+            return;
+        }
+        let room = ARGV_MAX_BYTES.saturating_sub(self.kept_bytes + 1);
+        if arg.len() <= room {
+            self.kept.push(String::from_utf8_lossy(arg).into_owned());
+            self.kept_bytes += arg.len() + 1;
+            return;
+        }
+        self.cut = true;
+        let text = String::from_utf8_lossy(&arg[..room]);
+        // A replacement character stands for a byte cut inside a
+        // character: drop it, and stop at a character boundary.
+        let text = text.strip_suffix('\u{fffd}').unwrap_or(&text);
+        if !text.is_empty() {
+            self.kept_bytes += text.len() + 1;
+            self.kept.push(text.to_string());
+        }
+    }
+
+    /// The kept arguments, with the mark if any were cut. `unread` says the
+    /// command line is longer than [`ARGV_MAX_BYTES`] and only its start was
+    /// offered (its length is not known).
+    pub fn finish(mut self, unread: bool) -> Vec<String> {
+        if unread {
+            self.kept
+                .push(format!("{ARGV_TRUNCATED}over {ARGV_MAX_BYTES} bytes]"));
+        } else if self.cut {
+            self.kept
+                .push(format!("{ARGV_TRUNCATED}{} bytes]", self.seen_bytes));
+        }
+        self.kept
+    }
+}
+
 /// What kind of program a process is, for rules and for people.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -598,5 +676,59 @@ mod tests {
     fn workload_kind_serializes_kebab_case() {
         let s = serde_json::to_string(&WorkloadKind::LlmServer).unwrap();
         assert_eq!(s, "\"llm-server\"");
+    }
+
+    fn capped(args: &[&[u8]], unread: bool) -> Vec<String> {
+        let mut cap = ArgvCap::new();
+        for a in args {
+            cap.push(a);
+        }
+        cap.finish(unread)
+    }
+
+    #[test]
+    fn a_short_command_line_is_kept_whole_without_a_mark() {
+        let argv = capped(&[b"python3", b"-m", b"ipykernel_launcher", b""], false);
+        assert_eq!(argv, ["python3", "-m", "ipykernel_launcher", ""]);
+    }
+
+    #[test]
+    fn a_huge_argument_is_cut_within_the_byte_cap_and_marked() {
+        let huge = vec![b'x'; 2 << 20];
+        let argv = capped(&[b"python3", b"train.py", &huge], false);
+        assert_eq!(&argv[..2], ["python3", "train.py"]);
+        let kept: usize = argv[..argv.len() - 1].iter().map(|a| a.len() + 1).sum();
+        assert!(kept <= ARGV_MAX_BYTES, "{kept}");
+        assert!(argv[2].len() > 4000, "the part that fits is kept");
+        let total = 8 + 9 + (2 << 20) + 1;
+        assert_eq!(
+            argv.last().unwrap(),
+            &format!("…[argv truncated: {total} bytes]")
+        );
+    }
+
+    #[test]
+    fn many_arguments_are_cut_at_the_count_cap() {
+        let args: Vec<&[u8]> = (0..10_000).map(|_| b"a".as_slice()).collect();
+        let argv = capped(&args, false);
+        assert_eq!(argv.len(), ARGV_MAX_ARGS);
+        assert_eq!(argv.last().unwrap(), "…[argv truncated: 20000 bytes]");
+    }
+
+    #[test]
+    fn a_cut_falls_on_a_character_boundary() {
+        // 'é' is two bytes; the byte cap falls inside one of them.
+        let mut arg = vec![b'a'; ARGV_MAX_BYTES - 2];
+        arg.extend_from_slice("éé".as_bytes());
+        let argv = capped(&[&arg], false);
+        assert_eq!(argv[0].len(), ARGV_MAX_BYTES - 2, "the cut 'é' is dropped");
+        assert!(argv[0].chars().all(|c| c == 'a'));
+        assert!(argv[1].starts_with(ARGV_TRUNCATED));
+    }
+
+    #[test]
+    fn a_command_line_read_only_in_part_says_over() {
+        let argv = capped(&[b"python3", b"a"], true);
+        assert_eq!(argv, ["python3", "a", "…[argv truncated: over 4096 bytes]"]);
     }
 }

@@ -558,6 +558,7 @@ mod tests {
             dry_run: false,
             limit: String::new(),
             reason: String::new(),
+            reach: crate::policy::Reach::own_user(0),
         };
         let e = Event {
             at: Timestamp(at),

@@ -299,6 +299,12 @@ fn text_of(what: &'static str, path: &Path, manager: Manager) -> Result<String, 
     }
 }
 
+/// The open-file limits the launchd plists set (`NumberOfFiles`): the soft
+/// limit the daemon starts with and the hard limit it may raise it to. The
+/// hard one matches the systemd unit's `LimitNOFILE`.
+pub const SOFT_OPEN_FILES: i64 = 4096;
+pub const HARD_OPEN_FILES: i64 = 65536;
+
 /// The launchd plist. Each key, and why:
 ///
 /// - `Label`: the job's name in launchctl commands.
@@ -320,6 +326,10 @@ fn text_of(what: &'static str, path: &Path, manager: Manager) -> Result<String, 
 /// - `Umask` 0o077 (63): the journal, post-mortems and anything else the
 ///   daemon creates are its owner's alone; they name other users'
 ///   processes and notebooks.
+/// - `SoftResourceLimits`/`HardResourceLimits` `NumberOfFiles` 4096/65536:
+///   launchd's default soft limit is 256 open files, which a few dozen HTTP
+///   clients would use up; the daemon raises its soft limit to the hard one
+///   at start, as with systemd's `LimitNOFILE=65536`.
 /// - `StandardOutPath`/`StandardErrorPath`: one log file in
 ///   `/Library/Logs/headroom/` (daemon) or `~/Library/Logs/headroom/`
 ///   (agent), where Console.app finds it. headroom logs to stderr.
@@ -364,6 +374,20 @@ pub fn launchd_plist(params: &Params) -> Result<String, ServiceError> {
         ("ProcessType".to_owned(), s("Interactive")),
         ("ExitTimeOut".to_owned(), PlistValue::Integer(10)),
         ("Umask".to_owned(), PlistValue::Integer(0o077)),
+        (
+            "SoftResourceLimits".to_owned(),
+            PlistValue::Dict(vec![(
+                "NumberOfFiles".to_owned(),
+                PlistValue::Integer(SOFT_OPEN_FILES),
+            )]),
+        ),
+        (
+            "HardResourceLimits".to_owned(),
+            PlistValue::Dict(vec![(
+                "NumberOfFiles".to_owned(),
+                PlistValue::Integer(HARD_OPEN_FILES),
+            )]),
+        ),
         ("StandardOutPath".to_owned(), s(&log)),
         ("StandardErrorPath".to_owned(), s(&log)),
     ];
@@ -1011,6 +1035,14 @@ mod tests {
             d.get("Umask").and_then(|v| v.as_signed_integer()),
             Some(0o077)
         );
+        let files = |key: &str| {
+            d.get(key)
+                .and_then(|v| v.as_dictionary())
+                .and_then(|l| l.get("NumberOfFiles"))
+                .and_then(|v| v.as_signed_integer())
+        };
+        assert_eq!(files("SoftResourceLimits"), Some(4096));
+        assert_eq!(files("HardResourceLimits"), Some(65536));
     }
 
     #[test]

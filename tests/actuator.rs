@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use headroom::act::{Actuator, ActuatorOptions, identity};
 use headroom::event::{Event, EventKind, Outcome, ProcessRef};
 use headroom::model::WorkloadKind;
-use headroom::policy::{Action, Decision, SignalName};
+use headroom::policy::{Action, Decision, Reach, SignalName};
 
 const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
 const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
@@ -160,6 +160,7 @@ fn decision(process: ProcessRef, action: Action) -> Decision {
         dry_run: false,
         limit: "footprint > 2 MiB".into(),
         reason: "footprint 4 MiB > 2 MiB".into(),
+        reach: Reach::own_user(headroom::act::effective_uid()),
     }
 }
 

@@ -216,6 +216,14 @@ const INVALID: &[(&str, &str)] = &[
         r#"3:13: protect.patterns[0]: not a valid regular expression (error: repetition operator missing expression); escape special characters, e.g. "python\\.exe" (got "*sshd")"#,
     ),
     (
+        "protect_relative_exe.toml",
+        r#"3:9: protect.exes[0]: an executable to protect is an absolute path, e.g. "/usr/sbin/sshd" (the path the process was started from, as `ls -l /proc/PID/exe` shows it) (got "sshd")"#,
+    ),
+    (
+        "protect_system_uid_max_too_large.toml",
+        "3:18: protect.system_uid_max: the highest uid of a system account is a uid from 0 to 65533, e.g. 999 (SYS_UID_MAX in /etc/login.defs; 499 on macOS) (got 65534)",
+    ),
+    (
         "rule_bad_pressure.toml",
         r#"7:12: rule.nb.when.pressure: expected "warn" or "critical" (the level at or above which the rule applies) (got "high")"#,
     ),

@@ -1,12 +1,21 @@
 //! Limits and actions end to end: the real daemon, real `headroom-hog`
 //! processes that really allocate memory, and the signals they receive.
+//!
+//! The protection tests replay attacks by a local user: as root, a process
+//! of an unprivileged user (uid 65534, through `setpriv`) runs a copy of the
+//! hog named `sshd`, and a process group holds both root's processes and
+//! the user's. Run as a user, each of them asserts what holds for that user
+//! (their own processes, no root's to protect).
 #![cfg(target_os = "linux")]
 
 mod support;
 
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
-use support::hog::{Running, Sandbox, parse_signal_line};
+use support::hog::{HOG, Running, Sandbox, parse_signal_line};
 
 const MIB: u64 = 1 << 20;
 
@@ -200,16 +209,297 @@ fn a_protected_process_is_never_signalled() {
             "{}\n[protect]\npatterns = [\"^hog-protected\"]\n",
             rule(
                 &sb,
-                "footprint = \"100MiB\"\nactions = [{ signal = \"SIGKILL\" }]"
+                "footprint = \"100MiB\"\nactions = [{ signal = \"SIGTERM\" }]"
             )
         ),
         &[],
     );
-    let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "200MiB"]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "TERM"],
+    );
     hog.expect_line("holding");
+    if !system_account() {
+        // Run by a user: a name protects only root's and system accounts'
+        // processes, and this hog is the user's.
+        hog.expect_line("signal SIGTERM");
+        return;
+    }
     std::thread::sleep(Duration::from_millis(1500));
     assert!(hog.alive());
     assert!(sb.journal().iter().all(|e| e["event"] != "action"));
+}
+
+/// The uid unprivileged processes run as in these tests.
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    headroom::act::effective_uid() == 0
+}
+
+/// Whether the tests run as root or a system account, whose processes
+/// `[protect]` names cover.
+fn system_account() -> bool {
+    headroom::act::effective_uid() <= headroom::sys::accounts::SYSTEM_UID_MAX
+}
+
+/// A directory under /tmp that every user can enter, for programs an
+/// unprivileged user runs (the sandbox lies in the build's private
+/// `target/tmp`).
+fn shared_dir(tag: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("headroom-{tag}-"))
+        .tempdir_in("/tmp")
+        .expect("tempdir in /tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod 0755");
+    dir
+}
+
+/// A copy of the hog at `dir/name`, owned by `owner` (as root) and
+/// executable by all: a user's program that names its process `name`.
+fn hog_copy(dir: &Path, name: &str, owner: Option<u32>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::copy(HOG, &path).expect("copy the hog");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    if let Some(uid) = owner.filter(|_| is_root()) {
+        std::os::unix::fs::chown(&path, Some(uid), Some(uid)).expect("chown");
+    }
+    path
+}
+
+/// `program` run as the unprivileged user where the tests run as root
+/// (`setpriv` execs it in its own place: same pid), else as the tests' user.
+fn as_nobody(program: &Path) -> Command {
+    if !is_root() {
+        return Command::new(program);
+    }
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={NOBODY}"),
+        &format!("--regid={NOBODY}"),
+        "--clear-groups",
+        "--",
+    ])
+    .arg(program);
+    c
+}
+
+/// A `[rule.match] argv` pattern for a process started from one of `paths`.
+fn argv_of(paths: &[&Path]) -> String {
+    let alternatives: Vec<String> = paths
+        .iter()
+        .map(|p| regex::escape(&p.display().to_string()))
+        .collect();
+    format!("^({}) ", alternatives.join("|")).replace('\\', "\\\\")
+}
+
+fn actions_on(sb: &Sandbox, pid: u32) -> Vec<serde_json::Value> {
+    sb.journal()
+        .into_iter()
+        .filter(|e| e["event"] == "action" && e["process"]["pid"] == pid)
+        .collect()
+}
+
+/// The first action on `pid` in the journal, once it is there (the
+/// journal is written after the signal is sent).
+fn first_action_on(sb: &Sandbox, pid: u32) -> serde_json::Value {
+    support::wait_for(Duration::from_secs(10), "an action in the journal", || {
+        actions_on(sb, pid).into_iter().next()
+    })
+}
+
+const HOG_ARGS: [&str; 6] = ["--rate", "max", "--max", "200MiB", "--catch", "TERM"];
+
+#[test]
+fn a_users_process_named_sshd_is_signalled_and_roots_is_protected() {
+    let sb = Sandbox::new("renamed");
+    let shared = shared_dir("renamed");
+    // The user's program, in a directory of their own, named sshd.
+    let user_dir = shared.path().join("user");
+    std::fs::create_dir(&user_dir).expect("mkdir");
+    std::fs::set_permissions(&user_dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let user_sshd = hog_copy(&user_dir, "sshd", Some(NOBODY));
+    // Root's, named the same (the positive control).
+    let root_sshd = hog_copy(sb.dir.path(), "sshd", None);
+    let cfg = sb.config(&format!(
+        "[[rule]]\nname = \"renamed\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
+             actions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nargv = \"{}\"\n",
+        argv_of(&[&user_sshd, &root_sshd])
+    ));
+    let mut d = Running::daemon(&["run", "--config", cfg.to_str().expect("utf-8")]);
+    let addr = d.http_addr();
+    d.expect_line("first sample:");
+
+    let mut user = Running::hog_command({
+        let mut c = as_nobody(&user_sshd);
+        c.args(HOG_ARGS);
+        c
+    });
+    let mut root = Running::hog(&root_sshd, &HOG_ARGS);
+    user.expect_line("ready");
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", user.pid())).expect("comm");
+    assert_eq!(comm.trim(), "sshd", "the user's process is named sshd");
+
+    // The user's sshd gets the signal, and the journal says why the name
+    // did not protect it.
+    user.expect_line("signal SIGTERM");
+    let uid = if is_root() {
+        NOBODY
+    } else {
+        headroom::act::effective_uid()
+    };
+    let action = first_action_on(&sb, user.pid());
+    assert_eq!(action["outcome"], "done", "{action}");
+    if !system_account() || is_root() {
+        let detail = action["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains(&format!(
+                "not protected: named \"sshd\" but owned by uid {uid}: name protection covers \
+                 root and system accounts"
+            )),
+            "{detail}"
+        );
+    }
+
+    root.expect_line("holding");
+    if !system_account() {
+        // Run by a user, both are the user's: both are signalled.
+        root.expect_line("signal SIGTERM");
+        return;
+    }
+    // Root's sshd: a whole second of samples over the limit, no signal.
+    let later = root.drain(Duration::from_secs(1));
+    assert!(later.iter().all(|l| !l.starts_with("signal")), "{later:?}");
+    assert!(root.alive());
+    assert!(actions_on(&sb, root.pid()).is_empty());
+    // The API says why.
+    let (status, body) = support::get(&format!("http://{addr}/api/v1/processes/{}", root.pid()));
+    assert_eq!(status, 200, "{body}");
+    let row: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let rule = &row["process"]["rules"][0];
+    assert_eq!(rule["state"], "protected", "{row}");
+    assert_eq!(
+        rule["detail"],
+        "\"sshd\" is protected by [protect] and runs as root"
+    );
+}
+
+/// A process group led by `leader` (started here in a group of its own)
+/// that the user's hog joins.
+struct Group {
+    leader: support::Reaped,
+    hog: Running,
+}
+
+impl Group {
+    fn start(leader: &Path, hog: &Path) -> Self {
+        use std::os::unix::process::CommandExt as _;
+        let leader = support::Reaped(
+            Command::new(leader)
+                .arg("300")
+                .process_group(0)
+                .spawn()
+                .expect("spawn the group leader"),
+        );
+        let pgid = i32::try_from(leader.0.id()).expect("pid");
+        let hog = Running::hog_command({
+            let mut c = as_nobody(hog);
+            c.args(HOG_ARGS).process_group(pgid);
+            c
+        });
+        Self { leader, hog }
+    }
+
+    fn pgid(&self) -> u32 {
+        self.leader.0.id()
+    }
+
+    fn leader_alive(&mut self) -> bool {
+        matches!(self.leader.0.try_wait(), Ok(None))
+    }
+}
+
+#[test]
+fn a_process_group_step_leaves_roots_member_alone() {
+    let sb = Sandbox::new("group-root");
+    let shared = shared_dir("group-root");
+    let user_hog = hog_copy(shared.path(), "hog-group-root", Some(NOBODY));
+    let _d = start(
+        &sb,
+        &format!(
+            "[[rule]]\nname = \"group\"\nroot = false\nother_users = true\nfootprint = \"100MiB\"\n\
+             actions = [{{ signal = \"SIGTERM\", process_group = true }}]\n[rule.match]\nargv = \"{}\"\n",
+            argv_of(&[&user_hog])
+        ),
+        &[],
+    );
+    // Root's `sleep` leads the group; the user's hog is in it.
+    let mut group = Group::start(Path::new("/bin/sleep"), &user_hog);
+    let (pgid, leader) = (group.pgid(), group.leader.0.id());
+    group.hog.expect_line("signal SIGTERM");
+    let action = first_action_on(&sb, group.hog.pid());
+    assert_eq!(action["outcome"], "done", "{action}");
+    let detail = action["detail"].as_str().unwrap_or_default();
+    if !is_root() {
+        // Run by a user, the leader is theirs too: both get the signal.
+        assert!(
+            detail.contains(&format!(
+                "sent SIGTERM to 2 of 2 members of process group {pgid}"
+            )),
+            "{detail}"
+        );
+        return;
+    }
+    assert!(
+        group.leader_alive(),
+        "root's member of the group was killed"
+    );
+    assert!(group.hog.alive(), "the hog catches SIGTERM");
+    assert!(
+        detail.contains(&format!(
+            "sent SIGTERM to 1 of 2 members of process group {pgid}; left alone: pid {leader} \
+             (root, rule has root = false)"
+        )),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_process_group_step_leaves_a_protected_member_alone() {
+    let sb = Sandbox::new("group-protected");
+    let shared = shared_dir("group-protected");
+    let user_hog = hog_copy(shared.path(), "hog-group-protected", Some(NOBODY));
+    // Root's `sleep`, under a protected name.
+    let root_sshd = sb.path("sshd");
+    std::fs::copy("/bin/sleep", &root_sshd).expect("copy sleep");
+    let _d = start(
+        &sb,
+        &format!(
+            "[[rule]]\nname = \"group\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
+             actions = [{{ signal = \"SIGTERM\", process_group = true }}]\n[rule.match]\nargv = \"{}\"\n",
+            argv_of(&[&user_hog])
+        ),
+        &[],
+    );
+    let mut group = Group::start(&root_sshd, &user_hog);
+    let (pgid, leader) = (group.pgid(), group.leader.0.id());
+    group.hog.expect_line("signal SIGTERM");
+    let action = first_action_on(&sb, group.hog.pid());
+    let detail = action["detail"].as_str().unwrap_or_default();
+    if !system_account() {
+        // Run by a user, the leader named sshd is theirs: not protected.
+        assert!(detail.contains("2 of 2 members"), "{detail}");
+        return;
+    }
+    assert!(group.leader_alive(), "the protected member was killed");
+    assert!(
+        detail.contains(&format!(
+            "sent SIGTERM to 1 of 2 members of process group {pgid}; left alone: pid {leader} \
+             (protected: \"sshd\" is protected by [protect] and runs as root)"
+        )),
+        "{detail}"
+    );
 }
 
 #[test]
@@ -310,4 +600,59 @@ fn a_process_group_step_reaches_the_hogs_child() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Forty processes with 1 MiB of arguments each: every one is sampled with
+/// the start of its command line, within the cap and visibly cut, so the
+/// snapshot stays small (it would otherwise hold 40 MiB of arguments).
+#[test]
+fn megabytes_of_arguments_are_cut_in_the_snapshot() {
+    use headroom::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ARGV_TRUNCATED};
+    use headroom::sample::Sampler as _;
+    // 16 arguments of 64 KiB (one argument may hold at most 128 KiB).
+    let chunk = "y".repeat(64 << 10);
+    let children: Vec<support::Reaped> = (0..40)
+        .map(|_| {
+            support::Reaped(
+                Command::new("sh")
+                    .args(["-c", "sleep 60; :"])
+                    .args(std::iter::repeat_n(&chunk, 16))
+                    .stdin(std::process::Stdio::null())
+                    .spawn()
+                    .expect("spawn sh"),
+            )
+        })
+        .collect();
+    // Each child's argument area is set up a moment after its spawn returns.
+    for c in &children {
+        support::wait_for(Duration::from_secs(10), "the child's cmdline", || {
+            let mut f = std::fs::File::open(format!("/proc/{}/cmdline", c.0.id())).ok()?;
+            let mut b = [0u8; 2];
+            std::io::Read::read(&mut f, &mut b).ok().filter(|&n| n > 0)
+        });
+    }
+    let mut sampler = headroom::sample::linux::LinuxSampler::new("/proc");
+    let snap = sampler.sample().expect("a sample");
+    for c in &children {
+        let p = snap.process(c.0.id()).expect("the child is sampled");
+        assert_eq!(
+            p.argv[..3],
+            ["sh", "-c", "sleep 60; :"],
+            "the front is kept"
+        );
+        let (mark, kept) = p.argv.split_last().expect("arguments");
+        assert_eq!(
+            mark,
+            &format!("{ARGV_TRUNCATED}over {ARGV_MAX_BYTES} bytes]")
+        );
+        let bytes: usize = kept.iter().map(|a| a.len() + 1).sum();
+        assert!(bytes <= ARGV_MAX_BYTES, "{bytes} bytes kept");
+        assert!(p.argv.len() <= ARGV_MAX_ARGS);
+    }
+    let json = serde_json::to_string(&snap).expect("JSON");
+    assert!(
+        json.len() < 2 << 20,
+        "the snapshot takes {} bytes of JSON",
+        json.len()
+    );
 }

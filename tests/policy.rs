@@ -291,28 +291,116 @@ fn protected_processes_and_the_daemons_ancestors_are_never_chosen() {
     let cfg = config(
         "[[rule]]\nname = \"any\"\nfootprint = \"1GiB\"\nother_users = true\nroot = true\nactions = [{ signal = \"SIGTERM\" }]\n[protect]\nnames = [\"postgres\"]\n",
     );
-    let named = |pid: u32, ppid: u32, name: &str| {
+    let named = |pid: u32, ppid: u32, name: &str, uid: u32| {
         let mut p = process(pid, 40 * GIB);
         p.ppid = ppid;
         p.name = name.into();
+        p.uid = Some(uid);
         p
     };
     let procs = vec![
-        named(1, 0, "systemd"),
-        named(20, 1, "sshd"),
-        named(30, 20, "bash"),
-        named(40, 30, "headroom"),
-        named(50, 1, "postgres"),
-        named(60, 30, "python3"),
+        named(1, 0, "systemd", 0),
+        named(20, 1, "sshd", 0),
+        named(30, 20, "bash", 1000),
+        named(40, 30, "headroom", 0),
+        // A system account's postgres: protected by name.
+        named(50, 1, "postgres", 113),
+        named(60, 30, "python3", 1000),
+        // A user's process renamed to a protected name: not protected.
+        named(70, 30, "sshd", 1000),
+        named(80, 30, "postgres", 1001),
+        // Root's own sshd, not an ancestor: protected by name.
+        named(90, 1, "sshd", 0),
     ];
     let ctx = Context {
         self_pid: 40,
         self_uid: 0,
     };
-    let mut run = Run::new(cfg, ctx);
-    run.feed(0, &snapshot(0, procs));
+    let mut run = Run::new(cfg.clone(), ctx);
+    run.feed(0, &snapshot(0, procs.clone()));
     let targets: Vec<u32> = run.decisions.iter().map(|(_, d)| d.process.pid).collect();
-    assert_eq!(targets, vec![60]);
+    assert_eq!(targets, vec![60, 70, 80]);
+
+    // Why the renamed one is not protected, in its decision's reason.
+    let (_, renamed) = &run.decisions[1];
+    assert!(
+        renamed.reason.contains(
+            "not protected: named \"sshd\" but owned by uid 1000: name protection covers root \
+             and system accounts (uid ≤ 999) only"
+        ),
+        "{}",
+        renamed.reason
+    );
+    assert!(!run.decisions[0].1.reason.contains("not protected"));
+
+    // Why the protected ones are, in their statuses.
+    let mut state = PolicyState::default();
+    let mut history = History::new(Duration::from_secs(60));
+    let snap = snapshot(0, procs);
+    history.record(&snap);
+    let out = evaluate(&cfg, &mut state, &history, &snap, ctx, snap.taken_at);
+    let status = |pid: u32| {
+        out.statuses
+            .iter()
+            .find(|s| s.pid == pid)
+            .unwrap_or_else(|| panic!("no status for pid {pid}: {:?}", out.statuses))
+    };
+    assert_eq!(status(90).state, "protected");
+    assert_eq!(
+        status(90).detail,
+        "\"sshd\" is protected by [protect] and runs as root"
+    );
+    assert_eq!(status(50).state, "protected");
+    assert!(status(50).detail.contains("system account uid 113"));
+    assert_eq!(status(40).detail, "it is headroom itself");
+    assert!(status(20).detail.contains("ancestor of headroom"));
+    assert!(status(70).detail.contains("not protected: named \"sshd\""));
+}
+
+#[test]
+fn exe_protection_holds_for_system_accounts_only() {
+    let cfg = config(
+        "[[rule]]\nname = \"any\"\nfootprint = \"1GiB\"\nother_users = true\nroot = true\nactions = [{ signal = \"SIGTERM\" }]\n[protect]\ndefaults = false\nexes = [\"/usr/sbin/sshd\"]\n",
+    );
+    let with_exe = |pid: u32, uid: u32| {
+        let mut p = process(pid, 40 * GIB);
+        p.name = "sshd-session".into();
+        p.exe = Some("/usr/sbin/sshd".into());
+        p.uid = Some(uid);
+        p
+    };
+    let mut run = Run::new(cfg, ROOT_DAEMON);
+    run.feed(0, &snapshot(0, vec![with_exe(10, 0), with_exe(11, 1000)]));
+    let targets: Vec<u32> = run.decisions.iter().map(|(_, d)| d.process.pid).collect();
+    // A user can make /proc/PID/exe show a root-owned path: their process
+    // is not protected by it.
+    assert_eq!(targets, vec![11]);
+    assert!(
+        run.decisions[0]
+            .1
+            .reason
+            .contains("path protection covers root and system accounts"),
+        "{}",
+        run.decisions[0].1.reason
+    );
+}
+
+#[test]
+fn a_decision_carries_its_rules_reach_for_the_actuator() {
+    let cfg = config(
+        "[[rule]]\nname = \"group\"\nfootprint = \"1GiB\"\nother_users = true\nroot = false\nactions = [{ signal = \"SIGTERM\", process_group = true }]\n[protect]\nnames = [\"my-db\"]\n",
+    );
+    let mut run = Run::new(cfg.clone(), ROOT_DAEMON);
+    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
+    assert_eq!(run.decisions.len(), 1);
+    let reach = &run.decisions[0].1.reach;
+    assert!(reach.other_users && !reach.root);
+    assert_eq!(reach.self_uid, 0);
+    assert_eq!(reach.protect, cfg.protect);
+    assert_eq!(
+        reach.refuses_owner(Some(0)).as_deref(),
+        Some("root, rule has root = false")
+    );
 }
 
 #[test]

@@ -1,6 +1,13 @@
 //! Property: for arbitrary snapshots and rules, no decision ever targets PID
-//! 0 or 1, the daemon, one of its ancestors, or a protected process, and no
+//! 0 or 1, the daemon, one of its ancestors, or a protected process (a
+//! protected name run by root, a system account or an unknown owner), and no
 //! decision reaches another user's or root's process unless its rule allows.
+//!
+//! Every case also holds a control: a user's process over a limit, under a
+//! name drawn from the same list (so sometimes `sshd`), with a rule that may
+//! reach it. It must be acted on at the first sample, so the checks above
+//! run on at least one decision in every case, and a user's process named
+//! like a system service is shown not to be protected by the name.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -57,6 +64,27 @@ fn arb_rule() -> impl Strategy<Value = String> {
         })
 }
 
+/// The control process: a user's, over every limit, matched by its rule only.
+const CONTROL_PID: u32 = 100;
+const CONTROL_RULE: &str = "footprint = \"1GiB\"\nother_users = true\nactions = [{ signal = \"SIGTERM\" }]\n[rule.match]\nargv = \"^control-process$\"\n";
+
+fn control(name: &str) -> ProcessSample {
+    ProcessSample {
+        uid: Some(1001),
+        argv: vec!["control-process".to_string()],
+        footprint: 64 * GIB,
+        resident: 64 * GIB,
+        ..ProcessSample::new(
+            ProcessId {
+                pid: CONTROL_PID,
+                start: 7,
+            },
+            99,
+            name,
+        )
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -67,11 +95,13 @@ proptest! {
         self_pid in 2u32..60,
         self_uid in prop::sample::select(vec![0u32, 1000]),
         level in prop::sample::select(vec![PressureLevel::Normal, PressureLevel::Warn, PressureLevel::Critical]),
+        control_name in 0usize..NAMES.len(),
     ) {
         let mut text = String::from("[protect]\nnames = [\"postgres\"]\n");
         for (i, r) in rules.iter().enumerate() {
             text.push_str(&format!("[[rule]]\nname = \"r{i}\"\n{r}"));
         }
+        text.push_str(&format!("[[rule]]\nname = \"control\"\n{CONTROL_RULE}"));
         let config = Config::from_toml_str(&text, "prop.toml").unwrap();
         let ctx = Context { self_pid, self_uid };
         let mut state = PolicyState::default();
@@ -79,7 +109,8 @@ proptest! {
         for (t, processes) in ticks.into_iter().enumerate() {
             // One process per pid, as on a real machine.
             let mut seen = HashSet::new();
-            let processes: Vec<_> = processes.into_iter().filter(|p| seen.insert(p.id.pid)).collect();
+            let mut processes: Vec<_> = processes.into_iter().filter(|p| seen.insert(p.id.pid)).collect();
+            processes.push(control(NAMES[control_name]));
             let snap = Snapshot {
                 taken_at: Timestamp(1_000 + t as u64 * 1000),
                 source: "prop".into(),
@@ -99,12 +130,23 @@ proptest! {
             }
             history.record(&snap);
             let out = evaluate(&config, &mut state, &history, &snap, ctx, snap.taken_at);
+            if t == 0 {
+                prop_assert!(
+                    out.decisions.iter().any(|d| d.rule == "control" && d.process.pid == CONTROL_PID),
+                    "the control process was not acted on: {:?}", out.decisions
+                );
+            }
             for d in &out.decisions {
                 let p = processes.iter().find(|p| p.id.pid == d.process.pid).unwrap();
                 prop_assert!(d.process.pid > 1, "targets pid {}", d.process.pid);
                 prop_assert_ne!(d.process.pid, self_pid);
                 prop_assert!(!ancestors.contains(&d.process.pid), "targets an ancestor");
-                prop_assert!(!["sshd", "systemd", "launchd", "postgres"].contains(&p.name.as_str()), "targets {}", p.name);
+                // Names protect root's and system accounts' processes, and
+                // those whose owner is unknown; a user's only by not being
+                // theirs to rename.
+                let protected_name = ["sshd", "systemd", "launchd", "postgres"].contains(&p.name.as_str());
+                let system_owner = p.uid.is_none_or(|u| u < 1000);
+                prop_assert!(!(protected_name && system_owner), "targets {} of uid {:?}", p.name, p.uid);
                 let rule = config.rules.iter().find(|r| r.name == d.rule).unwrap();
                 match p.uid {
                     Some(0) => prop_assert!(rule.root),

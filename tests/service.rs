@@ -73,6 +73,8 @@ const DOCUMENTED: &[&str] = &[
     "ProcessType",
     "ExitTimeOut",
     "Umask",
+    "SoftResourceLimits",
+    "HardResourceLimits",
     "StandardOutPath",
     "StandardErrorPath",
     "EnvironmentVariables",
@@ -138,6 +140,17 @@ fn check_plist(text: &str, label: &str, log_dir: &Path, config: &Path) -> plist:
             .unwrap()
             > 0
     );
+    // An open-file limit above launchd's default of 256 (soft), to the
+    // systemd unit's 65536 (hard); the daemon raises soft to hard.
+    let files = |key: &str| {
+        dict.get(key)
+            .and_then(|v| v.as_dictionary())
+            .and_then(|d| d.get("NumberOfFiles"))
+            .and_then(|v| v.as_signed_integer())
+            .unwrap_or_else(|| panic!("{key} NumberOfFiles in\n{text}"))
+    };
+    assert_eq!(files("SoftResourceLimits"), 4096);
+    assert_eq!(files("HardResourceLimits"), 65536);
     for key in ["StandardOutPath", "StandardErrorPath"] {
         let path = Path::new(dict.get(key).unwrap().as_string().unwrap());
         assert!(path.is_absolute(), "{key} {}", path.display());

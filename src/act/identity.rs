@@ -1,7 +1,9 @@
 //! What the actuator asks about a process before it signals it, in
 //! platform-neutral terms: its start time (the second half of a
-//! [`crate::model::ProcessId`]), whether it catches a signal, its parent, and
-//! whether it is a kernel thread.
+//! [`crate::model::ProcessId`]), whether it catches a signal, its parent,
+//! whether it is a kernel thread; and, for a process group step, the
+//! group's members and each one's owner, name and executable
+//! ([`group_members`], [`member`]).
 //!
 //! Each function forwards to the platform module: `linux.rs` (`/proc`) on
 //! Linux, `macos.rs` (`proc_pidinfo`, `kinfo_proc`) on macOS, `portable.rs`
@@ -57,6 +59,38 @@ pub fn parent(pid: u32) -> io::Result<Option<u32>> {
 /// `Ok(None)` if no such process exists.
 pub fn is_kernel_thread(pid: u32) -> io::Result<Option<bool>> {
     platform::stat(pid).map(|s| s.map(|s| s.kernel_thread))
+}
+
+/// What the actuator checks about one member of a process group before it
+/// signals it: the same facts the policy judged the target by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub pid: u32,
+    /// In the unit of [`current_start`].
+    pub start: u64,
+    /// The process group it is in now.
+    pub pgid: u32,
+    /// Real uid; `None` where it cannot be read.
+    pub uid: Option<u32>,
+    /// The name the sampler would record for it.
+    pub name: String,
+    /// The executable's path, where it can be read.
+    pub exe: Option<String>,
+    pub kernel_thread: bool,
+}
+
+/// The pids of the processes in group `pgid` now (Linux: every
+/// `/proc/[pid]/stat` whose `pgrp` is `pgid`; macOS:
+/// `proc_listpids(PROC_PGRP_ONLY)`). A process that joins the group after
+/// the list was made is not in it.
+pub fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
+    platform::group_pids(pgid)
+}
+
+/// The facts of `pid` a group member is checked by; `Ok(None)` if no such
+/// process exists (or it is a zombie).
+pub fn member(pid: u32) -> io::Result<Option<Member>> {
+    platform::member(pid)
 }
 
 /// This process and its ancestors, nearest first, up to (not including) pid 1
@@ -157,5 +191,43 @@ mod tests {
     #[test]
     fn we_are_not_a_kernel_thread() {
         assert_eq!(is_kernel_thread(std::process::id()).unwrap(), Some(false));
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    #[test]
+    fn a_group_lists_its_members_and_each_reads_back() {
+        use std::os::unix::process::CommandExt as _;
+        let mut leader = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = leader.id();
+        let mut follower = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(i32::try_from(pgid).unwrap())
+            .spawn()
+            .unwrap();
+        let mut pids = group_members(pgid).unwrap();
+        pids.sort_unstable();
+        let facts = member(follower.id()).unwrap();
+        leader.kill().unwrap();
+        follower.kill().unwrap();
+        leader.wait().unwrap();
+        follower.wait().unwrap();
+        let mut expected = vec![leader.id(), follower.id()];
+        expected.sort_unstable();
+        assert_eq!(pids, expected);
+        let facts = facts.expect("the follower exists");
+        assert_eq!(facts.pgid, pgid);
+        assert_eq!(facts.uid, Some(super::super::posix::effective_uid()));
+        assert_eq!(facts.name, "sleep");
+        assert!(facts.exe.is_some_and(|e| e.ends_with("sleep")));
+        assert!(!facts.kernel_thread);
+    }
+
+    #[test]
+    fn a_pid_that_cannot_exist_is_no_member() {
+        assert_eq!(member(u32::MAX).unwrap(), None);
     }
 }

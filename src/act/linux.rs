@@ -1,8 +1,9 @@
 //! Linux process facts and pinned signal delivery: `pidfd_open` and
 //! `pidfd_send_signal` (the FFI of this file), the start time, parent and
 //! kernel-thread flag from `/proc/[pid]/stat`, and the caught-signal mask
-//! `SigCgt` from `/proc/[pid]/status`; and the per-thread nice value
-//! (`getpriority`/`setpriority`).
+//! `SigCgt` from `/proc/[pid]/status`; the members of a process group (a
+//! scan of `/proc/*/stat`) and each one's owner, name and executable; and
+//! the per-thread nice value (`getpriority`/`setpriority`).
 //!
 //! A pidfd refers to one process for as long as it is open: a signal sent
 //! through it reaches that process or fails with `ESRCH`, never a newcomer
@@ -13,6 +14,7 @@
 use std::io;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 
+use super::identity::Member;
 use crate::sample::linux::procfs;
 
 /// Facts from `/proc/[pid]/stat`.
@@ -38,8 +40,89 @@ pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
     Ok(Some(ProcStat {
         ppid: s.ppid,
         start: s.start_ticks,
-        kernel_thread: s.is_kernel_thread() || ((s.ppid == 2 || pid == 2) && pid_2_is_kthreadd()),
+        kernel_thread: kernel_thread(pid, &s),
     }))
+}
+
+/// Field 5 of `/proc/[pid]/stat`, the process group: the second field after
+/// the command name, which ends at the line's last `)` (see
+/// [`procfs::parse_stat`]).
+pub fn parse_pgrp(stat: &[u8]) -> Option<u32> {
+    let close = stat.iter().rposition(|&c| c == b')')?;
+    let field = stat[close + 1..]
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .nth(2)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+/// The pids whose `/proc/[pid]/stat` names `pgid` as their group. A process
+/// that exits during the scan is left out; one whose stat does not parse
+/// too (it is not a process this can judge).
+pub fn group_pids(pgid: u32) -> io::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(Some(data)) = read_proc(pid, "stat")
+            && parse_pgrp(&data) == Some(pgid)
+        {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
+/// What a process group member is checked by, from `stat`, `status` and
+/// the `exe` link; `Ok(None)` if it does not exist or is a zombie. An owner
+/// or executable that cannot be read is `None` (the checks then treat the
+/// process as one they cannot place).
+pub fn member(pid: u32) -> io::Result<Option<Member>> {
+    let Some(data) = read_proc(pid, "stat")? else {
+        return Ok(None);
+    };
+    let unparsable = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("/proc/{pid}/stat does not parse"),
+        )
+    };
+    let st = procfs::parse_stat(&data).ok_or_else(unparsable)?;
+    if st.state == b'Z' {
+        return Ok(None);
+    }
+    let pgid = parse_pgrp(&data).ok_or_else(unparsable)?;
+    let uid = match read_proc(pid, "status")? {
+        Some(status) => procfs::parse_status(&status).map(|s| s.uid),
+        None => return Ok(None),
+    };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|t| {
+            let t = t.to_string_lossy();
+            t.strip_suffix(" (deleted)").unwrap_or(&t).to_string()
+        });
+    Ok(Some(Member {
+        pid,
+        start: st.start_ticks,
+        pgid,
+        uid,
+        name: String::from_utf8_lossy(st.comm).into_owned(),
+        exe,
+        kernel_thread: kernel_thread(pid, &st),
+    }))
+}
+
+/// True if the process of this stat is a kernel thread (see
+/// [`pid_2_is_kthreadd`]).
+fn kernel_thread(pid: u32, st: &procfs::Stat<'_>) -> bool {
+    st.is_kernel_thread() || ((st.ppid == 2 || pid == 2) && pid_2_is_kthreadd())
 }
 
 /// PF_KTHREAD is the kernel's own mark. As a second check, children of
@@ -233,6 +316,23 @@ mod tests {
     fn missing_or_garbled_sig_cgt_is_none() {
         assert_eq!(parse_sig_cgt(b"Name:\tx\n"), None);
         assert_eq!(parse_sig_cgt(b"SigCgt:\tzz\n"), None);
+    }
+
+    #[test]
+    fn the_group_is_the_fifth_stat_field_even_after_a_hostile_name() {
+        let stat = b"4242 (a) 1 2 (x) S 1 4241 4241 0 -1 4194560 0 0\n";
+        assert_eq!(parse_pgrp(stat), Some(4241));
+        assert_eq!(parse_pgrp(b"4242 (x) S 1"), None);
+        assert_eq!(parse_pgrp(b"garbage"), None);
+    }
+
+    #[test]
+    fn our_own_group_is_read_from_stat() {
+        let data = read_proc(std::process::id(), "stat").unwrap().unwrap();
+        assert_eq!(
+            parse_pgrp(&data),
+            Some(super::super::posix::own_process_group())
+        );
     }
 
     #[test]

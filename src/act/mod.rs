@@ -10,8 +10,10 @@
 //!
 //! Platform code lives in `linux.rs` (pidfds, `/proc`), `macos.rs`
 //! (`proc_pidinfo`, `kinfo_proc`) and `portable.rs` (sysinfo, elsewhere), behind the neutral [`identity`] functions; `posix.rs`
-//! holds the `kill` and process-group calls every Unix shares.
+//! holds the `kill` and process-group calls every Unix shares; `group.rs`
+//! signals a process group member by member.
 
+mod group;
 mod hook;
 pub mod identity;
 #[cfg(target_os = "linux")]
@@ -102,6 +104,15 @@ impl Actuator {
                     signal::Verdict::Ended(outcome, what) => {
                         let detail = match &outcome {
                             Outcome::DryRun => format!("would send {what}"),
+                            _ => d.reason.clone(),
+                        };
+                        log_outcome(d, &outcome, &detail);
+                        action_event(d, outcome, detail)
+                    }
+                    signal::Verdict::Group(outcome, report) => {
+                        let detail = match &outcome {
+                            Outcome::DryRun => format!("would send {report}"),
+                            Outcome::Done => format!("{}; sent {report}", d.reason),
                             _ => d.reason.clone(),
                         };
                         log_outcome(d, &outcome, &detail);

@@ -35,7 +35,10 @@ pub fn kill(pid: u32, signal: i32) -> io::Result<()> {
 }
 
 /// `kill(-pgid, signal)`: every process of group `pgid`. Refuses groups 0 and
-/// 1 (the caller's own group and init's).
+/// 1 (the caller's own group and init's). Only for groups headroom made
+/// itself (a hook and its children): a rule's `process_group` step checks
+/// and signals member by member (`group.rs`), since a group can hold
+/// processes the rule may not touch.
 pub fn kill_group(pgid: u32, signal: i32) -> io::Result<()> {
     let pgid = c_pid(pgid)?;
     if pgid <= 1 {

@@ -11,15 +11,18 @@
 //! 4. `require_handler`: skip unless the process catches the signal (an
 //!    uncaught SIGUSR1 kills its target).
 //! 5. `process_group`: never group 0 or 1, headroom's own group, or a group
-//!    led by one of its ancestors.
+//!    led by one of its ancestors. The group is never signalled as a whole
+//!    (`kill(-pgid)` would reach root's processes and protected ones in it
+//!    too): each member is checked like a target and signalled through a
+//!    pidfd of its own, or left alone and named in the report (see
+//!    [`group`]).
 //! 6. Dry run stops here: everything was checked, nothing is sent.
 //! 7. Send: through the pidfd (Linux 5.3+), otherwise `kill` after the
-//!    identity check; a group through `kill(-pgid)` (no pidfd can address a
-//!    group; the leader's identity was checked through its pidfd).
+//!    identity check.
 
 use std::io;
 
-use super::{identity, posix};
+use super::{group, identity, posix};
 use crate::event::Outcome;
 use crate::policy::{Decision, SignalName};
 
@@ -29,6 +32,10 @@ pub enum Verdict {
     /// `Done` or `DryRun` with what was (or would have been) sent,
     /// e.g. `SIGINT to pid 1234 (python3)`; or a refusal or failure.
     Ended(Outcome, String),
+    /// A process group step: the outcome and who got the signal and who
+    /// was left alone, e.g. `SIGTERM to 3 of 5 members of process group
+    /// 4242; left alone: pid 17 (root, rule has root = false)`.
+    Group(Outcome, String),
     /// The step does not apply (no handler): the reason.
     Skipped(String),
 }
@@ -97,7 +104,8 @@ pub fn deliver(
         }
     }
 
-    // 4. Only where a handler waits for it.
+    // 4. Only where a handler waits for it (the target's handler: the
+    //    members of its group get the signal as a group would).
     if require_handler {
         if !signal.catchable() {
             return Verdict::Skipped(format!(
@@ -120,9 +128,8 @@ pub fn deliver(
         }
     }
 
-    // 5. The group, if asked for.
-    let what;
-    let group = if process_group {
+    // 5. The group, if asked for: its members one by one.
+    if process_group {
         let pgid = match posix::process_group_of(pid) {
             Ok(pgid) => pgid,
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return ended(Outcome::Gone),
@@ -143,28 +150,17 @@ pub fn deliver(
                 "{target} is in process group {pgid}, led by an ancestor of headroom"
             ));
         }
-        what = if pgid == pid {
-            format!("{signal} to process group {pgid} (led by {target})")
-        } else {
-            format!("{signal} to process group {pgid} (of {target})")
-        };
-        Some(pgid)
-    } else {
-        what = format!("{signal} to {target}");
-        None
-    };
+        return group::deliver(d, signal, pgid, &target, &lineage);
+    }
 
     // 6. A dry run has checked everything and sends nothing.
+    let what = format!("{signal} to {target}");
     if d.dry_run {
         return Verdict::Ended(Outcome::DryRun, what);
     }
 
     // 7. Send.
-    let sent = match group {
-        Some(pgid) => posix::kill_group(pgid, signal.number()),
-        None => pinned.send(signal.number()),
-    };
-    match sent {
+    match pinned.send(signal.number()) {
         Ok(()) => Verdict::Ended(Outcome::Done, what),
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => ended(Outcome::Gone),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => failed(format!(
@@ -176,15 +172,26 @@ pub fn deliver(
 }
 
 /// A process held for signalling.
-enum Pinned {
+pub(super) enum Pinned {
     #[cfg(target_os = "linux")]
     Fd(super::linux::PidFd),
-    /// No pidfds here: the pid, checked just before use.
+    /// No pidfds here: the pid, whose start time the caller checks again
+    /// right before use.
     Pid(u32),
 }
 
 impl Pinned {
-    fn send(&self, signal: i32) -> io::Result<()> {
+    /// The pid where no pidfd holds the process: its identity must be
+    /// checked again right before the signal.
+    pub(super) fn unpinned_pid(&self) -> Option<u32> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Pinned::Fd(_) => None,
+            Pinned::Pid(pid) => Some(*pid),
+        }
+    }
+
+    pub(super) fn send(&self, signal: i32) -> io::Result<()> {
         match self {
             #[cfg(target_os = "linux")]
             Pinned::Fd(fd) => fd.send(signal),
@@ -194,7 +201,7 @@ impl Pinned {
 }
 
 /// Pin `pid`; `Ok(None)` if it does not exist.
-fn pin(pid: u32) -> io::Result<Option<Pinned>> {
+pub(super) fn pin(pid: u32) -> io::Result<Option<Pinned>> {
     #[cfg(target_os = "linux")]
     {
         use super::linux::{Opened, pidfd_open};

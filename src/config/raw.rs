@@ -109,6 +109,8 @@ pub(crate) struct RawProtect {
     pub(crate) defaults: Option<bool>,
     pub(crate) names: Option<Vec<Spanned<String>>>,
     pub(crate) patterns: Option<Vec<Spanned<String>>>,
+    pub(crate) exes: Option<Vec<Spanned<String>>>,
+    pub(crate) system_uid_max: Option<Spanned<i64>>,
 }
 
 /// `[gpu]`: how GPU memory is collected.

@@ -280,6 +280,15 @@ pub struct Rule {
 
 /// `[protect]`: processes never signalled, on top of PID 1, the daemon and its
 /// ancestors, and kernel threads.
+///
+/// Names, patterns and executable paths protect a process only when it runs
+/// as root or a system account (uid ≤ [`Protect::system_uid_max`]): anyone
+/// can name a process `sshd` (`prctl(PR_SET_NAME)`, or a copy of a program
+/// under that name), and a user can make `/proc/[pid]/exe` show a root-owned
+/// path (a bind mount in a mount namespace of their own) or run a root-owned
+/// program with a library of their own preloaded. Only root can start a
+/// process as a system account, so for those the name and path are what
+/// root made them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Protect {
     /// Include [`DEFAULT_PROTECTED`].
@@ -288,6 +297,14 @@ pub struct Protect {
     pub names: Vec<String>,
     /// Regular expressions matched against the process name.
     pub patterns: Vec<Pattern>,
+    /// Absolute paths of executables, compared with the path the sampler
+    /// read (`/proc/[pid]/exe`, `proc_pidpath`). A path protects only as
+    /// long as only root can change what is there.
+    pub exes: Vec<String>,
+    /// The highest uid of a system account: name and path protection cover
+    /// processes of uids up to this one. Default
+    /// [`crate::sys::accounts::SYSTEM_UID_MAX`] (999 on Linux, 499 on macOS).
+    pub system_uid_max: u32,
 }
 
 impl Default for Protect {
@@ -296,16 +313,31 @@ impl Default for Protect {
             defaults: true,
             names: Vec::new(),
             patterns: Vec::new(),
+            exes: Vec::new(),
+            system_uid_max: crate::sys::accounts::SYSTEM_UID_MAX,
         }
     }
 }
 
 impl Protect {
-    /// True if the config protects a process with this name.
+    /// True if the config lists a process with this name (whoever runs it:
+    /// whether the listing protects it depends on its owner, see
+    /// [`Protect::covers_owner`]).
     pub fn protects_name(&self, name: &str) -> bool {
         (self.defaults && DEFAULT_PROTECTED.contains(&name))
             || self.names.iter().any(|n| n == name)
             || self.patterns.iter().any(|p| p.0.is_match(name))
+    }
+
+    /// True if the config lists this executable path.
+    pub fn protects_exe(&self, exe: &str) -> bool {
+        self.exes.iter().any(|e| e == exe)
+    }
+
+    /// True if a listed name or path protects a process of `uid`: root and
+    /// system accounts only.
+    pub fn covers_owner(&self, uid: u32) -> bool {
+        crate::sys::accounts::is_system_account(uid, self.system_uid_max)
     }
 }
 
@@ -372,10 +404,43 @@ pub(crate) fn validate_protect(
         .into_iter()
         .map(Spanned::into_inner)
         .collect();
+    let mut exes = Vec::new();
+    for (i, exe) in raw.exes.unwrap_or_default().into_iter().enumerate() {
+        let key = format!("protect.exes[{i}]");
+        source.refuse_nul(&exe.span(), &key, exe.get_ref())?;
+        if !exe.get_ref().starts_with('/') {
+            return Err(source.error_at(
+                exe.span(),
+                &key,
+                "an executable to protect is an absolute path, e.g. \"/usr/sbin/sshd\" (the \
+                 path the process was started from, as `ls -l /proc/PID/exe` shows it)",
+            ));
+        }
+        exes.push(exe.into_inner());
+    }
+    let system_uid_max = match raw.system_uid_max {
+        None => crate::sys::accounts::SYSTEM_UID_MAX,
+        Some(n) => {
+            let span = n.span();
+            match u32::try_from(*n.get_ref()) {
+                Ok(uid) if uid < 65534 => uid,
+                _ => {
+                    return Err(source.error_at(
+                        span,
+                        "protect.system_uid_max",
+                        "the highest uid of a system account is a uid from 0 to 65533, e.g. 999 \
+                         (SYS_UID_MAX in /etc/login.defs; 499 on macOS)",
+                    ));
+                }
+            }
+        }
+    };
     Ok(Protect {
         defaults: raw.defaults.unwrap_or(true),
         names,
         patterns,
+        exes,
+        system_uid_max,
     })
 }
 
@@ -813,10 +878,45 @@ mod tests {
 
     #[test]
     fn rules_round_trip_through_to_toml() {
-        let text = "[[rule]]\nname = \"r\"\nfootprint = \"60%\"\ngrowth = \"1GiB/10s\"\ncooldown = \"2m\"\nhysteresis = \"5%\"\nactions = [{ signal = \"SIGINT\", require_handler = true }, { signal = \"SIGTERM\", after = \"30s\", process_group = true }, { hook = [\"/bin/echo\", \"hi\"], after = \"5s\", timeout = \"3s\" }, { notify = true, after = \"1s\" }]\n[rule.match]\nworkload = [\"jupyter\"]\nargv = \"kernel-.*\\\\.json\"\n[rule.when]\npressure = \"warn\"\navailable_below = \"10%\"\n[protect]\nnames = [\"my-db\"]\npatterns = [\"^postgres\"]\n";
+        let text = "[[rule]]\nname = \"r\"\nfootprint = \"60%\"\ngrowth = \"1GiB/10s\"\ncooldown = \"2m\"\nhysteresis = \"5%\"\nactions = [{ signal = \"SIGINT\", require_handler = true }, { signal = \"SIGTERM\", after = \"30s\", process_group = true }, { hook = [\"/bin/echo\", \"hi\"], after = \"5s\", timeout = \"3s\" }, { notify = true, after = \"1s\" }]\n[rule.match]\nworkload = [\"jupyter\"]\nargv = \"kernel-.*\\\\.json\"\n[rule.when]\npressure = \"warn\"\navailable_below = \"10%\"\n[protect]\nnames = [\"my-db\"]\npatterns = [\"^postgres\"]\nexes = [\"/usr/sbin/sshd\"]\nsystem_uid_max = 499\n";
         let c = config(text).unwrap();
         let back = config(&c.to_toml()).unwrap_or_else(|e| panic!("{e}\n{}", c.to_toml()));
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn protect_takes_absolute_exes_and_a_system_uid_bound() {
+        let c = config("[protect]\nexes = [\"/usr/sbin/sshd\"]\nsystem_uid_max = 499\n").unwrap();
+        assert!(c.protect.protects_exe("/usr/sbin/sshd"));
+        assert!(!c.protect.protects_exe("/home/ana/sshd"));
+        assert!(c.protect.covers_owner(0) && c.protect.covers_owner(499));
+        assert!(!c.protect.covers_owner(500));
+    }
+
+    #[test]
+    fn the_system_uid_bound_defaults_to_the_platforms() {
+        let c = config("").unwrap();
+        assert_eq!(
+            c.protect.system_uid_max,
+            crate::sys::accounts::SYSTEM_UID_MAX
+        );
+        assert!(!c.protect.covers_owner(65534), "nobody is anyone's");
+    }
+
+    #[test]
+    fn a_relative_exe_is_refused_with_its_key() {
+        let e = config("[protect]\nexes = [\"sshd\"]\n").unwrap_err();
+        assert!(e.contains("protect.exes[0]"), "{e}");
+        assert!(e.contains("absolute path"), "{e}");
+    }
+
+    #[test]
+    fn a_system_uid_bound_out_of_range_is_refused() {
+        for bad in ["-1", "65534", "4294967296"] {
+            let e = config(&format!("[protect]\nsystem_uid_max = {bad}\n")).unwrap_err();
+            assert!(e.contains("protect.system_uid_max"), "{e}");
+            assert!(e.contains(bad), "{e}");
+        }
     }
 
     #[test]

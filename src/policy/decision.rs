@@ -131,6 +131,9 @@ pub struct Decision {
     pub limit: String,
     /// Why now, in words: `footprint 9.1 GiB > 8 GiB`.
     pub reason: String,
+    /// Whom the action may reach besides the target: what the actuator
+    /// checks each member of a process group against.
+    pub reach: super::Reach,
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use decision::{Action, Decision, SignalName};
+pub use protection::{Protection, Reach};
 
 use crate::config::{Config, Rule, Select};
 use crate::event::{EventKind, ProcessRef};
@@ -139,13 +140,36 @@ fn evaluate_rule(
     hard: &HashSet<u32>,
     out: &mut Evaluation,
 ) {
-    let candidates: Vec<&ProcessSample> = snap
-        .processes
-        .iter()
-        .filter(|p| rule.matcher.matches(p))
-        .filter(|p| protection::user_allowed(rule, p, ctx.self_uid))
-        .filter(|p| protection::protection_reason(p, &config.protect, hard, ctx.self_pid).is_none())
-        .collect();
+    // The processes the rule may act on. A protected one gets a status that
+    // says why; one whose listed name or path does not protect it (another
+    // user's process named `sshd`) carries a note that says why not, into
+    // its status, its events and the decision's reason.
+    let mut candidates: Vec<&ProcessSample> = Vec::new();
+    let mut notes: HashMap<ProcessId, String> = HashMap::new();
+    for p in snap.processes.iter().filter(|p| rule.matcher.matches(p)) {
+        if !protection::user_allowed(rule, p, ctx.self_uid) {
+            continue;
+        }
+        match protection::protection(p, &config.protect, hard, ctx.self_pid) {
+            Protection::Protected(why) => out.statuses.push(RuleStatus {
+                rule: rule.name.clone(),
+                pid: p.id.pid,
+                start: p.id.start,
+                state: "protected".to_string(),
+                detail: why,
+            }),
+            Protection::Unprotected(note) => {
+                if let Some(note) = note {
+                    notes.insert(p.id, format!("not protected: {note}"));
+                }
+                candidates.push(p);
+            }
+        }
+    }
+    let with_note = |p: &ProcessSample, text: String| match notes.get(&p.id) {
+        Some(note) => format!("{text}; {note}"),
+        None => text,
+    };
 
     let condition = rule
         .when
@@ -199,10 +223,13 @@ fn evaluate_rule(
                 pid: p.id.pid,
                 start: p.id.start,
                 state: state_word.to_string(),
-                detail: check
-                    .exceeded
-                    .clone()
-                    .unwrap_or_else(|| check.limit.clone()),
+                detail: with_note(
+                    p,
+                    check
+                        .exceeded
+                        .clone()
+                        .unwrap_or_else(|| check.limit.clone()),
+                ),
             });
             match check.exceeded {
                 Some(why) if gated_holds => {
@@ -257,6 +284,7 @@ fn evaluate_rule(
     }
 
     for (p, why, limit) in holding {
+        let why = with_note(p, why);
         let key = (rule.name.clone(), p.id);
         if !state.ladders.contains_key(&key) {
             if state.cooldown_until.get(&key).is_some_and(|t| now < *t) {
@@ -339,6 +367,7 @@ fn evaluate_rule(
             dry_run: rule.dry_run || config.daemon.dry_run,
             limit: limit.clone(),
             reason: why.clone(),
+            reach: Reach::of_rule(rule, &config.protect, ctx.self_uid),
         };
         ladder.next_step += 1;
         ladder.last_step_at = Some(now);

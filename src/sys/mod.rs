@@ -2,6 +2,8 @@
 //! needs, behind functions that name no OS. `target_os` is allowed here (and
 //! in `sample/` and `act/`), nowhere above.
 //!
+//! - [`accounts`]: which uids are root and system accounts (the ones name
+//!   protection covers).
 //! - [`residency`]: keeping the daemon resident and last in the OOM killer's
 //!   choice while memory runs out.
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
@@ -11,6 +13,7 @@
 //!   behind both on macOS (the layouts and their reading exist everywhere,
 //!   so that they are tested everywhere).
 
+pub mod accounts;
 pub mod macos_libproc;
 pub mod process_owner;
 pub mod residency;

@@ -85,8 +85,14 @@ impl Running {
         if own_group {
             command.process_group(0);
         }
+        command.args(args);
+        Self::hog_command(command)
+    }
+
+    /// The hog as `command` starts it (e.g. through `setpriv`, or into a
+    /// given process group), with its stdout captured.
+    pub fn hog_command(mut command: Command) -> Self {
         let mut child = command
-            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

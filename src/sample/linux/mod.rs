@@ -27,7 +27,8 @@
 //! - First sight of a pid: `stat` (start time = identity, ppid, name, and the
 //!   `PF_KTHREAD` flag: kernel threads are remembered and not read again
 //!   apart from the identity check below), `status` (uid, RssAnon, RssShmem,
-//!   VmSwap), `cmdline`, the `exe` link and, where the classifier asks for it,
+//!   VmSwap), `cmdline` (its first [`crate::model::ARGV_MAX_BYTES`] only: see
+//!   [`procfs::parse_cmdline`]), the `exe` link and, where the classifier asks for it,
 //!   `maps`. All of it is cached per identity (pid + start time).
 //! - Every tick, exact detail (`stat` + `status`) only for the processes that
 //!   matter: ML or Python ones as classified, and the [`TOP_EXACT`] largest by
@@ -686,7 +687,11 @@ impl Io {
                 return None;
             }
         };
-        let argv = match self.reader.read_pid_to_end(pid, "cmdline") {
+        // Bounded: a user can give a process megabytes of arguments.
+        let argv = match self
+            .reader
+            .read_pid_prefix(pid, "cmdline", procfs::CMDLINE_READ)
+        {
             Ok(data) => procfs::parse_cmdline(data),
             Err(Failure::Vanished) => {
                 count(errors, Failure::Vanished);

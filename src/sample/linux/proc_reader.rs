@@ -132,13 +132,34 @@ impl ProcReader {
         }
     }
 
-    /// A process file read to the end (`cmdline`, `maps`); may be empty.
+    /// A process file read to the end (`maps`); may be empty.
     pub fn read_pid_to_end(&mut self, pid: u32, name: &str) -> Result<&[u8], Failure> {
         self.pid_path(pid, name);
         match read_into(&self.path, &mut self.buf, true) {
             Ok(n) => Ok(&self.buf[..n]),
             Err(e) => Err(Failure::of(&e)),
         }
+    }
+
+    /// At most the first `max` bytes of a process file (`cmdline`), never
+    /// more, however long the file is: a user can give a process megabytes
+    /// of arguments. May be empty.
+    pub fn read_pid_prefix(&mut self, pid: u32, name: &str, max: usize) -> Result<&[u8], Failure> {
+        self.pid_path(pid, name);
+        if self.buf.len() < max {
+            self.buf.resize(max, 0);
+        }
+        let mut file = File::open(&self.path).map_err(|e| Failure::of(&e))?;
+        let mut len = 0;
+        while len < max {
+            match file.read(&mut self.buf[len..max]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Failure::of(&e)),
+            }
+        }
+        Ok(&self.buf[..len])
     }
 
     /// The target of a process's symlink (`exe`), lossy UTF-8, without the
@@ -258,6 +279,50 @@ mod tests {
         let mut pids = Vec::new();
         r.list_pids(&mut pids).unwrap();
         assert_eq!(pids, [12]);
+    }
+
+    #[test]
+    fn a_prefix_read_stops_at_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("12")).unwrap();
+        std::fs::write(dir.path().join("12/cmdline"), vec![b'a'; 100_000]).unwrap();
+        std::fs::write(dir.path().join("12/comm"), b"x\n").unwrap();
+        let mut r = ProcReader::new(dir.path().to_owned());
+        assert_eq!(r.read_pid_prefix(12, "cmdline", 4097).unwrap().len(), 4097);
+        assert_eq!(r.read_pid_prefix(12, "comm", 4097).unwrap(), b"x\n");
+        assert_eq!(
+            r.read_pid_prefix(13, "cmdline", 10).err(),
+            Some(Failure::Vanished)
+        );
+    }
+
+    #[test]
+    fn a_real_cmdline_is_read_only_up_to_the_bound() {
+        // A shell with 1 MiB of arguments (16 of 64 KiB: one argument may
+        // hold at most 128 KiB, MAX_ARG_STRLEN) that it ignores.
+        let long = "y".repeat(64 << 10);
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; :"])
+            .args(std::iter::repeat_n(&long, 16))
+            .spawn()
+            .unwrap();
+        let mut r = ProcReader::new(PathBuf::from("/proc"));
+        // The spawn returns once exec has closed the close-on-exec fds,
+        // which is before the kernel sets up the new argument area: until
+        // then cmdline reads empty.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let n = loop {
+            let n = r
+                .read_pid_prefix(child.id(), "cmdline", 4097)
+                .map(<[u8]>::len);
+            if n != Ok(0) || std::time::Instant::now() > deadline {
+                break n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(n, Ok(4097));
     }
 
     #[test]

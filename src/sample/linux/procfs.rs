@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{PressureLevel, Psi, PsiLine, Swap, SystemMemory};
+use crate::model::{ARGV_MAX_BYTES, ArgvCap, PressureLevel, Psi, PsiLine, Swap, SystemMemory};
 
 /// Bytes in the `kB` unit of `/proc/meminfo` and `/proc/[pid]/status`.
 const KIB: u64 = 1024;
@@ -449,15 +449,31 @@ pub fn parse_status(data: &[u8]) -> Option<Status> {
 /// into arguments, lossy UTF-8. Tolerates a missing final NUL (a process that
 /// rewrote its arguments) and an empty file (zombies, kernel threads). Empty
 /// arguments inside the list are kept.
+///
+/// `data` is what the sampler read: at most [`CMDLINE_READ`] bytes. More than
+/// [`ARGV_MAX_BYTES`] means the command line goes on: its first
+/// [`ARGV_MAX_BYTES`] are kept and marked as cut (see [`ArgvCap`]), and so is
+/// one of more than [`crate::model::ARGV_MAX_ARGS`] arguments.
 pub fn parse_cmdline(data: &[u8]) -> Vec<String> {
-    let data = data.strip_suffix(b"\0").unwrap_or(data);
+    let unread = data.len() > ARGV_MAX_BYTES;
+    let data = if unread {
+        &data[..ARGV_MAX_BYTES]
+    } else {
+        data.strip_suffix(b"\0").unwrap_or(data)
+    };
     if data.is_empty() {
         return Vec::new();
     }
-    data.split(|&c| c == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect()
+    let mut cap = ArgvCap::new();
+    for arg in data.split(|&c| c == 0) {
+        cap.push(arg);
+    }
+    cap.finish(unread)
 }
+
+/// How much of `/proc/[pid]/cmdline` the sampler reads: one byte past what it
+/// keeps, to tell a command line that fits from one that goes on.
+pub const CMDLINE_READ: usize = ARGV_MAX_BYTES + 1;
 
 // --- /proc/[pid]/maps -----------------------------------------------------
 
@@ -897,6 +913,35 @@ mod tests {
                 "import time; x=bytearray(50<<20); time.sleep(600)",
             ]
         );
+    }
+
+    #[test]
+    fn a_cmdline_past_the_cap_keeps_its_start_and_a_mark() {
+        let mut data = b"python3\0-m\0ipykernel_launcher\0-f\0/run/kernel-1.json\0".to_vec();
+        data.resize(CMDLINE_READ, b'x');
+        let argv = parse_cmdline(&data);
+        assert_eq!(
+            argv[..5],
+            [
+                "python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/run/kernel-1.json"
+            ]
+        );
+        let kept: usize = argv[..argv.len() - 1].iter().map(|a| a.len() + 1).sum();
+        assert!(kept <= ARGV_MAX_BYTES, "{kept}");
+        assert_eq!(argv.last().unwrap(), "…[argv truncated: over 4096 bytes]");
+    }
+
+    #[test]
+    fn a_cmdline_that_fits_exactly_is_not_marked() {
+        let mut data = vec![b'a'; ARGV_MAX_BYTES - 1];
+        data.push(0);
+        let argv = parse_cmdline(&data);
+        assert_eq!(argv.len(), 1);
+        assert_eq!(argv[0].len(), ARGV_MAX_BYTES - 1);
     }
 
     #[test]

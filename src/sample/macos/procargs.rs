@@ -22,6 +22,14 @@
 //! complete and says so in [`ProcArgs::complete`]; a string cut off by the
 //! end of the buffer is dropped rather than passed on half, since a
 //! truncated `-f kernel-….json` would name the wrong kernel.
+//!
+//! What is kept is bounded whatever the process holds (up to `kern.argmax`,
+//! 1 MiB): the arguments within [`ARGV_MAX_BYTES`] and [`ARGV_MAX_ARGS`],
+//! cut with a visible last element `…[argv truncated: N bytes]` (see
+//! [`ArgvCap`]); the environment within the same bounds, cut without a mark
+//! (no one shows it).
+
+use crate::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ArgvCap};
 
 /// What a `KERN_PROCARGS2` buffer holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,9 +38,11 @@ pub struct ProcArgs {
     pub argc: u32,
     /// The path passed to `execve` (may be relative, as the caller gave it).
     pub exec_path: String,
-    /// The arguments found; fewer than `argc` if the buffer ended early.
+    /// The arguments found, within the caps; fewer than `argc` if the
+    /// buffer ended early.
     pub argv: Vec<String>,
-    /// The strings after the arguments, up to the first empty one.
+    /// The strings after the arguments, up to the first empty one, within
+    /// the caps.
     pub env: Vec<String>,
     /// All `argc` arguments were present and NUL-terminated.
     pub complete: bool,
@@ -80,20 +90,33 @@ pub fn parse(buf: &[u8]) -> Result<ProcArgs, ProcArgsError> {
     rest = &rest[padding..];
 
     // Each argument consumes exactly its terminator, so empty arguments
-    // ("") survive as empty strings.
-    while out.argv.len() < argc as usize {
+    // ("") survive as empty strings. Every argument is walked, so that the
+    // mark of a cut command line gives its whole size.
+    let mut argv = ArgvCap::new();
+    let mut found = 0usize;
+    while found < argc as usize {
         match take_string(rest) {
             Some((arg, after)) => {
-                out.argv.push(lossy(arg));
+                argv.push(arg);
+                found += 1;
                 rest = after;
             }
-            None => return Ok(out),
+            None => {
+                out.argv = argv.finish(false);
+                return Ok(out);
+            }
         }
     }
+    out.argv = argv.finish(false);
     out.complete = true;
 
+    let mut env_bytes = 0usize;
     while let Some((var, after)) = take_string(rest) {
         if var.is_empty() {
+            break;
+        }
+        env_bytes = env_bytes.saturating_add(var.len() + 1);
+        if env_bytes > ARGV_MAX_BYTES || out.env.len() >= ARGV_MAX_ARGS {
             break;
         }
         out.env.push(lossy(var));
@@ -236,6 +259,37 @@ mod tests {
         let p = parse(&buf).unwrap();
         assert_eq!(p.argv, ["-zsh"]);
         assert_eq!(p.env, ["TERM=xterm"]);
+    }
+
+    #[test]
+    fn megabytes_of_arguments_are_kept_within_the_caps_and_marked() {
+        let big = "x".repeat(500 << 10);
+        let mut argv: Vec<&str> = KERNEL_ARGV.to_vec();
+        argv.push(&big);
+        argv.push(&big);
+        let env_var = format!("A={big}");
+        let buf = buffer(6, PYTHON_APP, &argv, &[&env_var, "B=1"]);
+        let p = parse(&buf).unwrap();
+        assert!(p.complete);
+        assert_eq!(p.argv[..4], KERNEL_ARGV, "the front survives");
+        let kept: usize = p.argv[..p.argv.len() - 1].iter().map(|a| a.len() + 1).sum();
+        assert!(kept <= ARGV_MAX_BYTES, "{kept}");
+        let total: usize = argv.iter().map(|a| a.len() + 1).sum();
+        assert_eq!(
+            p.argv.last().unwrap(),
+            &format!("…[argv truncated: {total} bytes]")
+        );
+        assert!(p.env.is_empty(), "an oversized environment is not kept");
+    }
+
+    #[test]
+    fn thousands_of_arguments_are_cut_at_the_count_cap() {
+        let many = vec!["a"; 5000];
+        let buf = buffer(5000, "/bin/echo", &many, &[]);
+        let p = parse(&buf).unwrap();
+        assert!(p.complete);
+        assert_eq!(p.argv.len(), ARGV_MAX_ARGS);
+        assert_eq!(p.argv.last().unwrap(), "…[argv truncated: 10000 bytes]");
     }
 
     #[test]
