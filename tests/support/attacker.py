@@ -39,27 +39,31 @@ def raise_nofile():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def connect_many(port, n, rcvbuf=None, within=10.0):
-    """Start N connections at once; wait up to `within` seconds for them.
+def connect_many(port, n, rcvbuf=None, within=20.0, in_flight=64):
+    """Open N connections, at most `in_flight` at a time (a burst beyond the
+    daemon's listen queue leaves connections the client thinks open and the
+    server never accepted); wait up to `within` seconds in all.
     Returns (established, still connecting, refused)."""
     sel = selectors.DefaultSelector()
     refused = 0
     pending = set()
-    for _ in range(n):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        if rcvbuf:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        s.setblocking(False)
-        err = s.connect_ex(("127.0.0.1", port))
-        if err not in (0, errno.EINPROGRESS):
-            refused += 1
-            s.close()
-            continue
-        pending.add(s)
-        sel.register(s, selectors.EVENT_WRITE)
     established = []
+    started = 0
     deadline = time.monotonic() + within
-    while pending and time.monotonic() < deadline:
+    while (started < n or pending) and time.monotonic() < deadline:
+        while started < n and len(pending) < in_flight:
+            started += 1
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if rcvbuf:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            s.setblocking(False)
+            err = s.connect_ex(("127.0.0.1", port))
+            if err not in (0, errno.EINPROGRESS):
+                refused += 1
+                s.close()
+                continue
+            pending.add(s)
+            sel.register(s, selectors.EVENT_WRITE)
         for key, _ in sel.select(timeout=0.2):
             s = key.fileobj
             sel.unregister(s)
@@ -69,6 +73,8 @@ def connect_many(port, n, rcvbuf=None, within=10.0):
                 s.close()
             else:
                 established.append(s)
+        # Give the daemon a moment to accept the ones in its queue.
+        time.sleep(0.005)
     sel.close()
     return established, list(pending), refused
 
