@@ -53,6 +53,7 @@ awk -F'\t' '
   }
 ' "$log"
 echo
-grep -E '^test .* \.\.\. (ok|FAILED)$' "$log" || true
+# The names of the failed tests, and the summary.
+awk '/^failures:$/ { n++ } n == 2 && /^    [a-z_0-9]+$/ { print "FAILED:" $0 } /^test result:/' "$log"
 echo "full output: $log"
 exit "$status"
