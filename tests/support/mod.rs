@@ -6,6 +6,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
+pub mod attack;
 pub mod hog;
 
 use std::io::{BufRead, BufReader};

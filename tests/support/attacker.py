@@ -1,0 +1,254 @@
+"""What an unprivileged local user does to a root headroom daemon, for
+tests/attacks.rs: one subcommand per attack, run as that user (through
+setpriv). Each prints one line per event on stdout, flushed at once, and
+holds its sockets and children until it is killed (the test kills its whole
+process group).
+
+    hold PORT N                 open N idle TCP connections and keep them
+    slowloris PORT N BYTES      N connections, each sending BYTES of headers
+                                that never end
+    argv N BYTES                N sleeping processes with BYTES of argv each
+    noread PORT N PATH          N `GET PATH` requests whose answers are never read
+    listen                      a loopback listener that reports every byte it gets
+    get URL                     one GET: the status, then the body
+
+Status lines while holding connections: `status open=O cut=C`, where cut
+counts connections the daemon closed or reset.
+"""
+
+import errno
+import os
+import resource
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+
+def say(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def raise_nofile():
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def connect_many(port, n, rcvbuf=None, within=20.0, in_flight=64):
+    """Open N connections, at most `in_flight` at a time (a burst beyond the
+    daemon's listen queue leaves connections the client thinks open and the
+    server never accepted); wait up to `within` seconds in all.
+    Returns (established, still connecting, refused)."""
+    sel = selectors.DefaultSelector()
+    refused = 0
+    pending = set()
+    established = []
+    started = 0
+    deadline = time.monotonic() + within
+    while (started < n or pending) and time.monotonic() < deadline:
+        while started < n and len(pending) < in_flight:
+            started += 1
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if rcvbuf:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            s.setblocking(False)
+            err = s.connect_ex(("127.0.0.1", port))
+            if err not in (0, errno.EINPROGRESS):
+                refused += 1
+                s.close()
+                continue
+            pending.add(s)
+            sel.register(s, selectors.EVENT_WRITE)
+        for key, _ in sel.select(timeout=0.2):
+            s = key.fileobj
+            sel.unregister(s)
+            pending.discard(s)
+            if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                refused += 1
+                s.close()
+            else:
+                established.append(s)
+        # Give the daemon a moment to accept the ones in its queue.
+        time.sleep(0.005)
+    sel.close()
+    return established, list(pending), refused
+
+
+def is_cut(s):
+    """True once the peer closed or reset `s` (s is non-blocking)."""
+    try:
+        data = s.recv(65536, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    if data == b"":
+        return True
+    # An answer (e.g. 503 or 431) without a close yet: drain it, still open.
+    try:
+        s.recv(65536)
+    except OSError:
+        return True
+    return False
+
+
+def report_forever(socks, already_cut=0):
+    cut = set()
+    while True:
+        for s in socks:
+            if s not in cut and is_cut(s):
+                cut.add(s)
+        say(f"status open={len(socks) - len(cut)} cut={len(cut) + already_cut}")
+        time.sleep(1)
+
+
+def hold(port, n):
+    raise_nofile()
+    est, pending, refused = connect_many(port, n)
+    say(f"connected {len(est)} connecting={len(pending)} refused={refused}")
+    report_forever(est, refused)
+
+
+def slowloris(port, n, size):
+    raise_nofile()
+    head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    line = b"X-Pad: " + b"a" * 1000 + b"\r\n"
+    payload = head + line * ((size - len(head)) // len(line))
+    view = memoryview(payload)
+    est, pending, refused = connect_many(port, n)
+    say(f"connected {len(est)} connecting={len(pending)} refused={refused}")
+    sel = selectors.DefaultSelector()
+    offset = {}
+    for s in est:
+        offset[s] = 0
+        sel.register(s, selectors.EVENT_WRITE)
+    cut = refused
+    complete = 0
+    sent = 0
+    last_progress = time.monotonic()
+    deadline = time.monotonic() + 30
+    while offset and time.monotonic() < deadline and time.monotonic() - last_progress < 5:
+        for key, _ in sel.select(timeout=0.2):
+            s = key.fileobj
+            try:
+                k = s.send(view[offset[s]:offset[s] + 65536])
+            except BlockingIOError:
+                continue
+            except OSError:
+                cut += 1
+                sel.unregister(s)
+                del offset[s]
+                continue
+            sent += k
+            offset[s] += k
+            last_progress = time.monotonic()
+            if offset[s] >= len(payload):
+                complete += 1
+                sel.unregister(s)
+                del offset[s]
+    sel.close()
+    say(f"sent bytes={sent} complete={complete} stalled={len(offset)} cut={cut}")
+    report_forever(est, refused)
+
+
+def argv(n, size):
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    # The kernel takes argv up to a quarter of the stack limit (at most 6 MiB).
+    want = 64 << 20
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+    chunk = 100_000
+    args = ["A" * chunk] * max(1, size // chunk)
+    children = []
+    for _ in range(n):
+        children.append(
+            subprocess.Popen(
+                ["/bin/sh", "-c", "sleep 100000; :", "sh"] + args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    say(f"spawned {len(children)} pids={','.join(str(c.pid) for c in children)}")
+    while True:
+        time.sleep(3600)
+
+
+def noread(port, n, path):
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # A small window: the answer stays in the daemon, not in our buffers.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(10)
+        try:
+            s.connect(("127.0.0.1", port))
+            s.sendall(request)
+            socks.append(s)
+        except OSError as e:
+            say(f"failed {e}")
+    say(f"sent {len(socks)}")
+    while True:
+        time.sleep(3600)
+
+
+def listen():
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    say(f"port {srv.getsockname()[1]}")
+
+    def serve(conn):
+        while True:
+            try:
+                data = conn.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            say(f"received {len(data)} {data[:300]!r}")
+
+    while True:
+        conn, _ = srv.accept()
+        say("accepted")
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            status, body = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read()
+    say(str(status))
+    sys.stdout.write(body.decode("utf-8", "replace"))
+    sys.stdout.flush()
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "hold":
+        hold(int(args[0]), int(args[1]))
+    elif cmd == "slowloris":
+        slowloris(int(args[0]), int(args[1]), int(args[2]))
+    elif cmd == "argv":
+        argv(int(args[0]), int(args[1]))
+    elif cmd == "noread":
+        noread(int(args[0]), int(args[1]), args[2])
+    elif cmd == "listen":
+        listen()
+    elif cmd == "get":
+        get(args[0])
+    else:
+        sys.exit(f"unknown attack {cmd!r}; see the docstring")
+
+
+if __name__ == "__main__":
+    main()
