@@ -295,6 +295,12 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::CheckConfig { file } => {
             let config = Config::load(&file)?;
+            // As root, refuse what `headroom run` as root would refuse.
+            crate::config::permissions::check_for_root(
+                Some(&file),
+                &config,
+                crate::act::effective_uid(),
+            )?;
             println!("# {}: valid. Effective config:", file.display());
             print!("{}", config.to_toml());
             Ok(())

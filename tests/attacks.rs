@@ -915,9 +915,10 @@ fn hooks_get_a_clean_environment_and_must_be_root_owned_whole() {
     f.finish();
 }
 
-/// The hook's environment (`/proc/<pid>/environ`): only `PATH` (fixed, not
-/// the daemon's) and documented `HEADROOM_*` variables, none of the
-/// daemon's own, no raw control bytes; `HEADROOM_PID` names the hog.
+/// The hook's environment (`/proc/<pid>/environ`): only the documented fixed
+/// `PATH`, `HOME=/` and `LANG=C.UTF-8` of a root daemon, and documented
+/// `HEADROOM_*` variables: none of the daemon's own, no raw control bytes;
+/// `HEADROOM_PID` names the hog.
 fn check_hook_env(f: &mut Findings, environ: &[u8], hog_pid: u32) {
     let vars: Vec<(String, String)> = environ
         .split(|&b| b == 0)
@@ -935,12 +936,12 @@ fn check_hook_env(f: &mut Findings, environ: &[u8], hog_pid: u32) {
     let undocumented: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|k| *k != "PATH" && !k.starts_with("HEADROOM_"))
+        .filter(|k| !matches!(*k, "PATH" | "HOME" | "LANG") && !k.starts_with("HEADROOM_"))
         .collect();
     f.check(undocumented.is_empty(), || {
         format!(
-            "the hook got {} variable(s) that are neither PATH nor HEADROOM_* (the daemon's own \
-             environment): {}",
+            "the hook got {} variable(s) that are neither PATH, HOME, LANG nor HEADROOM_* (the \
+             daemon's own environment): {}",
             undocumented.len(),
             undocumented.join(" ")
         )
@@ -953,6 +954,13 @@ fn check_hook_env(f: &mut Findings, environ: &[u8], hog_pid: u32) {
         f.check(raw.is_empty() && !value.contains('\n'), || {
             format!("{key} reaches the hook with raw control bytes: {value:?}")
         });
+    }
+    for (key, fixed) in [("HOME", "/"), ("LANG", "C.UTF-8")] {
+        if let Some((_, value)) = vars.iter().find(|(k, _)| k == key) {
+            f.check(value == fixed, || {
+                format!("{key} is {value:?} in the hook, not the documented {fixed:?}")
+            });
+        }
     }
     match vars.iter().find(|(k, _)| k == "PATH") {
         Some((_, path)) => f.check(!path.contains("nonexistent-attacker-bin"), || {
