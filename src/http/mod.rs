@@ -275,7 +275,9 @@ impl Server {
         let open_files = match crate::sys::fd_limit::open_files_limit() {
             Ok(soft) => Some(soft),
             Err(e) => {
-                tracing::warn!("cannot read the open-file limit: {e}; HTTP connections capped at http.max_connections alone");
+                tracing::warn!(
+                    "cannot read the open-file limit: {e}; HTTP connections capped at http.max_connections alone"
+                );
                 None
             }
         };

@@ -491,7 +491,10 @@ impl Throttled {
     /// The count to report with a warning now, or `None` to stay quiet.
     fn due(&mut self) -> Option<u64> {
         let now = Instant::now();
-        if self.last.is_some_and(|t| now.duration_since(t) < Self::EVERY) {
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Self::EVERY)
+        {
             self.left_out += 1;
             return None;
         }
@@ -585,10 +588,7 @@ fn is_per_connection(e: &io::Error) -> bool {
     )
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one connection's whole context"
-)]
+#[expect(clippy::too_many_arguments, reason = "one connection's whole context")]
 async fn connection(
     stream: TcpStream,
     client: SocketAddr,
@@ -663,7 +663,12 @@ mod tests {
         assert!(head.starts_with("HTTP/1.1 503 "));
         assert!(head.contains(&format!("content-length: {}", body.len())));
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
-        assert!(v["error"].as_str().unwrap().contains("too many connections"));
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("too many connections")
+        );
     }
 
     #[test]
@@ -674,7 +679,10 @@ mod tests {
         let (limits, why) = Limits::for_config(&http, Some(400));
         assert_eq!(limits.max_connections, 144);
         let why = why.expect("a reason");
-        assert!(why.contains("lowered from 256 to 144") && why.contains("400"), "{why}");
+        assert!(
+            why.contains("lowered from 256 to 144") && why.contains("400"),
+            "{why}"
+        );
         let (limits, _) = Limits::for_config(&http, Some(100));
         assert_eq!(limits.max_connections, fd_limit::MIN_HTTP_CONNECTIONS);
         let (limits, why) = Limits::for_config(&http, None);

@@ -427,7 +427,10 @@ mod tests {
         }
         let row = extend_object(forms.open_object(1).unwrap(), &Extra { growth: 2.5 });
         let v: serde_json::Value = serde_json::from_str(&text(&row)).unwrap();
-        assert_eq!((v["pid"].as_u64(), v["growth"].as_f64()), (Some(11), Some(2.5)));
+        assert_eq!(
+            (v["pid"].as_u64(), v["growth"].as_f64()),
+            (Some(11), Some(2.5))
+        );
         assert_eq!(v["redacted"], true);
         assert!(forms.hidden(1) && !forms.hidden(0));
         assert_eq!(cache.encodings(), 2, "one per form");
@@ -436,7 +439,11 @@ mod tests {
     #[test]
     fn chunks_know_their_length() {
         let body = Chunks::new(
-            vec![Bytes::from_static(b"ab"), Bytes::new(), Bytes::from_static(b"c")],
+            vec![
+                Bytes::from_static(b"ab"),
+                Bytes::new(),
+                Bytes::from_static(b"c"),
+            ],
             None,
         );
         assert_eq!(http_body::Body::size_hint(&body).exact(), Some(3));

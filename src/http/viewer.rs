@@ -203,9 +203,14 @@ fn redact_workload(w: &Workload) -> Workload {
 /// names and GPU figures (see `crate::workload` and `crate::sample::gpu`);
 /// every other line may quote the command line or the executable.
 fn evidence_is_public(line: &str) -> bool {
-    ["maps ", "process name is ", "holds ", "has a context on GPU "]
-        .iter()
-        .any(|prefix| line.starts_with(prefix))
+    [
+        "maps ",
+        "process name is ",
+        "holds ",
+        "has a context on GPU ",
+    ]
+    .iter()
+    .any(|prefix| line.starts_with(prefix))
 }
 
 /// `e` with the notebook and kernel id of its process left out, if the
@@ -312,7 +317,10 @@ mod tests {
         assert_eq!(r.workload.kernel_id, None);
         assert_eq!(
             r.workload.evidence,
-            ["maps libtorch_cpu.so", "holds 1.0 GiB of GPU memory on GPU 0"]
+            [
+                "maps libtorch_cpu.so",
+                "holds 1.0 GiB of GPU memory on GPU 0"
+            ]
         );
         assert_eq!((r.id, r.uid, r.footprint), (p.id, p.uid, p.footprint));
         assert_eq!((&r.name, &r.user), (&p.name, &p.user));
