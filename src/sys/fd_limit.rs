@@ -124,11 +124,14 @@ pub fn raise_open_files() -> io::Result<OpenFilesLimit> {
     Ok(OpenFilesLimit { before, soft, hard })
 }
 
+// `rlim_t` is a 64-bit unsigned integer on every platform headroom builds
+// for (glibc and musl on 64-bit Linux, `__uint64_t` in XNU's
+// `sys/resource.h`), so values pass through unchanged but for the infinity.
 fn from_rlim(value: libc::rlim_t) -> u64 {
     if value == libc::RLIM_INFINITY {
         u64::MAX
     } else {
-        u64::try_from(value).unwrap_or(u64::MAX)
+        value
     }
 }
 
@@ -136,7 +139,7 @@ fn to_rlim(value: u64) -> libc::rlim_t {
     if value == u64::MAX {
         libc::RLIM_INFINITY
     } else {
-        libc::rlim_t::try_from(value).unwrap_or(libc::RLIM_INFINITY)
+        value
     }
 }
 
@@ -203,7 +206,8 @@ mod tests {
     #[test]
     fn the_budget_keeps_the_reserve_and_a_floor() {
         assert_eq!(http_connection_budget(1024), 768);
-        assert_eq!(http_connection_budget(300), MIN_HTTP_CONNECTIONS);
+        assert_eq!(http_connection_budget(300), 44);
+        assert_eq!(http_connection_budget(260), MIN_HTTP_CONNECTIONS);
         assert_eq!(http_connection_budget(0), MIN_HTTP_CONNECTIONS);
         assert!(http_connection_budget(u64::MAX) > 1 << 30, "unlimited");
     }
