@@ -252,6 +252,9 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
     Ok(listener)
 }
 
+/// Threads the HTTP server's runtime may start for blocking work.
+const HTTP_BLOCKING_THREADS: usize = 4;
+
 /// Nice levels the HTTP server's thread runs below the daemon's others.
 const HTTP_NICE: i32 = 10;
 
@@ -302,8 +305,11 @@ impl Server {
     ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
+        // Blocking work (encoding a snapshot, looking up a client's user) runs
+        // on a few threads, however many clients ask at once.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .max_blocking_threads(HTTP_BLOCKING_THREADS)
             .build()?;
         let registry = Arc::new(Registry::new(limits.max_connections));
         let (stop, stopped) = oneshot::channel::<()>();
