@@ -469,6 +469,12 @@ fn run_daemon(
             .map_err(|why| CliError::Usage(format!("--listen {addr}: {why}")))?;
     }
     crate::logging::init(log_format.unwrap_or(config.daemon.log_format));
+    // Room for enforcement's descriptors whatever HTTP clients open; the
+    // HTTP server keeps a reserve out of what this leaves.
+    match crate::sys::fd_limit::raise_open_files() {
+        Ok(limit) => tracing::info!("{}", limit.describe()),
+        Err(e) => tracing::warn!("{e}; the HTTP server keeps within the current limit"),
+    }
     stay_resident();
     // Bind before anything runs, so that a taken port is a clear error.
     let listener = if config.http.enabled {

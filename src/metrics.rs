@@ -13,7 +13,8 @@
 //! not report (e.g. `wired` on Linux, PSI on macOS) is left out rather than
 //! exported as zero. Per-process series exist only for ML workloads, the
 //! largest first, capped by `http.max_process_series`, because `pid` labels
-//! churn.
+//! churn. A kernel's `notebook` label is shown only to a reader allowed to see
+//! it ([`render_for`]; the HTTP server decides who is).
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
@@ -29,7 +30,17 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The text exposition of [`registry`].
 pub fn render(state: &State) -> Result<String, prometheus::Error> {
-    let families = registry(state)?.gather();
+    render_for(state, &|_| true)
+}
+
+/// The text exposition for a reader who sees the notebook of a process
+/// owned by `uid` only where `shows(uid)` holds (other processes' series
+/// carry an empty `notebook` label).
+pub fn render_for(
+    state: &State,
+    shows: &dyn Fn(Option<u32>) -> bool,
+) -> Result<String, prometheus::Error> {
+    let families = registry_for(state, shows)?.gather();
     let mut out = Vec::with_capacity(16 * 1024);
     TextEncoder::new().encode(&families, &mut out)?;
     String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
@@ -41,6 +52,14 @@ pub fn render(state: &State) -> Result<String, prometheus::Error> {
 /// touches what the sampler writes. Fails only on a programming error (an
 /// invalid or duplicate family), which the unit tests rule out.
 pub fn registry(state: &State) -> Result<Registry, prometheus::Error> {
+    registry_for(state, &|_| true)
+}
+
+/// [`registry`], with notebooks shown as [`render_for`] says.
+pub fn registry_for(
+    state: &State,
+    shows: &dyn Fn(Option<u32>) -> bool,
+) -> Result<Registry, prometheus::Error> {
     let reg = Registry::new();
     build_info(&reg, state)?;
     sampler(&reg, state)?;
@@ -49,7 +68,7 @@ pub fn registry(state: &State) -> Result<Registry, prometheus::Error> {
         swap(&reg, snap)?;
         pressure(&reg, snap)?;
         gpus(&reg, snap)?;
-        processes(&reg, state, snap)?;
+        processes(&reg, state, snap, shows)?;
         workloads(&reg, snap)?;
     }
     actions(&reg, state)?;
@@ -442,7 +461,12 @@ pub fn exported_processes(snap: &Snapshot, cap: usize) -> Vec<&ProcessSample> {
     ml
 }
 
-fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Result<()> {
+fn processes(
+    reg: &Registry,
+    state: &State,
+    snap: &Snapshot,
+    shows: &dyn Fn(Option<u32>) -> bool,
+) -> prometheus::Result<()> {
     let cap = state.config.http.max_process_series;
     let ml_count = snap.processes.iter().filter(|p| p.workload.is_ml()).count();
     let shown = exported_processes(snap, cap);
@@ -452,7 +476,8 @@ fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Resu
         "ML processes left without their own series because of http.max_process_series.",
         ml_count.saturating_sub(shown.len()) as f64,
     )?;
-    // `notebook`: the Jupyter notebook a kernel runs, empty for other processes.
+    // `notebook`: the Jupyter notebook a kernel runs, empty for other processes
+    // and for kernels whose notebook the reader may not see.
     let labels = ["pid", "name", "workload", "notebook"];
     let footprint = gauge(
         reg,
@@ -493,7 +518,10 @@ fn processes(reg: &Registry, state: &State, snap: &Snapshot) -> prometheus::Resu
     let headroom = exhaustion_headroom(snap);
     for p in shown {
         let pid = p.id.pid.to_string();
-        let notebook = p.workload.notebook.as_deref().unwrap_or("");
+        let notebook = match p.workload.notebook.as_deref() {
+            Some(notebook) if shows(p.uid) => notebook,
+            _ => "",
+        };
         let l = [
             pid.as_str(),
             p.name.as_str(),
@@ -783,6 +811,24 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_kernel_of_another_user_has_no_notebook_label() {
+        let mut kernel = process(10, 100, WorkloadKind::Jupyter);
+        kernel.uid = Some(1000);
+        kernel.workload.notebook = Some("work/train.ipynb".into());
+        let state = state_with(vec![snapshot(1000, vec![kernel])], 50);
+        let text = render_for(&state, &|uid| uid == Some(1001)).unwrap();
+        assert!(
+            text.contains(
+                "headroom_process_footprint_bytes{name=\"p10\",notebook=\"\",pid=\"10\",workload=\"jupyter\"} 100"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("train.ipynb"));
+        let own = render_for(&state, &|uid| uid == Some(1000)).unwrap();
+        assert!(own.contains("notebook=\"work/train.ipynb\""));
     }
 
     #[test]

@@ -2,10 +2,18 @@
 //! effective config, published through a tokio `watch` channel after every
 //! sample. Readers (the CLI's status command, HTTP handlers) only read it and
 //! clone the `Arc`s they need, so they never hold up the sampler.
+//!
+//! The snapshot's JSON is made at most once per form and per sample, on
+//! first use, and shared by every reader ([`SnapshotJson`]): a hundred slow
+//! clients of a large snapshot hold one copy of it, not a hundred.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use bytes::Bytes;
 
 use crate::config::Config;
 use crate::event::{Event, EventKind};
@@ -34,6 +42,88 @@ pub struct State {
     pub rule_statuses: Arc<Vec<RuleStatus>>,
     /// What headroom did, counted since start.
     pub actions: ActionCounts,
+    /// The JSON of [`State::snapshot`], made on first use; replaced with
+    /// every new snapshot.
+    pub snapshot_json: Arc<SnapshotJson>,
+}
+
+/// One JSON encoding of a snapshot: the whole document, and where each
+/// process's object lies in it, so that a reader can serve the document or
+/// pick processes out of it without encoding them again.
+#[derive(Debug)]
+pub struct EncodedSnapshot {
+    /// The snapshot encoded.
+    pub of: Weak<Snapshot>,
+    pub json: Bytes,
+    /// The inside of the process list, between its `[` and `]`.
+    pub list: Range<usize>,
+    /// Each process's object (`{…}`) in `json`, in the snapshot's order;
+    /// consecutive objects are separated by one comma.
+    pub processes: Vec<Range<usize>>,
+}
+
+/// The two forms of a snapshot's JSON the API serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonForm {
+    /// Every field of every process.
+    Full,
+    /// Every process with its command line, executable and notebook left out.
+    Redacted,
+}
+
+/// The latest snapshot's JSON in each [`JsonForm`], each encoded at most
+/// once, when first asked for, and shared by every reader of that snapshot.
+#[derive(Debug, Default)]
+pub struct SnapshotJson {
+    full: OnceLock<Arc<EncodedSnapshot>>,
+    redacted: OnceLock<Arc<EncodedSnapshot>>,
+    encodings: AtomicU64,
+}
+
+impl SnapshotJson {
+    /// The encoding of `snap` in `form`: the cached one, or `encode`'s (kept
+    /// for the next reader). A snapshot other than the one cached first is
+    /// encoded without being kept.
+    pub fn get(
+        &self,
+        snap: &Arc<Snapshot>,
+        form: JsonForm,
+        encode: impl FnOnce(&Arc<Snapshot>) -> EncodedSnapshot,
+    ) -> Arc<EncodedSnapshot> {
+        let cell = match form {
+            JsonForm::Full => &self.full,
+            JsonForm::Redacted => &self.redacted,
+        };
+        let mut encode = Some(encode);
+        let cached = cell.get_or_init(|| self.encode(snap, &mut encode));
+        if Weak::ptr_eq(&cached.of, &Arc::downgrade(snap)) {
+            return Arc::clone(cached);
+        }
+        self.encode(snap, &mut encode)
+    }
+
+    fn encode(
+        &self,
+        snap: &Arc<Snapshot>,
+        encode: &mut Option<impl FnOnce(&Arc<Snapshot>) -> EncodedSnapshot>,
+    ) -> Arc<EncodedSnapshot> {
+        self.encodings.fetch_add(1, Ordering::Relaxed);
+        match encode.take() {
+            Some(f) => Arc::new(f(snap)),
+            // Unreachable: each call encodes at most once.
+            None => Arc::new(EncodedSnapshot {
+                of: Arc::downgrade(snap),
+                json: Bytes::new(),
+                list: 0..0,
+                processes: Vec::new(),
+            }),
+        }
+    }
+
+    /// How many encodings were made, in both forms.
+    pub fn encodings(&self) -> u64 {
+        self.encodings.load(Ordering::Relaxed)
+    }
 }
 
 /// How many recent events the state keeps (the journal keeps them all).
@@ -107,6 +197,7 @@ impl State {
             events: Arc::new(VecDeque::new()),
             rule_statuses: Arc::new(Vec::new()),
             actions: ActionCounts::default(),
+            snapshot_json: Arc::default(),
         }
     }
 
@@ -119,6 +210,7 @@ impl State {
         Arc::make_mut(&mut history).record(&snap);
         self.history = history;
         self.snapshot = Some(Arc::new(snap));
+        self.snapshot_json = Arc::default();
         self.counters.samples += 1;
         let e = &mut self.counters.collector_errors;
         let new = snap_errors;
@@ -184,6 +276,51 @@ fn action_kind(label: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn encoding(snap: &Arc<Snapshot>, text: &'static str) -> EncodedSnapshot {
+        EncodedSnapshot {
+            of: Arc::downgrade(snap),
+            json: Bytes::from_static(text.as_bytes()),
+            list: 0..0,
+            processes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn snapshot_json_is_encoded_once_per_form() {
+        let json = SnapshotJson::default();
+        let snap = Arc::new(Snapshot::default());
+        let a = json.get(&snap, JsonForm::Full, |s| encoding(s, "full"));
+        let b = json.get(&snap, JsonForm::Full, |_| panic!("encoded twice"));
+        assert!(Arc::ptr_eq(&a, &b));
+        let r = json.get(&snap, JsonForm::Redacted, |s| encoding(s, "redacted"));
+        assert_eq!(&r.json[..], b"redacted");
+        assert_eq!(json.encodings(), 2);
+    }
+
+    #[test]
+    fn another_snapshot_is_not_served_from_the_cache() {
+        let json = SnapshotJson::default();
+        let first = Arc::new(Snapshot::default());
+        let second = Arc::new(Snapshot::default());
+        json.get(&first, JsonForm::Full, |s| encoding(s, "first"));
+        let got = json.get(&second, JsonForm::Full, |s| encoding(s, "second"));
+        assert_eq!(&got.json[..], b"second");
+    }
+
+    #[test]
+    fn a_new_snapshot_gets_a_new_cache() {
+        let mut state = State::new(Config::default(), None, Timestamp(0));
+        state.publish(Snapshot::default());
+        let before = Arc::clone(&state.snapshot_json);
+        state.add_event(Event {
+            at: Timestamp(1),
+            kind: EventKind::Stopped,
+        });
+        assert!(Arc::ptr_eq(&before, &state.snapshot_json), "same snapshot");
+        state.publish(Snapshot::default());
+        assert!(!Arc::ptr_eq(&before, &state.snapshot_json));
+    }
 
     #[test]
     fn histogram_buckets_by_upper_bound() {

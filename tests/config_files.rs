@@ -125,7 +125,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "http_unknown_key.toml",
-        r#"3:1: http.listen_addr: unknown key "listen_addr"; expected one of: enabled, listen, allow_remote, max_process_series"#,
+        r#"3:1: http.listen_addr: unknown key "listen_addr"; expected one of: enabled, listen, allow_remote, max_process_series, max_connections, show_all_users"#,
     ),
     (
         "interval_too_long.toml",
@@ -387,6 +387,8 @@ fn full_valid_file_loads() {
             listen: "0.0.0.0:19717".parse().unwrap(),
             allow_remote: true,
             max_process_series: 7,
+            max_connections: HttpConfig::DEFAULT_MAX_CONNECTIONS,
+            show_all_users: false,
         }
     );
     assert_eq!(

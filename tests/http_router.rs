@@ -1,7 +1,16 @@
 //! The HTTP router driven with `oneshot`, no socket: every endpoint on a state
 //! built from a recorded trace (a Python process growing 64 MiB every 0.5 s),
-//! the answers before the first sample, and a 400 naming the parameter for
-//! every kind of bad parameter.
+//! the answers before the first sample, a 400 naming the parameter for
+//! every kind of bad parameter, and what each viewer may see (the viewer put
+//! in the request by hand, as the server does per connection).
+//!
+//! Then the server itself on real loopback sockets (`Server::start_with`,
+//! short timeouts): idle connections past the cap make room and `/healthz`
+//! still answers, a newcomer is refused when every connection is busy, event
+//! streams have their own cap, silent and half-sent connections are closed,
+//! an endless request head is cut off, slow readers of a large snapshot
+//! share one encoding and are dropped when they stall, and a client's user
+//! decides what it sees (root, and `nobody` through `setpriv`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,6 +19,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use headroom::config::Config;
 use headroom::http::router;
+use headroom::http::viewer::Peer;
 use headroom::model::{Snapshot, Timestamp};
 use headroom::sample::replay::read_trace;
 use headroom::state::State;
@@ -83,11 +93,20 @@ async fn send(state: State, request: Request<Body>) -> Answer {
     }
 }
 
+/// A GET as root (the viewer who sees everything).
 async fn get(state: State, uri: &str) -> Answer {
-    let request = Request::get(uri)
+    get_as(state, uri, Some(Peer::known(Some(0)))).await
+}
+
+/// A GET from `peer` (`None`: a request that carries no viewer at all).
+async fn get_as(state: State, uri: &str, peer: Option<Peer>) -> Answer {
+    let mut request = Request::get(uri)
         .header(header::HOST, "127.0.0.1:9717")
         .body(Body::empty())
         .expect("request");
+    if let Some(peer) = peer {
+        request.extensions_mut().insert(peer);
+    }
     send(state, request).await
 }
 
@@ -476,4 +495,615 @@ async fn the_stream_sends_the_current_sample_at_once() {
         .await
         .expect("the stream ends");
     assert!(end.is_none(), "no more frames");
+}
+
+// ---- What each viewer sees -------------------------------------------------
+
+/// A snapshot taken now with one Jupyter kernel each of root, `nobody`
+/// (65534) and uid 1000, each with a secret on its command line and a
+/// notebook, padded with `pad` bytes of command line each.
+fn users_snapshot(pad: usize) -> Snapshot {
+    use headroom::model::{ProcessId, ProcessSample, WorkloadKind};
+    let kernel = |pid: u32, uid: u32, user: &str| {
+        let mut p = ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3");
+        p.uid = Some(uid);
+        p.user = Some(user.into());
+        p.exe = Some(format!("/home/{user}/venv/bin/python3"));
+        p.argv = vec![
+            "python3".into(),
+            "-m".into(),
+            "ipykernel_launcher".into(),
+            format!("--token=SECRET-{user}"),
+            "x".repeat(pad),
+        ];
+        p.footprint = u64::from(pid) << 20;
+        p.resident = p.footprint;
+        p.workload.kind = WorkloadKind::Jupyter;
+        p.workload.kernel_id = Some(format!("kernel-{user}"));
+        p.workload.notebook = Some(format!("{user}/plans.ipynb"));
+        p.workload.evidence = vec![
+            "argv[2] is ipykernel_launcher".into(),
+            "maps libtorch_cpu.so".into(),
+        ];
+        p
+    };
+    Snapshot {
+        taken_at: Timestamp::now(),
+        source: "test".into(),
+        processes: vec![
+            kernel(100, 0, "root"),
+            kernel(200, 65534, "nobody"),
+            kernel(300, 1000, "ana"),
+        ],
+        ..Snapshot::default()
+    }
+}
+
+fn users_state(pad: usize) -> State {
+    let snap = users_snapshot(pad);
+    let mut state = State::new(Config::default(), None, snap.taken_at);
+    state.publish(snap);
+    state
+}
+
+/// pid → (argv shown, `redacted`) of a snapshot or process-table answer.
+fn shown(v: &Value) -> Vec<(u64, bool, bool)> {
+    v["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .map(|p| {
+            let full = p["argv"].as_array().is_some_and(|a| !a.is_empty());
+            if !full {
+                assert_eq!(p["exe"], Value::Null, "{p}");
+                assert_eq!(p["workload"]["notebook"], Value::Null, "{p}");
+                assert_eq!(p["workload"]["kernel_id"], Value::Null, "{p}");
+                assert_eq!(
+                    p["workload"]["evidence"],
+                    serde_json::json!(["maps libtorch_cpu.so"])
+                );
+                assert!(p["name"].is_string() && p["user"].is_string() && p["footprint"].is_u64());
+            }
+            (
+                p["pid"].as_u64().unwrap_or(0),
+                full,
+                p["redacted"] == Value::Bool(true),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn root_sees_every_command_line() {
+    let a = get(users_state(0), "/api/v1/snapshot").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(
+        shown(&a.json()),
+        [(100, true, false), (200, true, false), (300, true, false)]
+    );
+    assert!(a.body.contains("SECRET-ana") && a.body.contains("ana/plans.ipynb"));
+}
+
+#[tokio::test]
+async fn a_user_sees_only_their_own_command_lines() {
+    for uri in ["/api/v1/snapshot", "/api/v1/processes?sort=footprint"] {
+        let a = get_as(users_state(0), uri, Some(Peer::known(Some(1000)))).await;
+        assert_eq!(a.status, StatusCode::OK, "{uri}");
+        let mut rows = shown(&a.json());
+        rows.sort();
+        assert_eq!(
+            rows,
+            [(100, false, true), (200, false, true), (300, true, false)],
+            "{uri}"
+        );
+        assert!(a.body.contains("SECRET-ana"), "{uri}");
+        for secret in ["SECRET-root", "SECRET-nobody", "root/plans", "nobody/plans"] {
+            assert!(!a.body.contains(secret), "{uri} leaks {secret}");
+        }
+    }
+    let own = get_as(
+        users_state(0),
+        "/api/v1/processes/300",
+        Some(Peer::known(Some(1000))),
+    )
+    .await
+    .json();
+    assert_eq!(own["process"]["argv"][3], "--token=SECRET-ana");
+    assert!(own["process"]["rules"].is_array());
+    let other = get_as(
+        users_state(0),
+        "/api/v1/processes/100",
+        Some(Peer::known(Some(1000))),
+    )
+    .await
+    .json();
+    assert_eq!(other["process"]["redacted"], true);
+    assert_eq!(other["process"]["argv"], serde_json::json!([]));
+    assert!(other["process"]["growth_bytes_per_second"].is_null());
+}
+
+#[tokio::test]
+async fn an_unknown_viewer_sees_no_command_line() {
+    use axum::extract::ConnectInfo;
+    use headroom::http::viewer::LocalAddr;
+    let a = get_as(users_state(0), "/api/v1/snapshot", None).await;
+    assert!(
+        shown(&a.json())
+            .iter()
+            .all(|(_, full, redacted)| !full && *redacted)
+    );
+    // A client beyond loopback cannot be identified.
+    let mut request = Request::get("/api/v1/snapshot")
+        .header(header::HOST, "127.0.0.1:9717")
+        .body(Body::empty())
+        .expect("request");
+    let client: std::net::SocketAddr = "192.0.2.7:40000".parse().unwrap();
+    let server: std::net::SocketAddr = "192.0.2.1:9717".parse().unwrap();
+    request.extensions_mut().insert(ConnectInfo(client));
+    request.extensions_mut().insert(LocalAddr(server));
+    let a = send(users_state(0), request).await;
+    assert!(
+        shown(&a.json()).iter().all(|(_, full, _)| !full),
+        "{}",
+        a.body
+    );
+}
+
+#[tokio::test]
+async fn show_all_users_turns_redaction_off() {
+    let mut state = users_state(0);
+    let mut config = (*state.config).clone();
+    config.http.show_all_users = true;
+    state.config = std::sync::Arc::new(config);
+    let a = get_as(state, "/api/v1/snapshot", None).await;
+    assert!(
+        shown(&a.json())
+            .iter()
+            .all(|(_, full, redacted)| *full && !redacted)
+    );
+}
+
+#[tokio::test]
+async fn events_and_metrics_hide_other_users_notebooks() {
+    use headroom::event::{Event, EventKind, ProcessRef};
+    let mut state = users_state(0);
+    let snap = state.snapshot.clone().expect("snapshot");
+    for p in &snap.processes {
+        state.add_event(Event {
+            at: snap.taken_at,
+            kind: EventKind::LimitCrossed {
+                rule: "runaway".into(),
+                process: ProcessRef::of(p),
+                detail: "footprint 1 GiB > 512 MiB".into(),
+            },
+        });
+    }
+    let ana = Some(Peer::known(Some(1000)));
+    let v = get_as(state.clone(), "/api/v1/events", ana.clone())
+        .await
+        .json();
+    let events = v["events"].as_array().expect("events");
+    assert_eq!(events.len(), 3);
+    for e in events {
+        let mine = e["process"]["uid"] == 1000;
+        assert_eq!(e["process"]["notebook"].is_string(), mine, "{e}");
+        assert_eq!(e["process"]["redacted"] == true, !mine, "{e}");
+    }
+    let text = v.to_string();
+    assert!(text.contains("ana/plans.ipynb") && !text.contains("root/plans.ipynb"));
+
+    let metrics = get_as(state.clone(), "/metrics", ana).await.body;
+    assert!(
+        metrics.contains("notebook=\"ana/plans.ipynb\""),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("root/plans.ipynb") && !metrics.contains("nobody/plans.ipynb"));
+    let as_root = get(state, "/metrics").await.body;
+    assert!(as_root.contains("notebook=\"root/plans.ipynb\""));
+}
+
+#[tokio::test]
+async fn config_hides_hook_arguments_from_everyone() {
+    let config = Config::from_toml_str(
+        "[[rule]]\nname = \"page\"\nfootprint = \"1GiB\"\nactions = [{ hook = [\"/usr/local/bin/notify\", \"https://hooks.example/T0/SECRET\"] }]\n",
+        "t.toml",
+    )
+    .expect("config");
+    let state = State::new(config, None, Timestamp(1_700_000_000_000));
+    let a = get(state, "/api/v1/config").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(!a.body.contains("SECRET"), "{}", a.body);
+    let hook = &a.json()["config"]["rule"][0]["actions"][0]["hook"];
+    assert_eq!(
+        hook,
+        &serde_json::json!(["/usr/local/bin/notify", "[redacted]"])
+    );
+}
+
+#[tokio::test]
+async fn host_headers_that_hide_a_name_are_refused() {
+    for host in [
+        "localhost:9717@evil.com",
+        "[::1]evil.com",
+        "127.0.0.1:80:80",
+        "localhost:",
+        "127.0.0.1.evil.com",
+    ] {
+        let request = Request::get("/api/v1/config")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .expect("request");
+        let a = send(empty(), request).await;
+        assert_eq!(a.status, StatusCode::MISDIRECTED_REQUEST, "{host}");
+    }
+}
+
+// ---- The server on real sockets --------------------------------------------
+
+mod server {
+    use super::*;
+    use headroom::http::{Limits, Server};
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::{SocketAddr, TcpStream};
+    use std::time::Instant;
+
+    fn start(state: State, limits: Limits) -> (Server, watch::Sender<State>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let (tx, rx) = watch::channel(state);
+        let server = Server::start_with(listener, rx, limits).expect("server starts");
+        (server, tx)
+    }
+
+    fn connect(addr: SocketAddr) -> TcpStream {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s
+    }
+
+    fn request(path: &str, close: bool) -> String {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}\r\n",
+            if close { "Connection: close\r\n" } else { "" }
+        )
+    }
+
+    /// Status and body of one GET on a new connection.
+    fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let mut s = connect(addr);
+        s.write_all(request(path, true).as_bytes()).expect("send");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("answer");
+        let status = text
+            .get(9..12)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status line: {text:?}"));
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        (status, body.to_string())
+    }
+
+    /// Whether the server closed `s` (end of stream or reset) within its read
+    /// timeout, reading past whatever it sent first.
+    fn closed(s: &mut TcpStream) -> bool {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return true,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return false;
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "gave up waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn fresh() -> State {
+        users_state(0)
+    }
+
+    /// Timeouts long enough that only the cap explains what happens.
+    fn patient(max_connections: usize) -> Limits {
+        Limits {
+            max_connections,
+            header_read_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn idle_connections_past_the_cap_make_room_and_healthz_answers() {
+        let (server, _tx) = start(fresh(), patient(8));
+        let addr = server.local_addr();
+        let mut idle: Vec<TcpStream> = (0..40).map(|_| connect(addr)).collect();
+        wait_for("the server to take in every connection", || {
+            server.connections().evicted() >= 32
+        });
+        let (status, body) = http_get(addr, "/healthz");
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("\"status\":\"ok\""), "{body}");
+        assert!(server.connections().open() <= 8);
+        for s in &idle {
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .expect("timeout");
+        }
+        let closed_count = idle.iter_mut().map(closed).filter(|c| *c).count();
+        assert!(
+            closed_count >= 33,
+            "only {closed_count} of 40 idle connections were closed with a cap of 8"
+        );
+        server.stop(Duration::from_secs(5)).expect("clean stop");
+    }
+
+    /// Reads `s` until an SSE `sample` event has arrived.
+    fn until_first_event(s: &mut TcpStream) {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("event: sample") {
+            let n = s.read(&mut buf).expect("stream");
+            assert!(n > 0, "stream ended: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    #[test]
+    fn when_every_connection_is_busy_a_newcomer_gets_503_at_once() {
+        let limits = Limits {
+            max_streams: 3,
+            ..patient(3)
+        };
+        let (server, _tx) = start(fresh(), limits);
+        let addr = server.local_addr();
+        let mut streams: Vec<TcpStream> = (0..3)
+            .map(|_| {
+                let mut s = connect(addr);
+                s.write_all(request("/api/v1/stream", false).as_bytes())
+                    .expect("send");
+                until_first_event(&mut s);
+                s
+            })
+            .collect();
+        let mut late = connect(addr);
+        let mut text = String::new();
+        late.read_to_string(&mut text)
+            .expect("the refusal, then the end");
+        assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+        assert!(text.contains("too many connections"), "{text}");
+        assert_eq!(server.connections().refused(), 1);
+        assert_eq!(server.connections().open(), 3);
+        streams.clear();
+    }
+
+    #[test]
+    fn event_streams_have_their_own_cap() {
+        let limits = Limits {
+            max_streams: 2,
+            ..patient(16)
+        };
+        let (server, _tx) = start(fresh(), limits);
+        let addr = server.local_addr();
+        let _streams: Vec<TcpStream> = (0..2)
+            .map(|_| {
+                let mut s = connect(addr);
+                s.write_all(request("/api/v1/stream", false).as_bytes())
+                    .expect("send");
+                until_first_event(&mut s);
+                s
+            })
+            .collect();
+        let (status, body) = http_get(addr, "/api/v1/stream");
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("2 event streams are open already"), "{body}");
+        assert_eq!(http_get(addr, "/healthz").0, 200);
+    }
+
+    #[test]
+    fn silent_half_sent_and_idle_kept_alive_connections_are_closed() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        };
+        let (server, _tx) = start(fresh(), limits);
+        let addr = server.local_addr();
+        let started = Instant::now();
+
+        let mut silent = connect(addr);
+        let mut half = connect(addr);
+        half.write_all(b"GET /healthz HT").expect("send");
+        let mut kept = connect(addr);
+        kept.write_all(request("/healthz", false).as_bytes())
+            .expect("send");
+        let mut head = [0u8; 12];
+        kept.read_exact(&mut head).expect("an answer");
+        assert_eq!(&head, b"HTTP/1.1 200");
+
+        assert!(
+            closed(&mut silent),
+            "a connection that sent nothing stays open"
+        );
+        assert!(closed(&mut half), "a half-sent request line stays open");
+        assert!(
+            closed(&mut kept),
+            "an idle kept-alive connection stays open"
+        );
+        eprintln!("all three closed after {:?}", started.elapsed());
+        wait_for("the server to forget them", || {
+            server.connections().open() == 0
+        });
+    }
+
+    #[test]
+    fn an_endless_request_head_is_cut_off() {
+        let (server, _tx) = start(fresh(), patient(16));
+        let addr = server.local_addr();
+        let mut s = connect(addr);
+        s.set_write_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        // 64 KiB of headers, four times the server's head buffer, and no end.
+        let mut sent = 0usize;
+        let mut head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n".to_vec();
+        for i in 0..64 {
+            head.extend_from_slice(format!("X-Pad-{i:04}: {}\r\n", "a".repeat(1010)).as_bytes());
+        }
+        for chunk in head.chunks(4096) {
+            match s.write_all(chunk) {
+                Ok(()) => sent += chunk.len(),
+                Err(_) => break,
+            }
+        }
+        // Answered (431) or closed at once: not left waiting for the rest.
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        let outcome = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break "closed",
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => break "reset",
+                Err(e) => panic!("the server kept the connection after {sent} bytes of head: {e}"),
+            }
+        };
+        let text = String::from_utf8_lossy(&answer);
+        assert!(
+            text.is_empty() || text.starts_with("HTTP/1.1 431"),
+            "{outcome}: {text}"
+        );
+        eprintln!(
+            "{sent} bytes sent, then {outcome}: {:?}",
+            text.lines().next()
+        );
+        wait_for("the connection to be dropped", || {
+            server.connections().open() == 0
+        });
+        assert_eq!(http_get(addr, "/healthz").0, 200);
+    }
+
+    /// Sends a snapshot request and reads only its head; returns the
+    /// Content-Length.
+    fn request_without_reading(s: &mut TcpStream) -> usize {
+        s.write_all(request("/api/v1/snapshot", true).as_bytes())
+            .expect("send");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut byte).expect("head");
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        head.lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no content-length: {head}"))
+    }
+
+    #[test]
+    fn slow_readers_share_one_encoding_and_are_dropped_when_they_stall() {
+        // Three processes with 4 MiB of command line each: ~12 MiB of JSON.
+        let state = users_state(4 << 20);
+        let cache = std::sync::Arc::clone(&state.snapshot_json);
+        let limits = Limits {
+            max_large_responses: 16,
+            idle_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        };
+        let (server, _tx) = start(state, limits);
+        let addr = server.local_addr();
+        let mut clients: Vec<TcpStream> = (0..10).map(|_| connect(addr)).collect();
+        let lengths: Vec<usize> = clients.iter_mut().map(request_without_reading).collect();
+        assert!(
+            lengths.iter().all(|n| *n == lengths[0] && *n > 12 << 20),
+            "{lengths:?}"
+        );
+        let forms = if headroom::act::running_as_root() {
+            1
+        } else {
+            2
+        };
+        assert_eq!(
+            cache.encodings(),
+            forms,
+            "ten readers of one snapshot share its encoding"
+        );
+        // Nobody reads for longer than the idle timeout: the server gives up.
+        std::thread::sleep(Duration::from_secs(4));
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match clients[0].read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        assert!(
+            got < lengths[0],
+            "a stalled reader got the whole answer ({got} bytes) instead of being cut off"
+        );
+        wait_for("the stalled connections to be dropped", || {
+            server.connections().open() == 0
+        });
+    }
+
+    fn processes_seen(body: &str) -> Vec<(u64, bool, bool)> {
+        let v: Value = serde_json::from_str(body).expect("JSON");
+        let mut rows = shown(&v);
+        rows.sort();
+        rows
+    }
+
+    #[test]
+    fn the_clients_user_decides_what_it_sees() {
+        let (server, _tx) = start(fresh(), Limits::default());
+        let addr = server.local_addr();
+        let (status, body) = http_get(addr, "/api/v1/snapshot");
+        assert_eq!(status, 200);
+        let me = headroom::act::effective_uid();
+        if me != 0 {
+            eprintln!(
+                "not root (uid {me}): checking only that this user sees no other user's command line; \
+                 the root and setpriv parts need root"
+            );
+            assert!(processes_seen(&body).iter().all(|(_, full, _)| !full));
+            return;
+        }
+        assert_eq!(
+            processes_seen(&body),
+            [(100, true, false), (200, true, false), (300, true, false)],
+            "root sees everything"
+        );
+        let script = "import sys, urllib.request\n\
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n\
+            sys.stdout.write(opener.open(sys.argv[1], timeout=10).read().decode())\n";
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(["/usr/bin/python3", "-c", script])
+            .arg(format!("http://{addr}/api/v1/snapshot"))
+            .output()
+            .expect("setpriv runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let body = String::from_utf8(out.stdout).expect("UTF-8");
+        assert_eq!(
+            processes_seen(&body),
+            [(100, false, true), (200, true, false), (300, false, true)],
+            "nobody sees its own process only"
+        );
+        assert!(!body.contains("SECRET-root") && !body.contains("SECRET-ana"));
+        assert!(body.contains("SECRET-nobody"));
+    }
 }

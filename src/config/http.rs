@@ -1,6 +1,7 @@
 //! The `[http]` section, validated: whether the daemon serves HTTP, on which address,
-//! whether a non-loopback address is allowed, and how many per-process metric series
-//! `/metrics` may carry.
+//! whether a non-loopback address is allowed, how many per-process metric series
+//! `/metrics` may carry, how many connections may be open at once, and whether every
+//! client sees every user's command lines.
 
 use std::net::SocketAddr;
 
@@ -23,12 +24,22 @@ pub struct HttpConfig {
     /// Most processes with their own series in `/metrics` (the largest first).
     /// Default 50; 0..=10000.
     pub max_process_series: usize,
+    /// Most connections open at once; more are refused (or the longest-idle one
+    /// is closed for the newcomer). Lowered at start to what the open-file limit
+    /// leaves after the descriptors kept for enforcement. Default 256; 1..=65536.
+    pub max_connections: usize,
+    /// Show every process's command line, executable and notebook to every client.
+    /// Default false: a client that is not root sees them only for its own user's
+    /// processes (as `ps` does under `hidepid=2`).
+    pub show_all_users: bool,
 }
 
 impl HttpConfig {
     pub const DEFAULT_LISTEN: &str = "127.0.0.1:9717";
     pub const DEFAULT_MAX_PROCESS_SERIES: usize = 50;
     pub const MAX_PROCESS_SERIES_LIMIT: usize = 10_000;
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+    pub const MAX_CONNECTIONS_LIMIT: usize = 65_536;
 
     /// Whether the server may listen on `addr`: loopback always, anything else only
     /// with `allow_remote`. The error says what to do.
@@ -51,6 +62,8 @@ impl Default for HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9717)),
             allow_remote: false,
             max_process_series: Self::DEFAULT_MAX_PROCESS_SERIES,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            show_all_users: false,
         }
     }
 }
@@ -97,11 +110,34 @@ pub(crate) fn validate(raw: RawHttp, source: &Source<'_>) -> Result<HttpConfig, 
         }
         None => defaults.max_process_series,
     };
+    let max_connections = match raw.max_connections {
+        Some(n) => {
+            let span = n.span();
+            let n = *n.get_ref();
+            match usize::try_from(n) {
+                Ok(n) if (1..=HttpConfig::MAX_CONNECTIONS_LIMIT).contains(&n) => n,
+                _ => {
+                    return Err(source.error_at(
+                        span,
+                        "http.max_connections",
+                        format!(
+                            "must be a whole number from 1 to {}; use e.g. {}",
+                            HttpConfig::MAX_CONNECTIONS_LIMIT,
+                            HttpConfig::DEFAULT_MAX_CONNECTIONS
+                        ),
+                    ));
+                }
+            }
+        }
+        None => defaults.max_connections,
+    };
     Ok(HttpConfig {
         enabled: raw.enabled.unwrap_or(defaults.enabled),
         listen,
         allow_remote,
         max_process_series,
+        max_connections,
+        show_all_users: raw.show_all_users.unwrap_or(defaults.show_all_users),
     })
 }
 
@@ -174,5 +210,28 @@ mod tests {
         assert!(http("max_process_series = 10000").is_ok());
         assert!(message("max_process_series = 10001").contains("from 0 to 10000"));
         assert!(message("max_process_series = -1").contains("from 0 to 10000"));
+    }
+
+    #[test]
+    fn max_connections_bounds() {
+        assert_eq!(http("max_connections = 1").unwrap().max_connections, 1);
+        assert_eq!(
+            http("max_connections = 65536").unwrap().max_connections,
+            65536
+        );
+        let m = message("max_connections = 0");
+        assert!(
+            m.starts_with("t.toml:2:19: http.max_connections:") && m.contains("from 1 to 65536"),
+            "{m}"
+        );
+        assert!(message("max_connections = 65537").contains("from 1 to 65536"));
+        assert!(message("max_connections = -5").contains("from 1 to 65536"));
+    }
+
+    #[test]
+    fn show_all_users_is_off_unless_asked() {
+        assert!(!http("").unwrap().show_all_users);
+        assert!(http("show_all_users = true").unwrap().show_all_users);
+        assert!(message("show_all_users = \"yes\"").contains("show_all_users"));
     }
 }

@@ -129,6 +129,8 @@ pub(crate) struct RawHttp {
     pub(crate) listen: Option<Spanned<String>>,
     pub(crate) allow_remote: Option<bool>,
     pub(crate) max_process_series: Option<Spanned<i64>>,
+    pub(crate) max_connections: Option<Spanned<i64>>,
+    pub(crate) show_all_users: Option<bool>,
 }
 
 /// `[jupyter]`: finding the notebook behind each Jupyter kernel.

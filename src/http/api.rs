@@ -5,17 +5,26 @@
 //! a slow client or a large response never holds up the sampler's next
 //! publish. Parameters are parsed by [`super::query`]; errors are
 //! [`ApiError`]s, JSON with a message.
+//!
+//! Answers that carry processes are cut from the snapshot's shared JSON
+//! ([`super::snapshot_json`]) by what the [`Viewer`] may see, and each holds
+//! a permit of the large-answer gate until it is sent.
 
 use crate::policy::RuleStatus;
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use bytes::Bytes;
 use serde::Serialize;
 
 use super::query::{self, SortKey, WorkloadFilter};
+use super::server::Gates;
+use super::snapshot_json::{Chunks, Forms, extend_object};
+use super::viewer::{Viewer, redact_config, redact_event};
 use super::{ApiError, Shared, current};
 use crate::config::Config;
 use crate::history::{
@@ -38,12 +47,18 @@ fn latest(state: &DaemonState) -> Result<std::sync::Arc<Snapshot>, ApiError> {
 /// `GET /metrics`: the Prometheus text exposition. Served also before the
 /// first sample (with the daemon's own families only), so that Prometheus
 /// sees the target up and `headroom_collector_up` says why data is missing.
-pub async fn metrics(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+/// A kernel's `notebook` label is filled only for a reader who may see it.
+pub async fn metrics(
+    State(shared): State<Shared>,
+    viewer: Viewer,
+    RawQuery(q): RawQuery,
+) -> Response {
     if let Err(e) = query::none(q.as_deref()) {
         return ApiError::from(e).into_response();
     }
     let state = current(&shared);
-    match metrics::render(&state) {
+    let sight = viewer.sight(&state.config).await;
+    match metrics::render_for(&state, &|uid| sight.sees(uid)) {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,
@@ -113,24 +128,35 @@ pub async fn healthz(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Res
     (code, Json(body)).into_response()
 }
 
-/// `GET /api/v1/snapshot`: the latest snapshot, every process included.
-pub async fn snapshot(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+/// `GET /api/v1/snapshot`: the latest snapshot, every process included
+/// (redacted where the viewer may not see its details).
+pub async fn snapshot(
+    State(shared): State<Shared>,
+    Extension(gates): Extension<Arc<Gates>>,
+    viewer: Viewer,
+    RawQuery(q): RawQuery,
+) -> Response {
     if let Err(e) = query::none(q.as_deref()) {
         return ApiError::from(e).into_response();
     }
     let state = current(&shared);
-    match latest(&state) {
-        Ok(snap) => Json(&*snap).into_response(),
+    let answer = async {
+        let snap = latest(&state)?;
+        let permit = gates.large().await?;
+        let sight = viewer.sight(&state.config).await;
+        let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
+        Ok::<_, ApiError>(Chunks::new(forms.document(), Some(permit)))
+    };
+    match answer.await {
+        Ok(body) => body.into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-/// One row of the process table: the process as sampled plus what its
-/// history says.
+/// What a row of the process table adds to the process as sampled: what
+/// its history says.
 #[derive(Debug, Serialize)]
-pub struct ProcessRow<'a> {
-    #[serde(flatten)]
-    pub process: &'a ProcessSample,
+pub struct RowFigures {
     /// Robust slope of the footprint over the last 30 s; absent until the
     /// process has a few points of history.
     pub growth_bytes_per_second: Option<f64>,
@@ -141,13 +167,12 @@ pub struct ProcessRow<'a> {
     pub rules: Vec<RuleStatus>,
 }
 
-fn row<'a>(state: &DaemonState, headroom: u64, p: &'a ProcessSample) -> ProcessRow<'a> {
+fn figures(state: &DaemonState, headroom: u64, p: &ProcessSample) -> RowFigures {
     let growth = state
         .history
         .process(&p.id)
         .and_then(|t| t.growth_bytes_per_second(GROWTH_WINDOW));
-    ProcessRow {
-        process: p,
+    RowFigures {
         growth_bytes_per_second: growth,
         time_to_exhaustion_seconds: growth
             .and_then(|g| time_to_exhaustion(headroom, g))
@@ -161,70 +186,110 @@ fn row<'a>(state: &DaemonState, headroom: u64, p: &'a ProcessSample) -> ProcessR
     }
 }
 
-/// `GET /api/v1/processes`.
+/// One row: process `index`'s shared object followed by its figures.
+fn row(forms: &Forms, index: usize, figures: &RowFigures) -> Result<Vec<Bytes>, ApiError> {
+    let open = forms
+        .open_object(index)
+        .ok_or_else(|| ApiError::internal(format!("process {index} is not in the encoding")))?;
+    Ok(extend_object(open, figures))
+}
+
+/// The fields of `/api/v1/processes` before its rows.
 #[derive(Debug, Serialize)]
-pub struct ProcessTable<'a> {
+pub struct ProcessTable {
     pub taken_at: Timestamp,
     /// Processes that passed the `workload` filter, before `limit`.
     pub matched: usize,
     /// Available memory plus free swap: what growth is measured against.
     pub headroom_bytes: u64,
     pub growth_window_seconds: u64,
-    pub processes: Vec<ProcessRow<'a>>,
+}
+
+/// `{…head fields…,"<key>":` followed by nothing: `head` with its closing
+/// brace opened up for one more field.
+fn open_with(head: &impl Serialize, key: &str) -> Result<Vec<u8>, ApiError> {
+    let mut out = serde_json::to_vec(head)
+        .map_err(|e| ApiError::internal(format!("cannot encode the answer: {e}")))?;
+    out.pop();
+    if out.len() > 1 {
+        out.push(b',');
+    }
+    out.extend_from_slice(format!("\"{key}\":").as_bytes());
+    Ok(out)
 }
 
 /// `GET /api/v1/processes?sort=footprint|growth|gpu&limit=N&workload=KIND|ml`.
-pub async fn processes(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+pub async fn processes(
+    State(shared): State<Shared>,
+    Extension(gates): Extension<Arc<Gates>>,
+    viewer: Viewer,
+    RawQuery(q): RawQuery,
+) -> Response {
     let parsed = match query::processes(q.as_deref()) {
         Ok(p) => p,
         Err(e) => return ApiError::from(e).into_response(),
     };
     let state = current(&shared);
-    let snap = match latest(&state) {
-        Ok(s) => s,
-        Err(e) => return e.into_response(),
-    };
-    let headroom = exhaustion_headroom(&snap);
-    let mut rows: Vec<ProcessRow<'_>> = snap
-        .processes
-        .iter()
-        .filter(|p| match parsed.workload {
-            None => true,
-            Some(WorkloadFilter::Ml) => p.workload.is_ml(),
-            Some(WorkloadFilter::Kind(k)) => p.workload.is(k),
-        })
-        .map(|p| row(&state, headroom, p))
-        .collect();
-    let matched = rows.len();
-    let key = |r: &ProcessRow<'_>| -> f64 {
-        match parsed.sort {
-            SortKey::Footprint => r.process.footprint as f64,
-            SortKey::Growth => r.growth_bytes_per_second.unwrap_or(f64::NEG_INFINITY),
-            SortKey::Gpu => r.process.gpu_memory.map_or(-1.0, |g| g as f64),
+    let answer = async {
+        let snap = latest(&state)?;
+        let headroom = exhaustion_headroom(&snap);
+        let mut rows: Vec<(usize, &ProcessSample, RowFigures)> = snap
+            .processes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| match parsed.workload {
+                None => true,
+                Some(WorkloadFilter::Ml) => p.workload.is_ml(),
+                Some(WorkloadFilter::Kind(k)) => p.workload.is(k),
+            })
+            .map(|(i, p)| (i, p, figures(&state, headroom, p)))
+            .collect();
+        let matched = rows.len();
+        let key = |p: &ProcessSample, f: &RowFigures| -> f64 {
+            match parsed.sort {
+                SortKey::Footprint => p.footprint as f64,
+                SortKey::Growth => f.growth_bytes_per_second.unwrap_or(f64::NEG_INFINITY),
+                SortKey::Gpu => p.gpu_memory.map_or(-1.0, |g| g as f64),
+            }
+        };
+        rows.sort_by(|(_, pa, fa), (_, pb, fb)| {
+            key(pb, fb)
+                .total_cmp(&key(pa, fa))
+                .then(pb.footprint.cmp(&pa.footprint))
+                .then(pa.id.pid.cmp(&pb.id.pid))
+        });
+        rows.truncate(parsed.limit);
+        let permit = gates.large().await?;
+        let sight = viewer.sight(&state.config).await;
+        let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
+        let head = ProcessTable {
+            taken_at: snap.taken_at,
+            matched,
+            headroom_bytes: headroom,
+            growth_window_seconds: GROWTH_WINDOW.as_secs(),
+        };
+        let mut open = open_with(&head, "processes")?;
+        open.push(b'[');
+        let mut chunks = vec![Bytes::from(open)];
+        for (n, (index, _, figures)) in rows.iter().enumerate() {
+            if n > 0 {
+                chunks.push(Bytes::from_static(b","));
+            }
+            chunks.extend(row(&forms, *index, figures)?);
         }
+        chunks.push(Bytes::from_static(b"]}"));
+        Ok::<_, ApiError>(Chunks::new(chunks, Some(permit)))
     };
-    rows.sort_by(|a, b| {
-        key(b)
-            .total_cmp(&key(a))
-            .then(b.process.footprint.cmp(&a.process.footprint))
-            .then(a.process.id.pid.cmp(&b.process.id.pid))
-    });
-    rows.truncate(parsed.limit);
-    Json(ProcessTable {
-        taken_at: snap.taken_at,
-        matched,
-        headroom_bytes: headroom,
-        growth_window_seconds: GROWTH_WINDOW.as_secs(),
-        processes: rows,
-    })
-    .into_response()
+    match answer.await {
+        Ok(body) => body.into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
-/// `GET /api/v1/processes/{pid}`.
+/// The fields of `/api/v1/processes/{pid}` besides the process's row.
 #[derive(Debug, Serialize)]
-pub struct ProcessDetail<'a> {
+pub struct ProcessDetail {
     pub taken_at: Timestamp,
-    pub process: ProcessRow<'a>,
     /// The footprint series kept for the process (ML workloads and the
     /// largest processes have one), oldest first; empty otherwise.
     pub history: Vec<ProcessPoint>,
@@ -236,6 +301,8 @@ pub struct ProcessDetail<'a> {
 /// recent history; 404 if the latest sample has no such process.
 pub async fn process(
     State(shared): State<Shared>,
+    Extension(gates): Extension<Arc<Gates>>,
+    viewer: Viewer,
     Path(segment): Path<String>,
     RawQuery(q): RawQuery,
 ) -> Response {
@@ -244,30 +311,43 @@ pub async fn process(
         Err(e) => return ApiError::from(e).into_response(),
     };
     let state = current(&shared);
-    let snap = match latest(&state) {
-        Ok(s) => s,
-        Err(e) => return e.into_response(),
+    let answer = async {
+        let snap = latest(&state)?;
+        let Some((index, p)) = snap
+            .processes
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.id.pid == pid)
+        else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no process with pid {pid} in the latest sample (taken at {}); it may have exited: list the processes with /api/v1/processes",
+                    snap.taken_at
+                ),
+            ));
+        };
+        let track = state.history.process(&p.id);
+        let detail = ProcessDetail {
+            taken_at: snap.taken_at,
+            history: track
+                .map(|t| t.points.iter().copied().collect())
+                .unwrap_or_default(),
+            tracked_peak_footprint: track.map(|t| t.peak_footprint),
+        };
+        let figures = figures(&state, exhaustion_headroom(&snap), p);
+        let permit = gates.large().await?;
+        let sight = viewer.sight(&state.config).await;
+        let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
+        let mut chunks = vec![Bytes::from(open_with(&detail, "process")?)];
+        chunks.extend(row(&forms, index, &figures)?);
+        chunks.push(Bytes::from_static(b"}"));
+        Ok(Chunks::new(chunks, Some(permit)))
     };
-    let Some(p) = snap.process(pid) else {
-        return ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "no process with pid {pid} in the latest sample (taken at {}); it may have exited: list the processes with /api/v1/processes",
-                snap.taken_at
-            ),
-        )
-        .into_response();
-    };
-    let track = state.history.process(&p.id);
-    Json(ProcessDetail {
-        taken_at: snap.taken_at,
-        process: row(&state, exhaustion_headroom(&snap), p),
-        history: track
-            .map(|t| t.points.iter().copied().collect())
-            .unwrap_or_default(),
-        tracked_peak_footprint: track.map(|t| t.peak_footprint),
-    })
-    .into_response()
+    match answer.await {
+        Ok(body) => body.into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 /// `GET /api/v1/history`.
@@ -316,23 +396,37 @@ pub struct EventsBody {
 /// `GET /api/v1/events?since=T`: limits crossed, signals sent, steps
 /// skipped, processes exited, config reloads, from the daemon's memory of
 /// its recent journal entries (`headroom events` reads the whole journal).
-pub async fn events(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+/// The notebook and kernel id of a process the viewer may not see are left
+/// out, and its `process` object says `"redacted": true`.
+pub async fn events(
+    State(shared): State<Shared>,
+    viewer: Viewer,
+    RawQuery(q): RawQuery,
+) -> Response {
     let parsed = match query::events(q.as_deref()) {
         Ok(p) => p,
         Err(e) => return ApiError::from(e).into_response(),
     };
     let state = current(&shared);
+    let sight = viewer.sight(&state.config).await;
     let events = state
         .events
         .iter()
         .filter(|e| parsed.since.is_none_or(|since| e.at >= since))
         .map(|e| {
+            let redacted = redact_event(e, sight);
+            let e = redacted.as_ref().unwrap_or(e);
             let mut v = serde_json::to_value(e).unwrap_or(serde_json::Value::Null);
             if let Some(obj) = v.as_object_mut() {
                 obj.insert(
                     "message".into(),
                     crate::event_line::render(e, "").trim().into(),
                 );
+                if redacted.is_some()
+                    && let Some(process) = obj.get_mut("process").and_then(|p| p.as_object_mut())
+                {
+                    process.insert("redacted".into(), true.into());
+                }
             }
             v
         })
@@ -357,20 +451,23 @@ pub async fn events(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Resp
 pub struct ConfigBody<'a> {
     /// The file the config was loaded from; `null` for the embedded default.
     pub file: Option<String>,
-    /// The effective config, every key written out.
+    /// The effective config, every key written out, hook arguments hidden.
     pub config: &'a Config,
 }
 
-/// `GET /api/v1/config`: the effective config. Served before the first
-/// sample too: it does not depend on one.
+/// `GET /api/v1/config`: the effective config, with every hook argument
+/// after the program replaced by `"[redacted]"` (hooks are often handed
+/// tokens and webhook URLs). Served before the first sample too: it does not
+/// depend on one.
 pub async fn config(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
     if let Err(e) = query::none(q.as_deref()) {
         return ApiError::from(e).into_response();
     }
     let state = current(&shared);
+    let shown = redact_config(&state.config);
     Json(ConfigBody {
         file: state.config_path.as_ref().map(|p| p.display().to_string()),
-        config: &state.config,
+        config: &shown,
     })
     .into_response()
 }

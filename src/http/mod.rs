@@ -6,34 +6,48 @@
 //! only read: each takes a copy of the state (`Arc`s) and lets go of the
 //! channel at once. [`Server::start`] runs the router on a thread and tokio
 //! runtime of its own, so that HTTP load (a scrape, a stream of clients)
-//! never competes with the sampling loop for the daemon's runtime.
+//! never competes with the sampling loop for the daemon's runtime, and
+//! within bounds ([`server`]): a connection cap kept inside the open-file
+//! limit, header and idle timeouts, small buffers, capped event streams and
+//! large answers.
+//!
+//! What each client sees follows what the OS would show it ([`viewer`]):
+//! other users' command lines and notebooks only to root and their owner.
+//! The snapshot's JSON is encoded once per sample and shared
+//! ([`snapshot_json`]).
 //!
 //! Listening beyond loopback needs `http.allow_remote`; on loopback, requests
-//! whose `Host` is a DNS name other than `localhost` are refused, so that a web
-//! page cannot read the process list through DNS rebinding.
+//! whose `Host` is not an IP literal or `localhost` ([`host`]) are refused,
+//! so that a web page cannot read the process list through DNS rebinding.
 //!
 //! API reference with examples: `docs/api.md`.
 
 pub mod api;
+pub mod host;
 pub mod query;
+pub mod server;
+pub mod snapshot_json;
 pub mod status_page;
 pub mod stream;
+pub mod viewer;
 
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::mpsc;
+use std::net::SocketAddr;
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
+
+pub use server::{Gates, Limits, Registry};
 
 use crate::state::State as DaemonState;
 
@@ -45,8 +59,14 @@ pub(crate) fn current(shared: &Shared) -> DaemonState {
     shared.borrow().clone()
 }
 
-/// The whole application.
+/// The whole application, with the default [`Limits`]' gates.
 pub fn router(state: Shared) -> Router {
+    router_with(state, Gates::new(&Limits::default()))
+}
+
+/// The whole application, its event streams and large answers limited by
+/// `gates`.
+pub fn router_with(state: Shared, gates: Arc<Gates>) -> Router {
     Router::new()
         .route("/", get(status_page::index))
         .route("/assets/{file}", get(status_page::asset))
@@ -62,6 +82,7 @@ pub fn router(state: Shared) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(Extension(gates))
         .with_state(state)
 }
 
@@ -155,20 +176,20 @@ async fn method_not_allowed(request: Request) -> ApiError {
     )
 }
 
-/// Refuses requests naming this daemon by a DNS name other than `localhost`
-/// unless `http.allow_remote` is set, and marks every answer as not to be
-/// sniffed or cached.
+/// Refuses requests whose `Host` is not an IP literal or `localhost` (with an
+/// optional port, nothing else: [`host::parse`]) unless `http.allow_remote`
+/// is set, and marks every answer as not to be sniffed or cached.
 async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Response {
     let allow_remote = shared.borrow().config.http.allow_remote;
     if !allow_remote
         && let Some(host) = request.headers().get(header::HOST)
-        && !is_local_host(host.as_bytes())
+        && !host::is_local(host.as_bytes())
     {
         return ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
             format!(
-                "Host {:?} is not an IP address or localhost; headroom answers only to those \
-                 unless http.allow_remote is set",
+                "Host {:?} is not an IP address or localhost with an optional port; headroom \
+                 answers only to those unless http.allow_remote is set",
                 String::from_utf8_lossy(host.as_bytes())
             ),
         )
@@ -186,34 +207,18 @@ async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Re
     response
 }
 
-/// `Host` is an IP literal (with or without port, IPv6 in brackets) or
-/// `localhost`.
-fn is_local_host(host: &[u8]) -> bool {
-    let Ok(host) = std::str::from_utf8(host) else {
-        return false;
-    };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        // [v6]:port or [v6]
-        match rest.split_once(']') {
-            Some((v6, _)) => return v6.parse::<std::net::Ipv6Addr>().is_ok(),
-            None => return false,
-        }
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
-}
-
-/// Serve `router(state)` on `listener` until `shutdown` completes, then wait
-/// for open requests to finish (event streams end when the daemon stops).
+/// Serve `router(state)` on `listener` within `limits` until `shutdown`
+/// completes, then wait for open requests to finish (event streams end when
+/// the daemon stops).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Shared,
+    limits: Limits,
+    registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let app = router_with(state, Gates::new(&limits));
+    server::serve(listener, app, limits, registry, shutdown).await
 }
 
 /// Why the server could not listen.
@@ -247,6 +252,9 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
     Ok(listener)
 }
 
+/// Threads the HTTP server's runtime may start for blocking work.
+const HTTP_BLOCKING_THREADS: usize = 4;
+
 /// Nice levels the HTTP server's thread runs below the daemon's others.
 const HTTP_NICE: i32 = 10;
 
@@ -255,20 +263,58 @@ const HTTP_NICE: i32 = 10;
 /// has per-thread priorities).
 pub struct Server {
     addr: SocketAddr,
+    registry: Arc<Registry>,
     stop: Option<oneshot::Sender<()>>,
     done: mpsc::Receiver<io::Result<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Server {
-    /// Start serving on `listener` (from [`bind`]).
+    /// Start serving on `listener` (from [`bind`]) within the limits of the
+    /// config's `[http]`, the connection cap kept within the open-file limit
+    /// less the descriptors reserved for enforcement.
     pub fn start(listener: std::net::TcpListener, state: Shared) -> io::Result<Server> {
+        let http = state.borrow().config.http.clone();
+        let open_files = match crate::sys::fd_limit::open_files_limit() {
+            Ok(soft) => Some(soft),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot read the open-file limit: {e}; HTTP connections capped at http.max_connections alone"
+                );
+                None
+            }
+        };
+        let (limits, lowered) = Limits::for_config(&http, open_files);
+        if let Some(why) = lowered {
+            tracing::warn!("{why}");
+        }
+        tracing::debug!(
+            "HTTP: at most {} connections, {} event streams, {} large answers at once",
+            limits.max_connections,
+            limits.max_streams,
+            limits.max_large_responses
+        );
+        Self::start_with(listener, state, limits)
+    }
+
+    /// Start serving on `listener` within `limits`.
+    pub fn start_with(
+        listener: std::net::TcpListener,
+        state: Shared,
+        limits: Limits,
+    ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        // Blocking work (encoding a snapshot, looking up a client's user) runs
+        // on a few threads, however many clients ask at once.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .max_blocking_threads(HTTP_BLOCKING_THREADS)
             .build()?;
+        let registry = Arc::new(Registry::new(limits.max_connections));
         let (stop, stopped) = oneshot::channel::<()>();
         let (done_tx, done) = mpsc::channel();
+        let served = Arc::clone(&registry);
         let thread = std::thread::Builder::new()
             .name("headroom-http".into())
             .spawn(move || {
@@ -280,7 +326,7 @@ impl Server {
                 }
                 let result = runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener)?;
-                    serve(listener, state, async {
+                    serve(listener, state, limits, served, async {
                         // A dropped sender stops the server too.
                         let _ = stopped.await;
                     })
@@ -293,6 +339,7 @@ impl Server {
             })?;
         Ok(Server {
             addr,
+            registry,
             stop: Some(stop),
             done,
             thread: Some(thread),
@@ -302,6 +349,12 @@ impl Server {
     /// The address actually bound (the port, when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The server's open connections, and those it closed or refused at the
+    /// cap.
+    pub fn connections(&self) -> &Registry {
+        &self.registry
     }
 
     /// Stop accepting, let open requests finish for at most `grace`, and
@@ -319,35 +372,6 @@ impl Server {
             }
             // Still draining: leave the thread; the process is exiting.
             Err(_) => Ok(()),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn local_hosts() {
-        for ok in [
-            "127.0.0.1:9717",
-            "127.0.0.1",
-            "localhost:9717",
-            "LOCALHOST",
-            "[::1]:9717",
-            "[::1]",
-            "10.1.2.3:80",
-        ] {
-            assert!(is_local_host(ok.as_bytes()), "{ok}");
-        }
-        for bad in [
-            "evil.example:9717",
-            "localhost.evil.example",
-            "[::1",
-            "",
-            "a:b:c",
-        ] {
-            assert!(!is_local_host(bad.as_bytes()), "{bad}");
         }
     }
 }

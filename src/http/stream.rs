@@ -5,37 +5,58 @@
 //! next change; a slow client only delays itself (it skips to the newest
 //! sample rather than queueing old ones). The stream ends when the daemon
 //! stops publishing, which lets the server shut down gracefully.
+//!
+//! Streams hold their connection for as long as the client likes, so they
+//! have a cap of their own ([`Gates::stream`]): past it a new one gets 503,
+//! and the other connections stay free for scrapes and the API.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::{RawQuery, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::api::SampleEvent;
+use super::server::Gates;
 use super::{ApiError, Shared, query};
 use crate::model::Timestamp;
 
 /// How often an idle stream sends a comment, so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-pub async fn stream(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+pub async fn stream(
+    State(shared): State<Shared>,
+    Extension(gates): Extension<Arc<Gates>>,
+    RawQuery(q): RawQuery,
+) -> Response {
     if let Err(e) = query::none(q.as_deref()) {
         return ApiError::from(e).into_response();
     }
-    Sse::new(samples(shared))
+    let permit = match gates.stream() {
+        Ok(permit) => permit,
+        Err(e) => return e.into_response(),
+    };
+    Sse::new(samples(shared, permit))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
 }
 
 /// One event per new snapshot: the current one at once (if any), then each
 /// newer one as it is published. Changes that bring no new snapshot
-/// (counters, a config reload) send nothing.
-fn samples(mut rx: Shared) -> impl Stream<Item = Result<Event, Infallible>> {
+/// (counters, a config reload) send nothing. The stream's permit is let go
+/// when the stream is dropped.
+fn samples(
+    mut rx: Shared,
+    permit: OwnedSemaphorePermit,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     rx.mark_changed();
-    stream::unfold((rx, None::<Timestamp>), |(mut rx, mut last)| async move {
+    let state = (rx, None::<Timestamp>, permit);
+    stream::unfold(state, |(mut rx, mut last, permit)| async move {
         loop {
             // An error means the daemon dropped its sender: it is stopping.
             rx.changed().await.ok()?;
@@ -50,7 +71,7 @@ fn samples(mut rx: Shared) -> impl Stream<Item = Result<Event, Infallible>> {
                 }
             };
             if let Some(event) = event {
-                return Some((Ok(event), (rx, last)));
+                return Some((Ok(event), (rx, last, permit)));
             }
         }
     })

@@ -4,6 +4,8 @@
 //!
 //! - [`accounts`]: which uids are root and system accounts (the ones name
 //!   protection covers).
+//! - [`fd_limit`]: the open-file limit, raised at start, and the share of it
+//!   the HTTP server may use.
 //! - [`residency`]: keeping the daemon resident and last in the OOM killer's
 //!   choice while memory runs out.
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
@@ -14,6 +16,7 @@
 //!   so that they are tested everywhere).
 
 pub mod accounts;
+pub mod fd_limit;
 pub mod macos_libproc;
 pub mod process_owner;
 pub mod residency;

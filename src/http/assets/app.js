@@ -317,8 +317,9 @@
       cell(tr, fmtDuration(eta), "num" + (eta != null && eta < 600 ? " eta-soon" : ""));
       cell(tr, r.gpu_memory != null ? fmtBytes(r.gpu_memory) : "–", "num");
       cell(tr, ruleText(r));
+      // Another user's command line is hidden from this viewer (as ps hides it).
       const cmd = (r.argv && r.argv.length) ? r.argv.join(" ") : "[" + r.name + "]";
-      cell(tr, cmd, "command", cmd);
+      cell(tr, cmd, "command", r.redacted ? "another user's process: its command line is shown to root and its owner only" : cmd);
       frag.appendChild(tr);
     }
     tbody.replaceChildren(frag);

@@ -1,0 +1,369 @@
+//! Who is asking, and what they may see: the HTTP surface reveals to a local
+//! user no more than the OS would.
+//!
+//! `ps` shows every process's name, pid, user and memory to everyone, but on
+//! a machine mounted with `hidepid=2` another user's command line is hidden,
+//! and a Jupyter notebook's path is known to headroom only because it asked
+//! the user's own Jupyter server with the user's token. So a process's
+//! `argv`, `exe`, notebook, kernel id and the workload evidence drawn from
+//! them are shown only to a viewer who is root or who owns the process;
+//! anyone else gets the process with those left out and `"redacted": true`.
+//! `http.show_all_users = true` shows everything to everyone.
+//!
+//! The viewer is the uid owning the client end of the TCP connection, looked
+//! up once per connection ([`Peer`]) from the kernel's socket table
+//! ([`crate::sys::sockets::client_uid`]). A client that cannot be identified
+//! (not on loopback, a platform without the table, a failed lookup) is
+//! treated as an unprivileged stranger.
+//!
+//! Hook arguments in `/api/v1/config` (webhook URLs, tokens) are hidden from
+//! everyone, root included: a config file readable only by root must not
+//! become readable through the port.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use tokio::sync::OnceCell;
+
+use crate::config::Config;
+use crate::event::{Event, EventKind, ProcessRef};
+use crate::model::{ProcessSample, Workload};
+use crate::policy::Action;
+
+/// What replaces each hidden hook argument.
+pub const REDACTED: &str = "[redacted]";
+
+/// The server's own address on a connection, beside axum's
+/// [`ConnectInfo`] (the client's address) in each request's extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddr(pub SocketAddr);
+
+/// The client of one connection and, once asked, the uid that owns its
+/// socket. Cloned into each request of the connection, so the lookup runs
+/// at most once per connection.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    client: Option<SocketAddr>,
+    server: Option<SocketAddr>,
+    uid: Arc<OnceCell<Option<u32>>>,
+}
+
+impl Peer {
+    /// The client at `client` of the server at `server`; its uid is looked
+    /// up when first needed.
+    pub fn new(client: SocketAddr, server: SocketAddr) -> Self {
+        Self {
+            client: Some(client),
+            server: Some(server),
+            uid: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// A client whose uid is already known (`None`: unknown).
+    pub fn known(uid: Option<u32>) -> Self {
+        Self {
+            client: None,
+            server: None,
+            uid: Arc::new(OnceCell::new_with(Some(uid))),
+        }
+    }
+
+    /// The uid owning the client's socket, or `None` when it cannot be told.
+    pub async fn uid(&self) -> Option<u32> {
+        let (client, server) = (self.client, self.server);
+        *self
+            .uid
+            .get_or_init(|| async move {
+                let (Some(client), Some(server)) = (client, server) else {
+                    return None;
+                };
+                lookup(client, server).await
+            })
+            .await
+    }
+}
+
+/// Only a loopback client's socket is in this machine's table under the
+/// address the server saw.
+async fn lookup(client: SocketAddr, server: SocketAddr) -> Option<u32> {
+    if !client.ip().is_loopback() {
+        return None;
+    }
+    let found =
+        tokio::task::spawn_blocking(move || crate::sys::sockets::client_uid(client, server)).await;
+    match found {
+        Ok(Ok(uid)) => uid,
+        Ok(Err(e)) => {
+            tracing::debug!("cannot tell the user of HTTP client {client}: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::debug!("cannot tell the user of HTTP client {client}: {e}");
+            None
+        }
+    }
+}
+
+/// The viewer of a request, from its [`Peer`] (or, without one, its
+/// [`ConnectInfo`] and [`LocalAddr`]); unknown when neither is there.
+#[derive(Debug, Clone)]
+pub struct Viewer(Peer);
+
+impl Viewer {
+    pub async fn uid(&self) -> Option<u32> {
+        self.0.uid().await
+    }
+
+    /// What this viewer may see, given the config's `show_all_users`.
+    pub async fn sight(&self, config: &Config) -> Sight {
+        if config.http.show_all_users {
+            return Sight::Everything;
+        }
+        Sight::of(self.uid().await)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Viewer {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        if let Some(peer) = parts.extensions.get::<Peer>() {
+            return Ok(Viewer(peer.clone()));
+        }
+        let client = parts.extensions.get::<ConnectInfo<SocketAddr>>();
+        let server = parts.extensions.get::<LocalAddr>();
+        Ok(Viewer(match (client, server) {
+            (Some(ConnectInfo(client)), Some(LocalAddr(server))) => Peer::new(*client, *server),
+            _ => Peer::known(None),
+        }))
+    }
+}
+
+/// Which processes' private details a viewer sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sight {
+    /// Every process's (root, or `show_all_users`).
+    Everything,
+    /// Only the processes owned by this uid.
+    Own(u32),
+    /// None (an unknown viewer).
+    Nothing,
+}
+
+impl Sight {
+    /// The sight of a viewer with this uid (`None`: unknown).
+    pub fn of(uid: Option<u32>) -> Self {
+        match uid {
+            Some(0) => Sight::Everything,
+            Some(uid) => Sight::Own(uid),
+            None => Sight::Nothing,
+        }
+    }
+
+    /// Whether the viewer sees the details of a process owned by `owner`.
+    pub fn sees(self, owner: Option<u32>) -> bool {
+        match self {
+            Sight::Everything => true,
+            Sight::Own(uid) => owner == Some(uid),
+            Sight::Nothing => false,
+        }
+    }
+}
+
+/// `p` with what the OS would hide from other users left out: the command
+/// line, the executable, the notebook and kernel id, and the workload
+/// evidence that quotes them.
+pub fn redact_process(p: &ProcessSample) -> ProcessSample {
+    ProcessSample {
+        exe: None,
+        argv: Vec::new(),
+        workload: redact_workload(&p.workload),
+        ..p.clone()
+    }
+}
+
+fn redact_workload(w: &Workload) -> Workload {
+    Workload {
+        kernel_id: None,
+        notebook: None,
+        evidence: w
+            .evidence
+            .iter()
+            .filter(|e| evidence_is_public(e))
+            .cloned()
+            .collect(),
+        ..w.clone()
+    }
+}
+
+/// Evidence lines that quote nothing but the process name, mapped library
+/// names and GPU figures (see `crate::workload` and `crate::sample::gpu`);
+/// every other line may quote the command line or the executable.
+fn evidence_is_public(line: &str) -> bool {
+    [
+        "maps ",
+        "process name is ",
+        "holds ",
+        "has a context on GPU ",
+    ]
+    .iter()
+    .any(|prefix| line.starts_with(prefix))
+}
+
+/// `e` with the notebook and kernel id of its process left out, if the
+/// viewer may not see them; `None` when nothing needs hiding.
+pub fn redact_event(e: &Event, sight: Sight) -> Option<Event> {
+    let process = match &e.kind {
+        EventKind::LimitCrossed { process, .. }
+        | EventKind::LimitCleared { process, .. }
+        | EventKind::Action { process, .. }
+        | EventKind::Skipped { process, .. }
+        | EventKind::Exited { process, .. } => process,
+        EventKind::Started { .. } | EventKind::Stopped | EventKind::ConfigReloaded { .. } => {
+            return None;
+        }
+    };
+    if sight.sees(process.uid) {
+        return None;
+    }
+    let mut e = e.clone();
+    if let EventKind::LimitCrossed { process, .. }
+    | EventKind::LimitCleared { process, .. }
+    | EventKind::Action { process, .. }
+    | EventKind::Skipped { process, .. }
+    | EventKind::Exited { process, .. } = &mut e.kind
+    {
+        redact_ref(process);
+    }
+    Some(e)
+}
+
+fn redact_ref(p: &mut ProcessRef) {
+    p.notebook = None;
+    p.kernel_id = None;
+}
+
+/// `config` with every hook argument after the program replaced by
+/// [`REDACTED`].
+pub fn redact_config(config: &Config) -> Config {
+    let mut config = config.clone();
+    for rule in &mut config.rules {
+        for step in &mut rule.actions {
+            if let Action::Hook { args, .. } = &mut step.action {
+                for arg in args.iter_mut() {
+                    *arg = REDACTED.to_string();
+                }
+            }
+        }
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProcessId, WorkloadKind};
+
+    fn kernel(uid: u32) -> ProcessSample {
+        let mut p = ProcessSample::new(ProcessId { pid: 42, start: 7 }, 1, "python3");
+        p.uid = Some(uid);
+        p.user = Some("ana".into());
+        p.exe = Some("/usr/bin/python3.12".into());
+        p.argv = vec![
+            "python".into(),
+            "-m".into(),
+            "ipykernel_launcher".into(),
+            "-f".into(),
+            "/home/ana/kernel-3f2a.json".into(),
+        ];
+        p.footprint = 5 << 30;
+        p.workload = Workload {
+            kind: WorkloadKind::Jupyter,
+            frameworks: vec![crate::model::Framework::Pytorch],
+            kernel_id: Some("3f2a".into()),
+            notebook: Some("secret/plans.ipynb".into()),
+            kernel_name: Some("python3".into()),
+            evidence: vec![
+                "argv[2] is ipykernel_launcher".into(),
+                "argv[4] is connection file kernel-3f2a.json".into(),
+                "executable is python3.12".into(),
+                "maps libtorch_cpu.so".into(),
+                "holds 1.0 GiB of GPU memory on GPU 0".into(),
+            ],
+        };
+        p
+    }
+
+    #[test]
+    fn root_sees_everything_and_owners_their_own() {
+        assert!(Sight::of(Some(0)).sees(Some(1000)));
+        assert!(Sight::of(Some(0)).sees(None));
+        assert!(Sight::of(Some(1000)).sees(Some(1000)));
+        assert!(!Sight::of(Some(1000)).sees(Some(1001)));
+        assert!(!Sight::of(Some(1000)).sees(None));
+        assert!(!Sight::of(None).sees(Some(0)));
+    }
+
+    #[test]
+    fn a_redacted_process_keeps_what_ps_shows() {
+        let p = kernel(1000);
+        let r = redact_process(&p);
+        assert!(r.argv.is_empty());
+        assert_eq!(r.exe, None);
+        assert_eq!(r.workload.notebook, None);
+        assert_eq!(r.workload.kernel_id, None);
+        assert_eq!(
+            r.workload.evidence,
+            [
+                "maps libtorch_cpu.so",
+                "holds 1.0 GiB of GPU memory on GPU 0"
+            ]
+        );
+        assert_eq!((r.id, r.uid, r.footprint), (p.id, p.uid, p.footprint));
+        assert_eq!((&r.name, &r.user), (&p.name, &p.user));
+        assert_eq!(r.workload.kind, WorkloadKind::Jupyter);
+    }
+
+    #[test]
+    fn events_of_hidden_processes_lose_their_notebook() {
+        let event = Event {
+            at: crate::model::Timestamp(1),
+            kind: EventKind::LimitCrossed {
+                rule: "r".into(),
+                process: ProcessRef::of(&kernel(1000)),
+                detail: "footprint 5 GiB > 4 GiB".into(),
+            },
+        };
+        assert_eq!(redact_event(&event, Sight::Own(1000)), None);
+        assert_eq!(redact_event(&event, Sight::Everything), None);
+        let hidden = redact_event(&event, Sight::Own(1001)).expect("redacted");
+        let EventKind::LimitCrossed { process, .. } = hidden.kind else {
+            panic!("kind kept");
+        };
+        assert_eq!((process.notebook, process.kernel_id), (None, None));
+        assert_eq!(process.pid, 42);
+        let started = Event {
+            at: crate::model::Timestamp(1),
+            kind: EventKind::Stopped,
+        };
+        assert_eq!(redact_event(&started, Sight::Nothing), None);
+    }
+
+    #[test]
+    fn hook_arguments_are_hidden_but_the_program_is_kept() {
+        let config = Config::from_toml_str(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ hook = [\"/usr/local/bin/page\", \"--token\", \"s3cret\"] }]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let shown = serde_json::to_string(&redact_config(&config)).unwrap();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.contains(r#""hook":["/usr/local/bin/page","[redacted]","[redacted]"]"#),
+            "{shown}"
+        );
+    }
+}
