@@ -345,15 +345,27 @@ fn protected_processes_and_the_daemons_ancestors_are_never_chosen() {
             .find(|s| s.pid == pid)
             .unwrap_or_else(|| panic!("no status for pid {pid}: {:?}", out.statuses))
     };
-    assert_eq!(status(90).state, "protected");
+    // Each is over the limit: held without acting, and why.
+    let why = |pid: u32| status(pid).not_acting.clone().unwrap_or_default();
+    assert_eq!(status(90).state, "crossed, not acting");
     assert_eq!(
-        status(90).detail,
-        "\"sshd\" is protected by [protect] and runs as root"
+        why(90),
+        "protected: \"sshd\" is protected by [protect] and runs as root"
     );
-    assert_eq!(status(50).state, "protected");
-    assert!(status(50).detail.contains("system account uid 113"));
-    assert_eq!(status(40).detail, "it is headroom itself");
-    assert!(status(20).detail.contains("ancestor of headroom"));
+    assert!(
+        status(90)
+            .detail
+            .ends_with("; not acting: protected: \"sshd\" is protected by [protect] and runs as root"),
+        "{}",
+        status(90).detail
+    );
+    assert_eq!(status(50).state, "crossed, not acting");
+    assert!(why(50).contains("system account uid 113"));
+    assert_eq!(why(40), "protected: it is headroom itself");
+    assert!(why(20).contains("ancestor of headroom"));
+    assert_eq!(why(1), "protected: pid 1 is the init process");
+    assert_eq!(status(70).state, "step 1/1");
+    assert_eq!(status(70).not_acting, None);
     assert!(status(70).detail.contains("not protected: named \"sshd\""));
 }
 

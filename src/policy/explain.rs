@@ -50,9 +50,11 @@ pub struct RuleVerdict {
     pub selected: Option<Selection>,
     /// Why a listed name or path does not protect the process.
     pub note: Option<String>,
-    /// Why the rule would not act on the process: its owner, its
-    /// protection, a dry run.
-    pub not_acting: Option<String>,
+    /// Why the rule may not act on the process at all: its owner, its
+    /// protection.
+    pub out_of_reach: Option<String>,
+    /// Why its steps would be journaled and not carried out, if they would.
+    pub dry_run: Option<String>,
     /// The ladder, step by step, in words.
     pub ladder: Vec<String>,
 }
@@ -140,10 +142,8 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
         holds,
         selected,
         note: me.note,
-        not_acting: me
-            .out_of_reach
-            .map(|na| na.reason)
-            .or_else(|| run.dry_run()),
+        out_of_reach: me.out_of_reach.map(|na| na.reason),
+        dry_run: run.dry_run(),
         ladder: (0..rule.actions.len())
             .filter_map(|i| assess::numbered_step(rule, i))
             .collect(),
@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(v.limits[0].value, "17.0 GiB");
         assert_eq!(v.limits[0].threshold, "> 80% of 20.0 GiB memory = 16.0 GiB");
         assert!(v.limits[0].holds);
-        assert_eq!(v.not_acting, None);
+        assert_eq!((v.out_of_reach.as_ref(), v.dry_run.as_ref()), (None, None));
         assert_eq!(v.ladder.len(), 2);
     }
 
@@ -261,7 +261,7 @@ mod tests {
         let v = &one(&c, &s, 10)[0];
         assert!(v.holds);
         assert_eq!(
-            v.not_acting.as_deref(),
+            v.out_of_reach.as_deref(),
             Some(
                 "owned by root and the rule has root = false; add root = true to act on root's \
                  processes"
