@@ -138,7 +138,9 @@ fn get(agent: &ureq::Agent, addr: SocketAddr, path: &str) -> Result<(u16, String
 
 fn parse<T: for<'de> Deserialize<'de>>(body: &str, what: &str) -> Result<T, String> {
     serde_json::from_str(body).map_err(|e| {
-        format!("the daemon's {what} is not what this headroom reads ({e}); is it the same version?")
+        format!(
+            "the daemon's {what} is not what this headroom reads ({e}); is it the same version?"
+        )
     })
 }
 
@@ -155,9 +157,7 @@ fn from_daemon(addr: SocketAddr, pid: u32) -> Result<View, String> {
     let config = config_from_json(body.config)?;
     let (status, snap_body) = get(&agent, addr, "/api/v1/snapshot")?;
     if status != 200 {
-        return Err(format!(
-            "the daemon at {addr} has no sample yet ({status})"
-        ));
+        return Err(format!("the daemon at {addr} has no sample yet ({status})"));
     }
     let snap: Snapshot = parse(&snap_body, "snapshot")?;
     let (status, row) = get(&agent, addr, &format!("/api/v1/processes/{pid}"))?;
@@ -437,16 +437,16 @@ fn rule_lines(view: &View, v: &RuleVerdict, status: Option<&RuleStatus>) -> Vec<
         lines.push(format!("  {}", reading_words("when", r)));
     }
     match &v.selected {
-        Some(Selection::This) => lines.push(
-            "  select: of the processes it holds for, it picks this one".to_string(),
-        ),
+        Some(Selection::This) => {
+            lines.push("  select: of the processes it holds for, it picks this one".to_string())
+        }
         Some(Selection::Other { pid, name }) => lines.push(format!(
             "  select: of the processes it holds for, it picks pid {pid} ({}), not this one",
             printable(name)
         )),
-        Some(Selection::Nobody) => lines.push(
-            "  select: none of the processes it holds for is in its reach".to_string(),
-        ),
+        Some(Selection::Nobody) => {
+            lines.push("  select: none of the processes it holds for is in its reach".to_string())
+        }
         None => {}
     }
     lines.push(format!(
@@ -463,13 +463,19 @@ fn rule_lines(view: &View, v: &RuleVerdict, status: Option<&RuleStatus>) -> Vec<
         lines.push(format!("  note: {}", printable(note)));
     }
     if let Some(s) = status {
-        let mut daemon = format!("  daemon: {}: {}", printable(&s.state), printable(&s.detail));
-        if let Some(na) = &s.not_acting
-            && !s.detail.contains(na.as_str())
-        {
-            daemon.push_str(&format!(" (not acting: {})", printable(na)));
-        }
-        lines.push(daemon);
+        let detail = match &s.not_acting {
+            // The reason has a line of its own.
+            Some(na) => s
+                .detail
+                .strip_suffix(&format!("; not acting: {na}"))
+                .unwrap_or(&s.detail),
+            None => &s.detail,
+        };
+        lines.push(format!(
+            "  daemon: {}: {}",
+            printable(&s.state),
+            printable(detail)
+        ));
     }
     let rule = view.config.rules.iter().find(|r| r.name == v.rule);
     // What the rule does next, and why it does not act, if it does not:
@@ -507,10 +513,11 @@ fn rule_lines(view: &View, v: &RuleVerdict, status: Option<&RuleStatus>) -> Vec<
         }
         None => lines.push("  next: nothing".to_string()),
     }
+    let said_dry = reason.as_ref().is_some_and(|r| r.contains("dry run:"));
     if let Some(reason) = reason {
         lines.push(format!("  not acting: {}", printable(&reason)));
     }
-    if let Some(dry) = &v.dry_run {
+    if let Some(dry) = v.dry_run.as_ref().filter(|_| !said_dry) {
         lines.push(format!("  {dry}"));
     }
     lines
@@ -561,7 +568,14 @@ mod tests {
                 config: "t.toml".into(),
                 why: "no daemon".into(),
             },
-            verdicts: crate::policy::explain(&config, &history, &snap, ctx, snap.taken_at, &process),
+            verdicts: crate::policy::explain(
+                &config,
+                &history,
+                &snap,
+                ctx,
+                snap.taken_at,
+                &process,
+            ),
             process,
             snap_total: snap.system.total,
             snap_available: snap.system.available,

@@ -181,7 +181,8 @@ impl Matcher {
                         .map(|re| format!("{:?}", re.0.as_str()))
                         .unwrap_or_default()
                 };
-                let known = |v: Option<&str>| v.map_or_else(|| "unknown".to_string(), |v| format!("{v:?}"));
+                let known =
+                    |v: Option<&str>| v.map_or_else(|| "unknown".to_string(), |v| format!("{v:?}"));
                 let (wanted, found) = match clause {
                     Clause::Workload => {
                         let kinds: Vec<&str> = self.workload.iter().map(|w| w.as_str()).collect();
@@ -222,8 +223,7 @@ impl Matcher {
     /// give it.
     fn clause_holds(&self, clause: Clause, p: &ProcessSample) -> Option<bool> {
         let pattern = |re: &Option<Pattern>, text: Option<&str>| {
-            re.as_ref()
-                .map(|re| text.is_some_and(|t| re.0.is_match(t)))
+            re.as_ref().map(|re| text.is_some_and(|t| re.0.is_match(t)))
         };
         match clause {
             Clause::Workload => (!self.workload.is_empty()).then(|| {

@@ -205,7 +205,10 @@ pub fn numbered_step(rule: &Rule, i: usize) -> Option<String> {
     let when = if i == 0 {
         String::new()
     } else {
-        format!(", {} after step {i}", humantime::format_duration(step.after))
+        format!(
+            ", {} after step {i}",
+            humantime::format_duration(step.after)
+        )
     };
     Some(format!(
         "step {} of {}{when}: {}",
@@ -252,13 +255,20 @@ mod tests {
         let (mut config, r) = rule(
             "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\ndry_run = true\nactions = [{ notify = true }]\n",
         );
-        assert!(dry_run_reason(&r, &config).unwrap().contains("the rule has dry_run = true"));
-        let (_, plain) = rule(
-            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n",
+        assert!(
+            dry_run_reason(&r, &config)
+                .unwrap()
+                .contains("the rule has dry_run = true")
         );
+        let (_, plain) =
+            rule("[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n");
         assert_eq!(dry_run_reason(&plain, &config), None);
         config.daemon.dry_run = true;
-        assert!(dry_run_reason(&plain, &config).unwrap().contains("--dry-run"));
+        assert!(
+            dry_run_reason(&plain, &config)
+                .unwrap()
+                .contains("--dry-run")
+        );
     }
 
     #[test]

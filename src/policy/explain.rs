@@ -114,8 +114,7 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
             .filter(|q| rule.matcher.matches(q))
             .map(|q| run.assess(q))
             .filter(|a| {
-                a.out_of_reach.is_none()
-                    && a.check.as_ref().is_none_or(|c| c.exceeded.is_some())
+                a.out_of_reach.is_none() && a.check.as_ref().is_none_or(|c| c.exceeded.is_some())
             })
             .map(|a| a.p)
             .collect();

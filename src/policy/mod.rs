@@ -33,11 +33,11 @@ pub use decision::{Action, Decision, SignalName};
 pub use explain::{RuleVerdict, explain};
 pub use protection::{Protection, Reach};
 
-use assess::{Assessed, RuleRun};
 use crate::config::{Config, Select};
 use crate::event::{EventKind, ProcessRef};
 use crate::history::History;
 use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
+use assess::{Assessed, RuleRun};
 
 /// Facts about the daemon the policy needs: who it is.
 #[derive(Debug, Clone, Copy)]
@@ -626,7 +626,11 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
         );
     }
     out.set_status(status(
-        dry(&format!("step {}/{}", decision.step + 1, rule.actions.len())),
+        dry(&format!(
+            "step {}/{}",
+            decision.step + 1,
+            rule.actions.len()
+        )),
         why,
         dry_run,
         next.map(|_| decision.step + 1),
