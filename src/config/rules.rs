@@ -867,6 +867,7 @@ fn compile(p: &Spanned<String>, key: &str, source: &Source<'_>) -> Result<Patter
 
 #[cfg(test)]
 mod tests {
+    use super::Matcher;
     use crate::config::Config;
     use crate::model::*;
 
@@ -965,6 +966,36 @@ mod tests {
         assert!(m.matches(&kernel));
         kernel.workload.notebook = Some("scratch.ipynb".into());
         assert!(!m.matches(&kernel));
+    }
+
+    #[test]
+    fn clauses_say_what_each_wants_and_what_the_process_has() {
+        let c = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
+             [rule.match]\nworkload = [\"jupyter\"]\nuser = \"bo\"\nnotebook = \"x\"\n",
+        )
+        .unwrap();
+        let m = &c.rules[0].matcher;
+        let p = process("python3", WorkloadKind::Jupyter);
+        let clauses = m.clauses(&p);
+        let keys: Vec<&str> = clauses.iter().map(|c| c.clause.key()).collect();
+        assert_eq!(keys, ["workload", "user", "notebook"]);
+        assert!(clauses[0].holds);
+        assert_eq!(
+            (
+                clauses[1].wanted.as_str(),
+                clauses[1].found.as_str(),
+                clauses[1].holds
+            ),
+            ("\"bo\"", "\"ana\"", false)
+        );
+        assert!(
+            clauses[2].found.starts_with("not known"),
+            "{:?}",
+            clauses[2]
+        );
+        assert_eq!(m.matches(&p), clauses.iter().all(|c| c.holds));
+        assert!(Matcher::default().clauses(&p).is_empty());
     }
 
     #[test]

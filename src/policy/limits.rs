@@ -354,3 +354,98 @@ pub fn check_condition(when: &SystemCondition, snap: &Snapshot, hysteresis: f64)
         readings,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::model::{ProcessId, SystemMemory};
+
+    const GIB: u64 = 1 << 30;
+
+    fn rule(limits: &str) -> Rule {
+        let text = format!("[[rule]]\nname = \"r\"\n{limits}\nactions = [{{ notify = true }}]\n");
+        Config::from_toml_str(&text, "t").unwrap().rules[0].clone()
+    }
+
+    fn snap() -> Snapshot {
+        Snapshot {
+            system: SystemMemory {
+                total: 16 * GIB,
+                available: 8 * GIB,
+                ..SystemMemory::default()
+            },
+            ..Snapshot::default()
+        }
+    }
+
+    fn process(footprint: u64) -> ProcessSample {
+        ProcessSample {
+            footprint,
+            ..ProcessSample::new(ProcessId { pid: 5, start: 1 }, 1, "python3")
+        }
+    }
+
+    #[test]
+    fn a_percentage_reads_with_what_it_is_a_share_of() {
+        let c = check(
+            &rule("footprint = \"50%\""),
+            &process(9 * GIB),
+            None,
+            &snap(),
+            Timestamp(0),
+        );
+        assert_eq!(c.readings.len(), 1);
+        let r = &c.readings[0];
+        assert_eq!(r.value, "9.0 GiB");
+        assert_eq!(r.threshold, "> 50% of 16.0 GiB memory = 8.0 GiB");
+        assert!(r.holds);
+        assert_eq!(c.exceeded.as_deref(), Some("footprint 9.0 GiB > 8.0 GiB"));
+    }
+
+    #[test]
+    fn growth_without_history_is_not_known_and_does_not_hold() {
+        let c = check(
+            &rule("growth = \"1GiB/10s\"\ntime_to_exhaustion = \"30s\""),
+            &process(GIB),
+            None,
+            &snap(),
+            Timestamp(0),
+        );
+        let values: Vec<&str> = c.readings.iter().map(|r| r.value.as_str()).collect();
+        assert_eq!(
+            values,
+            [
+                "not known: growth needs 3 samples spanning half of 10s",
+                "not known: growth needs 3 samples spanning half of 10s"
+            ]
+        );
+        assert!(c.readings.iter().all(|r| !r.holds));
+        assert_eq!(c.exceeded, None);
+    }
+
+    #[test]
+    fn a_condition_reads_each_clause() {
+        let mut s = snap();
+        s.pressure.level = crate::model::PressureLevel::Warn;
+        let when = SystemCondition {
+            pressure: Some(crate::model::PressureLevel::Critical),
+            available_below: Some(SizeLimit::Percent(60.0)),
+            swap_used_above: None,
+        };
+        let c = check_condition(&when, &s, 0.1);
+        assert!(!c.holds);
+        let words: Vec<(&str, &str, bool)> = c
+            .readings
+            .iter()
+            .map(|r| (r.what, r.value.as_str(), r.holds))
+            .collect();
+        assert_eq!(
+            words,
+            [
+                ("pressure", "warn", false),
+                ("available memory", "8.0 GiB", true)
+            ]
+        );
+    }
+}

@@ -16,6 +16,14 @@
 //! - rules gated by a system condition pick one victim (`select`) and keep it
 //!   for the whole ladder; they start no ladder on another process within
 //!   `cooldown` of the last one (no kill storms).
+//!
+//! Never silent: when a rule holds for a process it does not act on (its
+//! owner is out of the rule's `other_users`/`root`, it is protected, a
+//! cooldown runs, a gated rule took another process), the process's
+//! [`RuleStatus`] says so and why (`crossed, not acting`, `not_acting`), and
+//! the events get one `limit-held-not-acting` per crossing and reason, not
+//! one per sample. [`explain()`] judges one process rule by rule with the
+//! same pieces ([`assess`]), for `headroom explain`.
 
 pub mod assess;
 pub mod decision;
