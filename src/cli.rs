@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 
+mod explain;
+
 use crate::config::{Config, ConfigError, DEFAULT_TOML, HttpConfig, LogFormat};
 use crate::daemon::{Daemon, RunOptions};
 use crate::model::Snapshot;
@@ -99,6 +101,29 @@ pub enum Command {
         /// How many processes to list without --all.
         #[arg(long, default_value_t = 15, value_name = "N")]
         top: usize,
+    },
+    /// Say, rule by rule, why headroom does or does not act on a process.
+    ///
+    /// For each rule: whether it matches the process and on what (the
+    /// clause that fails, if one does), each limit's value against its
+    /// threshold, its system conditions, what it would do next, and why it
+    /// would not act (the process's owner, its protection, a dry run, a
+    /// cooldown). Asks the daemon at --address (or `http.listen` of
+    /// --config) for its config, sample, history and rule statuses; where
+    /// none answers, samples this machine once and judges it under --config
+    /// or the embedded default. Exits 1 if there is no such process.
+    Explain {
+        /// The process.
+        #[arg(value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+        pid: u32,
+        /// Config file: its `http.listen` says where the daemon is, and its
+        /// rules judge the process when no daemon answers.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The daemon's address; default: `http.listen` from --config or the
+        /// embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        address: Option<SocketAddr>,
     },
     /// Print the embedded default config, with comments.
     PrintConfig,
@@ -289,6 +314,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             all,
             top,
         } => snapshot(config, json, TableOptions { all, top }),
+        Command::Explain {
+            pid,
+            config,
+            address,
+        } => explain::run(pid, config, address),
         Command::PrintConfig => {
             print!("{DEFAULT_TOML}");
             Ok(())

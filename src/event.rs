@@ -76,6 +76,20 @@ pub enum EventKind {
         /// Which limit, in words: `footprint 9.1 GiB > 8 GiB`.
         detail: String,
     },
+    /// A rule's limit or condition started to hold for a process the rule
+    /// does not act on, and why: its owner (`other_users`, `root`), its
+    /// protection, a cooldown, another process taken first. Once per
+    /// crossing and reason, not once per sample; `limit-cleared` ends it.
+    LimitHeldNotActing {
+        rule: String,
+        process: ProcessRef,
+        /// Which limit, in words: `footprint 9.1 GiB > 8 GiB`.
+        detail: String,
+        /// Why the rule does not act, and what would change that: `owned by
+        /// root and the rule has root = false; add root = true to act on
+        /// root's processes`.
+        reason: String,
+    },
     /// A rule's condition stopped holding (below the hysteresis margin); its
     /// ladder starts again from the first step next time.
     LimitCleared {
@@ -138,6 +152,7 @@ impl EventKind {
             EventKind::Stopped => "stopped",
             EventKind::ConfigReloaded { .. } => "config-reloaded",
             EventKind::LimitCrossed { .. } => "limit-crossed",
+            EventKind::LimitHeldNotActing { .. } => "limit-held-not-acting",
             EventKind::LimitCleared { .. } => "limit-cleared",
             EventKind::Action { .. } => "action",
             EventKind::Skipped { .. } => "skipped",
@@ -279,6 +294,35 @@ mod tests {
         assert_eq!(v["outcome"], "failed");
         assert_eq!(v["why"], "EPERM");
         assert_eq!(v["detail"], "footprint 9 GiB > 8 GiB");
+        let back: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn a_held_crossing_reads_with_its_reason() {
+        let e = Event {
+            at: Timestamp(1),
+            kind: EventKind::LimitHeldNotActing {
+                rule: "notebook-runaway".into(),
+                process: ProcessRef {
+                    pid: 7,
+                    start: 1,
+                    name: "python3".into(),
+                    user: Some("root".into()),
+                    uid: Some(0),
+                    workload: WorkloadKind::Jupyter,
+                    footprint: 10,
+                    kernel_id: None,
+                    notebook: None,
+                },
+                detail: "footprint 9 GiB > 8 GiB".into(),
+                reason: "owned by root and the rule has root = false".into(),
+            },
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["event"], "limit-held-not-acting");
+        assert_eq!(v["reason"], "owned by root and the rule has root = false");
+        assert_eq!(e.kind.name(), "limit-held-not-acting");
         let back: Event = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);
     }

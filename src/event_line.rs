@@ -4,6 +4,12 @@
 //! 2026-11-22 14:02:05  SIGINT  → python3 (pid 48113, jupyter kernel 3f2a…)  rule "notebook-runaway": footprint 9.1 GiB > 8 GiB  [done]
 //! ```
 //!
+//! A limit that holds for a process its rule does not act on says why:
+//!
+//! ```text
+//! 2026-11-22 14:02:05  limit  python3 (pid 48113)  rule "notebook-runaway": footprint 9.1 GiB > 8 GiB  [not acting: owned by root and the rule has root = false; add root = true to act on root's processes]
+//! ```
+//!
 //! A post-mortem (an `exited` event with a cause) reads as a sentence:
 //!
 //! ```text
@@ -63,6 +69,18 @@ pub fn render(event: &Event, time: &str) -> String {
             process_label(process),
             printable(rule),
             printable(detail)
+        ),
+        EventKind::LimitHeldNotActing {
+            rule,
+            process,
+            detail,
+            reason,
+        } => format!(
+            "limit  {}  rule \"{}\": {}  [not acting: {}]",
+            process_label(process),
+            printable(rule),
+            printable(detail),
+            printable(reason)
         ),
         EventKind::LimitCleared {
             rule,
@@ -281,6 +299,28 @@ mod tests {
             render(&e, "2026-11-22 14:02:05"),
             "2026-11-22 14:02:05  SIGINT  → python3 (pid 48113, jupyter kernel 3f2a…)  \
              rule \"notebook-runaway\": footprint 9.1 GiB > 8 GiB  [done]"
+        );
+    }
+
+    #[test]
+    fn a_held_crossing_says_why_the_rule_does_not_act() {
+        let e = at(EventKind::LimitHeldNotActing {
+            rule: "notebook-runaway".into(),
+            process: ProcessRef {
+                user: Some("root".into()),
+                uid: Some(0),
+                ..kernel()
+            },
+            detail: "footprint 9.1 GiB > 8 GiB".into(),
+            reason: "owned by root and the rule has root = false; add root = true to act on \
+                     root's processes"
+                .into(),
+        });
+        assert_eq!(
+            render(&e, "T"),
+            "T  limit  python3 (pid 48113, jupyter kernel 3f2a…)  rule \"notebook-runaway\": \
+             footprint 9.1 GiB > 8 GiB  [not acting: owned by root and the rule has root = false; \
+             add root = true to act on root's processes]"
         );
     }
 

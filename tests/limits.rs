@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use support::hog::{HOG, Running, Sandbox, parse_signal_line};
+use support::hog::{HEADROOM, HOG, Running, Sandbox, parse_signal_line};
 
 const MIB: u64 = 1 << 20;
 
@@ -126,7 +126,7 @@ fn an_ignored_sigint_escalates_to_sigterm_then_sigkill_on_schedule() {
 #[test]
 fn sigusr1_with_require_handler_skips_a_process_that_does_not_catch_it() {
     let sb = Sandbox::new("usr1-skip");
-    let _d = start(
+    let mut d = start(
         &sb,
         &rule(
             &sb,
@@ -136,6 +136,13 @@ fn sigusr1_with_require_handler_skips_a_process_that_does_not_catch_it() {
     );
     let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "200MiB"]);
     hog.expect_line("holding");
+    // The actuator decides and says so: in the log, and once in the journal
+    // however many samples follow (the one-step ladder is done).
+    let line = d.expect_line("skipped SIGUSR1");
+    assert!(
+        line.contains(&format!("pid {} does not catch SIGUSR1", hog.pid())),
+        "{line}"
+    );
     std::thread::sleep(Duration::from_secs(1));
     assert!(hog.alive(), "an uncaught SIGUSR1 would have killed it");
     assert_eq!(event_count(&sb, "skipped", "action", "SIGUSR1"), 1);
@@ -175,7 +182,7 @@ fn sigusr1_with_require_handler_reaches_a_process_that_catches_it() {
 #[test]
 fn dry_run_sends_nothing_and_journals_everything() {
     let sb = Sandbox::new("dry");
-    let _d = start(
+    let (_d, addr) = start_with_addr(
         &sb,
         &rule(
             &sb,
@@ -198,6 +205,14 @@ fn dry_run_sends_nothing_and_journals_everything() {
     assert_eq!(action["outcome"], "dry-run");
     assert_eq!(action["dry_run"], true);
     assert!(events.iter().any(|e| e["event"] == "limit-crossed"));
+    // The process's status says the step was a dry run, and whose.
+    let status = status_of(addr, hog.pid(), "hog", "done, dry run");
+    assert!(
+        status["not_acting"].as_str().is_some_and(|n| n.starts_with(
+            "dry run: headroom runs with dry_run (daemon.dry_run = true or --dry-run)"
+        )),
+        "{status}"
+    );
 }
 
 #[test]
@@ -378,11 +393,17 @@ fn a_users_process_named_sshd_is_signalled_and_roots_is_protected() {
     assert_eq!(status, 200, "{body}");
     let row: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     let rule = &row["process"]["rules"][0];
-    assert_eq!(rule["state"], "protected", "{row}");
-    assert_eq!(
-        rule["detail"],
-        "\"sshd\" is protected by [protect] and runs as root"
-    );
+    let why = "protected: \"sshd\" is protected by [protect] and runs as root";
+    assert_eq!(rule["state"], "crossed, not acting", "{row}");
+    assert_eq!(rule["not_acting"], why, "{row}");
+    // And the journal, once for all those samples.
+    let held: Vec<serde_json::Value> = sb
+        .journal()
+        .into_iter()
+        .filter(|e| e["event"] == "limit-held-not-acting" && e["process"]["pid"] == root.pid())
+        .collect();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["reason"], why);
 }
 
 /// A process group led by `leader` (started here in a group of its own)
@@ -654,5 +675,298 @@ fn megabytes_of_arguments_are_cut_in_the_snapshot() {
         json.len() < 2 << 20,
         "the snapshot takes {} bytes of JSON",
         json.len()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A rule that holds and does not act says why, and `headroom explain`.
+// ---------------------------------------------------------------------------
+
+const ROOT_REASON: &str = "owned by root and the rule has root = false; add root = true to act on \
+                           root's processes";
+
+/// The daemon on `config_rest` and its HTTP address.
+fn start_with_addr(
+    sb: &Sandbox,
+    config_rest: &str,
+    extra: &[&str],
+) -> (Running, std::net::SocketAddr) {
+    let cfg = sb.config(config_rest);
+    let mut args = vec!["run", "--config", cfg.to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    let mut d = Running::daemon(&args);
+    let addr = d.http_addr();
+    d.expect_line("first sample:");
+    (d, addr)
+}
+
+/// The daemon's status of `rule` for `pid`, once it has one whose state
+/// starts with `state`.
+fn status_of(addr: std::net::SocketAddr, pid: u32, rule: &str, state: &str) -> serde_json::Value {
+    support::wait_for(
+        Duration::from_secs(20),
+        &format!("rule {rule} {state}"),
+        || {
+            let (code, body) = support::get(&format!("http://{addr}/api/v1/processes/{pid}"));
+            if code != 200 {
+                return None;
+            }
+            let row: serde_json::Value = serde_json::from_str(&body).ok()?;
+            row["process"]["rules"]
+                .as_array()?
+                .iter()
+                .find(|r| {
+                    r["rule"] == rule && r["state"].as_str().is_some_and(|s| s.starts_with(state))
+                })
+                .cloned()
+        },
+    )
+}
+
+#[test]
+fn a_rule_without_root_holds_roots_process_and_says_why_once() {
+    let sb = Sandbox::new("held-root");
+    let (_d, addr) = start_with_addr(
+        &sb,
+        &format!(
+            "[[rule]]\nname = \"hog\"\nroot = false\nother_users = true\nfootprint = \"100MiB\"\n\
+             actions = [{{ signal = \"SIGINT\" }}]\n[rule.match]\nargv = \"{}\"\n",
+            sb.hog_pattern()
+        ),
+        &[],
+    );
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "INT"],
+    );
+    hog.expect_line("holding");
+    if !is_root() {
+        // Run by a user, the hog is theirs: root = false does not matter.
+        hog.expect_line("signal SIGINT");
+        return;
+    }
+    let status = status_of(addr, hog.pid(), "hog", "crossed");
+    assert_eq!(status["state"], "crossed, not acting", "{status}");
+    assert_eq!(status["not_acting"], ROOT_REASON);
+    assert!(
+        status["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("; not acting: {ROOT_REASON}"))),
+        "{status}"
+    );
+    // Many samples later (every 50 ms): no signal, and one event.
+    let later = hog.drain(Duration::from_millis(1500));
+    assert!(later.iter().all(|l| !l.starts_with("signal")), "{later:?}");
+    let held: Vec<serde_json::Value> = sb
+        .journal()
+        .into_iter()
+        .filter(|e| e["event"] == "limit-held-not-acting" && e["process"]["pid"] == hog.pid())
+        .collect();
+    assert_eq!(held.len(), 1, "one event per crossing: {held:?}");
+    assert_eq!(held[0]["rule"], "hog");
+    assert_eq!(held[0]["reason"], ROOT_REASON);
+    assert!(actions_on(&sb, hog.pid()).is_empty());
+    // `headroom events` says it in one line.
+    let out = Command::new(HEADROOM)
+        .args(["events", "--journal"])
+        .arg(sb.path("journal.jsonl"))
+        .output()
+        .expect("headroom events");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(
+            |l| l.contains(&format!("(pid {})  rule \"hog\": footprint", hog.pid()))
+                && l.ends_with(&format!("[not acting: {ROOT_REASON}]"))
+        ),
+        "{text}"
+    );
+}
+
+/// `headroom explain` with no daemon at the address.
+fn explain_alone(pid: u32, config: &Path) -> std::process::Output {
+    let nobody_there = format!("127.0.0.1:{}", support::free_port());
+    Command::new(HEADROOM)
+        .args([
+            "explain",
+            &pid.to_string(),
+            "--address",
+            &nobody_there,
+            "--config",
+        ])
+        .arg(config)
+        .output()
+        .expect("run headroom explain")
+}
+
+/// Three rules on the sandbox's hog: one that acts, one that matches
+/// nothing of it, one that matches and does not act (root = false, for a
+/// root's hog; a dry run for a user's).
+fn explain_rules(sb: &Sandbox) -> String {
+    let held_back = if is_root() {
+        "root = false\nother_users = true"
+    } else {
+        "dry_run = true"
+    };
+    format!(
+        "[[rule]]\nname = \"acts\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
+         actions = [{{ signal = \"SIGINT\", require_handler = true }}, {{ notify = true, after = \"10m\" }}]\n\
+         [rule.match]\nargv = \"{pattern}\"\n\n\
+         [[rule]]\nname = \"postgres-only\"\nroot = true\nfootprint = \"100MiB\"\n\
+         actions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nargv = \"{pattern}\"\nname = \"^postgres$\"\n\n\
+         [[rule]]\nname = \"held-back\"\n{held_back}\nfootprint = \"100MiB\"\n\
+         actions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nargv = \"{pattern}\"\n",
+        pattern = sb.hog_pattern()
+    )
+}
+
+#[test]
+fn explain_says_which_rule_matches_which_clause_fails_and_why_a_rule_does_not_act() {
+    let sb = Sandbox::new("explain");
+    let cfg = sb.config(&explain_rules(&sb));
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "INT"],
+    );
+    hog.expect_line("holding");
+    let out = explain_alone(hog.pid(), &cfg);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let name: String = std::fs::read_to_string(format!("/proc/{}/comm", hog.pid()))
+        .expect("comm")
+        .trim()
+        .to_string();
+    assert!(
+        text.starts_with(&format!("pid {} ({name}), ", hog.pid())),
+        "{text}"
+    );
+    assert!(
+        text.contains("judged here from one sample of this machine"),
+        "{text}"
+    );
+    assert!(
+        text.contains("it catches SIGINT: a require_handler step sends it"),
+        "{text}"
+    );
+    // The rule that acts: its clause, its limit against the threshold, the
+    // step it takes.
+    let rule = |name: &str| -> Vec<&str> {
+        text.split("\n\n")
+            .find(|b| b.starts_with(&format!("rule \"{name}\"")))
+            .unwrap_or_else(|| panic!("no rule {name}: {text}"))
+            .lines()
+            .collect()
+    };
+    let acts = rule("acts");
+    assert_eq!(acts[0], "rule \"acts\": matches", "{text}");
+    assert!(acts[1].starts_with("  argv matches \""), "{text}");
+    assert!(
+        acts.iter().any(|l| l.starts_with("  limit footprint: ")
+            && l.ends_with(", acts at > 100 MiB — crossed")),
+        "{text}"
+    );
+    assert!(acts.contains(&"  holds: yes"), "{text}");
+    assert!(
+        acts.contains(
+            &"  next: step 1 of 2: send SIGINT (only if it catches SIGINT; skipped otherwise), now"
+        ),
+        "{text}"
+    );
+    assert!(!acts.iter().any(|l| l.contains("not acting")), "{text}");
+    // The rule that does not match: which clause, what it wanted and found.
+    assert_eq!(
+        rule("postgres-only"),
+        [format!(
+            "rule \"postgres-only\": does not match: name does not match \"^postgres$\": found \
+             \"{name}\""
+        )],
+        "{text}"
+    );
+    // The rule that matches and does not act: why.
+    let held = rule("held-back");
+    if is_root() {
+        assert!(
+            held.contains(&format!("  not acting: {ROOT_REASON}").as_str()),
+            "{text}"
+        );
+        assert!(held.contains(&"  next: nothing"), "{text}");
+    } else {
+        assert!(
+            held.iter()
+                .any(|l| l.starts_with("  dry run: the rule has dry_run = true")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn explain_asks_the_running_daemon_for_its_statuses() {
+    let sb = Sandbox::new("explain-daemon");
+    let (_d, addr) = start_with_addr(&sb, &explain_rules(&sb), &[]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "max", "--max", "200MiB", "--catch", "INT"],
+    );
+    hog.expect_line("signal SIGINT");
+    status_of(addr, hog.pid(), "acts", "step");
+    let out = Command::new(HEADROOM)
+        .args([
+            "explain",
+            &hog.pid().to_string(),
+            "--address",
+            &addr.to_string(),
+        ])
+        .output()
+        .expect("run headroom explain");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "judged by the headroom daemon at {addr} (running as uid {}, config ",
+            headroom::act::effective_uid()
+        )),
+        "{text}"
+    );
+    // Its ladder is under way: the daemon's state, and its next step.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  daemon: step 1/2: footprint ")),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  next: step 2 of 2, 10m after step 1: show a desktop notification, when due\n"
+        ),
+        "{text}"
+    );
+    if is_root() {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("  daemon: crossed, not acting: footprint ")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("  not acting: {ROOT_REASON}\n")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn explain_of_a_pid_that_does_not_exist_exits_1() {
+    // Linux pids stay below 2^22 (PID_MAX_LIMIT).
+    let out = Command::new(HEADROOM)
+        .args([
+            "explain",
+            "4194305",
+            "--address",
+            &format!("127.0.0.1:{}", support::free_port()),
+        ])
+        .output()
+        .expect("run headroom explain");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no process with pid 4194305 on this machine"),
+        "{err}"
     );
 }

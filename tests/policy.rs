@@ -11,7 +11,7 @@ use headroom::config::Config;
 use headroom::event::EventKind;
 use headroom::history::History;
 use headroom::model::*;
-use headroom::policy::{Action, Context, Decision, PolicyState, SignalName, evaluate};
+use headroom::policy::{Action, Context, Decision, PolicyState, RuleStatus, SignalName, evaluate};
 use headroom::sample::replay::read_trace;
 
 const MIB: u64 = 1 << 20;
@@ -44,6 +44,8 @@ struct Run {
     decisions: Vec<(usize, Decision)>,
     events: Vec<(usize, EventKind)>,
     predictions: Vec<(usize, Option<Duration>)>,
+    /// The statuses of the last evaluation.
+    statuses: Vec<RuleStatus>,
 }
 
 impl Run {
@@ -56,6 +58,7 @@ impl Run {
             decisions: vec![],
             events: vec![],
             predictions: vec![],
+            statuses: vec![],
         }
     }
 
@@ -73,6 +76,32 @@ impl Run {
             .extend(ev.decisions.into_iter().map(|d| (i, d)));
         self.events.extend(ev.events.into_iter().map(|e| (i, e)));
         self.predictions.push((i, ev.next_check));
+        self.statuses = ev.statuses;
+    }
+
+    /// The last status of `rule` for `pid`.
+    fn status(&self, rule: &str, pid: u32) -> &RuleStatus {
+        self.statuses
+            .iter()
+            .find(|s| s.rule == rule && s.pid == pid)
+            .unwrap_or_else(|| panic!("no status of {rule} for pid {pid}: {:?}", self.statuses))
+    }
+
+    /// The `limit-held-not-acting` events: (tick, pid, reason).
+    fn held(&self) -> Vec<(usize, u32, String)> {
+        self.events
+            .iter()
+            .filter_map(|(i, e)| match e {
+                EventKind::LimitHeldNotActing {
+                    process, reason, ..
+                } => Some((*i, process.pid, reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn count(&self, f: impl Fn(&EventKind) -> bool) -> usize {
+        self.events.iter().filter(|(_, e)| f(e)).count()
     }
 
     fn replay(mut self, snaps: &[Snapshot]) -> Self {
@@ -345,15 +374,27 @@ fn protected_processes_and_the_daemons_ancestors_are_never_chosen() {
             .find(|s| s.pid == pid)
             .unwrap_or_else(|| panic!("no status for pid {pid}: {:?}", out.statuses))
     };
-    assert_eq!(status(90).state, "protected");
+    // Each is over the limit: held without acting, and why.
+    let why = |pid: u32| status(pid).not_acting.clone().unwrap_or_default();
+    assert_eq!(status(90).state, "crossed, not acting");
     assert_eq!(
-        status(90).detail,
-        "\"sshd\" is protected by [protect] and runs as root"
+        why(90),
+        "protected: \"sshd\" is protected by [protect] and runs as root"
     );
-    assert_eq!(status(50).state, "protected");
-    assert!(status(50).detail.contains("system account uid 113"));
-    assert_eq!(status(40).detail, "it is headroom itself");
-    assert!(status(20).detail.contains("ancestor of headroom"));
+    assert!(
+        status(90).detail.ends_with(
+            "; not acting: protected: \"sshd\" is protected by [protect] and runs as root"
+        ),
+        "{}",
+        status(90).detail
+    );
+    assert_eq!(status(50).state, "crossed, not acting");
+    assert!(why(50).contains("system account uid 113"));
+    assert_eq!(why(40), "protected: it is headroom itself");
+    assert!(why(20).contains("ancestor of headroom"));
+    assert_eq!(why(1), "protected: pid 1 is the init process");
+    assert_eq!(status(70).state, "step 1/1");
+    assert_eq!(status(70).not_acting, None);
     assert!(status(70).detail.contains("not protected: named \"sshd\""));
 }
 
@@ -522,4 +563,377 @@ fn time_to_exhaustion_uses_available_memory_plus_free_swap() {
     // 5 s window needs points spanning at least 2.5 s).
     assert_eq!(*at, 10, "{}", d.reason);
     assert!(d.reason.contains("exhausted in"), "{}", d.reason);
+}
+
+// ---------------------------------------------------------------------------
+// A rule that holds and does not act says why: in the process's status on
+// every sample, in the journal once per crossing.
+// ---------------------------------------------------------------------------
+
+/// `process` owned by `uid` (named `root` for 0, `ana` else).
+fn owned(pid: u32, uid: u32, footprint: u64) -> ProcessSample {
+    let mut p = process(pid, footprint);
+    p.uid = Some(uid);
+    p.user = Some(if uid == 0 { "root" } else { "ana" }.into());
+    p
+}
+
+/// The embedded default's notebook rule as it was, with `root = false`.
+const NOTEBOOK_ROOT_FALSE: &str = "[[rule]]\nname = \"notebook-runaway\"\nfootprint = \"80%\"\n\
+    time_to_exhaustion = \"30s\"\ncooldown = \"60s\"\nother_users = true\nroot = false\n\
+    actions = [{ signal = \"SIGINT\", require_handler = true }, { notify = true, after = \"2s\" }]\n\
+    [rule.match]\nworkload = [\"jupyter\"]\n";
+
+const ROOT_REASON: &str = "owned by root and the rule has root = false; add root = true to act on \
+                           root's processes";
+
+#[test]
+fn a_roots_kernel_under_a_rule_without_root_is_held_and_says_why_once_per_crossing() {
+    let mut run = Run::new(config(NOTEBOOK_ROOT_FALSE), ROOT_DAEMON);
+    // Over 80% of 64 GiB for ten samples, then back down, then over again.
+    for t in 0..10 {
+        run.feed(t, &snapshot(t as u64, vec![owned(10, 0, 55 * GIB)]));
+        let s = run.status("notebook-runaway", 10);
+        assert_eq!(s.state, "crossed, not acting", "at {t}");
+        assert_eq!(s.not_acting.as_deref(), Some(ROOT_REASON));
+        assert!(
+            s.detail
+                .starts_with("footprint 55.0 GiB > 51.2 GiB; not acting: owned by root"),
+            "{}",
+            s.detail
+        );
+        assert_eq!(s.next_step, None);
+    }
+    assert!(run.decisions.is_empty(), "{:?}", run.decisions);
+    assert_eq!(run.held(), vec![(0, 10, ROOT_REASON.to_string())]);
+    assert_eq!(
+        run.count(|e| matches!(e, EventKind::LimitCrossed { .. })),
+        0
+    );
+
+    run.feed(10, &snapshot(10, vec![owned(10, 0, GIB)]));
+    assert_eq!(run.status("notebook-runaway", 10).state, "watching");
+    assert_eq!(
+        run.status("notebook-runaway", 10).not_acting.as_deref(),
+        Some(ROOT_REASON),
+        "said ahead, too"
+    );
+    assert_eq!(
+        run.count(|e| matches!(e, EventKind::LimitCleared { .. })),
+        1
+    );
+    for t in 11..15 {
+        run.feed(t, &snapshot(t as u64, vec![owned(10, 0, 55 * GIB)]));
+    }
+    let held = run.held();
+    assert_eq!(held.len(), 2, "a second crossing, a second event: {held:?}");
+    assert_eq!(held[1].0, 11);
+}
+
+#[test]
+fn another_users_process_under_a_rule_without_other_users_is_held_and_says_why() {
+    let cfg = config(
+        "[[rule]]\nname = \"big\"\nfootprint = \"8GiB\"\nroot = true\nother_users = false\n\
+         actions = [{ signal = \"SIGTERM\" }]\n",
+    );
+    let mut run = Run::new(cfg, ROOT_DAEMON);
+    for t in 0..5 {
+        run.feed(t, &snapshot(t as u64, vec![owned(10, 1000, 9 * GIB)]));
+    }
+    assert!(run.decisions.is_empty());
+    let s = run.status("big", 10);
+    assert_eq!(s.state, "crossed, not acting");
+    let reason = s.not_acting.clone().unwrap_or_default();
+    assert_eq!(
+        reason,
+        "owned by ana (uid 1000), not by the user headroom runs as (root), and the rule has \
+         other_users = false; add other_users = true to act on other users' processes"
+    );
+    assert_eq!(run.held(), vec![(0, 10, reason)]);
+}
+
+#[test]
+fn a_protected_process_over_a_limit_is_held_and_says_why_once() {
+    let cfg = config(
+        "[[rule]]\nname = \"big\"\nfootprint = \"8GiB\"\nroot = true\nother_users = true\n\
+         actions = [{ signal = \"SIGTERM\" }]\n[protect]\nnames = [\"postgres\"]\n",
+    );
+    let mut db = owned(20, 0, 9 * GIB);
+    db.name = "postgres".into();
+    // The shell that started the daemon (pid 30 → 40).
+    let mut shell = owned(30, 0, 9 * GIB);
+    shell.name = "bash".into();
+    let mut me = owned(40, 0, MIB);
+    me.ppid = 30;
+    me.name = "headroom".into();
+    let ctx = Context {
+        self_pid: 40,
+        self_uid: 0,
+    };
+    let mut run = Run::new(cfg, ctx);
+    for t in 0..6 {
+        run.feed(
+            t,
+            &snapshot(t as u64, vec![db.clone(), shell.clone(), me.clone()]),
+        );
+    }
+    assert!(run.decisions.is_empty(), "{:?}", run.decisions);
+    assert_eq!(run.status("big", 20).state, "crossed, not acting");
+    let db_reason = "protected: \"postgres\" is protected by [protect] and runs as root";
+    assert_eq!(run.status("big", 20).not_acting.as_deref(), Some(db_reason));
+    let shell_reason = "protected: it is an ancestor of headroom (its supervisor)";
+    assert_eq!(
+        run.status("big", 30).not_acting.as_deref(),
+        Some(shell_reason)
+    );
+    assert_eq!(
+        run.held(),
+        vec![
+            (0, 20, db_reason.to_string()),
+            (0, 30, shell_reason.to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_dry_run_says_so_in_the_status_and_journals_one_crossing() {
+    let cfg = config(
+        "[[rule]]\nname = \"nb\"\nfootprint = \"8GiB\"\ndry_run = true\n\
+         actions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\", after = \"3s\" }]\n",
+    );
+    let mut run = Run::new(cfg, USER_DAEMON);
+    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
+    let s = run.status("nb", 10).clone();
+    assert_eq!(s.state, "step 1/2, dry run");
+    let dry = s.not_acting.clone().unwrap_or_default();
+    assert!(
+        dry.starts_with("dry run: the rule has dry_run = true"),
+        "{dry}"
+    );
+    assert_eq!(s.next_step, Some(1));
+    for t in 1..8 {
+        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+    }
+    let s = run.status("nb", 10);
+    assert_eq!(s.state, "done, dry run");
+    assert!(
+        s.not_acting
+            .as_deref()
+            .is_some_and(|n| n.starts_with(&dry) && n.contains("every step has run")),
+        "{s:?}"
+    );
+    assert!(run.decisions.iter().all(|(_, d)| d.dry_run));
+    assert_eq!(run.decisions.len(), 2);
+    assert_eq!(
+        run.count(|e| matches!(e, EventKind::LimitCrossed { .. })),
+        1
+    );
+    assert!(run.held().is_empty(), "the dry-run steps are journaled");
+}
+
+#[test]
+fn a_crossing_within_the_cooldown_is_held_and_says_until_when() {
+    let cfg = config(
+        "[[rule]]\nname = \"nb\"\nfootprint = \"8GiB\"\ncooldown = \"60s\"\n\
+         actions = [{ signal = \"SIGINT\" }]\n",
+    );
+    let mut run = Run::new(cfg, USER_DAEMON);
+    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
+    run.feed(1, &snapshot(1, vec![process(10, GIB)]));
+    for t in 2..40 {
+        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+    }
+    assert_eq!(run.decisions.len(), 1, "one SIGINT, at 0");
+    let s = run.status("nb", 10);
+    assert_eq!(s.state, "crossed, not acting");
+    assert_eq!(
+        s.not_acting.as_deref(),
+        Some(
+            "cooldown: the rule acted on it 39s ago and starts again no sooner than cooldown = \
+             1m after that (in 21s)"
+        )
+    );
+    let held = run.held();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].0, 2);
+    assert!(
+        held[0]
+            .2
+            .starts_with("cooldown: the rule acted on it 2s ago")
+    );
+
+    // The cooldown over and the limit still held: a new ladder.
+    for t in 40..61 {
+        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+    }
+    let starts: Vec<usize> = run.decisions.iter().map(|(i, _)| *i).collect();
+    assert_eq!(starts, vec![0, 60]);
+    assert_eq!(run.status("nb", 10).state, "step 1/1");
+    assert_eq!(run.status("nb", 10).not_acting, None);
+}
+
+#[test]
+fn a_finished_ladder_says_when_it_starts_again_and_journals_nothing_more() {
+    let cfg = config(
+        "[[rule]]\nname = \"nb\"\nfootprint = \"8GiB\"\ncooldown = \"60s\"\n\
+         actions = [{ notify = true }]\n",
+    );
+    let mut run = Run::new(cfg, USER_DAEMON);
+    for t in 0..10 {
+        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+    }
+    let s = run.status("nb", 10);
+    assert_eq!(s.state, "done");
+    assert_eq!(
+        s.not_acting.as_deref(),
+        Some(
+            "every step has run, the last 9s ago; the ladder starts again after cooldown = 1m \
+             (in 51s) if the rule still holds"
+        )
+    );
+    assert_eq!(s.next_step, None);
+    assert_eq!(run.decisions.len(), 1);
+    assert_eq!(run.events.len(), 1, "one crossing: {:?}", run.events);
+}
+
+/// The embedded default's pressure rule as it was, with `root = false`.
+const PRESSURE_ROOT_FALSE: &str = "[[rule]]\nname = \"pressure-warning\"\nselect = \"largest\"\n\
+    cooldown = \"5m\"\nother_users = true\nroot = false\nactions = [{ notify = true }]\n\
+    [rule.match]\nworkload = [\"any-ml\"]\n[rule.when]\npressure = \"warn\"\n";
+
+fn warn(mut s: Snapshot) -> Snapshot {
+    s.pressure.level = PressureLevel::Warn;
+    s
+}
+
+#[test]
+fn a_gated_rule_with_nobody_in_reach_holds_the_one_it_would_pick_and_says_why() {
+    // A container: everything runs as root.
+    let procs = vec![owned(10, 0, 4 * GIB), owned(11, 0, 2 * GIB)];
+    let mut run = Run::new(config(PRESSURE_ROOT_FALSE), ROOT_DAEMON);
+    for t in 0..5 {
+        run.feed(t, &warn(snapshot(t as u64, procs.clone())));
+    }
+    assert!(run.decisions.is_empty());
+    let s = run.status("pressure-warning", 10);
+    assert_eq!(s.state, "held, not acting");
+    assert_eq!(s.not_acting.as_deref(), Some(ROOT_REASON));
+    assert!(
+        s.detail.starts_with("pressure warn (rule: at least warn)"),
+        "{}",
+        s.detail
+    );
+    assert_eq!(run.held(), vec![(0, 10, ROOT_REASON.to_string())]);
+
+    // Pressure back to normal, then up again: a second crossing.
+    run.feed(5, &snapshot(5, procs.clone()));
+    run.feed(6, &warn(snapshot(6, procs.clone())));
+    assert_eq!(run.held().len(), 2);
+}
+
+#[test]
+fn a_gated_rule_in_its_cooldown_holds_the_next_victim_and_says_whom_it_took() {
+    let mut run = Run::new(gated("largest"), USER_DAEMON);
+    let a = process(10, 20 * GIB);
+    let b = process(11, 10 * GIB);
+    for t in 0..10 {
+        let procs = if t < 2 {
+            vec![a.clone(), b.clone()]
+        } else {
+            vec![b.clone()]
+        };
+        run.feed(t, &critical(snapshot(t as u64, procs)));
+    }
+    assert_eq!(run.decisions.len(), 1);
+    let s = run.status("tight", 11);
+    assert_eq!(s.state, "held, not acting");
+    assert_eq!(
+        s.not_acting.as_deref(),
+        Some(
+            "cooldown: the rule has a [rule.when] condition and took python3 (pid 10) 9s ago; \
+             it takes a new process no sooner than cooldown = 30s after that (in 21s)"
+        )
+    );
+    let held = run.held();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!((held[0].0, held[0].1), (2, 11));
+}
+
+#[test]
+fn a_gated_rule_with_limits_holds_the_processes_it_did_not_pick() {
+    let cfg = config(
+        "[[rule]]\nname = \"gate\"\nfootprint = \"8GiB\"\nselect = \"largest\"\n\
+         actions = [{ signal = \"SIGTERM\" }]\n[rule.when]\npressure = \"critical\"\n",
+    );
+    let mut run = Run::new(cfg, USER_DAEMON);
+    for t in 0..4 {
+        run.feed(
+            t,
+            &critical(snapshot(
+                t as u64,
+                vec![process(10, 20 * GIB), process(11, 10 * GIB)],
+            )),
+        );
+    }
+    assert_eq!(run.decisions.len(), 1);
+    assert_eq!(run.decisions[0].1.process.pid, 10);
+    let s = run.status("gate", 11);
+    assert_eq!(s.state, "crossed, not acting");
+    assert_eq!(
+        s.not_acting.as_deref(),
+        Some(
+            "the rule has a [rule.when] condition and acts on one process at a time; select = \
+             largest took python3 (pid 10)"
+        )
+    );
+    assert_eq!(run.held().len(), 1);
+}
+
+/// The embedded default acts in each common setup: a user's daemon on the
+/// user's notebook (a Mac LaunchAgent, a desktop), a root daemon on a
+/// user's notebook (a shared GPU box), a root daemon on root's notebook (a
+/// container or cloud image, Jupyter run as root).
+#[test]
+fn the_default_rules_act_on_users_and_roots_notebooks_alike() {
+    let setups = [
+        ("user daemon, user's kernel", USER_DAEMON, 1000),
+        ("root daemon, a user's kernel", ROOT_DAEMON, 1000),
+        ("root daemon, root's kernel", ROOT_DAEMON, 0),
+    ];
+    for (setup, ctx, uid) in setups {
+        let default = Config::embedded_default();
+        // Over 80% of 64 GiB: the notebook rule interrupts it, and the
+        // half-RAM rule tells about it.
+        let mut run = Run::new(default.clone(), ctx);
+        run.feed(0, &snapshot(0, vec![owned(10, uid, 55 * GIB)]));
+        let acted: Vec<(&str, String)> = run
+            .decisions
+            .iter()
+            .map(|(_, d)| (d.rule.as_str(), d.action.label()))
+            .collect();
+        assert_eq!(
+            acted,
+            vec![
+                ("ml-process-over-half-ram", "notify".to_string()),
+                ("notebook-runaway", "SIGINT".to_string())
+            ],
+            "{setup}"
+        );
+        assert!(
+            matches!(
+                run.decisions[1].1.action,
+                Action::Signal {
+                    require_handler: true,
+                    ..
+                }
+            ),
+            "{setup}: SIGINT only where the kernel catches it"
+        );
+        assert!(run.held().is_empty(), "{setup}: {:?}", run.held());
+        // Memory pressure: the largest ML process is named.
+        let mut run = Run::new(default, ctx);
+        run.feed(0, &warn(snapshot(0, vec![owned(10, uid, 4 * GIB)])));
+        assert_eq!(run.decisions.len(), 1, "{setup}");
+        assert_eq!(run.decisions[0].1.rule, "pressure-warning", "{setup}");
+    }
 }

@@ -114,34 +114,136 @@ pub struct Matcher {
     pub notebook: Option<Pattern>,
 }
 
+/// One clause of `[rule.match]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clause {
+    Workload,
+    Name,
+    Argv,
+    User,
+    Exe,
+    Notebook,
+}
+
+impl Clause {
+    pub const ALL: [Clause; 6] = [
+        Clause::Workload,
+        Clause::Name,
+        Clause::Argv,
+        Clause::User,
+        Clause::Exe,
+        Clause::Notebook,
+    ];
+
+    /// The key in `[rule.match]`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Clause::Workload => "workload",
+            Clause::Name => "name",
+            Clause::Argv => "argv",
+            Clause::User => "user",
+            Clause::Exe => "exe",
+            Clause::Notebook => "notebook",
+        }
+    }
+}
+
+/// One clause of a [`Matcher`] judged against one process, in words, for
+/// `headroom explain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClauseCheck {
+    pub clause: Clause,
+    /// What the rule asks, as configured: `["jupyter"]`, `"^python"`.
+    pub wanted: String,
+    /// What the process has: `jupyter`, `"python3"`, `unknown`.
+    pub found: String,
+    pub holds: bool,
+}
+
 impl Matcher {
     /// True if every given condition holds for `p`.
     pub fn matches(&self, p: &ProcessSample) -> bool {
-        let workload_ok = self.workload.is_empty()
-            || self.workload.iter().any(|w| match w {
-                WorkloadMatch::AnyMl => p.workload.is_ml(),
-                WorkloadMatch::Kind(k) => p.workload.is(*k),
-            });
-        workload_ok
-            && self.name.as_ref().is_none_or(|re| re.0.is_match(&p.name))
-            && self
+        Clause::ALL
+            .into_iter()
+            .all(|c| self.clause_holds(c, p) != Some(false))
+    }
+
+    /// Every clause the matcher gives, judged against `p`, in the order of
+    /// [`Clause::ALL`]; empty for a matcher without clauses (it matches
+    /// every process). The same predicates as [`Matcher::matches`].
+    pub fn clauses(&self, p: &ProcessSample) -> Vec<ClauseCheck> {
+        Clause::ALL
+            .into_iter()
+            .filter_map(|clause| {
+                let holds = self.clause_holds(clause, p)?;
+                let quoted = |re: &Option<Pattern>| {
+                    re.as_ref()
+                        .map(|re| format!("{:?}", re.0.as_str()))
+                        .unwrap_or_default()
+                };
+                let known =
+                    |v: Option<&str>| v.map_or_else(|| "unknown".to_string(), |v| format!("{v:?}"));
+                let (wanted, found) = match clause {
+                    Clause::Workload => {
+                        let kinds: Vec<&str> = self.workload.iter().map(|w| w.as_str()).collect();
+                        let mut found = p.workload.kind.as_str().to_string();
+                        if !p.workload.frameworks.is_empty() {
+                            let fw: Vec<&str> =
+                                p.workload.frameworks.iter().map(|f| f.as_str()).collect();
+                            found.push_str(&format!(" (frameworks: {})", fw.join(", ")));
+                        }
+                        (format!("{kinds:?}"), found)
+                    }
+                    Clause::Name => (quoted(&self.name), format!("{:?}", p.name)),
+                    Clause::Argv => (quoted(&self.argv), format!("{:?}", p.argv.join(" "))),
+                    Clause::User => (
+                        format!("{:?}", self.user.as_deref().unwrap_or_default()),
+                        known(p.user.as_deref()),
+                    ),
+                    Clause::Exe => (quoted(&self.exe), known(p.exe.as_deref())),
+                    Clause::Notebook => (
+                        quoted(&self.notebook),
+                        p.workload.notebook.as_deref().map_or_else(
+                            || "not known (no Jupyter server named it)".to_string(),
+                            |n| format!("{n:?}"),
+                        ),
+                    ),
+                };
+                Some(ClauseCheck {
+                    clause,
+                    wanted,
+                    found,
+                    holds,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether `clause` holds for `p`; `None` when the matcher does not
+    /// give it.
+    fn clause_holds(&self, clause: Clause, p: &ProcessSample) -> Option<bool> {
+        let pattern = |re: &Option<Pattern>, text: Option<&str>| {
+            re.as_ref().map(|re| text.is_some_and(|t| re.0.is_match(t)))
+        };
+        match clause {
+            Clause::Workload => (!self.workload.is_empty()).then(|| {
+                self.workload.iter().any(|w| match w {
+                    WorkloadMatch::AnyMl => p.workload.is_ml(),
+                    WorkloadMatch::Kind(k) => p.workload.is(*k),
+                })
+            }),
+            Clause::Name => pattern(&self.name, Some(&p.name)),
+            Clause::Argv => self
                 .argv
                 .as_ref()
-                .is_none_or(|re| re.0.is_match(&p.argv.join(" ")))
-            && self
+                .map(|re| re.0.is_match(&p.argv.join(" "))),
+            Clause::User => self
                 .user
                 .as_ref()
-                .is_none_or(|u| p.user.as_deref() == Some(u.as_str()))
-            && self
-                .exe
-                .as_ref()
-                .is_none_or(|re| p.exe.as_deref().is_some_and(|e| re.0.is_match(e)))
-            && self.notebook.as_ref().is_none_or(|re| {
-                p.workload
-                    .notebook
-                    .as_deref()
-                    .is_some_and(|n| re.0.is_match(n))
-            })
+                .map(|u| p.user.as_deref() == Some(u.as_str())),
+            Clause::Exe => pattern(&self.exe, p.exe.as_deref()),
+            Clause::Notebook => pattern(&self.notebook, p.workload.notebook.as_deref()),
+        }
     }
 }
 
@@ -765,6 +867,7 @@ fn compile(p: &Spanned<String>, key: &str, source: &Source<'_>) -> Result<Patter
 
 #[cfg(test)]
 mod tests {
+    use super::Matcher;
     use crate::config::Config;
     use crate::model::*;
 
@@ -863,6 +966,36 @@ mod tests {
         assert!(m.matches(&kernel));
         kernel.workload.notebook = Some("scratch.ipynb".into());
         assert!(!m.matches(&kernel));
+    }
+
+    #[test]
+    fn clauses_say_what_each_wants_and_what_the_process_has() {
+        let c = config(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
+             [rule.match]\nworkload = [\"jupyter\"]\nuser = \"bo\"\nnotebook = \"x\"\n",
+        )
+        .unwrap();
+        let m = &c.rules[0].matcher;
+        let p = process("python3", WorkloadKind::Jupyter);
+        let clauses = m.clauses(&p);
+        let keys: Vec<&str> = clauses.iter().map(|c| c.clause.key()).collect();
+        assert_eq!(keys, ["workload", "user", "notebook"]);
+        assert!(clauses[0].holds);
+        assert_eq!(
+            (
+                clauses[1].wanted.as_str(),
+                clauses[1].found.as_str(),
+                clauses[1].holds
+            ),
+            ("\"bo\"", "\"ana\"", false)
+        );
+        assert!(
+            clauses[2].found.starts_with("not known"),
+            "{:?}",
+            clauses[2]
+        );
+        assert_eq!(m.matches(&p), clauses.iter().all(|c| c.holds));
+        assert!(Matcher::default().clauses(&p).is_empty());
     }
 
     #[test]

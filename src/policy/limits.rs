@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{Limits, Rule, SystemCondition};
+use crate::config::{Limits, Rule, SizeLimit, SystemCondition};
 use crate::history::{ProcessTrack, exhaustion_headroom, time_to_exhaustion};
 use crate::model::{ProcessSample, Snapshot, Timestamp};
 use crate::report::format_bytes;
@@ -18,6 +18,23 @@ pub const REACH_TIME: Duration = Duration::from_secs(10);
 /// Window for the short-term growth used to predict when a limit is crossed.
 pub const PREDICTION_WINDOW: Duration = Duration::from_secs(3);
 
+/// One limit or system condition of a rule, read against the latest sample,
+/// in words: what `headroom explain` prints, one line each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    /// `footprint`, `GPU memory`, `growth`, `time to exhaustion`,
+    /// `pressure`, `available memory`, `swap used`.
+    pub what: &'static str,
+    /// The value now, in words (`4.5 GiB`, `growing 250 MiB/s over 10s`), or
+    /// why it is not known (`not enough history: …`).
+    pub value: String,
+    /// The threshold as configured and as resolved: `> 80% of 23.5 GiB =
+    /// 18.8 GiB`, `<= 30s`, `at least warn`.
+    pub threshold: String,
+    /// The value is on the acting side of the threshold.
+    pub holds: bool,
+}
+
 /// The limits of `rule` evaluated for one process.
 pub struct LimitCheck {
     /// Why a limit holds, in words, if one does.
@@ -30,11 +47,33 @@ pub struct LimitCheck {
     pub within_reach: bool,
     /// When the footprint limit is predicted to be crossed, from now.
     pub predicted_crossing: Option<Duration>,
+    /// Each limit on its own.
+    pub readings: Vec<Reading>,
 }
 
 /// The largest GPU's memory, which `gpu_memory` percentages refer to.
 fn gpu_total(snap: &Snapshot) -> Option<u64> {
     snap.gpus.iter().filter_map(|g| g.memory_total).max()
+}
+
+/// A size limit as configured and resolved: `8 GiB`, `80% of 23.5 GiB = 18.8 GiB`.
+fn size_threshold(limit: SizeLimit, total: u64, of: &str) -> String {
+    match limit {
+        SizeLimit::Bytes(_) => format_bytes(limit.resolve(total)),
+        SizeLimit::Percent(_) => format!(
+            "{limit} of {} {of} = {}",
+            format_bytes(total),
+            format_bytes(limit.resolve(total))
+        ),
+    }
+}
+
+/// Why a growth figure is not known yet.
+fn no_growth(window: Duration) -> String {
+    format!(
+        "not known: growth needs {MIN_GROWTH_POINTS} samples spanning half of {}",
+        humantime::format_duration(window)
+    )
 }
 
 /// Check every per-process limit of `rule` for `p`.
@@ -49,6 +88,7 @@ pub fn check(
     let h = rule.hysteresis;
     let mut exceeded = Vec::new();
     let mut limit_words = Vec::new();
+    let mut readings = Vec::new();
     let mut cleared = true;
     let mut within_reach = false;
     let mut predicted_crossing = None;
@@ -56,13 +96,20 @@ pub fn check(
     if let Some(limit) = l.footprint {
         let bytes = limit.resolve(snap.system.total);
         limit_words.push(format!("footprint > {}", format_bytes(bytes)));
-        if p.footprint > bytes {
+        let over = p.footprint > bytes;
+        if over {
             exceeded.push(format!(
                 "footprint {} > {}",
                 format_bytes(p.footprint),
                 format_bytes(bytes)
             ));
         }
+        readings.push(Reading {
+            what: "footprint",
+            value: format_bytes(p.footprint),
+            threshold: format!("> {}", size_threshold(limit, snap.system.total, "memory")),
+            holds: over,
+        });
         if (p.footprint as f64) >= bytes as f64 * (1.0 - h) {
             cleared = false;
         }
@@ -85,13 +132,20 @@ pub fn check(
             (Some(total), Some(used)) => {
                 let bytes = limit.resolve(total);
                 limit_words.push(format!("GPU memory > {}", format_bytes(bytes)));
-                if used > bytes {
+                let over = used > bytes;
+                if over {
                     exceeded.push(format!(
                         "GPU memory {} > {}",
                         format_bytes(used),
                         format_bytes(bytes)
                     ));
                 }
+                readings.push(Reading {
+                    what: "GPU memory",
+                    value: format_bytes(used),
+                    threshold: format!("> {}", size_threshold(limit, total, "GPU memory")),
+                    holds: over,
+                });
                 if used as f64 >= bytes as f64 * (1.0 - h) {
                     cleared = false;
                 }
@@ -99,31 +153,61 @@ pub fn check(
                     within_reach = true;
                 }
             }
-            _ => limit_words.push(format!("GPU memory > {limit}")),
+            (total, _) => {
+                limit_words.push(format!("GPU memory > {limit}"));
+                readings.push(Reading {
+                    what: "GPU memory",
+                    value: if total.is_none() {
+                        "not known: no GPU memory figure in the sample".to_string()
+                    } else {
+                        "none held (or not reported for this process)".to_string()
+                    },
+                    threshold: format!("> {limit}"),
+                    holds: false,
+                });
+            }
         }
     }
     if let Some(rate) = l.growth {
-        limit_words.push(format!(
-            "growth > {}/s",
-            format_bytes(rate.bytes_per_second() as u64)
-        ));
+        let limit = rate.bytes_per_second();
+        limit_words.push(format!("growth > {}/s", format_bytes(limit as u64)));
         let g = track.and_then(|t| t.growth(now, rate.per, MIN_GROWTH_POINTS));
-        if let Some(g) = g {
-            let limit = rate.bytes_per_second();
-            if g > limit {
-                exceeded.push(format!(
-                    "growing {}/s > {}/s over {}",
-                    format_bytes(g as u64),
-                    format_bytes(limit as u64),
-                    humantime::format_duration(rate.per)
-                ));
+        let threshold = format!("> {}/s ({rate})", format_bytes(limit as u64));
+        match g {
+            Some(g) => {
+                let over = g > limit;
+                if over {
+                    exceeded.push(format!(
+                        "growing {}/s > {}/s over {}",
+                        format_bytes(g as u64),
+                        format_bytes(limit as u64),
+                        humantime::format_duration(rate.per)
+                    ));
+                }
+                readings.push(Reading {
+                    what: "growth",
+                    value: format!(
+                        "{} {}/s over {}",
+                        if g < 0.0 { "shrinking" } else { "growing" },
+                        format_bytes(g.abs() as u64),
+                        humantime::format_duration(rate.per)
+                    ),
+                    threshold,
+                    holds: over,
+                });
+                if g >= limit * (1.0 - h) {
+                    cleared = false;
+                }
+                if g >= limit * 0.5 {
+                    within_reach = true;
+                }
             }
-            if g >= limit * (1.0 - h) {
-                cleared = false;
-            }
-            if g >= limit * 0.5 {
-                within_reach = true;
-            }
+            None => readings.push(Reading {
+                what: "growth",
+                value: no_growth(rate.per),
+                threshold,
+                holds: false,
+            }),
         }
     }
     if let Some(limit) = l.time_to_exhaustion {
@@ -133,22 +217,56 @@ pub fn check(
         ));
         let g = track.and_then(|t| t.growth(now, rule.window, MIN_GROWTH_POINTS));
         let headroom = exhaustion_headroom(snap);
-        if let Some(tte) = g.and_then(|g| time_to_exhaustion(headroom, g)) {
-            if tte <= limit {
-                exceeded.push(format!(
-                    "growing {}/s, {} left: exhausted in {:.1}s (limit {})",
-                    format_bytes(g.unwrap_or(0.0) as u64),
-                    format_bytes(headroom),
-                    tte.as_secs_f64(),
-                    humantime::format_duration(limit)
-                ));
+        let threshold = format!("<= {}", humantime::format_duration(limit));
+        let tte = g.and_then(|g| time_to_exhaustion(headroom, g));
+        match (g, tte) {
+            (Some(g), Some(tte)) => {
+                let within = tte <= limit;
+                if within {
+                    exceeded.push(format!(
+                        "growing {}/s, {} left: exhausted in {:.1}s (limit {})",
+                        format_bytes(g as u64),
+                        format_bytes(headroom),
+                        tte.as_secs_f64(),
+                        humantime::format_duration(limit)
+                    ));
+                }
+                readings.push(Reading {
+                    what: "time to exhaustion",
+                    value: format!(
+                        "{:.1}s (growing {}/s over {}, {} available plus free swap)",
+                        tte.as_secs_f64(),
+                        format_bytes(g as u64),
+                        humantime::format_duration(rule.window),
+                        format_bytes(headroom)
+                    ),
+                    threshold,
+                    holds: within,
+                });
+                if tte.as_secs_f64() <= limit.as_secs_f64() * (1.0 + h) {
+                    cleared = false;
+                }
+                if tte <= limit * 2 {
+                    within_reach = true;
+                }
             }
-            if tte.as_secs_f64() <= limit.as_secs_f64() * (1.0 + h) {
-                cleared = false;
-            }
-            if tte <= limit * 2 {
-                within_reach = true;
-            }
+            (Some(g), None) => readings.push(Reading {
+                what: "time to exhaustion",
+                value: format!(
+                    "never: not growing ({}{}/s over {})",
+                    if g < 0.0 { "-" } else { "" },
+                    format_bytes(g.abs() as u64),
+                    humantime::format_duration(rule.window)
+                ),
+                threshold,
+                holds: false,
+            }),
+            (None, _) => readings.push(Reading {
+                what: "time to exhaustion",
+                value: no_growth(rule.window),
+                threshold,
+                holds: false,
+            }),
         }
     }
     LimitCheck {
@@ -157,6 +275,7 @@ pub fn check(
         cleared,
         within_reach,
         predicted_crossing,
+        readings,
     }
 }
 
@@ -165,6 +284,8 @@ pub struct ConditionCheck {
     pub holds: bool,
     pub cleared: bool,
     pub detail: String,
+    /// Each condition on its own.
+    pub readings: Vec<Reading>,
 }
 
 /// Evaluate a `[rule.when]` condition against the snapshot.
@@ -172,37 +293,159 @@ pub fn check_condition(when: &SystemCondition, snap: &Snapshot, hysteresis: f64)
     let mut holds = true;
     let mut cleared = false;
     let mut detail = Vec::new();
+    let mut readings = Vec::new();
     if let Some(level) = when.pressure {
         let now = snap.pressure.level;
-        holds &= now >= level;
+        let ok = now >= level;
+        holds &= ok;
         cleared |= now < level;
         detail.push(format!("pressure {now} (rule: at least {level})"));
+        readings.push(Reading {
+            what: "pressure",
+            value: now.to_string(),
+            threshold: format!("at least {level}"),
+            holds: ok,
+        });
     }
     if let Some(limit) = when.available_below {
         let bytes = limit.resolve(snap.system.total);
         let avail = snap.system.available;
-        holds &= avail < bytes;
+        let ok = avail < bytes;
+        holds &= ok;
         cleared |= avail as f64 > bytes as f64 * (1.0 + hysteresis);
         detail.push(format!(
             "available {} < {}",
             format_bytes(avail),
             format_bytes(bytes)
         ));
+        readings.push(Reading {
+            what: "available memory",
+            value: format_bytes(avail),
+            threshold: format!("< {}", size_threshold(limit, snap.system.total, "memory")),
+            holds: ok,
+        });
     }
     if let Some(limit) = when.swap_used_above {
         let bytes = limit.resolve(snap.swap.total);
         let used = snap.swap.used;
-        holds &= snap.swap.total > 0 && used > bytes;
+        let ok = snap.swap.total > 0 && used > bytes;
+        holds &= ok;
         cleared |= (used as f64) < bytes as f64 * (1.0 - hysteresis);
         detail.push(format!(
             "swap used {} > {}",
             format_bytes(used),
             format_bytes(bytes)
         ));
+        readings.push(Reading {
+            what: "swap used",
+            value: if snap.swap.total == 0 {
+                "no swap space".to_string()
+            } else {
+                format_bytes(used)
+            },
+            threshold: format!("> {}", size_threshold(limit, snap.swap.total, "swap")),
+            holds: ok,
+        });
     }
     ConditionCheck {
         holds,
         cleared: cleared && !holds,
         detail: detail.join(", "),
+        readings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::model::{ProcessId, SystemMemory};
+
+    const GIB: u64 = 1 << 30;
+
+    fn rule(limits: &str) -> Rule {
+        let text = format!("[[rule]]\nname = \"r\"\n{limits}\nactions = [{{ notify = true }}]\n");
+        Config::from_toml_str(&text, "t").unwrap().rules[0].clone()
+    }
+
+    fn snap() -> Snapshot {
+        Snapshot {
+            system: SystemMemory {
+                total: 16 * GIB,
+                available: 8 * GIB,
+                ..SystemMemory::default()
+            },
+            ..Snapshot::default()
+        }
+    }
+
+    fn process(footprint: u64) -> ProcessSample {
+        ProcessSample {
+            footprint,
+            ..ProcessSample::new(ProcessId { pid: 5, start: 1 }, 1, "python3")
+        }
+    }
+
+    #[test]
+    fn a_percentage_reads_with_what_it_is_a_share_of() {
+        let c = check(
+            &rule("footprint = \"50%\""),
+            &process(9 * GIB),
+            None,
+            &snap(),
+            Timestamp(0),
+        );
+        assert_eq!(c.readings.len(), 1);
+        let r = &c.readings[0];
+        assert_eq!(r.value, "9.0 GiB");
+        assert_eq!(r.threshold, "> 50% of 16.0 GiB memory = 8.0 GiB");
+        assert!(r.holds);
+        assert_eq!(c.exceeded.as_deref(), Some("footprint 9.0 GiB > 8.0 GiB"));
+    }
+
+    #[test]
+    fn growth_without_history_is_not_known_and_does_not_hold() {
+        let c = check(
+            &rule("growth = \"1GiB/10s\"\ntime_to_exhaustion = \"30s\""),
+            &process(GIB),
+            None,
+            &snap(),
+            Timestamp(0),
+        );
+        let values: Vec<&str> = c.readings.iter().map(|r| r.value.as_str()).collect();
+        assert_eq!(
+            values,
+            [
+                "not known: growth needs 3 samples spanning half of 10s",
+                "not known: growth needs 3 samples spanning half of 10s"
+            ]
+        );
+        assert!(c.readings.iter().all(|r| !r.holds));
+        assert_eq!(c.exceeded, None);
+    }
+
+    #[test]
+    fn a_condition_reads_each_clause() {
+        let mut s = snap();
+        s.pressure.level = crate::model::PressureLevel::Warn;
+        let when = SystemCondition {
+            pressure: Some(crate::model::PressureLevel::Critical),
+            available_below: Some(SizeLimit::Percent(60.0)),
+            swap_used_above: None,
+        };
+        let c = check_condition(&when, &s, 0.1);
+        assert!(!c.holds);
+        let words: Vec<(&str, &str, bool)> = c
+            .readings
+            .iter()
+            .map(|r| (r.what, r.value.as_str(), r.holds))
+            .collect();
+        assert_eq!(
+            words,
+            [
+                ("pressure", "warn", false),
+                ("available memory", "8.0 GiB", true)
+            ]
+        );
     }
 }

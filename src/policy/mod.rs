@@ -16,23 +16,36 @@
 //! - rules gated by a system condition pick one victim (`select`) and keep it
 //!   for the whole ladder; they start no ladder on another process within
 //!   `cooldown` of the last one (no kill storms).
+//!
+//! Never silent: when a rule holds for a process it does not act on (its
+//! owner is out of the rule's `other_users`/`root`, it is protected, a
+//! cooldown runs, a gated rule took another process), the process's
+//! [`RuleStatus`] says so and why (`crossed, not acting`, `not_acting`), and
+//! the events get one `limit-held-not-acting` per crossing and reason, not
+//! one per sample. [`explain()`] judges one process rule by rule with the
+//! same pieces ([`assess`]), for `headroom explain`.
 
+pub mod assess;
 pub mod decision;
+pub mod explain;
 pub mod limits;
 pub mod protection;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+pub use assess::{Hold, NotActing};
 pub use decision::{Action, Decision, SignalName};
+pub use explain::{RuleVerdict, explain};
 pub use protection::{Protection, Reach};
 
-use crate::config::{Config, Rule, Select};
+use crate::config::{Config, Select};
 use crate::event::{EventKind, ProcessRef};
 use crate::history::History;
 use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
+use assess::{Assessed, RuleRun};
 
 /// Facts about the daemon the policy needs: who it is.
 #[derive(Debug, Clone, Copy)]
@@ -51,25 +64,51 @@ struct Ladder {
     process: ProcessRef,
 }
 
+/// A gated rule's last victim: no new one within `cooldown` of it.
+#[derive(Debug, Clone, PartialEq)]
+struct Victim {
+    at: Timestamp,
+    process: ProcessRef,
+}
+
+type Key = (String, ProcessId);
+
 /// What the policy remembers between samples.
 #[derive(Debug, Clone, Default)]
 pub struct PolicyState {
-    ladders: HashMap<(String, ProcessId), Ladder>,
-    /// No new ladder for (rule, process) before this time.
-    cooldown_until: HashMap<(String, ProcessId), Timestamp>,
-    /// Gated rules: no new victim before this time.
-    rule_cooldown_until: HashMap<String, Timestamp>,
+    ladders: HashMap<Key, Ladder>,
+    /// When the rule last took a step on the process: no new ladder
+    /// within the rule's `cooldown` of it.
+    last_acted: HashMap<Key, Timestamp>,
+    /// Gated rules: the last victim, and when.
+    last_victim: HashMap<String, Victim>,
+    /// Crossings journaled as held without acting, and why: one event per
+    /// crossing and [`Hold`], until the limit clears.
+    not_acting: HashMap<Key, Hold>,
 }
 
 /// A rule's view of one process, for the API and status page.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleStatus {
     pub rule: String,
     pub pid: u32,
     pub start: u64,
-    /// `watching`, `near` (within reach), `crossed`, `step 1/3`, `done`.
+    /// `watching`, `near` (within reach), `crossed` (a limit holds),
+    /// `held` (a gated rule's condition holds and picked this process),
+    /// `step 1/3` (the step just taken), `done` (every step taken); a state
+    /// that holds without acting ends in `, not acting`, a dry run's steps
+    /// in `, dry run`.
     pub state: String,
     pub detail: String,
+    /// Why the rule does not act on the process, or would not if it held:
+    /// its owner, its protection, a dry run, a cooldown, a finished ladder.
+    /// `None` where it acts.
+    #[serde(default)]
+    pub not_acting: Option<String>,
+    /// The ladder step the rule takes next, from 0; `None` when it takes
+    /// none (out of reach, or every step taken).
+    #[serde(default)]
+    pub next_step: Option<usize>,
 }
 
 /// The outcome of one evaluation.
@@ -91,6 +130,13 @@ impl Evaluation {
     fn check_at(&mut self, d: Duration) {
         self.next_check = Some(self.next_check.map_or(d, |c| c.min(d)));
     }
+
+    /// Set the status of (rule, process), replacing an earlier one.
+    fn set_status(&mut self, status: RuleStatus) {
+        self.statuses
+            .retain(|s| !(s.rule == status.rule && s.pid == status.pid));
+        self.statuses.push(status);
+    }
 }
 
 /// Decide what to do now.
@@ -106,103 +152,156 @@ pub fn evaluate(
     let hard = protection::hard_protected(snap, ctx.self_pid);
     let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
 
-    // Ladders of rules that no longer exist (config reload) are dropped.
-    let names: HashSet<&str> = config.rules.iter().map(|r| r.name.as_str()).collect();
-    state
-        .ladders
-        .retain(|(rule, _), _| names.contains(rule.as_str()));
+    // What belongs to rules that no longer exist (config reload) is dropped.
+    let cooldowns: HashMap<&str, Duration> = config
+        .rules
+        .iter()
+        .map(|r| (r.name.as_str(), r.cooldown))
+        .collect();
+    let known = |rule: &String| cooldowns.contains_key(rule.as_str());
+    state.ladders.retain(|(rule, _), _| known(rule));
+    state.not_acting.retain(|(rule, _), _| known(rule));
 
     for rule in &config.rules {
-        evaluate_rule(
-            rule, config, state, history, snap, ctx, now, &hard, &mut out,
-        );
+        let run = RuleRun {
+            rule,
+            config,
+            history,
+            snap,
+            ctx,
+            now,
+            hard: &hard,
+        };
+        evaluate_rule(&run, state, &mut out);
     }
 
-    // Ladders of processes that have gone.
+    // What belongs to processes that have gone, and cooldowns that are over.
     state.ladders.retain(|(_, id), _| present.contains(id));
-    state.cooldown_until.retain(|_, until| *until > now);
-    state.rule_cooldown_until.retain(|_, until| *until > now);
+    state.not_acting.retain(|(_, id), _| present.contains(id));
+    let running = |rule: &str, at: Timestamp| {
+        cooldowns
+            .get(rule)
+            .is_some_and(|cooldown| now < at.plus(*cooldown))
+    };
+    state.last_acted.retain(|(rule, _), at| running(rule, *at));
+    state
+        .last_victim
+        .retain(|rule, victim| running(rule, victim.at));
     out
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one rule's slice of evaluate's inputs"
-)]
-fn evaluate_rule(
-    rule: &Rule,
-    config: &Config,
-    state: &mut PolicyState,
-    history: &History,
-    snap: &Snapshot,
-    ctx: Context,
-    now: Timestamp,
-    hard: &HashSet<u32>,
-    out: &mut Evaluation,
-) {
-    // The processes the rule may act on. A protected one gets a status that
-    // says why; one whose listed name or path does not protect it (another
-    // user's process named `sshd`) carries a note that says why not, into
-    // its status, its events and the decision's reason.
-    let mut candidates: Vec<&ProcessSample> = Vec::new();
-    let mut notes: HashMap<ProcessId, String> = HashMap::new();
-    for p in snap.processes.iter().filter(|p| rule.matcher.matches(p)) {
-        if !protection::user_allowed(rule, p, ctx.self_uid) {
-            continue;
-        }
-        match protection::protection(p, &config.protect, hard, ctx.self_pid) {
-            Protection::Protected(why) => out.statuses.push(RuleStatus {
-                rule: rule.name.clone(),
-                pid: p.id.pid,
-                start: p.id.start,
-                state: "protected".to_string(),
-                detail: why,
-            }),
-            Protection::Unprotected(note) => {
-                if let Some(note) = note {
-                    notes.insert(p.id, format!("not protected: {note}"));
-                }
-                candidates.push(p);
-            }
-        }
+/// A process a rule holds for: why (in words), and the limit.
+struct Holding<'a> {
+    p: &'a ProcessSample,
+    why: String,
+    limit: String,
+}
+
+/// One rule over the whole snapshot: which processes it holds for, which
+/// of them it acts on and which not (and why), and where each ladder goes.
+fn evaluate_rule(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation) {
+    let assessed: Vec<Assessed<'_>> = run
+        .snap
+        .processes
+        .iter()
+        .filter(|p| run.rule.matcher.matches(p))
+        .map(|p| run.assess(p))
+        .collect();
+    let (holding, cleared) = if run.rule.limits.is_empty() {
+        condition_holders(run, state, out, &assessed)
+    } else {
+        limit_holders(run, state, out, &assessed)
+    };
+    clear(run, state, out, cleared);
+    for held in holding {
+        advance(run, state, out, held);
     }
-    let with_note = |p: &ProcessSample, text: String| match notes.get(&p.id) {
+}
+
+/// `text`, and the process's note on a name that does not protect it.
+fn with_note(a: &Assessed<'_>, text: String) -> String {
+    match &a.note {
         Some(note) => format!("{text}; {note}"),
         None => text,
+    }
+}
+
+/// A gated rule without per-process limits: while its condition holds, one
+/// victim (the one whose ladder is under way, else the one `select`
+/// picks). With no process in reach, the one it would pick is held
+/// without acting, and says why.
+fn condition_holders<'a>(
+    run: &RuleRun<'_>,
+    state: &mut PolicyState,
+    out: &mut Evaluation,
+    assessed: &'a [Assessed<'a>],
+) -> (Vec<Holding<'a>>, Vec<ProcessId>) {
+    let Some(condition) = run.condition() else {
+        return (Vec::new(), Vec::new());
     };
+    if !condition.holds {
+        let cleared = if condition.cleared {
+            assessed.iter().map(|a| a.p.id).collect()
+        } else {
+            Vec::new()
+        };
+        return (Vec::new(), cleared);
+    }
+    let in_reach: Vec<&Assessed<'_>> = assessed
+        .iter()
+        .filter(|a| a.out_of_reach.is_none())
+        .collect();
+    let ongoing = in_reach
+        .iter()
+        .find(|a| state.ladders.contains_key(&key(run, a.p)))
+        .copied();
+    let pick = |among: &[&'a Assessed<'a>]| {
+        let procs: Vec<&ProcessSample> = among.iter().map(|a| a.p).collect();
+        select(
+            run.rule.select.unwrap_or_default(),
+            &procs,
+            run.history,
+            run.now,
+        )
+        .and_then(|v| among.iter().find(|a| a.p.id == v.id).copied())
+    };
+    if let Some(victim) = ongoing.or_else(|| pick(&in_reach)) {
+        let holding = Holding {
+            p: victim.p,
+            why: with_note(victim, condition.detail.clone()),
+            limit: condition.detail,
+        };
+        return (vec![holding], Vec::new());
+    }
+    // Nothing in reach: say why not about the process it would pick.
+    let all: Vec<&Assessed<'_>> = assessed.iter().collect();
+    if let Some(victim) = pick(&all)
+        && let Some(na) = &victim.out_of_reach
+    {
+        hold_without_acting(run, state, out, victim.p, "held", &condition.detail, na);
+    }
+    (Vec::new(), Vec::new())
+}
 
-    let condition = rule
-        .when
-        .as_ref()
-        .map(|w| limits::check_condition(w, snap, rule.hysteresis));
+/// A rule with per-process limits: a status for every matching process,
+/// the processes it holds for and may act on (one at a time for a gated
+/// rule), and those it holds for and does not act on, said so.
+fn limit_holders<'a>(
+    run: &RuleRun<'_>,
+    state: &mut PolicyState,
+    out: &mut Evaluation,
+    assessed: &'a [Assessed<'a>],
+) -> (Vec<Holding<'a>>, Vec<ProcessId>) {
+    let condition = run.condition();
     let gated_holds = condition.as_ref().is_none_or(|c| c.holds);
-
-    // Which processes the rule holds for now, and why.
-    let mut holding: Vec<(&ProcessSample, String, String)> = Vec::new();
-    let mut cleared: HashSet<ProcessId> = HashSet::new();
-    if rule.limits.is_empty() {
-        // Gated rule without per-process limits: one victim while the
-        // condition holds; keep the victim of a ladder under way.
-        if gated_holds {
-            let current = candidates
-                .iter()
-                .find(|p| state.ladders.contains_key(&(rule.name.clone(), p.id)));
-            let victim = current
-                .copied()
-                .or_else(|| select(rule.select.unwrap_or_default(), &candidates, history, now));
-            if let Some(v) = victim {
-                let detail = condition
-                    .as_ref()
-                    .map(|c| c.detail.clone())
-                    .unwrap_or_default();
-                holding.push((v, detail.clone(), detail));
-            }
-        } else if condition.as_ref().is_some_and(|c| c.cleared) {
-            cleared.extend(candidates.iter().map(|p| p.id));
-        }
-    } else {
-        for p in &candidates {
-            let check = limits::check(rule, p, history.process(&p.id), snap, now);
+    let system_cleared = condition.as_ref().is_some_and(|c| c.cleared);
+    let dry_run = run.dry_run();
+    let mut holding = Vec::new();
+    let mut cleared = Vec::new();
+    for a in assessed {
+        let Some(check) = &a.check else { continue };
+        let holds = check.exceeded.is_some() && gated_holds;
+        if a.out_of_reach.is_none() {
             if check.within_reach && gated_holds {
                 out.within_reach = true;
             }
@@ -211,188 +310,340 @@ fn evaluate_rule(
             {
                 out.check_at(d);
             }
-            let state_word = if check.exceeded.is_some() && gated_holds {
-                "crossed"
-            } else if check.within_reach {
-                "near"
-            } else {
-                "watching"
-            };
-            out.statuses.push(RuleStatus {
-                rule: rule.name.clone(),
-                pid: p.id.pid,
-                start: p.id.start,
-                state: state_word.to_string(),
-                detail: with_note(
-                    p,
-                    check
-                        .exceeded
-                        .clone()
-                        .unwrap_or_else(|| check.limit.clone()),
-                ),
-            });
-            match check.exceeded {
-                Some(why) if gated_holds => {
-                    let why = match &condition {
-                        Some(c) => format!("{why} while {}", c.detail),
-                        None => why,
-                    };
-                    holding.push((p, why, check.limit));
+        }
+        let state_word = if holds {
+            "crossed"
+        } else if check.within_reach {
+            "near"
+        } else {
+            "watching"
+        };
+        let not_acting = a
+            .out_of_reach
+            .as_ref()
+            .map(|na| na.reason.clone())
+            .or_else(|| dry_run.clone());
+        out.set_status(RuleStatus {
+            rule: run.rule.name.clone(),
+            pid: a.p.id.pid,
+            start: a.p.id.start,
+            state: state_word.to_string(),
+            detail: with_note(
+                a,
+                check
+                    .exceeded
+                    .clone()
+                    .unwrap_or_else(|| check.limit.clone()),
+            ),
+            next_step: match (&a.out_of_reach, state.ladders.get(&key(run, a.p))) {
+                (Some(_), _) => None,
+                (None, None) => Some(0),
+                (None, Some(ladder)) => {
+                    Some(ladder.next_step).filter(|n| *n < run.rule.actions.len())
                 }
-                _ => {
-                    let system_cleared = condition.as_ref().is_some_and(|c| c.cleared);
-                    if check.cleared || system_cleared {
-                        cleared.insert(p.id);
-                    }
+            },
+            not_acting,
+        });
+        match &check.exceeded {
+            Some(why) if gated_holds => {
+                let why = match &condition {
+                    Some(c) => format!("{why} while {}", c.detail),
+                    None => why.clone(),
+                };
+                match &a.out_of_reach {
+                    Some(na) => hold_without_acting(run, state, out, a.p, "crossed", &why, na),
+                    None => holding.push(Holding {
+                        p: a.p,
+                        why: with_note(a, why),
+                        limit: check.limit.clone(),
+                    }),
+                }
+            }
+            _ => {
+                if check.cleared || system_cleared {
+                    cleared.push(a.p.id);
                 }
             }
         }
-        if rule.when.is_some() && !holding.is_empty() {
-            // A gated rule with limits acts on one process at a time too.
-            let current = holding
-                .iter()
-                .position(|(p, _, _)| state.ladders.contains_key(&(rule.name.clone(), p.id)));
-            let keep = match current {
-                Some(i) => Some(i),
-                None => {
-                    let procs: Vec<&ProcessSample> = holding.iter().map(|(p, _, _)| *p).collect();
-                    select(rule.select.unwrap_or_default(), &procs, history, now)
-                        .and_then(|v| holding.iter().position(|(p, _, _)| p.id == v.id))
-                }
-            };
-            holding = keep
-                .map(|i| vec![holding.swap_remove(i)])
-                .unwrap_or_default();
-        }
     }
+    if run.rule.when.is_some() && holding.len() > 1 {
+        holding = one_at_a_time(run, state, out, holding);
+    }
+    (holding, cleared)
+}
 
-    // Clear ladders whose limit fell back below the margin.
-    for id in cleared {
-        let key = (rule.name.clone(), id);
-        if let Some(ladder) = state.ladders.remove(&key) {
-            let process = snap
-                .processes
-                .iter()
-                .find(|p| p.id == id)
-                .map_or(ladder.process.clone(), ProcessRef::of);
+/// A gated rule with limits acts on one process at a time: the one whose
+/// ladder is under way, else the one `select` picks. The others hold
+/// without acting, and say which one it took.
+fn one_at_a_time<'a>(
+    run: &RuleRun<'_>,
+    state: &mut PolicyState,
+    out: &mut Evaluation,
+    mut holding: Vec<Holding<'a>>,
+) -> Vec<Holding<'a>> {
+    let current = holding
+        .iter()
+        .position(|h| state.ladders.contains_key(&key(run, h.p)));
+    let keep = current.or_else(|| {
+        let procs: Vec<&ProcessSample> = holding.iter().map(|h| h.p).collect();
+        select(
+            run.rule.select.unwrap_or_default(),
+            &procs,
+            run.history,
+            run.now,
+        )
+        .and_then(|v| holding.iter().position(|h| h.p.id == v.id))
+    });
+    let Some(keep) = keep else {
+        return Vec::new();
+    };
+    let chosen = holding.swap_remove(keep);
+    for other in holding {
+        let na = NotActing {
+            hold: Hold::OneAtATime,
+            reason: format!(
+                "the rule has a [rule.when] condition and acts on one process at a time; \
+                 select = {} took {} (pid {})",
+                run.rule.select.unwrap_or_default(),
+                crate::report::printable(&chosen.p.name),
+                chosen.p.id.pid
+            ),
+        };
+        hold_without_acting(run, state, out, other.p, "crossed", &other.why, &na);
+    }
+    vec![chosen]
+}
+
+/// The rule holds for `p` and does not act: its status says why, and the
+/// journal gets one event per crossing and reason.
+fn hold_without_acting(
+    run: &RuleRun<'_>,
+    state: &mut PolicyState,
+    out: &mut Evaluation,
+    p: &ProcessSample,
+    word: &str,
+    detail: &str,
+    na: &NotActing,
+) {
+    out.set_status(RuleStatus {
+        rule: run.rule.name.clone(),
+        pid: p.id.pid,
+        start: p.id.start,
+        state: format!("{word}, not acting"),
+        detail: format!("{detail}; not acting: {}", na.reason),
+        not_acting: Some(na.reason.clone()),
+        next_step: None,
+    });
+    if state.not_acting.insert(key(run, p), na.hold) != Some(na.hold) {
+        out.events.push(EventKind::LimitHeldNotActing {
+            rule: run.rule.name.clone(),
+            process: ProcessRef::of(p),
+            detail: detail.to_string(),
+            reason: na.reason.clone(),
+        });
+    }
+}
+
+fn key(run: &RuleRun<'_>, p: &ProcessSample) -> Key {
+    (run.rule.name.clone(), p.id)
+}
+
+/// Forget the ladders and held crossings whose limit fell back below the
+/// margin, and say so.
+fn clear(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, ids: Vec<ProcessId>) {
+    for id in ids {
+        let key = (run.rule.name.clone(), id);
+        let ladder = state.ladders.remove(&key);
+        let held = state.not_acting.remove(&key).is_some();
+        if ladder.is_none() && !held {
+            continue;
+        }
+        let process = run
+            .snap
+            .processes
+            .iter()
+            .find(|p| p.id == id)
+            .map(ProcessRef::of)
+            .or_else(|| ladder.map(|l| l.process));
+        if let Some(process) = process {
             out.events.push(EventKind::LimitCleared {
-                rule: rule.name.clone(),
+                rule: run.rule.name.clone(),
                 process,
                 detail: "back below the limit by the hysteresis margin".to_string(),
             });
         }
     }
+}
 
-    for (p, why, limit) in holding {
-        let why = with_note(p, why);
-        let key = (rule.name.clone(), p.id);
-        if !state.ladders.contains_key(&key) {
-            if state.cooldown_until.get(&key).is_some_and(|t| now < *t) {
-                continue;
-            }
-            if rule.when.is_some()
-                && state
-                    .rule_cooldown_until
-                    .get(&rule.name)
-                    .is_some_and(|t| now < *t)
-            {
-                continue;
-            }
-            out.events.push(EventKind::LimitCrossed {
-                rule: rule.name.clone(),
-                process: ProcessRef::of(p),
-                detail: why.clone(),
-            });
-            state.ladders.insert(
-                key.clone(),
-                Ladder {
-                    next_step: 0,
-                    last_step_at: None,
-                    process: ProcessRef::of(p),
-                },
-            );
+/// Why a rule may not start a ladder on `p` now: its own cooldown on this
+/// process, or (gated rules) its cooldown since its last victim.
+fn in_cooldown(run: &RuleRun<'_>, state: &PolicyState, p: &ProcessSample) -> Option<NotActing> {
+    let rule = run.rule;
+    if let Some(&last) = state.last_acted.get(&key(run, p))
+        && run.now < last.plus(rule.cooldown)
+    {
+        return Some(NotActing {
+            hold: Hold::Cooldown,
+            reason: assess::cooldown_reason(rule, last, run.now),
+        });
+    }
+    let victim = state.last_victim.get(&rule.name)?;
+    if rule.when.is_none() || run.now >= victim.at.plus(rule.cooldown) {
+        return None;
+    }
+    Some(NotActing {
+        hold: Hold::OneAtATime,
+        reason: format!(
+            "cooldown: the rule has a [rule.when] condition and took {} (pid {}) {} ago; it \
+             takes a new process no sooner than cooldown = {} after that (in {})",
+            crate::report::printable(&victim.process.name),
+            victim.process.pid,
+            assess::seconds(run.now.since(victim.at)),
+            humantime::format_duration(rule.cooldown),
+            assess::seconds(victim.at.plus(rule.cooldown).since(run.now))
+        ),
+    })
+}
+
+/// Take `held` one step along its ladder: start it (or say why not),
+/// take the step that is due, or wait.
+fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, held: Holding<'_>) {
+    let Holding { p, why, limit } = held;
+    let rule = run.rule;
+    let key = key(run, p);
+    let word = if rule.limits.is_empty() {
+        "held"
+    } else {
+        "crossed"
+    };
+    if !state.ladders.contains_key(&key) {
+        if let Some(na) = in_cooldown(run, state, p) {
+            hold_without_acting(run, state, out, p, word, &why, &na);
+            return;
         }
-        let Some(ladder) = state.ladders.get_mut(&key) else {
-            continue;
-        };
-        ladder.process = ProcessRef::of(p);
-        if ladder.next_step >= rule.actions.len()
-            && ladder
-                .last_step_at
-                .is_some_and(|last| now >= last.plus(rule.cooldown))
-        {
-            // Still over the limit a whole cooldown after the last step:
-            // climb the ladder again.
-            out.events.push(EventKind::LimitCrossed {
-                rule: rule.name.clone(),
-                process: ProcessRef::of(p),
-                detail: format!(
-                    "{why} (still, {} after the last action)",
-                    humantime::format_duration(rule.cooldown)
-                ),
-            });
-            ladder.next_step = 0;
-            ladder.last_step_at = None;
-        }
-        let Some(step) = rule.actions.get(ladder.next_step) else {
-            // Ladder done: hold until it clears or the cooldown is over.
-            if let Some(last) = ladder.last_step_at {
-                out.check_at(last.plus(rule.cooldown).since(now));
-            }
-            out.statuses
-                .retain(|s| !(s.rule == rule.name && s.pid == p.id.pid));
-            out.statuses.push(RuleStatus {
-                rule: rule.name.clone(),
-                pid: p.id.pid,
-                start: p.id.start,
-                state: "done".to_string(),
-                detail: why,
-            });
-            continue;
-        };
-        out.within_reach = true;
-        let due = match ladder.last_step_at {
-            None => now,
-            Some(last) => last.plus(step.after),
-        };
-        if now < due {
-            out.check_at(due.since(now));
-            continue;
-        }
-        let decision = Decision {
+        state.not_acting.remove(&key);
+        out.events.push(EventKind::LimitCrossed {
             rule: rule.name.clone(),
             process: ProcessRef::of(p),
-            step: ladder.next_step,
-            action: step.action.clone(),
-            dry_run: rule.dry_run || config.daemon.dry_run,
-            limit: limit.clone(),
-            reason: why.clone(),
-            reach: Reach::of_rule(rule, &config.protect, ctx.self_uid),
-        };
-        ladder.next_step += 1;
-        ladder.last_step_at = Some(now);
-        if let Some(next) = rule.actions.get(ladder.next_step) {
-            out.check_at(next.after);
-        }
-        state
-            .cooldown_until
-            .insert(key.clone(), now.plus(rule.cooldown));
-        if decision.step == 0 && rule.when.is_some() {
-            state
-                .rule_cooldown_until
-                .insert(rule.name.clone(), now.plus(rule.cooldown));
-        }
-        out.statuses
-            .retain(|s| !(s.rule == rule.name && s.pid == p.id.pid));
-        out.statuses.push(RuleStatus {
-            rule: rule.name.clone(),
-            pid: p.id.pid,
-            start: p.id.start,
-            state: format!("step {}/{}", decision.step + 1, rule.actions.len()),
-            detail: why,
+            detail: why.clone(),
         });
-        out.decisions.push(decision);
+        state.ladders.insert(
+            key.clone(),
+            Ladder {
+                next_step: 0,
+                last_step_at: None,
+                process: ProcessRef::of(p),
+            },
+        );
     }
+    let Some(ladder) = state.ladders.get_mut(&key) else {
+        return;
+    };
+    ladder.process = ProcessRef::of(p);
+    if ladder.next_step >= rule.actions.len()
+        && ladder
+            .last_step_at
+            .is_some_and(|last| run.now >= last.plus(rule.cooldown))
+    {
+        // Still over the limit a whole cooldown after the last step:
+        // climb the ladder again.
+        out.events.push(EventKind::LimitCrossed {
+            rule: rule.name.clone(),
+            process: ProcessRef::of(p),
+            detail: format!(
+                "{why} (still, {} after the last action)",
+                humantime::format_duration(rule.cooldown)
+            ),
+        });
+        ladder.next_step = 0;
+        ladder.last_step_at = None;
+    }
+    let dry_run = run.dry_run();
+    let status = |state: String, detail: String, not_acting, next_step| RuleStatus {
+        rule: rule.name.clone(),
+        pid: p.id.pid,
+        start: p.id.start,
+        state,
+        detail,
+        not_acting,
+        next_step,
+    };
+    let dry = |word: &str| match dry_run {
+        Some(_) => format!("{word}, dry run"),
+        None => word.to_string(),
+    };
+    let Some(step) = rule.actions.get(ladder.next_step) else {
+        // Ladder done: hold until it clears or the cooldown is over.
+        let last = ladder.last_step_at.unwrap_or(run.now);
+        let again = last.plus(rule.cooldown);
+        out.check_at(again.since(run.now));
+        let done = format!(
+            "every step has run, the last {} ago; the ladder starts again after cooldown = {} \
+             (in {}) if the rule still holds",
+            assess::seconds(run.now.since(last)),
+            humantime::format_duration(rule.cooldown),
+            assess::seconds(again.since(run.now))
+        );
+        let reason = match &dry_run {
+            Some(d) => format!("{d}; {done}"),
+            None => done,
+        };
+        out.set_status(status(dry("done"), why, Some(reason), None));
+        return;
+    };
+    out.within_reach = true;
+    let due = match ladder.last_step_at {
+        None => run.now,
+        Some(last) => last.plus(step.after),
+    };
+    if run.now < due {
+        out.check_at(due.since(run.now));
+        let taken = ladder.next_step;
+        out.set_status(status(
+            dry(&format!("step {taken}/{}", rule.actions.len())),
+            why,
+            dry_run.clone(),
+            Some(ladder.next_step),
+        ));
+        return;
+    }
+    let decision = Decision {
+        rule: rule.name.clone(),
+        process: ProcessRef::of(p),
+        step: ladder.next_step,
+        action: step.action.clone(),
+        dry_run: dry_run.is_some(),
+        limit,
+        reason: why.clone(),
+        reach: Reach::of_rule(rule, &run.config.protect, run.ctx.self_uid),
+    };
+    ladder.next_step += 1;
+    ladder.last_step_at = Some(run.now);
+    let next = rule.actions.get(ladder.next_step);
+    if let Some(next) = next {
+        out.check_at(next.after);
+    }
+    state.last_acted.insert(key, run.now);
+    if decision.step == 0 && rule.when.is_some() {
+        state.last_victim.insert(
+            rule.name.clone(),
+            Victim {
+                at: run.now,
+                process: ProcessRef::of(p),
+            },
+        );
+    }
+    out.set_status(status(
+        dry(&format!(
+            "step {}/{}",
+            decision.step + 1,
+            rule.actions.len()
+        )),
+        why,
+        dry_run,
+        next.map(|_| decision.step + 1),
+    ));
+    out.decisions.push(decision);
 }
 
 /// Pick one process by the rule's `select`.

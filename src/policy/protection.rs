@@ -132,6 +132,49 @@ pub fn owner_allowed(other_users: bool, root: bool, owner: Option<u32>, self_uid
     }
 }
 
+/// Why a rule with these settings does not act on a process of `owner`
+/// (whose user name is `user`, where known), given the daemon's own uid,
+/// in words that say which setting to change; `None` when it may (see
+/// [`owner_allowed`]).
+pub fn owner_refusal(
+    other_users: bool,
+    root: bool,
+    owner: Option<u32>,
+    user: Option<&str>,
+    self_uid: u32,
+) -> Option<String> {
+    if owner_allowed(other_users, root, owner, self_uid) {
+        return None;
+    }
+    let who = |uid: u32| match user {
+        Some(name) => format!("{name} (uid {uid})"),
+        None => format!("uid {uid}"),
+    };
+    Some(match owner {
+        None => "its owner is unknown, and the rule acts on such a process only with \
+                 other_users = true and root = true"
+            .to_string(),
+        Some(0) if !root => "owned by root and the rule has root = false; add root = true to \
+                             act on root's processes"
+            .to_string(),
+        Some(0) => format!(
+            "owned by root, not by the user headroom runs as (uid {self_uid}), and the rule has \
+             other_users = false; add other_users = true (only a headroom running as root can \
+             signal root's processes)"
+        ),
+        Some(uid) => format!(
+            "owned by {}, not by the user headroom runs as ({}), and the rule has \
+             other_users = false; add other_users = true to act on other users' processes",
+            who(uid),
+            if self_uid == 0 {
+                "root".to_string()
+            } else {
+                format!("uid {self_uid}")
+            }
+        ),
+    })
+}
+
 /// Whether `rule` may act on `p`, given the daemon's own uid (see
 /// [`owner_allowed`]).
 pub fn user_allowed(rule: &Rule, p: &ProcessSample, self_uid: u32) -> bool {
@@ -255,6 +298,26 @@ mod tests {
         assert!(user_allowed(&rule, &p, 0));
         rule.root = false;
         assert!(!user_allowed(&rule, &p, 0));
+    }
+
+    #[test]
+    fn an_owner_refusal_names_the_setting_to_change() {
+        let root_off = owner_refusal(true, false, Some(0), Some("root"), 0).unwrap();
+        assert_eq!(
+            root_off,
+            "owned by root and the rule has root = false; add root = true to act on root's \
+             processes"
+        );
+        let other = owner_refusal(false, true, Some(1001), Some("bo"), 0).unwrap();
+        assert!(
+            other.starts_with("owned by bo (uid 1001), not by the user headroom runs as (root)"),
+            "{other}"
+        );
+        assert!(other.contains("add other_users = true"), "{other}");
+        let unknown = owner_refusal(true, false, None, None, 0).unwrap();
+        assert!(unknown.contains("owner is unknown"), "{unknown}");
+        assert_eq!(owner_refusal(false, false, Some(1000), None, 1000), None);
+        assert_eq!(owner_refusal(true, true, Some(0), None, 0), None);
     }
 
     fn protect(text: &str) -> Protect {

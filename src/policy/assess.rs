@@ -1,0 +1,286 @@
+//! One rule's view of one process, shared by [`super::evaluate`] and
+//! [`super::explain`]: whether the rule may act on it (its owner, its
+//! protection), its limits read against the latest sample, and why a rule
+//! that holds does not act, in words that say what to change.
+//!
+//! Nothing here keeps state: the ladder and the cooldowns live in
+//! [`super::PolicyState`], which only `evaluate` touches.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::Context;
+use super::limits::{self, ConditionCheck, LimitCheck};
+use super::protection::{self, Protection};
+use crate::config::{Config, Rule, Step};
+use crate::history::History;
+use crate::model::{ProcessSample, Snapshot, Timestamp};
+use crate::policy::Action;
+
+/// Why a rule that holds for a process does not act on it. One journal
+/// event per crossing and kind: a new kind within the same crossing (the
+/// cooldown ran out, the config changed) is journaled again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hold {
+    /// The rule's `other_users` / `root` do not cover its owner.
+    Owner,
+    /// PID 1, headroom, an ancestor of headroom, or `[protect]`.
+    Protected,
+    /// The rule acted on it less than `cooldown` ago.
+    Cooldown,
+    /// A rule gated by `[rule.when]` took another process less than
+    /// `cooldown` ago, or holds for another one now.
+    OneAtATime,
+}
+
+/// A rule holds (or would hold) for a process and does not act, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotActing {
+    pub hold: Hold,
+    pub reason: String,
+}
+
+/// Everything one evaluation shares across one rule's processes.
+pub(super) struct RuleRun<'a> {
+    pub rule: &'a Rule,
+    pub config: &'a Config,
+    pub history: &'a History,
+    pub snap: &'a Snapshot,
+    pub ctx: Context,
+    pub now: Timestamp,
+    /// The hard-wired protected pids (see [`protection::hard_protected`]).
+    pub hard: &'a HashSet<u32>,
+}
+
+/// One matching process as the rule sees it.
+pub(super) struct Assessed<'a> {
+    pub p: &'a ProcessSample,
+    /// Why the rule may not act on it at all (owner, protection).
+    pub out_of_reach: Option<NotActing>,
+    /// Why a listed name or path does not protect it (`not protected: …`).
+    pub note: Option<String>,
+    /// Its per-process limits; `None` for a rule without any.
+    pub check: Option<LimitCheck>,
+}
+
+impl<'a> RuleRun<'a> {
+    /// The rule's view of `p`, which must match it.
+    pub fn assess(&self, p: &'a ProcessSample) -> Assessed<'a> {
+        let (out_of_reach, note) = self.reach(p);
+        let check = (!self.rule.limits.is_empty()).then(|| {
+            limits::check(
+                self.rule,
+                p,
+                self.history.process(&p.id),
+                self.snap,
+                self.now,
+            )
+        });
+        Assessed {
+            p,
+            out_of_reach,
+            note,
+            check,
+        }
+    }
+
+    /// Whether the rule may act on `p`: why not, or a note on a listed
+    /// name that does not protect it.
+    fn reach(&self, p: &ProcessSample) -> (Option<NotActing>, Option<String>) {
+        let rule = self.rule;
+        if let Some(reason) = protection::owner_refusal(
+            rule.other_users,
+            rule.root,
+            p.uid,
+            p.user.as_deref(),
+            self.ctx.self_uid,
+        ) {
+            return (
+                Some(NotActing {
+                    hold: Hold::Owner,
+                    reason,
+                }),
+                None,
+            );
+        }
+        match protection::protection(p, &self.config.protect, self.hard, self.ctx.self_pid) {
+            Protection::Protected(why) => (
+                Some(NotActing {
+                    hold: Hold::Protected,
+                    reason: format!("protected: {why}"),
+                }),
+                None,
+            ),
+            Protection::Unprotected(note) => (None, note.map(|n| format!("not protected: {n}"))),
+        }
+    }
+
+    /// The rule's `[rule.when]`, read against the sample.
+    pub fn condition(&self) -> Option<ConditionCheck> {
+        self.rule
+            .when
+            .as_ref()
+            .map(|w| limits::check_condition(w, self.snap, self.rule.hysteresis))
+    }
+
+    /// Why the rule's steps are journaled and not carried out, if they are.
+    pub fn dry_run(&self) -> Option<String> {
+        dry_run_reason(self.rule, self.config)
+    }
+}
+
+/// Why `rule`'s steps are journaled and not carried out under `config`, if
+/// they are: the rule's `dry_run`, or the daemon's.
+pub fn dry_run_reason(rule: &Rule, config: &Config) -> Option<String> {
+    if rule.dry_run {
+        Some(
+            "dry run: the rule has dry_run = true, so its steps are journaled and not carried \
+             out; remove dry_run to act"
+                .to_string(),
+        )
+    } else if config.daemon.dry_run {
+        Some(
+            "dry run: headroom runs with dry_run (daemon.dry_run = true or --dry-run), so steps \
+             are journaled and not carried out"
+                .to_string(),
+        )
+    } else {
+        None
+    }
+}
+
+/// `12s`, `4m 50s`: a duration rounded to whole seconds, as people read it.
+pub fn seconds(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// Why a rule that acted on the process waits: `cooldown` after `last`.
+pub fn cooldown_reason(rule: &Rule, last: Timestamp, now: Timestamp) -> String {
+    let until = last.plus(rule.cooldown);
+    format!(
+        "cooldown: the rule acted on it {} ago and starts again no sooner than cooldown = {} \
+         after that (in {})",
+        seconds(now.since(last)),
+        humantime::format_duration(rule.cooldown),
+        seconds(until.since(now))
+    )
+}
+
+/// One step of a ladder in words: `SIGINT (only if it catches SIGINT)`,
+/// `SIGTERM to its process group`, `hook /usr/local/bin/save (timeout
+/// 10s)`, `notify`.
+pub fn step_words(step: &Step) -> String {
+    match &step.action {
+        Action::Signal {
+            signal,
+            require_handler,
+            process_group,
+        } => {
+            let mut s = format!("send {signal}");
+            if *process_group {
+                s.push_str(" to its process group");
+            }
+            if *require_handler {
+                s.push_str(&format!(
+                    " (only if it catches {signal}; skipped otherwise)"
+                ));
+            }
+            s
+        }
+        Action::Hook {
+            command, timeout, ..
+        } => format!(
+            "run the hook {} (timeout {})",
+            command.display(),
+            humantime::format_duration(*timeout)
+        ),
+        Action::Notify => "show a desktop notification".to_string(),
+    }
+}
+
+/// Step `i` of `rule`'s ladder, numbered for people: `step 2 of 2, 2s
+/// after step 1: show a desktop notification`.
+pub fn numbered_step(rule: &Rule, i: usize) -> Option<String> {
+    let step = rule.actions.get(i)?;
+    let when = if i == 0 {
+        String::new()
+    } else {
+        format!(
+            ", {} after step {i}",
+            humantime::format_duration(step.after)
+        )
+    };
+    Some(format!(
+        "step {} of {}{when}: {}",
+        i + 1,
+        rule.actions.len(),
+        step_words(step)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(text: &str) -> (Config, Rule) {
+        let config = Config::from_toml_str(text, "t").unwrap();
+        let rule = config.rules[0].clone();
+        (config, rule)
+    }
+
+    #[test]
+    fn steps_read_as_what_they_do() {
+        let (_, r) = rule(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ signal = \"SIGINT\", \
+             require_handler = true }, { signal = \"SIGTERM\", process_group = true, after = \
+             \"5s\" }, { notify = true, after = \"2s\" }]\n",
+        );
+        assert_eq!(
+            numbered_step(&r, 0).unwrap(),
+            "step 1 of 3: send SIGINT (only if it catches SIGINT; skipped otherwise)"
+        );
+        assert_eq!(
+            numbered_step(&r, 1).unwrap(),
+            "step 2 of 3, 5s after step 1: send SIGTERM to its process group"
+        );
+        assert_eq!(
+            numbered_step(&r, 2).unwrap(),
+            "step 3 of 3, 2s after step 2: show a desktop notification"
+        );
+        assert_eq!(numbered_step(&r, 3), None);
+    }
+
+    #[test]
+    fn a_dry_run_says_whose_it_is() {
+        let (mut config, r) = rule(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\ndry_run = true\nactions = [{ notify = true }]\n",
+        );
+        assert!(
+            dry_run_reason(&r, &config)
+                .unwrap()
+                .contains("the rule has dry_run = true")
+        );
+        let (_, plain) =
+            rule("[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n");
+        assert_eq!(dry_run_reason(&plain, &config), None);
+        config.daemon.dry_run = true;
+        assert!(
+            dry_run_reason(&plain, &config)
+                .unwrap()
+                .contains("--dry-run")
+        );
+    }
+
+    #[test]
+    fn a_cooldown_says_when_it_ends() {
+        let (_, r) = rule(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\ncooldown = \"60s\"\nactions = [{ notify = true }]\n",
+        );
+        let reason = cooldown_reason(&r, Timestamp(10_000), Timestamp(22_500));
+        assert_eq!(
+            reason,
+            "cooldown: the rule acted on it 12s ago and starts again no sooner than cooldown = \
+             1m after that (in 47s)"
+        );
+    }
+}
