@@ -549,6 +549,18 @@ fn log_policy_event(kind: &EventKind) {
             printable(&process.name),
             process.pid
         ),
+        EventKind::LimitHeldNotActing {
+            rule,
+            process,
+            reason,
+            ..
+        } => warn!(
+            rule = %rule,
+            pid = process.pid,
+            "rule {rule}: {} (pid {}) crossed its limit and the rule does not act: {reason}",
+            printable(&process.name),
+            process.pid
+        ),
         EventKind::LimitCleared { rule, process, .. } => info!(
             rule = %rule,
             pid = process.pid,

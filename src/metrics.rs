@@ -94,6 +94,18 @@ fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
             .with_label_values(&[rule.as_str()])
             .inc_by(*n as f64);
     }
+    let held = counter(
+        reg,
+        "headroom_limit_held_not_acting_total",
+        "Times a rule's limit started to hold for a process the rule does not act on (another user's or root's process, a protected one, a cooldown), by rule.",
+        &["rule"],
+    )?;
+    for rule in &state.config.rules {
+        held.with_label_values(&[rule.name.as_str()]);
+    }
+    for (rule, n) in &state.actions.held_not_acting {
+        held.with_label_values(&[rule.as_str()]).inc_by(*n as f64);
+    }
     let actions = counter(
         reg,
         "headroom_actions_total",
@@ -891,6 +903,12 @@ mod tests {
                 action: "hook /usr/local/bin/save".into(),
                 reason: "x".into(),
             },
+            EventKind::LimitHeldNotActing {
+                rule: "notebook-runaway".into(),
+                process: process.clone(),
+                detail: String::new(),
+                reason: "owned by root and the rule has root = false".into(),
+            },
         ] {
             state.add_event(Event {
                 at: Timestamp(1),
@@ -903,6 +921,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("headroom_limit_breaches_total{rule=\"pressure-warning\"} 0"));
+        assert!(text.contains("headroom_limit_held_not_acting_total{rule=\"notebook-runaway\"} 1"));
+        assert!(text.contains("headroom_limit_held_not_acting_total{rule=\"pressure-warning\"} 0"));
         assert!(text.contains(
             "headroom_actions_total{action=\"SIGINT\",outcome=\"done\",rule=\"notebook-runaway\"} 2"
         ));

@@ -134,6 +134,9 @@ pub const RECENT_EVENTS: usize = 1000;
 pub struct ActionCounts {
     /// Crossings by rule.
     pub crossings: BTreeMap<String, u64>,
+    /// Crossings the rule did not act on (another user's or root's process,
+    /// a protected one, a cooldown...), by rule.
+    pub held_not_acting: BTreeMap<String, u64>,
     /// Actions by (rule, action, outcome); skipped steps have outcome `skipped`.
     pub actions: BTreeMap<(String, String, String), u64>,
     /// Post-mortems by cause (`oom-killer`, `signal-by-headroom`, `unknown`, ...).
@@ -227,6 +230,13 @@ impl State {
         match &event.kind {
             EventKind::LimitCrossed { rule, .. } => {
                 *self.actions.crossings.entry(rule.clone()).or_default() += 1;
+            }
+            EventKind::LimitHeldNotActing { rule, .. } => {
+                *self
+                    .actions
+                    .held_not_acting
+                    .entry(rule.clone())
+                    .or_default() += 1;
             }
             EventKind::Action {
                 rule,

@@ -726,7 +726,7 @@ fn status_of(addr: std::net::SocketAddr, pid: u32, rule: &str, state: &str) -> s
 #[test]
 fn a_rule_without_root_holds_roots_process_and_says_why_once() {
     let sb = Sandbox::new("held-root");
-    let (_d, addr) = start_with_addr(
+    let (mut d, addr) = start_with_addr(
         &sb,
         &format!(
             "[[rule]]\nname = \"hog\"\nroot = false\nother_users = true\nfootprint = \"100MiB\"\n\
@@ -766,6 +766,9 @@ fn a_rule_without_root_holds_roots_process_and_says_why_once() {
     assert_eq!(held[0]["rule"], "hog");
     assert_eq!(held[0]["reason"], ROOT_REASON);
     assert!(actions_on(&sb, hog.pid()).is_empty());
+    // The log says it once, with the reason.
+    let line = d.expect_line("crossed its limit and the rule does not act");
+    assert!(line.contains(ROOT_REASON), "{line}");
     // `headroom events` says it in one line.
     let out = Command::new(HEADROOM)
         .args(["events", "--journal"])

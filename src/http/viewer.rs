@@ -219,6 +219,7 @@ pub fn redact_event(e: &Event, sight: Sight) -> Option<Event> {
     let process = match &e.kind {
         EventKind::LimitCrossed { process, .. }
         | EventKind::LimitCleared { process, .. }
+        | EventKind::LimitHeldNotActing { process, .. }
         | EventKind::Action { process, .. }
         | EventKind::Skipped { process, .. }
         | EventKind::Exited { process, .. } => process,
@@ -232,6 +233,7 @@ pub fn redact_event(e: &Event, sight: Sight) -> Option<Event> {
     let mut e = e.clone();
     if let EventKind::LimitCrossed { process, .. }
     | EventKind::LimitCleared { process, .. }
+    | EventKind::LimitHeldNotActing { process, .. }
     | EventKind::Action { process, .. }
     | EventKind::Skipped { process, .. }
     | EventKind::Exited { process, .. } = &mut e.kind
