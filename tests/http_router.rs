@@ -1056,6 +1056,35 @@ mod server {
         });
     }
 
+    #[test]
+    fn unread_large_answers_hold_their_permit_until_sent() {
+        // ~12 MiB of JSON: more than the sockets buffer between the two ends.
+        let limits = Limits {
+            max_large_responses: 2,
+            large_response_wait: Duration::from_millis(300),
+            ..patient(16)
+        };
+        let (server, _tx) = start(users_state(4 << 20), limits);
+        let addr = server.local_addr();
+        let mut stalled: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
+        for s in &mut stalled {
+            request_without_reading(s);
+        }
+        let (status, body) = http_get(addr, "/api/v1/snapshot");
+        assert_eq!(status, 503, "a third large answer while two are unread");
+        assert!(body.contains("2 answers with process lists"), "{body}");
+        assert_eq!(
+            http_get(addr, "/healthz").0,
+            200,
+            "small answers are not gated"
+        );
+        drop(stalled);
+        wait_for("the stalled answers to end", || {
+            server.connections().open() == 0
+        });
+        assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);
+    }
+
     fn processes_seen(body: &str) -> Vec<(u64, bool, bool)> {
         let v: Value = serde_json::from_str(body).expect("JSON");
         let mut rows = shown(&v);
