@@ -2,8 +2,8 @@
 //! hyper's HTTP/1, within bounds that no client can push the daemon past.
 //!
 //! - **A cap on open connections** ([`Limits::max_connections`], kept within
-//!   the open-file limit less the descriptors reserved for enforcement,
-//!   [`crate::sys::fd_limit`]). At the cap the connection idle the longest
+//!   the share of the open-file limit left after the descriptors reserved
+//!   for enforcement, [`crate::sys::fd_limit`]). At the cap the connection idle the longest
 //!   (no request under way) is closed to make room, so a crowd of idle
 //!   sockets cannot lock out `/healthz`; when every connection is busy the
 //!   newcomer gets a canned 503 and is closed at once, so no descriptor
@@ -103,8 +103,9 @@ impl Limits {
                         budget,
                         Some(format!(
                             "http.max_connections lowered from {configured} to {budget}: the open-file \
-                             limit is {soft} and {} descriptors are kept for sampling and actions; \
-                             raise the limit (LimitNOFILE= in the systemd unit, ulimit -n) to allow more",
+                             limit is {soft}, {} descriptors are kept for sampling and actions and \
+                             half the rest for the sampler's open files; raise the limit \
+                             (LimitNOFILE= in the systemd unit, ulimit -n) to allow more",
                             fd_limit::RESERVED_FDS
                         )),
                     )
@@ -676,11 +677,11 @@ mod tests {
         let http = HttpConfig::default();
         let (limits, why) = Limits::for_config(&http, Some(1024));
         assert_eq!((limits.max_connections, why), (256, None));
-        let (limits, why) = Limits::for_config(&http, Some(400));
-        assert_eq!(limits.max_connections, 144);
+        let (limits, why) = Limits::for_config(&http, Some(512));
+        assert_eq!(limits.max_connections, 128);
         let why = why.expect("a reason");
         assert!(
-            why.contains("lowered from 256 to 144") && why.contains("400"),
+            why.contains("lowered from 256 to 128") && why.contains("512"),
             "{why}"
         );
         let (limits, _) = Limits::for_config(&http, Some(100));
