@@ -950,7 +950,7 @@ mod server {
         let mut s = connect(addr);
         s.set_write_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
-        // 64 KiB of headers, four times the server's head buffer, and no end.
+        // 64 KiB of headers, twice the server's head buffer, and no end.
         let mut sent = 0usize;
         let mut head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n".to_vec();
         for i in 0..64 {

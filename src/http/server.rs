@@ -71,7 +71,9 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// A connection on which nothing is read or written for this long is closed.
     pub idle_timeout: Duration,
-    /// Request head buffered per connection (hyper's minimum is 8 KiB).
+    /// Request head buffered per connection (hyper's minimum is 8 KiB). 32 KiB
+    /// holds any browser's head and a 16 KiB query string, which then gets
+    /// its 400 naming the parameter; a longer head gets 431.
     pub max_buf_size: usize,
 }
 
@@ -84,7 +86,7 @@ impl Default for Limits {
             large_response_wait: Duration::from_secs(2),
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
-            max_buf_size: 16 * 1024,
+            max_buf_size: 32 * 1024,
         }
     }
 }
