@@ -950,7 +950,7 @@ mod server {
         let mut s = connect(addr);
         s.set_write_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
-        // 64 KiB of headers, four times the server's head buffer, and no end.
+        // 64 KiB of headers, twice the server's head buffer, and no end.
         let mut sent = 0usize;
         let mut head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n".to_vec();
         for i in 0..64 {
@@ -1054,6 +1054,35 @@ mod server {
         wait_for("the stalled connections to be dropped", || {
             server.connections().open() == 0
         });
+    }
+
+    #[test]
+    fn unread_large_answers_hold_their_permit_until_sent() {
+        // ~12 MiB of JSON: more than the sockets buffer between the two ends.
+        let limits = Limits {
+            max_large_responses: 2,
+            large_response_wait: Duration::from_millis(300),
+            ..patient(16)
+        };
+        let (server, _tx) = start(users_state(4 << 20), limits);
+        let addr = server.local_addr();
+        let mut stalled: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
+        for s in &mut stalled {
+            request_without_reading(s);
+        }
+        let (status, body) = http_get(addr, "/api/v1/snapshot");
+        assert_eq!(status, 503, "a third large answer while two are unread");
+        assert!(body.contains("2 answers with process lists"), "{body}");
+        assert_eq!(
+            http_get(addr, "/healthz").0,
+            200,
+            "small answers are not gated"
+        );
+        drop(stalled);
+        wait_for("the stalled answers to end", || {
+            server.connections().open() == 0
+        });
+        assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);
     }
 
     fn processes_seen(body: &str) -> Vec<(u64, bool, bool)> {

@@ -2,8 +2,8 @@
 //! hyper's HTTP/1, within bounds that no client can push the daemon past.
 //!
 //! - **A cap on open connections** ([`Limits::max_connections`], kept within
-//!   the open-file limit less the descriptors reserved for enforcement,
-//!   [`crate::sys::fd_limit`]). At the cap the connection idle the longest
+//!   the share of the open-file limit left after the descriptors reserved
+//!   for enforcement, [`crate::sys::fd_limit`]). At the cap the connection idle the longest
 //!   (no request under way) is closed to make room, so a crowd of idle
 //!   sockets cannot lock out `/healthz`; when every connection is busy the
 //!   newcomer gets a canned 503 and is closed at once, so no descriptor
@@ -71,7 +71,9 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// A connection on which nothing is read or written for this long is closed.
     pub idle_timeout: Duration,
-    /// Request head buffered per connection (hyper's minimum is 8 KiB).
+    /// Request head buffered per connection (hyper's minimum is 8 KiB). 32 KiB
+    /// holds any browser's head and a 16 KiB query string, which then gets
+    /// its 400 naming the parameter; a longer head gets 431.
     pub max_buf_size: usize,
 }
 
@@ -84,7 +86,7 @@ impl Default for Limits {
             large_response_wait: Duration::from_secs(2),
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
-            max_buf_size: 16 * 1024,
+            max_buf_size: 32 * 1024,
         }
     }
 }
@@ -103,8 +105,9 @@ impl Limits {
                         budget,
                         Some(format!(
                             "http.max_connections lowered from {configured} to {budget}: the open-file \
-                             limit is {soft} and {} descriptors are kept for sampling and actions; \
-                             raise the limit (LimitNOFILE= in the systemd unit, ulimit -n) to allow more",
+                             limit is {soft}, {} descriptors are kept for sampling and actions and \
+                             half the rest for the sampler's open files; raise the limit \
+                             (LimitNOFILE= in the systemd unit, ulimit -n) to allow more",
                             fd_limit::RESERVED_FDS
                         )),
                     )
@@ -676,11 +679,11 @@ mod tests {
         let http = HttpConfig::default();
         let (limits, why) = Limits::for_config(&http, Some(1024));
         assert_eq!((limits.max_connections, why), (256, None));
-        let (limits, why) = Limits::for_config(&http, Some(400));
-        assert_eq!(limits.max_connections, 144);
+        let (limits, why) = Limits::for_config(&http, Some(512));
+        assert_eq!(limits.max_connections, 128);
         let why = why.expect("a reason");
         assert!(
-            why.contains("lowered from 256 to 144") && why.contains("400"),
+            why.contains("lowered from 256 to 128") && why.contains("512"),
             "{why}"
         );
         let (limits, _) = Limits::for_config(&http, Some(100));

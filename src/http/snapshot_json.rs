@@ -260,8 +260,17 @@ pub fn extend_object(open: Bytes, extra: &impl Serialize) -> Vec<Bytes> {
     vec![open, Bytes::from(tail)]
 }
 
+/// The largest frame [`Chunks`] hands to the server at once.
+const FRAME: usize = 64 * 1024;
+
 /// A JSON answer made of shared slices, sent as they are. Holds a permit of
 /// the large-answer gate, if given, until it is sent or dropped.
+///
+/// The slices go out in frames of at most [`FRAME`] bytes: the server takes
+/// the next frame only when it has written the last, so the body (and its
+/// permit) lives until its last bytes are on their way. Handed over whole, a
+/// slice would leave the body at once and let the permit go while the
+/// server still held the bytes for a client that does not read.
 pub struct Chunks {
     chunks: VecDeque<Bytes>,
     remaining: u64,
@@ -295,7 +304,11 @@ impl http_body::Body for Chunks {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
         match this.chunks.pop_front() {
-            Some(chunk) => {
+            Some(mut chunk) => {
+                if chunk.len() > FRAME {
+                    let rest = chunk.split_off(FRAME);
+                    this.chunks.push_front(rest);
+                }
                 this.remaining = this.remaining.saturating_sub(chunk.len() as u64);
                 Poll::Ready(Some(Ok(Frame::data(chunk))))
             }
@@ -434,6 +447,23 @@ mod tests {
         assert_eq!(v["redacted"], true);
         assert!(forms.hidden(1) && !forms.hidden(0));
         assert_eq!(cache.encodings(), 2, "one per form");
+    }
+
+    #[tokio::test]
+    async fn large_slices_go_out_in_frames_and_the_permit_stays_to_the_end() {
+        use http_body_util::BodyExt as _;
+        let gate = Arc::new(tokio::sync::Semaphore::new(1));
+        let permit = Arc::clone(&gate).try_acquire_owned().unwrap();
+        let big = Bytes::from(vec![7u8; 3 * FRAME + 5]);
+        let mut body = Chunks::new(vec![big, Bytes::from_static(b"!")], Some(permit));
+        let mut sizes = Vec::new();
+        while let Some(frame) = body.frame().await {
+            assert_eq!(gate.available_permits(), 0, "held while frames remain");
+            sizes.push(frame.unwrap().into_data().unwrap().len());
+        }
+        assert_eq!(sizes, [FRAME, FRAME, FRAME, 5, 1]);
+        drop(body);
+        assert_eq!(gate.available_permits(), 1);
     }
 
     #[test]

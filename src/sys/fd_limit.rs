@@ -6,7 +6,10 @@
 //! take them. At start, [`raise_open_files`] lifts the soft `RLIMIT_NOFILE`
 //! to the hard limit (the default soft limit of 1024 is easy to exhaust with
 //! idle sockets), and the HTTP server keeps its connections within
-//! [`http_connection_budget`]: the soft limit less [`RESERVED_FDS`].
+//! [`http_connection_budget`]: half of what the soft limit leaves above
+//! [`RESERVED_FDS`]. The other half is the Linux sampler's: it keeps up to
+//! that many `statm` files open between ticks (`sample::linux`, sized from
+//! the same limit after the raise), so the two never compete.
 //!
 //! macOS refuses a soft limit above `OPEN_MAX` (10240, `<sys/syslimits.h>`)
 //! or `kern.maxfilesperproc`, and its hard limit is often `RLIM_INFINITY`,
@@ -69,10 +72,11 @@ pub fn target_soft_limit(soft: u64, hard: u64, os_ceiling: Option<u64>) -> u64 {
     target.max(soft)
 }
 
-/// How many HTTP connections the limit leaves room for: `soft` less
-/// [`RESERVED_FDS`], at least [`MIN_HTTP_CONNECTIONS`].
+/// How many HTTP connections the limit leaves room for: half of `soft` less
+/// [`RESERVED_FDS`] (the sampler may keep the other half open), at least
+/// [`MIN_HTTP_CONNECTIONS`].
 pub fn http_connection_budget(soft: u64) -> usize {
-    let budget = soft.saturating_sub(RESERVED_FDS);
+    let budget = soft.saturating_sub(RESERVED_FDS) / 2;
     usize::try_from(budget)
         .unwrap_or(usize::MAX)
         .max(MIN_HTTP_CONNECTIONS)
@@ -205,9 +209,9 @@ mod tests {
 
     #[test]
     fn the_budget_keeps_the_reserve_and_a_floor() {
-        assert_eq!(http_connection_budget(1024), 768);
-        assert_eq!(http_connection_budget(300), 44);
-        assert_eq!(http_connection_budget(260), MIN_HTTP_CONNECTIONS);
+        assert_eq!(http_connection_budget(1024), 384);
+        assert_eq!(http_connection_budget(300), 22);
+        assert_eq!(http_connection_budget(270), MIN_HTTP_CONNECTIONS);
         assert_eq!(http_connection_budget(0), MIN_HTTP_CONNECTIONS);
         assert!(http_connection_budget(u64::MAX) > 1 << 30, "unlimited");
     }
