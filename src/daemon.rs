@@ -118,6 +118,8 @@ impl Daemon {
 
         self.log_start();
         let mut pipeline = self.start_pipeline();
+        let journal = pipeline.journal_health();
+        self.tx.send_modify(|s| s.journal = journal);
         let notebooks = Notebooks::start(
             &self.tx.borrow().config.jupyter,
             crate::act::running_as_root(),

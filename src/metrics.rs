@@ -236,6 +236,16 @@ fn sampler(reg: &Registry, state: &State) -> prometheus::Result<()> {
         .set(f64::from(u8::from(sampled)));
     up.with_label_values(&["processes"])
         .set(f64::from(u8::from(sampled && processes)));
+    up.with_label_values(&["journal"])
+        .set(f64::from(u8::from(state.journal.problem().is_none())));
+    counter(
+        reg,
+        "headroom_journal_unwritten_events_total",
+        "Events that did not reach the journal (it could not be opened, was refused, or a write failed) since the daemon started; they were logged and kept in memory.",
+        &[],
+    )?
+    .with_label_values::<&str>(&[])
+    .inc_by(state.journal.unwritten() as f64);
 
     reg.register(Box::new(SampleDurations::new(c.sample_durations)?))?;
 

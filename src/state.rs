@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::event::{Event, EventKind};
 use crate::history::History;
 use crate::model::{CollectorErrors, Snapshot, Timestamp};
+use crate::pipeline::JournalHealth;
 use crate::policy::RuleStatus;
 
 /// What the daemon knows right now.
@@ -45,6 +46,9 @@ pub struct State {
     /// The JSON of [`State::snapshot`], made on first use; replaced with
     /// every new snapshot.
     pub snapshot_json: Arc<SnapshotJson>,
+    /// Whether events reach the journal, and why not when they do not (a
+    /// journal a root daemon refused, a full disk).
+    pub journal: Arc<JournalHealth>,
 }
 
 /// One JSON encoding of a snapshot: the whole document, and where each
@@ -201,6 +205,7 @@ impl State {
             rule_statuses: Arc::new(Vec::new()),
             actions: ActionCounts::default(),
             snapshot_json: Arc::default(),
+            journal: Arc::default(),
         }
     }
 

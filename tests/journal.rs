@@ -517,6 +517,25 @@ fn a_root_daemon_refuses_a_journal_a_user_prepared_and_samples_on() {
     support::wait_for(Duration::from_secs(10), "a later sample", || {
         (taken_at(addr) > first).then_some(())
     });
+    // The refusal is visible where monitoring looks: /healthz and /metrics.
+    let (_, health) = support::get(&format!("http://{addr}/healthz"));
+    let health: serde_json::Value = serde_json::from_str(&health).unwrap();
+    let (_, metrics) = support::get(&format!("http://{addr}/metrics"));
+    if is_root() {
+        let why = health["journal_error"].as_str().unwrap_or_default();
+        assert!(why.contains(&path.display().to_string()), "{health}");
+        assert!(
+            metrics.contains("headroom_collector_up{collector=\"journal\"} 0"),
+            "{metrics}"
+        );
+        assert!(
+            !metrics.contains("headroom_journal_unwritten_events_total 0\n"),
+            "the started event was not written: {metrics}"
+        );
+    } else {
+        assert!(health["journal_error"].is_null(), "{health}");
+        assert!(metrics.contains("headroom_collector_up{collector=\"journal\"} 1"));
+    }
     d.signal("TERM");
     assert_eq!(
         d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),

@@ -86,6 +86,9 @@ pub struct Health {
     pub sampler_error: Option<String>,
     /// Sampling at the fast interval because memory pressure is elevated.
     pub fast_mode: bool,
+    /// Why events are not reaching the journal, while they are not (the
+    /// daemon samples and acts on regardless).
+    pub journal_error: Option<String>,
 }
 
 /// The sample age past which the sampler counts as stuck: three intervals and
@@ -119,6 +122,7 @@ pub async fn healthz(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Res
         stale_after_seconds: stale_after.as_secs_f64(),
         sampler_error: state.last_error.clone(),
         fast_mode: state.fast_mode,
+        journal_error: state.journal.problem(),
     };
     let code = if status == "ok" {
         StatusCode::OK
