@@ -9,7 +9,7 @@
 //! refuses anything but a regular file. [`read_capped`] also refuses a file
 //! larger than the caller expects any such file to be.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read as _};
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::Path;
@@ -18,13 +18,54 @@ use std::path::Path;
 /// kind `IsADirectory` for a directory, `InvalidInput` naming what it is
 /// otherwise.
 pub fn open(path: &Path) -> io::Result<File> {
+    open_checked(path, false).map(|(file, _)| file)
+}
+
+/// Read the whole of `path`, a regular file of at most `max` bytes; a
+/// larger one is an error of kind `FileTooLarge`.
+pub fn read_capped(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let (file, _) = open_checked(path, false)?;
+    read_at_most(file, max)
+}
+
+/// [`read_capped`] for a file another user controls (a Jupyter runtime
+/// file): a symbolic link as the last component is refused too (kind
+/// `InvalidInput`) rather than followed, and the metadata of the file
+/// actually read (`fstat`: its owner, its size) comes back with the bytes.
+pub fn read_untrusted(path: &Path, max: u64) -> io::Result<(Vec<u8>, Metadata)> {
+    let (file, meta) = open_checked(path, true)?;
+    if meta.len() > max {
+        return Err(too_large(max));
+    }
+    Ok((read_at_most(file, max)?, meta))
+}
+
+fn open_checked(path: &Path, refuse_links: bool) -> io::Result<(File, Metadata)> {
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if refuse_links {
+        flags |= libc::O_NOFOLLOW;
+    }
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let kind = file.metadata()?.file_type();
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            // O_NOFOLLOW on a link: ELOOP (Linux, macOS).
+            if refuse_links && e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a symbolic link, not a regular file (links are not followed here)",
+                )
+            } else {
+                e
+            }
+        })?;
+    // fstat of the file opened, not of the path: what is read is what was
+    // checked, whatever happens to the path meanwhile.
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
     if kind.is_file() {
-        return Ok(file);
+        return Ok((file, meta));
     }
     if kind.is_dir() {
         return Err(io::Error::new(
@@ -49,19 +90,20 @@ pub fn open(path: &Path) -> io::Result<File> {
     ))
 }
 
-/// Read the whole of `path`, a regular file of at most `max` bytes; a
-/// larger one is an error of kind `FileTooLarge`.
-pub fn read_capped(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    let file = open(path)?;
+fn read_at_most(file: File, max: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(io::Error::new(
-            io::ErrorKind::FileTooLarge,
-            format!("larger than {max} bytes"),
-        ));
+        return Err(too_large(max));
     }
     Ok(bytes)
+}
+
+fn too_large(max: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!("larger than {max} bytes"),
+    )
 }
 
 #[cfg(test)]

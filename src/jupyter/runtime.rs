@@ -31,9 +31,9 @@
 //! runtime files are all it can find there.
 
 use std::collections::HashSet;
-use std::fs::OpenOptions;
-use std::io::{self, Read as _};
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _};
+
+use std::io;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -229,61 +229,20 @@ pub enum Unreadable {
 /// symbolic link at its last component. Never blocks on a FIFO or device,
 /// never reads more than `MAX_FILE + 1` bytes.
 pub fn read_untrusted(path: &Path) -> Result<(String, u32), Unreadable> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.kind() {
+    let (bytes, meta) =
+        crate::regular_file::read_untrusted(path, MAX_FILE).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Unreadable::Gone,
-            // O_NOFOLLOW on a link: ELOOP (Linux, macOS).
-            _ if e.raw_os_error() == Some(libc::ELOOP) => Unreadable::Refused(
-                "a symbolic link; runtime files are read only as regular files, not through \
-                 links"
-                    .to_string(),
-            ),
-            _ => Unreadable::Refused(format!("cannot open: {e}")),
+            io::ErrorKind::FileTooLarge => Unreadable::Refused(format!(
+                "larger than {MAX_FILE} bytes, which no Jupyter runtime file is; refused"
+            )),
+            io::ErrorKind::InvalidInput | io::ErrorKind::IsADirectory => {
+                Unreadable::Refused(format!("{e}; refused"))
+            }
+            _ => Unreadable::Refused(format!("cannot read: {e}")),
         })?;
-    // fstat of the file opened, not of the path: what was read is what was
-    // checked, and its owner is the owner of these bytes.
-    let meta = file
-        .metadata()
-        .map_err(|e| Unreadable::Refused(format!("cannot stat: {e}")))?;
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO (named pipe)"
-        } else if kind.is_char_device() {
-            "a character device"
-        } else if kind.is_block_device() {
-            "a block device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(Unreadable::Refused(format!(
-            "{what}, not a regular file; refused"
-        )));
-    }
-    let too_large = || {
-        Unreadable::Refused(format!(
-            "larger than {MAX_FILE} bytes, which no Jupyter runtime file is; refused"
-        ))
-    };
-    if meta.len() > MAX_FILE {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Unreadable::Refused(format!("cannot read: {e}")))?;
-    if bytes.len() as u64 > MAX_FILE {
-        return Err(too_large());
-    }
     let text = String::from_utf8(bytes)
         .map_err(|_| Unreadable::Refused("not UTF-8 text; refused".to_string()))?;
+    // The owner of the file read (fstat), not of whatever the path names now.
     Ok((text, meta.uid()))
 }
 
