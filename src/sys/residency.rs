@@ -117,6 +117,14 @@ mod imp {
 mod tests {
     use super::*;
 
+    /// Elsewhere than Linux both say plainly that nothing was done.
+    #[cfg(not(target_os = "linux"))]
+    #[test]
+    fn other_systems_report_what_they_cannot_do() {
+        assert!(matches!(lock_memory(), Locked::Skipped(why) if why.contains("ProcessType")));
+        assert_eq!(shield_from_oom_killer().unwrap(), None);
+    }
+
     /// In a child process of its own: the lock and the score would otherwise
     /// apply to the whole test binary.
     #[cfg(target_os = "linux")]
