@@ -41,6 +41,18 @@
 //!   [`VERIFY_PERIOD`] ticks. Kernel threads take part, so a user process
 //!   never hides behind a dead kernel thread's pid.
 //!
+//! # Light ticks
+//!
+//! [`Sampler::sample_light`] skips the listing and the `statm` of every
+//! process: it re-reads `statm` of the [`TOP_EXACT`] largest of the last full
+//! tick, and `statm` plus exact detail of the ML / Python processes and of
+//! the pids the caller watches (those a rule with a per-process limit
+//! matches). Every other process of the last full tick is reported with the
+//! values read then ([`Detail::Estimated`] unless they were exact); one that
+//! is gone stays in the light snapshots until the next full tick drops it,
+//! and a new one appears at the next full tick. The daemon decides which
+//! ticks are light (`daemon::cadence`); the first tick is always full.
+//!
 //! Python processes whose frameworks are imported after start are re-scanned
 //! (`maps`) when they grow by half and by 64 MiB, or every 30 s, until a
 //! framework turns up.
@@ -107,6 +119,8 @@ pub struct LinuxSampler {
     /// How many `statm` files may be kept open, and how many are.
     held_budget: usize,
     held: usize,
+    /// A full tick has listed the processes: light ticks may follow.
+    listed: bool,
 }
 
 /// Hashes a pid with one multiplication (Fibonacci hashing) instead of
@@ -143,6 +157,8 @@ struct Scratch {
     verify: Vec<u32>,
     /// Python processes still waiting for a framework to show up.
     rescan: Vec<u32>,
+    /// The pids a light tick re-reads.
+    light: Vec<u32>,
 }
 
 impl Scratch {
@@ -228,6 +244,7 @@ impl LinuxSampler {
             scratch: Scratch::default(),
             held_budget: default_held_budget(),
             held: 0,
+            listed: false,
         }
     }
 
@@ -312,6 +329,69 @@ impl LinuxSampler {
         self.held = held;
         self.io.reader.trim();
         self.scratch = s;
+    }
+
+    /// A light tick (see the module doc): carry every process of the last
+    /// tick over, then re-read `statm` of the largest, the interesting and
+    /// the `watched` ones, and exact detail of the interesting and watched.
+    fn sample_light_processes(&mut self, watched: &[u32], errors: &mut CollectorErrors) {
+        let tick = self.tick;
+        let last = tick.saturating_sub(1);
+        for t in self.tracked.values_mut() {
+            if t.seen == last {
+                t.seen = tick;
+            }
+        }
+        let mut s = std::mem::take(&mut self.scratch);
+        s.light.clear();
+        s.light.extend(s.interesting.iter().copied());
+        s.light.extend(watched.iter().copied());
+        let exact = s.light.len();
+        s.light.extend(s.ranking.iter().map(|r| r.1));
+        let (exact, largest) = s.light.split_at_mut(exact);
+        exact.sort_unstable();
+        largest.sort_unstable();
+        for &pid in largest.iter() {
+            if exact.binary_search(&pid).is_err() {
+                self.reread_statm(pid, errors);
+            }
+        }
+        let mut previous = None;
+        for &pid in exact.iter() {
+            if previous != Some(pid) {
+                self.reread_statm(pid, errors);
+                self.refresh_exact(pid, errors);
+            }
+            previous = Some(pid);
+        }
+        self.scratch = s;
+    }
+
+    /// Re-read `statm` of a process carried into this light tick. Pids not
+    /// known from the last full tick are left to the next one.
+    fn reread_statm(&mut self, pid: u32, errors: &mut CollectorErrors) {
+        let tick = self.tick;
+        let Some(t) = self
+            .tracked
+            .get_mut(&pid)
+            .filter(|t| t.seen == tick && !t.kernel_thread)
+        else {
+            return;
+        };
+        let read = match &t.statm_file {
+            Some(file) => self.io.read_held_statm(file),
+            None => self.io.read_statm(pid).map(|(statm, _)| statm),
+        };
+        match read {
+            Ok(statm) => t.statm = statm,
+            // Gone (or, through a kept file, its pid reused): out of this
+            // snapshot; the next full tick sorts out which.
+            Err(Failure::Vanished) => {
+                t.seen = 0;
+                count(errors, Failure::Vanished);
+            }
+            Err(f) => count(errors, f),
+        }
     }
 
     /// One listed pid: read statm (and everything else if the pid is new),
@@ -530,6 +610,18 @@ impl Sampler for LinuxSampler {
     }
 
     fn sample(&mut self) -> Result<Snapshot, SampleError> {
+        self.take(None)
+    }
+
+    fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
+        self.take(Some(watched))
+    }
+}
+
+impl LinuxSampler {
+    /// One tick: full, or light with the `watched` pids re-read (the first
+    /// tick is full whatever is asked).
+    fn take(&mut self, light: Option<&[u32]>) -> Result<Snapshot, SampleError> {
         let started = Instant::now();
         let taken_at = Timestamp::now();
         self.tick += 1;
@@ -580,7 +672,13 @@ impl Sampler for LinuxSampler {
             );
         }
 
-        self.sample_processes(&mut errors);
+        match light {
+            Some(watched) if self.listed => self.sample_light_processes(watched, &mut errors),
+            _ => {
+                self.sample_processes(&mut errors);
+                self.listed = true;
+            }
+        }
         let processes = self.build_processes();
 
         let system = procfs::system_memory(&meminfo);
@@ -897,6 +995,120 @@ mod tests {
             frameworks: vec![crate::model::Framework::Cuda],
             ..Workload::default()
         }));
+    }
+
+    /// A `/proc` tree written by hand for the light-tick tests: one
+    /// process per call, with `resident` pages (none shared) in `statm` and
+    /// `anon_kb` of RssAnon in `status`.
+    struct FakeProc(tempfile::TempDir);
+
+    impl FakeProc {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let basic = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc/basic");
+            for f in ["meminfo", "vmstat", "stat"] {
+                std::fs::copy(format!("{basic}/{f}"), dir.path().join(f)).unwrap();
+            }
+            Self(dir)
+        }
+
+        fn process(&self, pid: u32, name: &str, resident: u64, anon_kb: u64) {
+            let d = self.0.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(
+                d.join("stat"),
+                format!("{pid} ({name}) S 1 6438 3887 0 -1 4194304 128 0 0 0 0 0 0 0 20 0 1 0 30134 2990080 402 0\n"),
+            )
+            .unwrap();
+            std::fs::write(d.join("cmdline"), format!("{name}\0run\0")).unwrap();
+            self.memory(pid, resident, anon_kb);
+        }
+
+        fn memory(&self, pid: u32, resident: u64, anon_kb: u64) {
+            let d = self.0.path().join(pid.to_string());
+            std::fs::write(d.join("statm"), format!("900 {resident} 0 5 0 89 0\n")).unwrap();
+            std::fs::write(
+                d.join("status"),
+                format!(
+                    "Name:\tx\nUid:\t0\t0\t0\t0\nVmRSS:\t{anon_kb} kB\nRssAnon:\t{anon_kb} kB\nRssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\n"
+                ),
+            )
+            .unwrap();
+        }
+
+        /// A Python process (read in full every tick) and 40 small `sleep`s,
+        /// pids 1000–1039 with 100 + i pages: the 13 smallest are not among
+        /// the [`TOP_EXACT`] largest.
+        fn busy() -> Self {
+            let tree = Self::new();
+            tree.process(100, "python3", 5000, 20_000);
+            for i in 0..40 {
+                tree.process(1000 + i, "sleep", 100 + u64::from(i), 400);
+            }
+            tree
+        }
+
+        fn sampler(&self) -> LinuxSampler {
+            LinuxSampler::new(self.0.path()).with_passwd("/nonexistent/passwd")
+        }
+    }
+
+    #[test]
+    fn a_light_tick_rereads_the_interesting_the_watched_and_the_largest() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        let page = sampler.io.page_size;
+        sampler.sample().unwrap();
+        tree.memory(100, 6000, 24_000); // Python: interesting
+        tree.memory(1001, 50, 800); // watched by the caller
+        tree.memory(1039, 300, 400); // among the largest
+        let snap = sampler.sample_light(&[1001]).unwrap();
+        let p = |pid| snap.process(pid).unwrap();
+        assert_eq!((p(100).footprint, p(100).detail), (24_000 << 10, Detail::Exact));
+        assert_eq!((p(1001).footprint, p(1001).detail), (800 << 10, Detail::Exact));
+        assert_eq!(p(1039).footprint, 300 * page);
+        assert_eq!(p(1039).detail, Detail::Estimated);
+    }
+
+    #[test]
+    fn a_light_tick_carries_the_rest_and_the_next_full_tick_reads_them() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        let page = sampler.io.page_size;
+        sampler.sample().unwrap();
+        let second = sampler.sample().unwrap();
+        assert_eq!(second.process(1002).unwrap().footprint, 102 * page);
+        tree.memory(1002, 90, 360);
+        tree.process(2000, "sleep", 100, 400);
+        let light = sampler.sample_light(&[]).unwrap();
+        assert_eq!(light.processes.len(), second.processes.len());
+        assert_eq!(light.process(1002).unwrap().footprint, 102 * page);
+        assert!(light.process(2000).is_none(), "not listed on a light tick");
+        let full = sampler.sample().unwrap();
+        assert_eq!(full.process(1002).unwrap().footprint, 90 * page);
+        assert!(full.process(2000).is_some());
+    }
+
+    #[test]
+    fn a_process_gone_before_a_light_tick_leaves_it_only_where_reread() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        std::fs::remove_dir_all(tree.0.path().join("100")).unwrap();
+        std::fs::remove_dir_all(tree.0.path().join("1003")).unwrap();
+        let light = sampler.sample_light(&[]).unwrap();
+        assert!(light.process(100).is_none(), "re-read, and gone");
+        assert!(light.process(1003).is_some(), "carried until the next full tick");
+        assert!(light.errors.vanished >= 1);
+        let full = sampler.sample().unwrap();
+        assert!(full.process(1003).is_none());
+    }
+
+    #[test]
+    fn the_first_tick_is_full_even_when_light_is_asked() {
+        let tree = FakeProc::busy();
+        let snap = tree.sampler().sample_light(&[]).unwrap();
+        assert_eq!(snap.processes.len(), 41);
     }
 
     #[test]
