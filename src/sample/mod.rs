@@ -21,6 +21,7 @@ pub mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::procfs;
 pub mod macos;
+pub mod probe;
 #[cfg(not(target_os = "linux"))]
 #[path = "linux/procfs.rs"]
 pub mod procfs;
