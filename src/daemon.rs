@@ -12,6 +12,8 @@
 //! the config file (a bad new file is rejected and the old config kept);
 //! SIGTERM and SIGINT stop it cleanly.
 
+pub mod cadence;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
