@@ -251,8 +251,12 @@ impl PressureEvents {
     }
 
     /// Wait for the next notification; never returns if none is registered.
-    /// An error disables the source (the caller logs it once).
-    pub async fn next(&mut self) -> Result<(), String> {
+    /// The level is the least the event stands for, to be reported on the
+    /// sample it wakes (the figures read then may lag it): Linux
+    /// [`psi_trigger::TRIGGER_LEVEL`]; macOS the level the dispatch source
+    /// names (`normal` when pressure went back down). An error disables
+    /// the source (the caller logs it once).
+    pub async fn next(&mut self) -> Result<Option<crate::model::PressureLevel>, String> {
         #[cfg(target_os = "linux")]
         if let Some(t) = self.trigger.as_mut() {
             let result = t.wait().await;
@@ -262,15 +266,16 @@ impl PressureEvents {
                     "PSI trigger stopped working: {e}; polling every tick"
                 ));
             }
-            return Ok(());
+            return Ok(Some(psi_trigger::TRIGGER_LEVEL));
         }
         #[cfg(target_os = "macos")]
         if let Some(source) = self.source.as_ref() {
             let flags = source.wait().await;
-            if let Some(level) = macos::pressure::level_from_dispatch_mask(flags) {
+            let level = macos::pressure::level_from_dispatch_mask(flags);
+            if let Some(level) = level {
                 tracing::debug!("memory-pressure event: {level}");
             }
-            return Ok(());
+            return Ok(level);
         }
         std::future::pending().await
     }
