@@ -235,7 +235,9 @@ impl Daemon {
                     }
                     Some(Err(e)) => {
                         probe_failures += 1;
-                        if probe_failures == 1 || probe_failures.is_multiple_of(PROBE_FAILURE_LOG_EVERY) {
+                        if probe_failures == 1
+                            || probe_failures.is_multiple_of(PROBE_FAILURE_LOG_EVERY)
+                        {
                             warn!("system probe failed ({probe_failures} in a row): {e}");
                         }
                         next_probe = None;
@@ -489,7 +491,9 @@ impl Daemon {
                 self.probe = Some(probe);
                 Ok(Some(reading))
             }
-            Err(e) => Err(DaemonError::SamplerCrashed(format!("the system probe: {e}"))),
+            Err(e) => Err(DaemonError::SamplerCrashed(format!(
+                "the system probe: {e}"
+            ))),
         }
     }
 

@@ -501,7 +501,10 @@ mod tests {
         let far = gate_delay(&gate, &[reading(t0, 0, 12 * GIB)]).unwrap();
         let nearer = gate_delay(&gate, &[reading(t0, 0, 6 * GIB)]).unwrap();
         let close = gate_delay(&gate, &[reading(t0, 0, 4 * GIB + 50 * MIB)]).unwrap();
-        assert!(far > nearer && nearer > close, "{far:?} {nearer:?} {close:?}");
+        assert!(
+            far > nearer && nearer > close,
+            "{far:?} {nearer:?} {close:?}"
+        );
         // 2 GiB at 6000 MiB/s.
         assert_eq!(nearer.as_millis(), 341);
         assert_eq!(close, MIN_PROBE);
@@ -524,7 +527,10 @@ mod tests {
         assert!((11..=12).contains(&eta.as_millis()), "{eta:?}");
         let delay = probe_delay(&[a], &[false]).unwrap();
         assert!(delay < MIN_PROBE, "{delay:?}");
-        assert!(delay > eta && delay <= eta + PAST_CROSSING, "{delay:?} {eta:?}");
+        assert!(
+            delay > eta && delay <= eta + PAST_CROSSING,
+            "{delay:?} {eta:?}"
+        );
     }
 
     #[test]
@@ -536,7 +542,12 @@ mod tests {
             .map(|i| reading(t0, i * 10, 5 * GIB + (4 - i) * 80 * (GIB / 1000) + 1))
             .collect();
         let gate = available_below(4 * GIB);
-        let a = approach(&gate, readings.last().unwrap(), trend(&readings), linux_floor);
+        let a = approach(
+            &gate,
+            readings.last().unwrap(),
+            trend(&readings),
+            linux_floor,
+        );
         assert!((124..=126).contains(&a.eta.unwrap().as_millis()), "{a:?}");
         let delay = probe_delay(&[a], &[false]).unwrap();
         assert!((62..=63).contains(&delay.as_millis()), "{delay:?}");
@@ -549,7 +560,12 @@ mod tests {
             .map(|i| reading(t0, i * 100, 6 * GIB - i * 10 * MIB))
             .collect();
         let gate = available_below(4 * GIB);
-        let a = approach(&gate, readings.last().unwrap(), trend(&readings), linux_floor);
+        let a = approach(
+            &gate,
+            readings.last().unwrap(),
+            trend(&readings),
+            linux_floor,
+        );
         // 100 MiB/s: ~20 s away, but the probe keeps to the bound.
         assert!(a.eta.unwrap() > Duration::from_secs(19));
         assert_eq!(probe_delay(&[a], &[false]), a.bound);
@@ -561,7 +577,10 @@ mod tests {
         let mut c = Cadence::new(vec![available_below(4 * GIB)], linux_floor);
         let normal = Duration::from_secs(1);
         c.sampled(reading(t0, 0, 4 * GIB + 100 * MIB), Depth::Full);
-        assert_eq!(c.probed(reading(t0, 100, 4 * GIB + MIB), normal), AfterProbe::Wait);
+        assert_eq!(
+            c.probed(reading(t0, 100, 4 * GIB + MIB), normal),
+            AfterProbe::Wait
+        );
         assert_eq!(
             c.probed(reading(t0, 120, 4 * GIB - MIB), normal),
             AfterProbe::Sample(Depth::Light, Cause::Crossing)
@@ -569,7 +588,10 @@ mod tests {
         // Sampled while it holds: no second crossing, and no probing until
         // it clears.
         c.sampled(reading(t0, 125, 4 * GIB - 2 * MIB), Depth::Light);
-        assert_eq!(c.probed(reading(t0, 145, 4 * GIB - 3 * MIB), normal), AfterProbe::Wait);
+        assert_eq!(
+            c.probed(reading(t0, 145, 4 * GIB - 3 * MIB), normal),
+            AfterProbe::Wait
+        );
         assert_eq!(c.next_probe(), None);
     }
 
@@ -640,7 +662,12 @@ mod tests {
                 ..reading(t0, i * 100, 8 * GIB)
             })
             .collect();
-        let a = approach(&swap, readings.last().unwrap(), trend(&readings), linux_floor);
+        let a = approach(
+            &swap,
+            readings.last().unwrap(),
+            trend(&readings),
+            linux_floor,
+        );
         // 724 MiB left at 1000 MiB/s.
         let eta = a.eta.unwrap().as_millis();
         assert!((720..=730).contains(&eta), "{eta}");
@@ -733,7 +760,12 @@ mod tests {
         let now = Instant::now();
         assert!(!is_fast(Some(PressureLevel::Normal), None, false, now));
         assert!(is_fast(Some(PressureLevel::Warn), None, false, now));
-        assert!(is_fast(None, Some(now + Duration::from_secs(1)), false, now));
+        assert!(is_fast(
+            None,
+            Some(now + Duration::from_secs(1)),
+            false,
+            now
+        ));
         assert!(!is_fast(None, Some(now), false, now));
         assert!(is_fast(None, None, true, now));
     }
@@ -743,7 +775,10 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Cadence::new(vec![available_below(4 * GIB)], linux_floor);
         c.sampled(reading(t0, 0, 3 * GIB), Depth::Full);
-        assert_eq!(c.probed(reading(t0, 20, 3 * GIB), Duration::from_secs(1)), AfterProbe::Wait);
+        assert_eq!(
+            c.probed(reading(t0, 20, 3 * GIB), Duration::from_secs(1)),
+            AfterProbe::Wait
+        );
         c.set_gates(vec![available_below(4 * GIB), available_below(2 * GIB)]);
         assert_eq!(
             c.probed(reading(t0, 40, 3 * GIB), Duration::from_secs(1)),

@@ -42,7 +42,11 @@ mod tests {
     #[test]
     fn processes_matched_by_a_rule_with_a_limit_are_watched() {
         let snap = Snapshot {
-            processes: vec![process(1, "trainer"), process(2, "cron"), process(3, "trainer-2")],
+            processes: vec![
+                process(1, "trainer"),
+                process(2, "cron"),
+                process(3, "trainer-2"),
+            ],
             ..Snapshot::default()
         };
         let r = rules(

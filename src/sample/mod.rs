@@ -73,10 +73,7 @@ pub trait Sampler: Send {
     /// process of the last full sample carries its last values, and
     /// processes started since then are not seen until the next full
     /// sample. Samplers without a cheaper way take a full sample.
-    fn sample_light(
-        &mut self,
-        watched: &[u32],
-    ) -> Result<crate::model::Snapshot, SampleError> {
+    fn sample_light(&mut self, watched: &[u32]) -> Result<crate::model::Snapshot, SampleError> {
         let _ = watched;
         self.sample()
     }

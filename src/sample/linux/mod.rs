@@ -1064,8 +1064,14 @@ mod tests {
         tree.memory(1039, 300, 400); // among the largest
         let snap = sampler.sample_light(&[1001]).unwrap();
         let p = |pid| snap.process(pid).unwrap();
-        assert_eq!((p(100).footprint, p(100).detail), (24_000 << 10, Detail::Exact));
-        assert_eq!((p(1001).footprint, p(1001).detail), (800 << 10, Detail::Exact));
+        assert_eq!(
+            (p(100).footprint, p(100).detail),
+            (24_000 << 10, Detail::Exact)
+        );
+        assert_eq!(
+            (p(1001).footprint, p(1001).detail),
+            (800 << 10, Detail::Exact)
+        );
         assert_eq!(p(1039).footprint, 300 * page);
         assert_eq!(p(1039).detail, Detail::Estimated);
     }
@@ -1098,7 +1104,10 @@ mod tests {
         std::fs::remove_dir_all(tree.0.path().join("1003")).unwrap();
         let light = sampler.sample_light(&[]).unwrap();
         assert!(light.process(100).is_none(), "re-read, and gone");
-        assert!(light.process(1003).is_some(), "carried until the next full tick");
+        assert!(
+            light.process(1003).is_some(),
+            "carried until the next full tick"
+        );
         assert!(light.errors.vanished >= 1);
         let full = sampler.sample().unwrap();
         assert!(full.process(1003).is_none());

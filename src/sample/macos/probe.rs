@@ -31,15 +31,16 @@ impl Probe for MacProbe {
     /// `pressure` is ignored: the kernel's level is one sysctl, always read.
     fn read(&mut self, _pressure: bool) -> Result<Reading, SampleError> {
         let at = Instant::now();
-        let page_size = match self.page_size {
-            Some(p) => p,
-            None => *self
-                .page_size
-                .insert(ffi_mach::page_size().map_err(|e| SampleError::Read {
-                    path: "host_page_size".into(),
-                    source: e,
+        let page_size =
+            match self.page_size {
+                Some(p) => p,
+                None => *self.page_size.insert(ffi_mach::page_size().map_err(|e| {
+                    SampleError::Read {
+                        path: "host_page_size".into(),
+                        source: e,
+                    }
                 })?),
-        };
+            };
         let total = match self.memsize {
             Some(m) => m,
             None => *self

@@ -181,11 +181,7 @@ mod tests {
     #[test]
     fn without_pressure_the_level_comes_from_the_available_share() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(
-            fixture("basic").join("meminfo"),
-            dir.path().join("meminfo"),
-        )
-        .unwrap();
+        std::fs::copy(fixture("basic").join("meminfo"), dir.path().join("meminfo")).unwrap();
         std::fs::create_dir(dir.path().join("pressure")).unwrap();
         std::fs::write(
             dir.path().join("pressure/memory"),
@@ -200,7 +196,10 @@ mod tests {
     #[test]
     fn a_missing_meminfo_names_the_path() {
         let err = LinuxProbe::open(Path::new("/nonexistent/proc")).unwrap_err();
-        assert!(err.to_string().contains("/nonexistent/proc/meminfo"), "{err}");
+        assert!(
+            err.to_string().contains("/nonexistent/proc/meminfo"),
+            "{err}"
+        );
     }
 
     #[test]
