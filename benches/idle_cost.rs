@@ -135,7 +135,10 @@ mod linux {
         let first = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("{label}: no first sample within 30 s"));
-        println!("{label}: {}", first.split("first sample: ").nth(1).unwrap_or(""));
+        println!(
+            "{label}: {}",
+            first.split("first sample: ").nth(1).unwrap_or("")
+        );
         Daemon {
             label: label.to_string(),
             child,

@@ -21,10 +21,10 @@
 //! into swap): threshold = swap used now + 256 MiB; earlyoom `-m 100 -S
 //! <free KiB>`, headroom `swap_used_above`.
 //!
-//! **PSI.** headroom alone (earlyoom 1.7 reads no pressure): a process
-//! named `bench-thrash` re-reads a 512 MiB file in a memory cgroup (v1
-//! `memory.limit_in_bytes` or v2 `memory.max`) of 128 MiB, which stalls on
-//! reclaim; the rule is `pressure = "warn"`. Reported: the time from the
+//! **PSI.** headroom alone (earlyoom 1.7 reads no pressure): four Python
+//! processes named `bench-thrash` read random pages of a 512 MiB file in a
+//! memory cgroup (v1 `memory.limit_in_bytes` or v2 `memory.max`) of 96 MiB,
+//! stalling on refaults and reclaim; the rule is `pressure = "warn"`. Reported: the time from the
 //! moment the kernel's trigger condition was met (stall in the trailing
 //! trigger window reached 15 %, from `/proc/pressure/memory` totals read
 //! every millisecond) to the signal. Needs a writable memory cgroup; skipped
@@ -32,7 +32,8 @@
 //!
 //! Run: `scripts/bench-earlyoom.sh` (installs earlyoom) or `cargo bench
 //! --bench system_reaction`; `EARLYOOM` names the earlyoom binary (default:
-//! found on PATH; without it only headroom runs).
+//! found on PATH; without it only headroom runs); `HEADROOM_BENCH_ONLY` =
+//! `memory`, `swap` or `psi` runs one scenario.
 
 mod common;
 
@@ -70,8 +71,12 @@ mod linux {
     }
 
     impl Proc {
+        /// Spawn `cmd` as the leader of a process group of its own, which
+        /// is killed as a whole when dropped (children included).
         fn spawn(mut cmd: Command) -> Proc {
+            use std::os::unix::process::CommandExt;
             let mut child = cmd
+                .process_group(0)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -79,8 +84,14 @@ mod linux {
                 .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
             let (tx, lines) = channel();
             for stream in [
-                child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-                child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+                child
+                    .stdout
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
+                child
+                    .stderr
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
             ]
             .into_iter()
             .flatten()
@@ -112,7 +123,12 @@ mod linux {
 
     impl Drop for Proc {
         fn drop(&mut self) {
-            let _ = self.child.kill();
+            if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+                // SAFETY: kill has no memory-safety preconditions; the group
+                // is the one this bench created for the child, which is not
+                // reaped yet.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
             let _ = self.child.wait();
         }
     }
@@ -177,8 +193,8 @@ mod linux {
                     let n = kept.read_at(&mut buf, 0).unwrap_or(0);
                     let text = String::from_utf8_lossy(&buf[..n]).into_owned();
                     let available = meminfo(&text, "MemAvailable:");
-                    let swap_used = meminfo(&text, "SwapTotal:")
-                        .saturating_sub(meminfo(&text, "SwapFree:"));
+                    let swap_used =
+                        meminfo(&text, "SwapTotal:").saturating_sub(meminfo(&text, "SwapFree:"));
                     let psi_total = psi.as_ref().and_then(|f| {
                         let n = f.read_at(&mut buf, 0).ok()?;
                         psi_some_total(&String::from_utf8_lossy(&buf[..n]))
@@ -292,7 +308,9 @@ mod linux {
             }
             Who::Headroom => {
                 let when = match th {
-                    Threshold::AvailableBelow(t) => format!("available_below = \"{}KiB\"", t / 1024),
+                    Threshold::AvailableBelow(t) => {
+                        format!("available_below = \"{}KiB\"", t / 1024)
+                    }
                     Threshold::SwapUsedAbove(t) => format!("swap_used_above = \"{}KiB\"", t / 1024),
                 };
                 start_headroom(dir, "name = \"^bench-hog$\"", &when)
@@ -323,7 +341,14 @@ mod linux {
         Some(p)
     }
 
-    fn hog_run(who: Who, th: Threshold, dir: &Path, earlyoom: &Path, rate: &str, max: u64) -> Option<Outcome> {
+    fn hog_run(
+        who: Who,
+        th: Threshold,
+        dir: &Path,
+        earlyoom: &Path,
+        rate: &str,
+        max: u64,
+    ) -> Option<Outcome> {
         let contender = start_contender(who, th, dir, earlyoom)?;
         std::thread::sleep(Duration::from_secs(2));
         let monitor = Monitor::start();
@@ -331,7 +356,14 @@ mod linux {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(HOG, &link).ok()?;
         let mut cmd = Command::new(&link);
-        cmd.args(["--rate", rate, "--max", &format!("{}MiB", max / MIB), "--exit-on", "TERM"]);
+        cmd.args([
+            "--rate",
+            rate,
+            "--max",
+            &format!("{}MiB", max / MIB),
+            "--exit-on",
+            "TERM",
+        ]);
         let hog = Proc::spawn(cmd);
         let (_, ready) = hog.wait_for("ready pid=", Duration::from_secs(10))?;
         let pid: u32 = ready.trim().strip_prefix("ready pid=")?.parse().ok()?;
@@ -345,18 +377,23 @@ mod linux {
         let mut f = line.split_whitespace().skip(2);
         let allocated: u64 = f.next()?.strip_prefix("footprint=")?.parse().ok()?;
         let at_ms: f64 = f.next()?.strip_prefix("at_ms=")?.parse().ok()?;
-        let baseline = points.iter().find_map(|p| p.anon)?;
         let cross = points.iter().find(|p| th.crossed(p))?;
-        let anon_at_cross = points
-            .iter()
-            .filter(|p| p.at <= cross.at)
-            .filter_map(|p| p.anon)
-            .next_back()
-            .unwrap_or(baseline);
-        let at_cross = anon_at_cross.saturating_sub(baseline);
+        // The hog's anonymous memory (statm, read by the monitor) at the
+        // crossing and at the last reading before the signal arrived: one
+        // measure for both ends (the hog's own count of what it allocated
+        // leaves out the allocator's page per block).
+        let anon_before = |t: Instant| {
+            points
+                .iter()
+                .filter(|p| p.at <= t)
+                .filter_map(|p| p.anon)
+                .next_back()
+        };
+        let at_cross = anon_before(cross.at).unwrap_or(0);
+        let at_signal = anon_before(t_sig)?;
         Some(Outcome {
             lag_ms: signed_ms(cross.at, t_sig),
-            growth_mib: (allocated as f64 - at_cross as f64) / MIB as f64,
+            growth_mib: (at_signal as f64 - at_cross as f64) / MIB as f64,
             rate: allocated as f64 / MIB as f64 / (at_ms / 1000.0),
         })
     }
@@ -391,7 +428,9 @@ mod linux {
     ) {
         println!("{title}");
         println!();
-        println!("| run | contender | hog MiB/s | ms crossing → signal | MiB grown past the threshold |");
+        println!(
+            "| run | contender | hog MiB/s | ms crossing → signal | MiB grown past the threshold |"
+        );
         println!("|---|---|---|---|---|");
         let mut lag: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
         let mut growth: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
@@ -471,36 +510,65 @@ mod linux {
         }
     }
 
+    /// The thrasher: `bench-thrash` (argv[0]) and three forked copies
+    /// re-read random pages of a file mapped into memory, in a memory cgroup
+    /// too small for it, so they wait on refaults and reclaim. SIGTERM
+    /// prints `signal SIGTERM` and exits; the copies die with the parent.
+    const THRASH: &str = r#"
+import ctypes, mmap, os, random, signal, sys
+procs, path = sys.argv[1], sys.argv[2]
+with open(procs, "w") as f:
+    f.write(str(os.getpid()))
+def stop(*_):
+    print("signal SIGTERM", flush=True)
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+for _ in range(3):
+    if os.fork() == 0:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        break
+f = open(path, "rb")
+os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+n = len(m) // 4096
+print("ready", flush=True)
+s = 0
+while True:
+    s += m[random.randrange(n) * 4096]
+"#;
+
     /// headroom's reaction to memory stalls in a small cgroup.
     fn psi_run(dir: &Path) -> Result<(f64, f64, String), String> {
         if !Path::new("/proc/pressure/memory").exists() {
             return Err("this kernel has no /proc/pressure/memory".into());
         }
-        let cg = Cgroup::create(128 * MIB)?;
+        let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join("python3"))
+            .find(|p| p.is_file())
+            .ok_or("python3 is not installed (the thrasher is a Python script)")?;
+        let cg = Cgroup::create(96 * MIB)?;
         let file = dir.join("thrash.bin");
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "echo $$ > {} && dd if=/dev/urandom of={} bs=1M count=512 status=none",
-                cg.procs().display(),
-                file.display()
-            ))
-            .status()
-            .map_err(|e| e.to_string())?;
-        if !status.success() {
-            return Err("cannot write the thrash file inside the cgroup".into());
+        if !file.exists() {
+            let status = Command::new("dd")
+                .args(["if=/dev/urandom", "bs=1M", "count=512", "status=none"])
+                .arg(format!("of={}", file.display()))
+                .status()
+                .map_err(|e| e.to_string())?;
+            if !status.success() {
+                return Err("cannot write the file to thrash".into());
+            }
         }
         let d = start_headroom(dir, "argv = \"^bench-thrash \"", "pressure = \"warn\"")
             .ok_or("headroom did not start")?;
         std::thread::sleep(Duration::from_secs(3));
         let monitor = Monitor::start();
         let mut cmd = Command::new("bash");
-        cmd.arg("-c").arg(format!(
-            "exec -a bench-thrash bash -c 'echo $$ > {}; trap \"echo signal SIGTERM; kill \\$c; exit 0\" TERM; \
-             echo ready; while :; do cat {} > /dev/null & c=$!; wait $c; done'",
-            cg.procs().display(),
-            file.display()
-        ));
+        cmd.arg("-c")
+            .arg("exec -a bench-thrash \"$0\" -c \"$1\" \"$2\" \"$3\"")
+            .arg(&python)
+            .arg(THRASH)
+            .arg(cg.procs())
+            .arg(&file);
         let thrash = Proc::spawn(cmd);
         thrash
             .wait_for("ready", Duration::from_secs(10))
@@ -537,10 +605,21 @@ mod linux {
             })
             .map(|(at, _)| *at)
             .ok_or("the trigger condition was never met")?;
+        let woke = log
+            .iter()
+            .any(|l| l.contains("memory pressure event from the kernel"));
         Ok((
             signed_ms(met, t_sig),
             signed_ms(first_stall, t_sig),
-            format!("trigger window {} s", window.as_secs()),
+            format!(
+                "trigger window {} s{}",
+                window.as_secs(),
+                if woke {
+                    ", woken by the trigger"
+                } else {
+                    ", not woken by the trigger"
+                }
+            ),
         ))
     }
 
@@ -565,7 +644,9 @@ mod linux {
                 println!("earlyoom: {} ({})", e.display(), v.unwrap_or_default());
                 contenders.insert(0, Who::Earlyoom);
             }
-            None => println!("earlyoom: not installed (scripts/bench-earlyoom.sh installs it); headroom alone"),
+            None => println!(
+                "earlyoom: not installed (scripts/bench-earlyoom.sh installs it); headroom alone"
+            ),
         }
         let earlyoom = earlyoom.unwrap_or_default();
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
@@ -579,24 +660,29 @@ mod linux {
         );
         println!();
 
-        table(
-            &format!(
-                "Memory: available below (available at the start − {} MiB)",
-                margin / MIB
-            ),
-            runs,
-            &contenders,
-            |who| {
-                let available = meminfo(&read_meminfo(), "MemAvailable:");
-                let th = Threshold::AvailableBelow(available.saturating_sub(margin));
-                let out = hog_run(who, th, dir.path(), &earlyoom, &rate, margin + 1536 * MIB);
-                settle(available);
-                out
-            },
-        );
+        let only = std::env::var("HEADROOM_BENCH_ONLY").ok();
+        let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+        if wanted("memory") {
+            table(
+                &format!(
+                    "Memory: available below (available at the start − {} MiB)",
+                    margin / MIB
+                ),
+                runs,
+                &contenders,
+                |who| {
+                    let available = meminfo(&read_meminfo(), "MemAvailable:");
+                    let th = Threshold::AvailableBelow(available.saturating_sub(margin));
+                    let out = hog_run(who, th, dir.path(), &earlyoom, &rate, margin + 1536 * MIB);
+                    settle(available);
+                    out
+                },
+            );
+        }
 
         let swap_total = meminfo(&m, "SwapTotal:");
-        if swap_total == 0 {
+        if !wanted("swap") {
+        } else if swap_total == 0 {
             println!("Swap: this machine has no swap; the swap scenario was not run.");
             println!();
         } else if std::env::var("HEADROOM_BENCH_SWAP").as_deref() != Ok("1") {
@@ -612,14 +698,26 @@ mod linux {
                     let available = meminfo(&m, "MemAvailable:");
                     let used = meminfo(&m, "SwapTotal:").saturating_sub(meminfo(&m, "SwapFree:"));
                     let th = Threshold::SwapUsedAbove(used + 256 * MIB);
-                    let out = hog_run(who, th, dir.path(), &earlyoom, &rate, available + 1024 * MIB);
+                    let out = hog_run(
+                        who,
+                        th,
+                        dir.path(),
+                        &earlyoom,
+                        &rate,
+                        available + 1024 * MIB,
+                    );
                     settle(available);
                     out
                 },
             );
         }
 
-        println!("PSI: pressure = \"warn\", a re-reading process in a 128 MiB memory cgroup (headroom only)");
+        if !wanted("psi") {
+            return;
+        }
+        println!(
+            "PSI: pressure = \"warn\", processes thrashing a 96 MiB memory cgroup (headroom only)"
+        );
         println!();
         println!("| run | ms trigger condition met → signal | ms first stall → signal | note |");
         println!("|---|---|---|---|");
@@ -639,7 +737,10 @@ mod linux {
         }
         if !met.is_empty() {
             println!();
-            println!("headroom: median {:.0} ms from the trigger condition to the signal", median(&met));
+            println!(
+                "headroom: median {:.0} ms from the trigger condition to the signal",
+                median(&met)
+            );
         }
     }
 }

@@ -16,9 +16,10 @@
 //! near, the system probe ([`crate::sample::probe`]) reads the machine-wide
 //! figures alone, faster the nearer the condition and just past its
 //! predicted crossing; a condition that newly holds is sampled at once, so
-//! the policy picks its victim on it. Most ticks are light (ML, rule-matched
-//! and the largest processes re-read, the rest carried); the whole process
-//! table is read every few intervals and whenever memory moves.
+//! the policy picks its victim on it. Most ticks are light (new, ML,
+//! rule-matched and the largest processes read, the rest carried); the
+//! whole process table is read every few intervals and whenever memory
+//! moves.
 //! [`cadence`] holds those decisions as pure functions; this file does the
 //! I/O and the wiring.
 //!

@@ -22,8 +22,9 @@
 //!   only every [`FULL_EVERY`] normal intervals, when available memory moved
 //!   by more than [`MOVED_PERCENT`] of RAM or [`MOVED_BYTES`] (the smaller)
 //!   since the last full read, or when a gate is predicted to hold within
-//!   [`NEAR`]; otherwise it is [`Depth::Light`] (ML and rule-matched
-//!   processes and the largest ones re-read, the rest carried). A sample
+//!   [`NEAR`]; otherwise it is [`Depth::Light`] (processes listed, new
+//!   ones read in full, ML, rule-matched and the largest ones re-read, the
+//!   rest carried). A sample
 //!   for a crossing is light when a full read is at most [`FULL_EVERY`]
 //!   intervals old: the victim is picked at once, from fresh figures for
 //!   the largest processes.

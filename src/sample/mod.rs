@@ -68,11 +68,10 @@ pub trait Sampler: Send {
 
     /// Take a light snapshot: the machine-wide figures and the processes
     /// that matter read afresh (those this sampler finds interesting, such
-    /// as ML workloads, the largest ones, and the `watched` pids the caller
-    /// names: those matched by a rule with a per-process limit); every other
-    /// process of the last full sample carries its last values, and
-    /// processes started since then are not seen until the next full
-    /// sample. Samplers without a cheaper way take a full sample.
+    /// as ML workloads, the largest ones, new ones, and the `watched` pids
+    /// the caller names: those matched by a rule with a per-process limit);
+    /// every other process carries the values of an earlier sample.
+    /// Samplers without a cheaper way take a full sample.
     fn sample_light(&mut self, watched: &[u32]) -> Result<crate::model::Snapshot, SampleError> {
         let _ = watched;
         self.sample()

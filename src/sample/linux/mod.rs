@@ -43,15 +43,18 @@
 //!
 //! # Light ticks
 //!
-//! [`Sampler::sample_light`] skips the listing and the `statm` of every
-//! process: it re-reads `statm` of the [`TOP_EXACT`] largest of the last full
-//! tick, and `statm` plus exact detail of the ML / Python processes and of
-//! the pids the caller watches (those a rule with a per-process limit
-//! matches). Every other process of the last full tick is reported with the
-//! values read then ([`Detail::Estimated`] unless they were exact); one that
-//! is gone stays in the light snapshots until the next full tick drops it,
-//! and a new one appears at the next full tick. The daemon decides which
-//! ticks are light (`daemon::cadence`); the first tick is always full.
+//! [`Sampler::sample_light`] lists the processes but skips the `statm` of
+//! every known one: it re-reads `statm` of the [`TOP_EXACT`] largest of the
+//! last full tick, and `statm` plus exact detail of the ML / Python
+//! processes and of the pids the caller watches (those a rule with a
+//! per-process limit matches). A process listed for the first time gets its
+//! first-sight read (so a new notebook kernel is seen at once), one no
+//! longer listed is forgotten, and every other one is reported with the
+//! values read before ([`Detail::Estimated`] unless they were exact). The
+//! round-robin identity check waits for the next full tick, so a pid reused
+//! in between (without a kept `statm` file that would tell) keeps the old
+//! identity until then. The daemon decides which ticks are light
+//! (`daemon::cadence`); the first tick is always full.
 //!
 //! Python processes whose frameworks are imported after start are re-scanned
 //! (`maps`) when they grow by half and by 64 MiB, or every 30 s, until a
@@ -331,18 +334,36 @@ impl LinuxSampler {
         self.scratch = s;
     }
 
-    /// A light tick (see the module doc): carry every process of the last
-    /// tick over, then re-read `statm` of the largest, the interesting and
-    /// the `watched` ones, and exact detail of the interesting and watched.
+    /// A light tick (see the module doc): list the processes, carry the
+    /// known ones and read the new ones in full, re-read `statm` of the
+    /// largest, the interesting and the `watched` ones and exact detail of
+    /// the interesting and watched, and forget what is no longer listed.
     fn sample_light_processes(&mut self, watched: &[u32], errors: &mut CollectorErrors) {
         let tick = self.tick;
-        let last = tick.saturating_sub(1);
-        for t in self.tracked.values_mut() {
-            if t.seen == last {
-                t.seen = tick;
+        let mut s = std::mem::take(&mut self.scratch);
+        let mut pids = std::mem::take(&mut s.pids);
+        if self.io.reader.list_pids(&mut pids).is_ok() {
+            for &pid in &pids {
+                match self.tracked.get_mut(&pid) {
+                    Some(t) => {
+                        t.seen = tick;
+                        if t.kernel_thread {
+                            errors.kernel_threads += 1;
+                        }
+                    }
+                    None => self.observe(pid, &mut s, errors),
+                }
+            }
+        } else {
+            // Without a listing, carry what the last one had.
+            errors.unreadable += 1;
+            for t in self.tracked.values_mut() {
+                if t.seen == tick.saturating_sub(1) {
+                    t.seen = tick;
+                }
             }
         }
-        let mut s = std::mem::take(&mut self.scratch);
+        s.pids = pids;
         s.light.clear();
         s.light.extend(s.interesting.iter().copied());
         s.light.extend(watched.iter().copied());
@@ -364,11 +385,20 @@ impl LinuxSampler {
             }
             previous = Some(pid);
         }
+
+        let mut held = 0;
+        self.tracked.retain(|_, t| {
+            let keep = t.seen == tick;
+            held += usize::from(keep && t.statm_file.is_some());
+            keep
+        });
+        self.held = held;
+        self.io.reader.trim();
         self.scratch = s;
     }
 
-    /// Re-read `statm` of a process carried into this light tick. Pids not
-    /// known from the last full tick are left to the next one.
+    /// Re-read `statm` of a process carried into this light tick (one
+    /// listed for the first time was just read in full).
     fn reread_statm(&mut self, pid: u32, errors: &mut CollectorErrors) {
         let tick = self.tick;
         let Some(t) = self
@@ -1085,32 +1115,53 @@ mod tests {
         let second = sampler.sample().unwrap();
         assert_eq!(second.process(1002).unwrap().footprint, 102 * page);
         tree.memory(1002, 90, 360);
-        tree.process(2000, "sleep", 100, 400);
         let light = sampler.sample_light(&[]).unwrap();
         assert_eq!(light.processes.len(), second.processes.len());
         assert_eq!(light.process(1002).unwrap().footprint, 102 * page);
-        assert!(light.process(2000).is_none(), "not listed on a light tick");
         let full = sampler.sample().unwrap();
         assert_eq!(full.process(1002).unwrap().footprint, 90 * page);
-        assert!(full.process(2000).is_some());
     }
 
     #[test]
-    fn a_process_gone_before_a_light_tick_leaves_it_only_where_reread() {
+    fn a_light_tick_reads_a_new_process_in_full() {
         let tree = FakeProc::busy();
         let mut sampler = tree.sampler();
         sampler.sample().unwrap();
+        tree.process(2000, "python3", 100, 4000);
+        let light = sampler.sample_light(&[]).unwrap();
+        let p = light.process(2000).expect("listed on a light tick");
+        assert_eq!((p.footprint, p.detail), (4000 << 10, Detail::Exact));
+        // Python: re-read exactly on the light ticks that follow.
+        tree.memory(2000, 200, 8000);
+        let next = sampler.sample_light(&[]).unwrap();
+        assert_eq!(next.process(2000).unwrap().footprint, 8000 << 10);
+    }
+
+    #[test]
+    fn a_process_gone_before_a_light_tick_is_forgotten() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        let before = sampler.tracked_count();
         std::fs::remove_dir_all(tree.0.path().join("100")).unwrap();
         std::fs::remove_dir_all(tree.0.path().join("1003")).unwrap();
         let light = sampler.sample_light(&[]).unwrap();
-        assert!(light.process(100).is_none(), "re-read, and gone");
-        assert!(
-            light.process(1003).is_some(),
-            "carried until the next full tick"
-        );
+        assert!(light.process(100).is_none());
+        assert!(light.process(1003).is_none());
+        assert_eq!(sampler.tracked_count(), before - 2);
+    }
+
+    #[test]
+    fn a_process_that_exits_between_listing_and_reread_is_left_out() {
+        let tree = FakeProc::busy();
+        // Files re-opened each time: a kept fixture file would still read.
+        let mut sampler = tree.sampler().with_held_files(0);
+        sampler.sample().unwrap();
+        // Listed, but its statm is gone by the time it is re-read.
+        std::fs::remove_file(tree.0.path().join("100/statm")).unwrap();
+        let light = sampler.sample_light(&[]).unwrap();
+        assert!(light.process(100).is_none());
         assert!(light.errors.vanished >= 1);
-        let full = sampler.sample().unwrap();
-        assert!(full.process(1003).is_none());
     }
 
     #[test]
