@@ -11,6 +11,9 @@
 //!   every pid, nothing else. No sampler that looks at every process each
 //!   tick can be cheaper.
 //! - **headroom**: one `LinuxSampler::sample()` in steady state.
+//! - **light**: one `LinuxSampler::sample_light(&[])`: the machine-wide
+//!   files, the largest and interesting processes re-read, the rest carried
+//!   (the daemon's usual tick between full reads).
 //! - **reopen**: the same with `with_held_files(0)`, i.e. `statm` opened,
 //!   read and closed every tick instead of kept open and re-read.
 //! - **sysinfo**: `System::refresh_processes_specifics(All, true,
@@ -131,6 +134,7 @@ mod linux {
         let mut buf = vec![0u8; 16 * 1024];
         let mut sampler = LinuxSampler::new("/proc");
         let mut reopening = LinuxSampler::new("/proc").with_held_files(0);
+        let mut lightly = LinuxSampler::new("/proc");
         let mut sys = System::new().expect("sysinfo System");
         let refresh = |sys: &mut System| {
             sys.refresh_processes_specifics(
@@ -155,6 +159,9 @@ mod linux {
             if warm("reopen") {
                 black_box(reopening.sample().expect("sample"));
             }
+            if warm("light") {
+                black_box(lightly.sample().expect("sample"));
+            }
             if warm("sysinfo") {
                 black_box(refresh(&mut sys));
             }
@@ -170,6 +177,7 @@ mod linux {
         let mut floor = Row::new("floor", "readdir + statm of every pid");
         let mut headroom = Row::new("headroom", "LinuxSampler::sample()");
         let mut reopen = Row::new("reopen", "the same, statm reopened every tick");
+        let mut light = Row::new("light", "LinuxSampler::sample_light(&[])");
         let mut sysinfo = Row::new("sysinfo", "refresh_processes_specifics(memory)");
         let mut stat = Row::new("stat", "readdir + stat of every pid");
         let mut status = Row::new("status", "readdir + status of every pid");
@@ -191,6 +199,9 @@ mod linux {
             });
             reopen.time(|| {
                 black_box(reopening.sample().expect("sample"));
+            });
+            light.time(|| {
+                black_box(lightly.sample_light(&[]).expect("sample"));
             });
             sysinfo.time(|| {
                 black_box(refresh(&mut sys));
@@ -220,7 +231,7 @@ mod linux {
             "|{:-<11}|{:-<39}|{:->12}|{:->12}|{:->11}|",
             "", "", "", "", ""
         );
-        for row in [&floor, &headroom, &reopen, &sysinfo, &stat, &status] {
+        for row in [&floor, &headroom, &light, &reopen, &sysinfo, &stat, &status] {
             println!(
                 "| {:<9} | {:<37} | {:>10.0} | {:>10.0} | {:>8.2}× |",
                 row.name,

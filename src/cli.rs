@@ -553,7 +553,25 @@ fn run_daemon(
             }
             causes
         };
-        let daemon = Daemon::new(opts, sampler, events).with_exit_causes(causes);
+        let probe = if replay.is_some() {
+            None
+        } else {
+            match crate::sample::probe::platform_probe() {
+                Ok(probe) => {
+                    tracing::info!(
+                        "system probe ready: machine-wide figures read between samples while a rule's [rule.when] comes near"
+                    );
+                    Some(probe)
+                }
+                Err(why) => {
+                    tracing::info!("no system probe ({why}); sampling on the interval");
+                    None
+                }
+            }
+        };
+        let daemon = Daemon::new(opts, sampler, events)
+            .with_exit_causes(causes)
+            .with_probe(probe);
         let server = match listener {
             Some(listener) => {
                 let server = crate::http::Server::start(listener, daemon.subscribe())

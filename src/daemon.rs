@@ -11,15 +11,36 @@
 //! once when the OS reports pressure (a PSI trigger on Linux). SIGHUP reloads
 //! the config file (a bad new file is rejected and the old config kept);
 //! SIGTERM and SIGINT stop it cleanly.
+//!
+//! Between ticks, while a rule's system condition (`[rule.when]`) comes
+//! near, the system probe ([`crate::sample::probe`]) reads the machine-wide
+//! figures alone, faster the nearer the condition and just past its
+//! predicted crossing; a condition that newly holds is sampled at once, so
+//! the policy picks its victim on it. Most ticks are light (new, ML,
+//! rule-matched and the largest processes read, the rest carried); the
+//! whole process table is read every few intervals and whenever memory
+//! moves.
+//! [`cadence`] holds those decisions as pure functions; this file does the
+//! I/O and the wiring.
+//!
+//! A kernel pressure event counts as at least the level it stands for on
+//! the sample it wakes (Linux: `warn`, since the PSI trigger fires on 15 %
+//! of a second stalled, a rate above the warn threshold that the 10-second
+//! average would reach only seconds later), so a `pressure` condition is
+//! evaluated on that very sample; the snapshot's notes say so.
+
+pub mod cadence;
+pub mod watched;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, info, trace, warn};
 
 use crate::config::Config;
 use crate::event::EventKind;
@@ -29,18 +50,19 @@ use crate::pipeline::Pipeline;
 use crate::policy::{Action, Context, Decision, Evaluation, PolicyState, Reach, evaluate};
 use crate::postmortem::PostMortems;
 use crate::report::{format_bytes, printable};
+use crate::sample::probe::{Probe, Reading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::State;
+use cadence::{AfterProbe, Cadence, Cause, Depth};
 
 /// How long the loop stays at the fast interval after an OS pressure event.
 pub const FAST_AFTER_EVENT: Duration = Duration::from_secs(10);
 
-/// The shortest sleep before a predicted limit crossing: sampling sooner
-/// than this would only measure the sampler.
-const MIN_PREDICTED_SLEEP: Duration = Duration::from_millis(10);
-
 /// Log every this many consecutive sampling failures after the first.
 const FAILURE_LOG_EVERY: u64 = 60;
+
+/// Log every this many consecutive probe failures after the first.
+const PROBE_FAILURE_LOG_EVERY: u64 = 1000;
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +92,8 @@ pub struct Daemon {
     exit_causes: Option<ExitCauses>,
     /// What the absence of such a record means, for post-mortems.
     silence: String,
+    /// The cheap machine-wide probe between ticks, where the OS has one.
+    probe: Option<Box<dyn Probe>>,
 }
 
 impl Daemon {
@@ -91,7 +115,16 @@ impl Daemon {
             tx,
             exit_causes: Some(ExitCauses::none(silence)),
             silence: silence.to_string(),
+            probe: None,
         }
+    }
+
+    /// Probe the machine-wide figures between ticks with `probe` while a
+    /// rule's system condition comes near (the default has none: only
+    /// ticks).
+    pub fn with_probe(mut self, probe: Option<Box<dyn Probe>>) -> Self {
+        self.probe = probe;
+        self
     }
 
     /// Read `causes` after each sample for post-mortems (the default reads
@@ -131,18 +164,30 @@ impl Daemon {
         let mut policy = PolicyState::default();
         let mut tracker = Tracker::default();
         let mut postmortems = PostMortems::default();
+        let mut cadence = Cadence::new(
+            gates(&self.tx.borrow().config),
+            crate::sample::probe::available_floor,
+        );
+        let mut watched: Arc<[u32]> = Arc::from([]);
         let mut next_tick = Instant::now();
+        let mut next_probe: Option<Instant> = None;
         let mut fast_until: Option<Instant> = None;
+        let mut probe_failures: u64 = 0;
 
         loop {
+            let wake = next_probe.map_or(next_tick, |p| p.min(next_tick));
+            let mut cause = Cause::Tick;
+            let mut event_level = None;
             tokio::select! {
-                _ = sleep_until(next_tick) => {}
+                _ = sleep_until(wake) => {}
                 event = self.events.next() => {
                     match event {
-                        Ok(()) => {
+                        Ok(level) => {
                             info!("memory pressure event from the kernel: sampling now");
                             self.tx.send_modify(|s| s.counters.pressure_events += 1);
                             fast_until = Some(Instant::now() + FAST_AFTER_EVENT);
+                            cause = Cause::Crossing;
+                            event_level = level;
                         }
                         Err(why) => warn!("{why}"),
                     }
@@ -157,16 +202,73 @@ impl Daemon {
                 _ = sighup.recv() => {
                     self.reload(&pipeline);
                     notebooks.configure(&self.tx.borrow().config.jupyter);
+                    cadence.set_gates(gates(&self.tx.borrow().config));
                     continue;
                 }
             }
 
+            let normal = self.tx.borrow().config.daemon.interval;
+            let mut depth = None;
+            if cause == Cause::Tick && Instant::now() < next_tick {
+                // Woken to probe, not to tick.
+                match self.probe_once(cadence.wants_pressure()).await? {
+                    Some(Ok(reading)) => {
+                        probe_failures = 0;
+                        match cadence.probed(reading, normal) {
+                            AfterProbe::Wait => {
+                                next_probe = cadence.next_probe().map(Instant::from_std);
+                                trace!(
+                                    "probe: {} available, {} swap used; next in {:?}",
+                                    format_bytes(reading.available),
+                                    format_bytes(reading.swap_used),
+                                    next_probe.map(|p| p.saturating_duration_since(Instant::now()))
+                                );
+                                continue;
+                            }
+                            AfterProbe::Sample(d, c) => {
+                                debug!(
+                                    "probe: {} available, {} swap used: sampling now",
+                                    format_bytes(reading.available),
+                                    format_bytes(reading.swap_used)
+                                );
+                                depth = Some(d);
+                                cause = c;
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        probe_failures += 1;
+                        if probe_failures == 1
+                            || probe_failures.is_multiple_of(PROBE_FAILURE_LOG_EVERY)
+                        {
+                            warn!("system probe failed ({probe_failures} in a row): {e}");
+                        }
+                        next_probe = None;
+                        continue;
+                    }
+                    None => {
+                        next_probe = None;
+                        continue;
+                    }
+                }
+            }
+
             let started = Instant::now();
-            let outcome = self.sample_once(postmortems.tracked()).await?;
+            let depth = depth.unwrap_or_else(|| cadence.depth(cause, started.into_std(), normal));
+            let outcome = self
+                .sample_once(depth, Arc::clone(&watched), postmortems.tracked())
+                .await?;
             let (level, evaluation) = match outcome {
                 Ok((mut snap, observed)) => {
+                    if let Some(level) = event_level {
+                        raise_to_event_level(&mut snap, level);
+                    }
                     notebooks.annotate(&mut snap);
-                    tracker.observe(&snap);
+                    cadence.sampled(Reading::of(&snap, started.into_std()), depth);
+                    if depth == Depth::Full {
+                        watched = watched::watched(&self.tx.borrow().config.rules, &snap);
+                    }
+                    tracker.observe(&snap, depth);
                     let level = snap.pressure.level;
                     self.tx.send_modify(|s| s.publish(snap));
                     let evaluation = self.decide(&mut policy, ctx, &pipeline, &mut postmortems);
@@ -174,6 +276,7 @@ impl Daemon {
                     (Some(level), evaluation)
                 }
                 Err(e) => {
+                    cadence.failed();
                     tracker.failed(&e);
                     let msg = e.to_string();
                     self.tx.send_modify(|s| {
@@ -185,16 +288,15 @@ impl Daemon {
             };
 
             let now = Instant::now();
-            let fast = level.is_some_and(|l| l >= PressureLevel::Warn)
-                || fast_until.is_some_and(|t| now < t)
-                || evaluation.within_reach;
-            let (was_fast, normal, quick) = {
+            let fast = cadence::is_fast(
+                level,
+                fast_until.map(Instant::into_std),
+                evaluation.within_reach,
+                now.into_std(),
+            );
+            let (was_fast, quick) = {
                 let s = self.tx.borrow();
-                (
-                    s.fast_mode,
-                    s.config.daemon.interval,
-                    s.config.daemon.fast_interval,
-                )
+                (s.fast_mode, s.config.daemon.fast_interval)
             };
             if fast != was_fast {
                 if fast {
@@ -210,13 +312,21 @@ impl Daemon {
                 }
                 self.tx.send_modify(|s| s.fast_mode = fast);
             }
-            // Keep a steady cadence; after a long stall, start again from now.
-            let mut next = started + if fast { quick } else { normal };
-            if let Some(predicted) = evaluation.next_check {
-                // Sample right when a limit is predicted to be crossed.
-                next = next.min(now + predicted.max(MIN_PREDICTED_SLEEP));
+            next_tick = Instant::from_std(cadence::next_tick(
+                started.into_std(),
+                now.into_std(),
+                if fast { quick } else { normal },
+                evaluation.next_check,
+            ));
+            if depth == Depth::Light && cadence.full_due() {
+                // Memory moved since the last full read: read it all now.
+                next_tick = now;
             }
-            next_tick = next.max(now);
+            next_probe = if self.probe.is_some() {
+                cadence.next_probe().map(Instant::from_std)
+            } else {
+                None
+            };
         }
         pipeline.record(EventKind::Stopped);
         // Fold in what the journal already handed back; the rest is on disk.
@@ -333,6 +443,8 @@ impl Daemon {
     /// ends of the `tracked` processes (see [`PostMortems::suspects`]).
     async fn sample_once(
         &mut self,
+        depth: Depth,
+        watched: Arc<[u32]>,
         tracked: HashSet<ProcessId>,
     ) -> Result<Result<(Snapshot, Observed), SampleError>, DaemonError> {
         let Some(mut sampler) = self.sampler.take() else {
@@ -340,7 +452,11 @@ impl Daemon {
         };
         let mut causes = self.exit_causes.take();
         let joined = tokio::task::spawn_blocking(move || {
-            let result = sampler.sample().map(|snap| {
+            let sampled = match depth {
+                Depth::Full => sampler.sample(),
+                Depth::Light => sampler.sample_light(&watched),
+            };
+            let result = sampled.map(|snap| {
                 let suspects = PostMortems::suspects(&tracked, &snap);
                 let observed = causes
                     .as_mut()
@@ -358,6 +474,30 @@ impl Daemon {
                 Ok(result)
             }
             Err(e) => Err(DaemonError::SamplerCrashed(e.to_string())),
+        }
+    }
+
+    /// One probe reading on the blocking pool; `None` without a probe.
+    async fn probe_once(
+        &mut self,
+        pressure: bool,
+    ) -> Result<Option<Result<Reading, SampleError>>, DaemonError> {
+        let Some(mut probe) = self.probe.take() else {
+            return Ok(None);
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            let reading = probe.read(pressure);
+            (probe, reading)
+        })
+        .await;
+        match joined {
+            Ok((probe, reading)) => {
+                self.probe = Some(probe);
+                Ok(Some(reading))
+            }
+            Err(e) => Err(DaemonError::SamplerCrashed(format!(
+                "the system probe: {e}"
+            ))),
         }
     }
 
@@ -447,7 +587,7 @@ struct Tracker {
 }
 
 impl Tracker {
-    fn observe(&mut self, snap: &Snapshot) {
+    fn observe(&mut self, snap: &Snapshot, depth: Depth) {
         self.samples += 1;
         if self.consecutive_failures > 0 {
             info!(
@@ -480,12 +620,13 @@ impl Tracker {
             );
         } else {
             debug!(
-                "sample: {} used, {} available, pressure {}, {} processes, {} µs",
+                "sample: {} used, {} available, pressure {}, {} processes, {} µs{}",
                 format_bytes(m.used),
                 format_bytes(m.available),
                 snap.pressure.level,
                 snap.processes.len(),
-                snap.sample_micros
+                snap.sample_micros,
+                if depth == Depth::Light { ", light" } else { "" }
             );
         }
         let level = snap.pressure.level;
@@ -534,6 +675,24 @@ impl Tracker {
         if n == 1 || n.is_multiple_of(FAILURE_LOG_EVERY) {
             error!("sampling failed ({n} in a row): {e}");
         }
+    }
+}
+
+/// The rules' system conditions, in rule order, for the cadence.
+fn gates(config: &Config) -> Vec<crate::config::SystemCondition> {
+    config.rules.iter().filter_map(|r| r.when.clone()).collect()
+}
+
+/// A kernel pressure event woke this sample: report at least the level the
+/// event stands for, and say why in the snapshot's notes.
+fn raise_to_event_level(snap: &mut Snapshot, level: PressureLevel) {
+    if snap.pressure.level < level {
+        snap.notes.push(format!(
+            "pressure reported as {level} (the figures say {}): the kernel's memory-pressure \
+             notification fired just before this sample",
+            snap.pressure.level
+        ));
+        snap.pressure.level = level;
     }
 }
 

@@ -21,6 +21,7 @@ pub mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::procfs;
 pub mod macos;
+pub mod probe;
 #[cfg(not(target_os = "linux"))]
 #[path = "linux/procfs.rs"]
 pub mod procfs;
@@ -62,8 +63,19 @@ pub trait Sampler: Send {
     /// Short name for logs and `Snapshot::source`.
     fn name(&self) -> &'static str;
 
-    /// Take one snapshot of the machine.
+    /// Take one snapshot of the machine, every process read afresh.
     fn sample(&mut self) -> Result<crate::model::Snapshot, SampleError>;
+
+    /// Take a light snapshot: the machine-wide figures and the processes
+    /// that matter read afresh (those this sampler finds interesting, such
+    /// as ML workloads, the largest ones, new ones, and the `watched` pids
+    /// the caller names: those matched by a rule with a per-process limit);
+    /// every other process carries the values of an earlier sample.
+    /// Samplers without a cheaper way take a full sample.
+    fn sample_light(&mut self, watched: &[u32]) -> Result<crate::model::Snapshot, SampleError> {
+        let _ = watched;
+        self.sample()
+    }
 }
 
 /// The native sampler for the OS this binary was built for, with GPU
@@ -235,8 +247,12 @@ impl PressureEvents {
     }
 
     /// Wait for the next notification; never returns if none is registered.
-    /// An error disables the source (the caller logs it once).
-    pub async fn next(&mut self) -> Result<(), String> {
+    /// The level is the least the event stands for, to be reported on the
+    /// sample it wakes (the figures read then may lag it): Linux
+    /// [`psi_trigger::TRIGGER_LEVEL`]; macOS the level the dispatch source
+    /// names (`normal` when pressure went back down). An error disables
+    /// the source (the caller logs it once).
+    pub async fn next(&mut self) -> Result<Option<crate::model::PressureLevel>, String> {
         #[cfg(target_os = "linux")]
         if let Some(t) = self.trigger.as_mut() {
             let result = t.wait().await;
@@ -246,15 +262,16 @@ impl PressureEvents {
                     "PSI trigger stopped working: {e}; polling every tick"
                 ));
             }
-            return Ok(());
+            return Ok(Some(psi_trigger::TRIGGER_LEVEL));
         }
         #[cfg(target_os = "macos")]
         if let Some(source) = self.source.as_ref() {
             let flags = source.wait().await;
-            if let Some(level) = macos::pressure::level_from_dispatch_mask(flags) {
+            let level = macos::pressure::level_from_dispatch_mask(flags);
+            if let Some(level) = level {
                 tracing::debug!("memory-pressure event: {level}");
             }
-            return Ok(());
+            return Ok(level);
         }
         std::future::pending().await
     }

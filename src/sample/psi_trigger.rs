@@ -20,6 +20,17 @@ use tokio::io::unix::AsyncFd;
 /// same share over 2 s for processes without CAP_SYS_RESOURCE.
 pub const TRIGGERS: [&str; 2] = ["some 150000 1000000", "some 300000 2000000"];
 
+/// The pressure level a trigger firing stands for, on the sample it wakes.
+///
+/// Either trigger fires once some task has been stalled on memory for 15 %
+/// of the window, a rate above the `some avg10` warn threshold
+/// ([`crate::sample::procfs::PSI_SOME_WARN`], 10 %). The level a sample
+/// derives from `avg10` lags that: the kernel updates the averages every
+/// 2 s and `avg10` decays over 10 s, so after one second at 15 % it reads
+/// about 1.5 %. Without this, a `pressure = "warn"` rule would be evaluated
+/// on the woken sample as if nothing had happened.
+pub const TRIGGER_LEVEL: crate::model::PressureLevel = crate::model::PressureLevel::Warn;
+
 /// Why no trigger could be registered.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot register a PSI trigger on {path} (tried {tried}): {source}")]

@@ -132,7 +132,19 @@ impl<S: Sampler> Sampler for WithGpu<S> {
     }
 
     fn sample(&mut self) -> Result<Snapshot, SampleError> {
-        let mut snap = self.inner.sample()?;
+        let snap = self.inner.sample()?;
+        Ok(self.join_gpus(snap))
+    }
+
+    fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
+        let snap = self.inner.sample_light(watched)?;
+        Ok(self.join_gpus(snap))
+    }
+}
+
+impl<S: Sampler> WithGpu<S> {
+    /// Poll the GPU collector and join its figures into `snap`.
+    fn join_gpus(&mut self, mut snap: Snapshot) -> Snapshot {
         let started = Instant::now();
         let poll = self.monitor.poll(started);
         for line in &poll.log {
@@ -146,7 +158,7 @@ impl<S: Sampler> Sampler for WithGpu<S> {
         snap.collectors.push(poll.status);
         let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         snap.sample_micros = snap.sample_micros.saturating_add(spent);
-        Ok(snap)
+        snap
     }
 }
 

@@ -42,6 +42,21 @@
 //!   [`VERIFY_PERIOD`] ticks. Kernel threads take part, so a user process
 //!   never hides behind a dead kernel thread's pid.
 //!
+//! # Light ticks
+//!
+//! [`Sampler::sample_light`] lists the processes but skips the `statm` of
+//! every known one: it re-reads `statm` of the [`TOP_EXACT`] largest of the
+//! last full tick, and `statm` plus exact detail of the ML / Python
+//! processes and of the pids the caller watches (those a rule with a
+//! per-process limit matches). A process listed for the first time gets its
+//! first-sight read (so a new notebook kernel is seen at once), one no
+//! longer listed is forgotten, and every other one is reported with the
+//! values read before ([`Detail::Estimated`] unless they were exact). The
+//! round-robin identity check waits for the next full tick, so a pid reused
+//! in between (without a kept `statm` file that would tell) keeps the old
+//! identity until then. The daemon decides which ticks are light
+//! (`daemon::cadence`); the first tick is always full.
+//!
 //! Python processes whose frameworks are imported after start are re-scanned
 //! (`maps`) when they grow by half and by 64 MiB, or every 30 s, until a
 //! framework turns up.
@@ -108,6 +123,8 @@ pub struct LinuxSampler {
     /// How many `statm` files may be kept open, and how many are.
     held_budget: usize,
     held: usize,
+    /// A full tick has listed the processes: light ticks may follow.
+    listed: bool,
 }
 
 /// Hashes a pid with one multiplication (Fibonacci hashing) instead of
@@ -144,6 +161,8 @@ struct Scratch {
     verify: Vec<u32>,
     /// Python processes still waiting for a framework to show up.
     rescan: Vec<u32>,
+    /// The pids a light tick re-reads.
+    light: Vec<u32>,
 }
 
 impl Scratch {
@@ -229,6 +248,7 @@ impl LinuxSampler {
             scratch: Scratch::default(),
             held_budget: default_held_budget(),
             held: 0,
+            listed: false,
         }
     }
 
@@ -313,6 +333,96 @@ impl LinuxSampler {
         self.held = held;
         self.io.reader.trim();
         self.scratch = s;
+    }
+
+    /// A light tick (see the module doc): list the processes, carry the
+    /// known ones and read the new ones in full, re-read `statm` of the
+    /// largest, the interesting and the `watched` ones and exact detail of
+    /// the interesting and watched, and forget what is no longer listed.
+    fn sample_light_processes(&mut self, watched: &[u32], errors: &mut CollectorErrors) {
+        let tick = self.tick;
+        let mut s = std::mem::take(&mut self.scratch);
+        let mut pids = std::mem::take(&mut s.pids);
+        if self.io.reader.list_pids(&mut pids).is_ok() {
+            for &pid in &pids {
+                match self.tracked.get_mut(&pid) {
+                    Some(t) => {
+                        t.seen = tick;
+                        if t.kernel_thread {
+                            errors.kernel_threads += 1;
+                        }
+                    }
+                    None => self.observe(pid, &mut s, errors),
+                }
+            }
+        } else {
+            // Without a listing, carry what the last one had.
+            errors.unreadable += 1;
+            for t in self.tracked.values_mut() {
+                if t.seen == tick.saturating_sub(1) {
+                    t.seen = tick;
+                }
+            }
+        }
+        s.pids = pids;
+        s.light.clear();
+        s.light.extend(s.interesting.iter().copied());
+        s.light.extend(watched.iter().copied());
+        let exact = s.light.len();
+        s.light.extend(s.ranking.iter().map(|r| r.1));
+        let (exact, largest) = s.light.split_at_mut(exact);
+        exact.sort_unstable();
+        largest.sort_unstable();
+        for &pid in largest.iter() {
+            if exact.binary_search(&pid).is_err() {
+                self.reread_statm(pid, errors);
+            }
+        }
+        let mut previous = None;
+        for &pid in exact.iter() {
+            if previous != Some(pid) {
+                self.reread_statm(pid, errors);
+                self.refresh_exact(pid, errors);
+            }
+            previous = Some(pid);
+        }
+
+        let mut held = 0;
+        self.tracked.retain(|_, t| {
+            let keep = t.seen == tick;
+            held += usize::from(keep && t.statm_file.is_some());
+            keep
+        });
+        self.held = held;
+        self.io.reader.trim();
+        self.scratch = s;
+    }
+
+    /// Re-read `statm` of a process carried into this light tick (one
+    /// listed for the first time was just read in full).
+    fn reread_statm(&mut self, pid: u32, errors: &mut CollectorErrors) {
+        let tick = self.tick;
+        let Some(t) = self
+            .tracked
+            .get_mut(&pid)
+            .filter(|t| t.seen == tick && !t.kernel_thread)
+        else {
+            return;
+        };
+        let read = match &t.statm_file {
+            Some(file) => self.io.read_held_statm(file),
+            None => self.io.read_statm(pid).map(|(statm, _)| statm),
+        };
+        match read {
+            Ok(statm) => t.statm = statm,
+            // Gone (or, through a kept file, its pid reused): out of this
+            // snapshot; the next full tick sorts out which.
+            Err(Failure::Vanished) => {
+                t.seen = 0;
+                count(errors, Failure::Vanished);
+            }
+            Err(f) => count(errors, f),
+        }
     }
 
     /// One listed pid: read statm (and everything else if the pid is new),
@@ -531,6 +641,18 @@ impl Sampler for LinuxSampler {
     }
 
     fn sample(&mut self) -> Result<Snapshot, SampleError> {
+        self.take(None)
+    }
+
+    fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
+        self.take(Some(watched))
+    }
+}
+
+impl LinuxSampler {
+    /// One tick: full, or light with the `watched` pids re-read (the first
+    /// tick is full whatever is asked).
+    fn take(&mut self, light: Option<&[u32]>) -> Result<Snapshot, SampleError> {
         let started = Instant::now();
         let taken_at = Timestamp::now();
         self.tick += 1;
@@ -581,7 +703,13 @@ impl Sampler for LinuxSampler {
             );
         }
 
-        self.sample_processes(&mut errors);
+        match light {
+            Some(watched) if self.listed => self.sample_light_processes(watched, &mut errors),
+            _ => {
+                self.sample_processes(&mut errors);
+                self.listed = true;
+            }
+        }
         let processes = self.build_processes();
 
         let system = procfs::system_memory(&meminfo);
@@ -902,6 +1030,150 @@ mod tests {
             frameworks: vec![crate::model::Framework::Cuda],
             ..Workload::default()
         }));
+    }
+
+    /// A `/proc` tree written by hand for the light-tick tests: one
+    /// process per call, with `resident` pages (none shared) in `statm` and
+    /// `anon_kb` of RssAnon in `status`.
+    struct FakeProc(tempfile::TempDir);
+
+    impl FakeProc {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let basic = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc/basic");
+            for f in ["meminfo", "vmstat", "stat"] {
+                std::fs::copy(format!("{basic}/{f}"), dir.path().join(f)).unwrap();
+            }
+            Self(dir)
+        }
+
+        fn process(&self, pid: u32, name: &str, resident: u64, anon_kb: u64) {
+            let d = self.0.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(
+                d.join("stat"),
+                format!("{pid} ({name}) S 1 6438 3887 0 -1 4194304 128 0 0 0 0 0 0 0 20 0 1 0 30134 2990080 402 0\n"),
+            )
+            .unwrap();
+            std::fs::write(d.join("cmdline"), format!("{name}\0run\0")).unwrap();
+            self.memory(pid, resident, anon_kb);
+        }
+
+        fn memory(&self, pid: u32, resident: u64, anon_kb: u64) {
+            let d = self.0.path().join(pid.to_string());
+            std::fs::write(d.join("statm"), format!("900 {resident} 0 5 0 89 0\n")).unwrap();
+            std::fs::write(
+                d.join("status"),
+                format!(
+                    "Name:\tx\nUid:\t0\t0\t0\t0\nVmRSS:\t{anon_kb} kB\nRssAnon:\t{anon_kb} kB\nRssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\n"
+                ),
+            )
+            .unwrap();
+        }
+
+        /// A Python process (read in full every tick) and 40 small `sleep`s,
+        /// pids 1000–1039 with 100 + i pages: the 13 smallest are not among
+        /// the [`TOP_EXACT`] largest.
+        fn busy() -> Self {
+            let tree = Self::new();
+            tree.process(100, "python3", 5000, 20_000);
+            for i in 0..40 {
+                tree.process(1000 + i, "sleep", 100 + u64::from(i), 400);
+            }
+            tree
+        }
+
+        fn sampler(&self) -> LinuxSampler {
+            LinuxSampler::new(self.0.path()).with_passwd("/nonexistent/passwd")
+        }
+    }
+
+    #[test]
+    fn a_light_tick_rereads_the_interesting_the_watched_and_the_largest() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        let page = sampler.io.page_size;
+        sampler.sample().unwrap();
+        tree.memory(100, 6000, 24_000); // Python: interesting
+        tree.memory(1001, 50, 800); // watched by the caller
+        tree.memory(1039, 300, 400); // among the largest
+        let snap = sampler.sample_light(&[1001]).unwrap();
+        let p = |pid| snap.process(pid).unwrap();
+        assert_eq!(
+            (p(100).footprint, p(100).detail),
+            (24_000 << 10, Detail::Exact)
+        );
+        assert_eq!(
+            (p(1001).footprint, p(1001).detail),
+            (800 << 10, Detail::Exact)
+        );
+        assert_eq!(p(1039).footprint, 300 * page);
+        assert_eq!(p(1039).detail, Detail::Estimated);
+    }
+
+    #[test]
+    fn a_light_tick_carries_the_rest_and_the_next_full_tick_reads_them() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        let page = sampler.io.page_size;
+        sampler.sample().unwrap();
+        let second = sampler.sample().unwrap();
+        assert_eq!(second.process(1002).unwrap().footprint, 102 * page);
+        tree.memory(1002, 90, 360);
+        let light = sampler.sample_light(&[]).unwrap();
+        assert_eq!(light.processes.len(), second.processes.len());
+        assert_eq!(light.process(1002).unwrap().footprint, 102 * page);
+        let full = sampler.sample().unwrap();
+        assert_eq!(full.process(1002).unwrap().footprint, 90 * page);
+    }
+
+    #[test]
+    fn a_light_tick_reads_a_new_process_in_full() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        tree.process(2000, "python3", 100, 4000);
+        let light = sampler.sample_light(&[]).unwrap();
+        let p = light.process(2000).expect("listed on a light tick");
+        assert_eq!((p.footprint, p.detail), (4000 << 10, Detail::Exact));
+        // Python: re-read exactly on the light ticks that follow.
+        tree.memory(2000, 200, 8000);
+        let next = sampler.sample_light(&[]).unwrap();
+        assert_eq!(next.process(2000).unwrap().footprint, 8000 << 10);
+    }
+
+    #[test]
+    fn a_process_gone_before_a_light_tick_is_forgotten() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        let before = sampler.tracked_count();
+        std::fs::remove_dir_all(tree.0.path().join("100")).unwrap();
+        std::fs::remove_dir_all(tree.0.path().join("1003")).unwrap();
+        let light = sampler.sample_light(&[]).unwrap();
+        assert!(light.process(100).is_none());
+        assert!(light.process(1003).is_none());
+        assert_eq!(sampler.tracked_count(), before - 2);
+    }
+
+    #[test]
+    fn a_process_that_exits_between_listing_and_reread_is_left_out() {
+        let tree = FakeProc::busy();
+        // Files re-opened each time: a kept fixture file would still read.
+        let mut sampler = tree.sampler().with_held_files(0);
+        sampler.sample().unwrap();
+        // Listed, but its statm is gone by the time it is re-read.
+        std::fs::remove_file(tree.0.path().join("100/statm")).unwrap();
+        let light = sampler.sample_light(&[]).unwrap();
+        assert!(light.process(100).is_none());
+        assert!(light.errors.vanished >= 1);
+    }
+
+    #[test]
+    fn the_first_tick_is_full_even_when_light_is_asked() {
+        let tree = FakeProc::busy();
+        let snap = tree.sampler().sample_light(&[]).unwrap();
+        assert_eq!(snap.processes.len(), 41);
     }
 
     #[test]

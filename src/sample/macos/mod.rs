@@ -18,7 +18,8 @@
 //! The FFI layers (`ffi_mach`, `ffi_proc`, `ffi_acl`, `iokit`, `pressure_source`) hold
 //! all of the `unsafe`, each block with its `// SAFETY:` reasoning, and hand
 //! plain values to the pure functions. [`MacSampler`] ties them together;
-//! [`doctor`] checks each collector once for `headroom doctor`.
+//! `probe::MacProbe` reads the machine-wide figures alone for the daemon's
+//! system probe; [`doctor`] checks each collector once for `headroom doctor`.
 
 pub mod acl;
 pub mod gpu_stats;
@@ -40,6 +41,8 @@ pub(crate) mod ffi_proc;
 pub(crate) mod iokit;
 #[cfg(target_os = "macos")]
 pub mod pressure_source;
+#[cfg(target_os = "macos")]
+pub mod probe;
 #[cfg(target_os = "macos")]
 mod sampler;
 

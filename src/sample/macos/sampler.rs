@@ -317,7 +317,7 @@ impl MacSampler {
 
 /// The pressure level: the kernel's, or (if its sysctl cannot be read)
 /// derived from the share available, as the sysinfo fallback does.
-fn pressure_level(raw: Option<i64>, memory: &SystemMemory) -> PressureLevel {
+pub(super) fn pressure_level(raw: Option<i64>, memory: &SystemMemory) -> PressureLevel {
     if let Some(level) = raw.and_then(pressure::level_from_sysctl) {
         return level;
     }

@@ -1,0 +1,746 @@
+//! How fast a machine-wide rule reacts, against earlyoom on the same
+//! machine in the same run.
+//!
+//! **Memory.** A `headroom-hog` (named `bench-hog`) grows as fast as the
+//! machine lets it (`HEADROOM_BENCH_RATE`, default `max`). The threshold is
+//! what is available when the run starts less `HEADROOM_BENCH_MARGIN_MIB`
+//! (default 3072): earlyoom runs with `-M <threshold KiB> -s 100 --prefer
+//! '^bench-hog$' -r 0` (act on memory alone, prefer the hog); headroom with
+//! the embedded default `[daemon]` (1 s interval) and one rule:
+//! `available_below = "<threshold>"`, `select = "largest"` among processes
+//! named `bench-hog`, action SIGTERM. Both send SIGTERM, on which the hog
+//! reports what it had allocated and exits. A monitor thread reads
+//! `/proc/meminfo` and the hog's `statm` every millisecond; the crossing is
+//! the first reading below the threshold. Reported per run: the time from
+//! the crossing to the hog's signal line, and the hog's growth in that time
+//! (what it reported at the signal less its anonymous memory at the
+//! crossing). Contenders alternate; `HEADROOM_BENCH_RUNS` runs each
+//! (default 3).
+//!
+//! **Swap.** Only with swap and `HEADROOM_BENCH_SWAP=1` (it pushes memory
+//! into swap): threshold = swap used now + 256 MiB; earlyoom `-m 100 -S
+//! <free KiB>`, headroom `swap_used_above`.
+//!
+//! **PSI.** headroom alone (earlyoom 1.7 reads no pressure): four Python
+//! processes named `bench-thrash` read random pages of a 512 MiB file in a
+//! memory cgroup (v1 `memory.limit_in_bytes` or v2 `memory.max`) of 96 MiB,
+//! stalling on refaults and reclaim; the rule is `pressure = "warn"`. Reported: the time from the
+//! moment the kernel's trigger condition was met (stall in the trailing
+//! trigger window reached 15 %, from `/proc/pressure/memory` totals read
+//! every millisecond) to the signal. Needs a writable memory cgroup; skipped
+//! (with the reason) otherwise.
+//!
+//! Run: `scripts/bench-earlyoom.sh` (installs earlyoom) or `cargo bench
+//! --bench system_reaction`; `EARLYOOM` names the earlyoom binary (default:
+//! found on PATH; without it only headroom runs); `HEADROOM_BENCH_ONLY` =
+//! `memory`, `swap` or `psi` runs one scenario.
+
+mod common;
+
+#[cfg(target_os = "linux")]
+fn main() {
+    linux::main();
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!("system_reaction compares with earlyoom on Linux; nothing to do on this OS");
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use crate::common::{env_usize, median};
+    use std::fs::File;
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::fs::FileExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::mpsc::{Receiver, channel};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
+    const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
+    const MIB: u64 = 1 << 20;
+
+    /// A child whose output lines arrive, with the time each was read.
+    struct Proc {
+        child: Child,
+        lines: Receiver<(Instant, String)>,
+    }
+
+    impl Proc {
+        /// Spawn `cmd` as the leader of a process group of its own, which
+        /// is killed as a whole when dropped (children included).
+        fn spawn(mut cmd: Command) -> Proc {
+            use std::os::unix::process::CommandExt;
+            let mut child = cmd
+                .process_group(0)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+            let (tx, lines) = channel();
+            for stream in [
+                child
+                    .stdout
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
+                child
+                    .stderr
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                        if tx.send((Instant::now(), line)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            Proc { child, lines }
+        }
+
+        fn wait_for(&self, needle: &str, within: Duration) -> Option<(Instant, String)> {
+            let deadline = Instant::now() + within;
+            while Instant::now() < deadline {
+                if let Ok((at, line)) = self.lines.recv_timeout(Duration::from_millis(20))
+                    && line.contains(needle)
+                {
+                    return Some((at, line));
+                }
+            }
+            None
+        }
+    }
+
+    impl Drop for Proc {
+        fn drop(&mut self) {
+            if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+                // SAFETY: kill has no memory-safety preconditions; the group
+                // is the one this bench created for the child, which is not
+                // reaped yet.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+            let _ = self.child.wait();
+        }
+    }
+
+    /// `key:  N kB` of `/proc/meminfo`, bytes.
+    fn meminfo(text: &str, key: &str) -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    }
+
+    fn read_meminfo() -> String {
+        std::fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo")
+    }
+
+    /// `some total=` of `/proc/pressure/memory`, microseconds.
+    fn psi_some_total(text: &str) -> Option<u64> {
+        text.lines()
+            .find(|l| l.starts_with("some "))?
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("total="))?
+            .parse()
+            .ok()
+    }
+
+    /// One reading of the monitor.
+    #[derive(Clone, Copy)]
+    struct Point {
+        at: Instant,
+        available: u64,
+        swap_used: u64,
+        psi_total: Option<u64>,
+        /// Anonymous resident memory of the watched process, bytes.
+        anon: Option<u64>,
+    }
+
+    /// Reads the machine's figures (and a process's `statm`) every
+    /// millisecond until stopped.
+    struct Monitor {
+        stop: Arc<AtomicBool>,
+        pid: Arc<AtomicU32>,
+        points: Arc<Mutex<Vec<Point>>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Monitor {
+        fn start() -> Monitor {
+            let stop = Arc::new(AtomicBool::new(false));
+            let pid = Arc::new(AtomicU32::new(0));
+            let points = Arc::new(Mutex::new(Vec::with_capacity(64 * 1024)));
+            let (s, p, pts) = (Arc::clone(&stop), Arc::clone(&pid), Arc::clone(&points));
+            let thread = std::thread::spawn(move || {
+                let page = 4096;
+                let kept = File::open("/proc/meminfo").expect("open meminfo");
+                let psi = File::open("/proc/pressure/memory").ok();
+                let mut buf = vec![0u8; 8192];
+                let mut statm: Option<(u32, File)> = None;
+                while !s.load(Ordering::Relaxed) {
+                    let at = Instant::now();
+                    let n = kept.read_at(&mut buf, 0).unwrap_or(0);
+                    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let available = meminfo(&text, "MemAvailable:");
+                    let swap_used =
+                        meminfo(&text, "SwapTotal:").saturating_sub(meminfo(&text, "SwapFree:"));
+                    let psi_total = psi.as_ref().and_then(|f| {
+                        let n = f.read_at(&mut buf, 0).ok()?;
+                        psi_some_total(&String::from_utf8_lossy(&buf[..n]))
+                    });
+                    let want = p.load(Ordering::Relaxed);
+                    if want != 0 && statm.as_ref().is_none_or(|(pid, _)| *pid != want) {
+                        statm = File::open(format!("/proc/{want}/statm"))
+                            .ok()
+                            .map(|f| (want, f));
+                    }
+                    let anon = statm.as_ref().and_then(|(_, f)| {
+                        let n = f.read_at(&mut buf, 0).ok()?;
+                        let text = String::from_utf8_lossy(&buf[..n]);
+                        let mut w = text.split_whitespace().skip(1);
+                        let resident: u64 = w.next()?.parse().ok()?;
+                        let shared: u64 = w.next()?.parse().ok()?;
+                        Some(resident.saturating_sub(shared) * page)
+                    });
+                    if let Ok(mut v) = pts.lock() {
+                        v.push(Point {
+                            at,
+                            available,
+                            swap_used,
+                            psi_total,
+                            anon,
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            Monitor {
+                stop,
+                pid,
+                points,
+                thread: Some(thread),
+            }
+        }
+
+        fn watch(&self, pid: u32) {
+            self.pid.store(pid, Ordering::Relaxed);
+        }
+
+        fn finish(mut self) -> Vec<Point> {
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+            self.points.lock().map(|v| v.clone()).unwrap_or_default()
+        }
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Who {
+        Earlyoom,
+        Headroom,
+    }
+
+    impl Who {
+        fn name(self) -> &'static str {
+            match self {
+                Who::Earlyoom => "earlyoom",
+                Who::Headroom => "headroom",
+            }
+        }
+    }
+
+    /// What one run measured.
+    struct Outcome {
+        /// Crossing to signal, ms.
+        lag_ms: f64,
+        /// Growth in that time, MiB.
+        growth_mib: f64,
+        /// The hog's average rate, MiB/s.
+        rate: f64,
+    }
+
+    /// The condition a run crosses.
+    #[derive(Clone, Copy)]
+    enum Threshold {
+        AvailableBelow(u64),
+        SwapUsedAbove(u64),
+    }
+
+    impl Threshold {
+        fn crossed(self, p: &Point) -> bool {
+            match self {
+                Threshold::AvailableBelow(t) => p.available < t,
+                Threshold::SwapUsedAbove(t) => p.swap_used > t,
+            }
+        }
+    }
+
+    fn start_contender(who: Who, th: Threshold, dir: &Path, earlyoom: &Path) -> Option<Proc> {
+        match who {
+            Who::Earlyoom => {
+                let mut cmd = Command::new(earlyoom);
+                match th {
+                    Threshold::AvailableBelow(t) => {
+                        cmd.args(["-M", &(t / 1024).to_string(), "-s", "100"]);
+                    }
+                    Threshold::SwapUsedAbove(t) => {
+                        let m = read_meminfo();
+                        let free_at = meminfo(&m, "SwapTotal:").saturating_sub(t);
+                        cmd.args(["-m", "100", "-S", &(free_at / 1024).to_string()]);
+                    }
+                }
+                cmd.args(["--prefer", "^bench-hog$", "-r", "0"]);
+                let p = Proc::spawn(cmd);
+                p.wait_for("sending SIGTERM", Duration::from_secs(10))?;
+                Some(p)
+            }
+            Who::Headroom => {
+                let when = match th {
+                    Threshold::AvailableBelow(t) => {
+                        format!("available_below = \"{}KiB\"", t / 1024)
+                    }
+                    Threshold::SwapUsedAbove(t) => format!("swap_used_above = \"{}KiB\"", t / 1024),
+                };
+                start_headroom(dir, "name = \"^bench-hog$\"", &when)
+            }
+        }
+    }
+
+    /// headroom on the default `[daemon]` with one rule on the processes
+    /// `matcher` (a `[rule.match]` line) selects, gated by `when`.
+    fn start_headroom(dir: &Path, matcher: &str, when: &str) -> Option<Proc> {
+        let cfg = dir.join("headroom.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "[daemon]\njournal = \"{}\"\n\n[[rule]]\nname = \"bench\"\nselect = \"largest\"\n\
+                 root = true\nother_users = true\ncooldown = \"1s\"\nactions = [{{ signal = \"SIGTERM\" }}]\n\
+                 [rule.match]\n{matcher}\n[rule.when]\n{when}\n",
+                dir.join("journal.jsonl").display()
+            ),
+        )
+        .ok()?;
+        let mut cmd = Command::new(HEADROOM);
+        cmd.args(["run", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&cfg)
+            .env("HEADROOM_LOG", "info");
+        let p = Proc::spawn(cmd);
+        p.wait_for("first sample:", Duration::from_secs(20))?;
+        Some(p)
+    }
+
+    fn hog_run(
+        who: Who,
+        th: Threshold,
+        dir: &Path,
+        earlyoom: &Path,
+        rate: &str,
+        max: u64,
+    ) -> Option<Outcome> {
+        let contender = start_contender(who, th, dir, earlyoom)?;
+        std::thread::sleep(Duration::from_secs(2));
+        let monitor = Monitor::start();
+        let link = dir.join("bench-hog");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(HOG, &link).ok()?;
+        let mut cmd = Command::new(&link);
+        cmd.args([
+            "--rate",
+            rate,
+            "--max",
+            &format!("{}MiB", max / MIB),
+            "--exit-on",
+            "TERM",
+        ]);
+        let hog = Proc::spawn(cmd);
+        let (_, ready) = hog.wait_for("ready pid=", Duration::from_secs(10))?;
+        let pid: u32 = ready.trim().strip_prefix("ready pid=")?.parse().ok()?;
+        monitor.watch(pid);
+        let signal = hog.wait_for("signal SIGTERM", Duration::from_secs(60));
+        let points = monitor.finish();
+        drop(hog);
+        drop(contender);
+        let (t_sig, line) = signal?;
+        // signal SIGTERM footprint=N at_ms=M
+        let mut f = line.split_whitespace().skip(2);
+        let allocated: u64 = f.next()?.strip_prefix("footprint=")?.parse().ok()?;
+        let at_ms: f64 = f.next()?.strip_prefix("at_ms=")?.parse().ok()?;
+        let cross = points.iter().find(|p| th.crossed(p))?;
+        // The hog's anonymous memory (statm, read by the monitor) at the
+        // crossing and at the last reading before the signal arrived: one
+        // measure for both ends (the hog's own count of what it allocated
+        // leaves out the allocator's page per block).
+        let anon_before = |t: Instant| {
+            points
+                .iter()
+                .filter(|p| p.at <= t)
+                .filter_map(|p| p.anon)
+                .next_back()
+        };
+        let at_cross = anon_before(cross.at).unwrap_or(0);
+        let at_signal = anon_before(t_sig)?;
+        Some(Outcome {
+            lag_ms: signed_ms(cross.at, t_sig),
+            growth_mib: (at_signal as f64 - at_cross as f64) / MIB as f64,
+            rate: allocated as f64 / MIB as f64 / (at_ms / 1000.0),
+        })
+    }
+
+    /// `to − from` in milliseconds, negative if `to` came first.
+    fn signed_ms(from: Instant, to: Instant) -> f64 {
+        if to >= from {
+            to.duration_since(from).as_secs_f64() * 1000.0
+        } else {
+            -(from.duration_since(to).as_secs_f64() * 1000.0)
+        }
+    }
+
+    fn settle(available_before: u64) {
+        // Let the memory of the last run come back before the next one.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let now = meminfo(&read_meminfo(), "MemAvailable:");
+            if now + 256 * MIB >= available_before {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+
+    fn table(
+        title: &str,
+        runs: usize,
+        contenders: &[Who],
+        mut run: impl FnMut(Who) -> Option<Outcome>,
+    ) {
+        println!("{title}");
+        println!();
+        println!(
+            "| run | contender | hog MiB/s | ms crossing → signal | MiB grown past the threshold |"
+        );
+        println!("|---|---|---|---|---|");
+        let mut lag: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+        let mut growth: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+        for i in 0..runs {
+            for (k, who) in contenders.iter().enumerate() {
+                match run(*who) {
+                    Some(o) => {
+                        println!(
+                            "| {i} | {} | {:.0} | {:.0} | {:.0} |",
+                            who.name(),
+                            o.rate,
+                            o.lag_ms,
+                            o.growth_mib
+                        );
+                        lag[k].push(o.lag_ms);
+                        growth[k].push(o.growth_mib);
+                    }
+                    None => println!("| {i} | {} | run failed (no signal) | | |", who.name()),
+                }
+            }
+        }
+        println!();
+        for (k, who) in contenders.iter().enumerate() {
+            println!(
+                "{}: median {:.0} ms, {:.0} MiB past the threshold",
+                who.name(),
+                median(&lag[k]),
+                median(&growth[k])
+            );
+        }
+        println!();
+    }
+
+    /// A memory cgroup of `limit` bytes this process may create, and the
+    /// file to write a pid into to move it there.
+    struct Cgroup {
+        dir: PathBuf,
+    }
+
+    impl Cgroup {
+        fn create(limit: u64) -> Result<Cgroup, String> {
+            let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+            // cgroup v1 memory controller, else the v2 unified hierarchy.
+            let (dir, limit_file) = if let Some(path) = own
+                .lines()
+                .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string()))
+            {
+                (
+                    PathBuf::from(format!("/sys/fs/cgroup/memory{path}")),
+                    "memory.limit_in_bytes",
+                )
+            } else if let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) {
+                (PathBuf::from(format!("/sys/fs/cgroup{path}")), "memory.max")
+            } else {
+                return Err("no memory cgroup in /proc/self/cgroup".into());
+            };
+            let dir = dir.join(format!("headroom-bench-{}", std::process::id()));
+            std::fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+            std::fs::write(dir.join(limit_file), limit.to_string())
+                .map_err(|e| format!("{limit_file}: {e}"))?;
+            Ok(Cgroup { dir })
+        }
+
+        fn procs(&self) -> PathBuf {
+            self.dir.join("cgroup.procs")
+        }
+    }
+
+    impl Drop for Cgroup {
+        fn drop(&mut self) {
+            for _ in 0..50 {
+                if std::fs::remove_dir(&self.dir).is_ok() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// The thrasher: `bench-thrash` (argv[0]) and three forked copies
+    /// re-read random pages of a file mapped into memory, in a memory cgroup
+    /// too small for it, so they wait on refaults and reclaim. SIGTERM
+    /// prints `signal SIGTERM` and exits; the copies die with the parent.
+    const THRASH: &str = r#"
+import ctypes, mmap, os, random, signal, sys
+procs, path = sys.argv[1], sys.argv[2]
+with open(procs, "w") as f:
+    f.write(str(os.getpid()))
+def stop(*_):
+    print("signal SIGTERM", flush=True)
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+for _ in range(3):
+    if os.fork() == 0:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        break
+f = open(path, "rb")
+os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+n = len(m) // 4096
+print("ready", flush=True)
+s = 0
+while True:
+    s += m[random.randrange(n) * 4096]
+"#;
+
+    /// headroom's reaction to memory stalls in a small cgroup.
+    fn psi_run(dir: &Path) -> Result<(f64, f64, String), String> {
+        if !Path::new("/proc/pressure/memory").exists() {
+            return Err("this kernel has no /proc/pressure/memory".into());
+        }
+        let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join("python3"))
+            .find(|p| p.is_file())
+            .ok_or("python3 is not installed (the thrasher is a Python script)")?;
+        let cg = Cgroup::create(96 * MIB)?;
+        let file = dir.join("thrash.bin");
+        if !file.exists() {
+            let status = Command::new("dd")
+                .args(["if=/dev/urandom", "bs=1M", "count=512", "status=none"])
+                .arg(format!("of={}", file.display()))
+                .status()
+                .map_err(|e| e.to_string())?;
+            if !status.success() {
+                return Err("cannot write the file to thrash".into());
+            }
+        }
+        let d = start_headroom(dir, "argv = \"^bench-thrash \"", "pressure = \"warn\"")
+            .ok_or("headroom did not start")?;
+        std::thread::sleep(Duration::from_secs(3));
+        let monitor = Monitor::start();
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg("exec -a bench-thrash \"$0\" -c \"$1\" \"$2\" \"$3\"")
+            .arg(&python)
+            .arg(THRASH)
+            .arg(cg.procs())
+            .arg(&file);
+        let thrash = Proc::spawn(cmd);
+        thrash
+            .wait_for("ready", Duration::from_secs(10))
+            .ok_or("the thrasher did not start")?;
+        let signal = thrash.wait_for("signal SIGTERM", Duration::from_secs(60));
+        let points = monitor.finish();
+        drop(thrash);
+        let log: Vec<String> = d.lines.try_iter().map(|(_, l)| l).collect();
+        drop(d);
+        let (t_sig, _) = signal.ok_or("no signal within 60 s")?;
+        let window = if log.iter().any(|l| l.contains("some 150000 1000000")) {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(2)
+        };
+        // The first moment the stall over the trailing window reached 15 %.
+        let need = window.as_micros() as u64 * 15 / 100;
+        let with_psi: Vec<(Instant, u64)> = points
+            .iter()
+            .filter_map(|p| p.psi_total.map(|t| (p.at, t)))
+            .collect();
+        let first_stall = with_psi
+            .windows(2)
+            .find(|w| w[1].1 > w[0].1)
+            .map(|w| w[1].0)
+            .ok_or("no memory stall seen")?;
+        let met = with_psi
+            .iter()
+            .find(|(at, total)| {
+                with_psi
+                    .iter()
+                    .find(|(t0, _)| at.saturating_duration_since(*t0) <= window)
+                    .is_some_and(|(_, base)| total.saturating_sub(*base) >= need)
+            })
+            .map(|(at, _)| *at)
+            .ok_or("the trigger condition was never met")?;
+        let woke = log
+            .iter()
+            .any(|l| l.contains("memory pressure event from the kernel"));
+        Ok((
+            signed_ms(met, t_sig),
+            signed_ms(first_stall, t_sig),
+            format!(
+                "trigger window {} s{}",
+                window.as_secs(),
+                if woke {
+                    ", woken by the trigger"
+                } else {
+                    ", not woken by the trigger"
+                }
+            ),
+        ))
+    }
+
+    pub fn main() {
+        if !std::env::args().any(|a| a == "--bench") {
+            println!("system_reaction: run with `cargo bench --bench system_reaction`");
+            return;
+        }
+        let runs = env_usize("HEADROOM_BENCH_RUNS", 3).max(1);
+        let margin = env_usize("HEADROOM_BENCH_MARGIN_MIB", 3072) as u64 * MIB;
+        let rate = std::env::var("HEADROOM_BENCH_RATE").unwrap_or_else(|_| "max".into());
+        let earlyoom = std::env::var_os("EARLYOOM").map(PathBuf::from).or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join("earlyoom"))
+                .find(|p| p.is_file())
+        });
+        let mut contenders = vec![Who::Headroom];
+        match &earlyoom {
+            Some(e) => {
+                let v = Command::new(e).arg("-v").output().ok();
+                let v = v.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+                println!("earlyoom: {} ({})", e.display(), v.unwrap_or_default());
+                contenders.insert(0, Who::Earlyoom);
+            }
+            None => println!(
+                "earlyoom: not installed (scripts/bench-earlyoom.sh installs it); headroom alone"
+            ),
+        }
+        let earlyoom = earlyoom.unwrap_or_default();
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+
+        let m = read_meminfo();
+        println!(
+            "machine: {} MiB of memory, {} MiB available, {} MiB of swap; hog rate {rate}",
+            meminfo(&m, "MemTotal:") / MIB,
+            meminfo(&m, "MemAvailable:") / MIB,
+            meminfo(&m, "SwapTotal:") / MIB
+        );
+        println!();
+
+        let only = std::env::var("HEADROOM_BENCH_ONLY").ok();
+        let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+        if wanted("memory") {
+            table(
+                &format!(
+                    "Memory: available below (available at the start − {} MiB)",
+                    margin / MIB
+                ),
+                runs,
+                &contenders,
+                |who| {
+                    let available = meminfo(&read_meminfo(), "MemAvailable:");
+                    let th = Threshold::AvailableBelow(available.saturating_sub(margin));
+                    let out = hog_run(who, th, dir.path(), &earlyoom, &rate, margin + 1536 * MIB);
+                    settle(available);
+                    out
+                },
+            );
+        }
+
+        let swap_total = meminfo(&m, "SwapTotal:");
+        if !wanted("swap") {
+        } else if swap_total == 0 {
+            println!("Swap: this machine has no swap; the swap scenario was not run.");
+            println!();
+        } else if std::env::var("HEADROOM_BENCH_SWAP").as_deref() != Ok("1") {
+            println!("Swap: not run (it pushes memory into swap; set HEADROOM_BENCH_SWAP=1).");
+            println!();
+        } else {
+            table(
+                "Swap: swap used above (used at the start + 256 MiB)",
+                runs,
+                &contenders,
+                |who| {
+                    let m = read_meminfo();
+                    let available = meminfo(&m, "MemAvailable:");
+                    let used = meminfo(&m, "SwapTotal:").saturating_sub(meminfo(&m, "SwapFree:"));
+                    let th = Threshold::SwapUsedAbove(used + 256 * MIB);
+                    let out = hog_run(
+                        who,
+                        th,
+                        dir.path(),
+                        &earlyoom,
+                        &rate,
+                        available + 1024 * MIB,
+                    );
+                    settle(available);
+                    out
+                },
+            );
+        }
+
+        if !wanted("psi") {
+            return;
+        }
+        println!(
+            "PSI: pressure = \"warn\", processes thrashing a 96 MiB memory cgroup (headroom only)"
+        );
+        println!();
+        println!("| run | ms trigger condition met → signal | ms first stall → signal | note |");
+        println!("|---|---|---|---|");
+        let mut met = Vec::new();
+        for i in 0..runs {
+            match psi_run(dir.path()) {
+                Ok((from_met, from_stall, note)) => {
+                    println!("| {i} | {from_met:.0} | {from_stall:.0} | {note} |");
+                    met.push(from_met);
+                }
+                Err(why) => {
+                    println!("| {i} | not run: {why} | | |");
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        if !met.is_empty() {
+            println!();
+            println!(
+                "headroom: median {:.0} ms from the trigger condition to the signal",
+                median(&met)
+            );
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Machine-wide rules and light ticks end to end: the real daemon with its
+//! system probe, real `headroom-hog` processes that really allocate memory,
+//! and the signals they receive.
+#![cfg(target_os = "linux")]
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use support::hog::{Running, Sandbox, parse_signal_line};
+
+const MIB: u64 = 1 << 20;
+
+/// `MemAvailable` now, bytes.
+fn available_now() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo");
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .expect("MemAvailable in /proc/meminfo")
+        * 1024
+}
+
+/// A config at the daemon's default 1 s interval (so the probe, not the
+/// tick, does the fast looking), journaling into the sandbox.
+fn config(sb: &Sandbox, rules: &str) -> std::path::PathBuf {
+    let path = sb.path("headroom.toml");
+    let text = format!(
+        "[daemon]\ninterval = \"1s\"\nfast_interval = \"250ms\"\njournal = \"{}\"\n\n{rules}",
+        sb.path("journal.jsonl").display()
+    );
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn start(cfg: &Path) -> Running {
+    let mut d = Running::daemon(&["run", "--config", cfg.to_str().expect("utf-8")]);
+    d.expect_line("first sample:");
+    d
+}
+
+/// Send `signal` to `pid` (the tests' own children).
+fn kill(pid: u32, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).expect("pid");
+    // SAFETY: kill has no memory-safety preconditions; the pid is a child
+    // this test started and has not reaped.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(rc, 0, "kill({pid}, {signal})");
+}
+
+#[test]
+fn an_available_below_rule_signals_the_hog_when_memory_runs_low() {
+    let sb = Sandbox::new("available");
+    // 512 MiB below what is available now: the hog's growth crosses it.
+    let threshold = available_now().saturating_sub(512 * MIB) / MIB;
+    let cfg = config(
+        &sb,
+        &format!(
+            "[[rule]]\nname = \"low-memory\"\nselect = \"largest\"\nroot = true\nother_users = true\n\
+             actions = [{{ signal = \"SIGINT\" }}]\n[rule.match]\nargv = \"{}\"\n\
+             [rule.when]\navailable_below = \"{threshold}MiB\"\n",
+            sb.hog_pattern()
+        ),
+    );
+    let mut d = start(&cfg);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "256MiB/s", "--max", "2GiB", "--catch", "INT"],
+    );
+    let line = hog.expect_line("signal SIGINT");
+    let (_, footprint, _) = parse_signal_line(&line).expect("a signal line");
+    // What the hog had allocated when the signal came: the figure reported.
+    assert!(footprint > 0, "{line}");
+    assert!(
+        footprint < 2 << 30,
+        "signalled only once fully grown: {line}"
+    );
+    let crossed = d.expect_line("crossed its limit");
+    assert!(crossed.contains("available"), "{crossed}");
+    std::thread::sleep(Duration::from_millis(300));
+    let events = sb.journal();
+    let action = events
+        .iter()
+        .find(|e| e["event"] == "action")
+        .expect("an action event");
+    assert_eq!(action["action"], "SIGINT");
+    assert_eq!(action["process"]["pid"], hog.pid());
+}
+
+#[test]
+fn a_light_tick_catches_a_rule_matched_process_crossing_its_footprint_limit() {
+    let sb = Sandbox::new("light");
+    // More processes larger than the hog than a light tick re-reads for
+    // being large, so only being matched by the rule keeps it fresh.
+    let decoy = sb.path("decoy");
+    std::os::unix::fs::symlink(support::hog::HOG, &decoy).expect("link the decoy");
+    let mut decoys: Vec<Running> = (0..=headroom::sample::linux::TOP_EXACT)
+        .map(|_| Running::hog(&decoy, &["--rate", "max", "--max", "8MiB"]))
+        .collect();
+    for d in &mut decoys {
+        d.expect_line("holding");
+    }
+    // The hog is listed small by the first (full) tick, held still.
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--rate", "8MiB/s", "--max", "256MiB", "--catch", "INT"],
+    );
+    hog.expect_line("ready pid=");
+    kill(hog.pid(), libc::SIGSTOP);
+    let cfg = config(
+        &sb,
+        &format!(
+            "[[rule]]\nname = \"hog\"\nfootprint = \"16MiB\"\nroot = true\nother_users = true\n\
+             actions = [{{ signal = \"SIGINT\" }}]\n[rule.match]\nargv = \"{}\"\n",
+            sb.hog_pattern()
+        ),
+    );
+    let mut d = start(&cfg);
+    // It grows past its limit within the light ticks before the next full
+    // one (every 5 s).
+    kill(hog.pid(), libc::SIGCONT);
+    let line = hog.expect_line("signal SIGINT");
+    let (_, footprint, _) = parse_signal_line(&line).expect("a signal line");
+    assert!(footprint > 0, "{line}");
+    let crossed = d.expect_line("crossed its limit");
+    assert!(crossed.contains(&format!("pid {}", hog.pid())), "{crossed}");
+    let at = d.seen.len() - 1;
+    let sample = d.seen[..at]
+        .iter()
+        .rev()
+        .find(|l| l.contains("sample:"))
+        .expect("the sample before the crossing");
+    assert!(
+        sample.ends_with(", light"),
+        "the crossing was seen on a light tick: {sample}"
+    );
+}
