@@ -322,11 +322,13 @@ fn rss_bytes(pid: u32) -> u64 {
         * 1024
 }
 
-/// One `sample: …, N µs` debug line of the daemon's JSON log: when the
-/// sample started, and how long it took.
+/// One `sample: …, N µs` (or `…, N µs, light`) debug line of the daemon's
+/// JSON log: when the sample started, and how long it took.
 fn sample_line(line: &str) -> Option<(SystemTime, Duration)> {
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
     let message = v["message"].as_str()?;
+    // A light tick (the process table carried over) ends in ", light".
+    let message = message.strip_suffix(", light").unwrap_or(message);
     let micros = message
         .strip_prefix("sample: ")?
         .strip_suffix(" µs")?
