@@ -44,13 +44,16 @@
 //!
 //! # Light ticks
 //!
-//! [`Sampler::sample_light`] lists the processes but skips the `statm` of
-//! every known one: it re-reads `statm` of the [`TOP_EXACT`] largest of the
+//! [`Sampler::sample_light`] lists the processes (unless no pid was handed
+//! out since the last listing: the last field of `/proc/loadavg`, a few
+//! bytes, tells; listing 1000 processes costs the kernel more than the rest
+//! of a light tick) but skips the `statm` of every known one: it re-reads `statm` of the [`TOP_EXACT`] largest of the
 //! last full tick, and `statm` plus exact detail of the ML / Python
 //! processes and of the pids the caller watches (those a rule with a
 //! per-process limit matches). A process listed for the first time gets its
 //! first-sight read (so a new notebook kernel is seen at once), one no
-//! longer listed is forgotten, and every other one is reported with the
+//! longer listed is forgotten (one that exits while no pid is handed out is
+//! dropped at the next full tick), and every other one is reported with the
 //! values read before ([`Detail::Estimated`] unless they were exact). The
 //! round-robin identity check waits for the next full tick, so a pid reused
 //! in between (without a kept `statm` file that would tell) keeps the old
@@ -125,6 +128,9 @@ pub struct LinuxSampler {
     held: usize,
     /// A full tick has listed the processes: light ticks may follow.
     listed: bool,
+    /// The last pid handed out (`/proc/loadavg`) when the processes were
+    /// last listed.
+    last_pid: Option<u32>,
 }
 
 /// Hashes a pid with one multiplication (Fibonacci hashing) instead of
@@ -249,6 +255,7 @@ impl LinuxSampler {
             held_budget: default_held_budget(),
             held: 0,
             listed: false,
+            last_pid: None,
         }
     }
 
@@ -274,8 +281,10 @@ impl LinuxSampler {
 
     fn sample_processes(&mut self, errors: &mut CollectorErrors) {
         let tick = self.tick;
+        self.last_pid = self.read_last_pid();
         let mut s = std::mem::take(&mut self.scratch);
         if self.io.reader.list_pids(&mut s.pids).is_err() {
+            self.last_pid = None;
             errors.unreadable += 1;
         }
         s.ranking.clear();
@@ -343,7 +352,12 @@ impl LinuxSampler {
         let tick = self.tick;
         let mut s = std::mem::take(&mut self.scratch);
         let mut pids = std::mem::take(&mut s.pids);
-        if self.io.reader.list_pids(&mut pids).is_ok() {
+        let last_pid = self.read_last_pid();
+        // No pid handed out since the last listing: no process was created.
+        let unchanged = last_pid.is_some() && last_pid == self.last_pid;
+        let listed = !unchanged && self.io.reader.list_pids(&mut pids).is_ok();
+        if listed {
+            self.last_pid = last_pid;
             for &pid in &pids {
                 match self.tracked.get_mut(&pid) {
                     Some(t) => {
@@ -356,11 +370,17 @@ impl LinuxSampler {
                 }
             }
         } else {
-            // Without a listing, carry what the last one had.
-            errors.unreadable += 1;
+            if !unchanged {
+                errors.unreadable += 1;
+                self.last_pid = None;
+            }
+            // Carry what the last listing had.
             for t in self.tracked.values_mut() {
                 if t.seen == tick.saturating_sub(1) {
                     t.seen = tick;
+                    if t.kernel_thread {
+                        errors.kernel_threads += 1;
+                    }
                 }
             }
         }
@@ -396,6 +416,15 @@ impl LinuxSampler {
         self.held = held;
         self.io.reader.trim();
         self.scratch = s;
+    }
+
+    /// The last pid handed out, from `/proc/loadavg`; `None` if unreadable.
+    fn read_last_pid(&mut self) -> Option<u32> {
+        self.io
+            .reader
+            .read_root("loadavg")
+            .ok()
+            .and_then(procfs::parse_last_pid)
     }
 
     /// Re-read `statm` of a process carried into this light tick (one
@@ -1140,6 +1169,21 @@ mod tests {
         tree.memory(2000, 200, 8000);
         let next = sampler.sample_light(&[]).unwrap();
         assert_eq!(next.process(2000).unwrap().footprint, 8000 << 10);
+    }
+
+    #[test]
+    fn a_light_tick_lists_only_when_a_pid_was_handed_out() {
+        let tree = FakeProc::busy();
+        let loadavg = tree.0.path().join("loadavg");
+        std::fs::write(&loadavg, "0.00 0.00 0.00 1/41 1039\n").unwrap();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        // A process appears, but the last pid says none was created: a
+        // fixture cannot fork, the kernel's figure would have moved.
+        tree.process(2000, "sleep", 100, 400);
+        assert!(sampler.sample_light(&[]).unwrap().process(2000).is_none());
+        std::fs::write(&loadavg, "0.00 0.00 0.00 1/42 2000\n").unwrap();
+        assert!(sampler.sample_light(&[]).unwrap().process(2000).is_some());
     }
 
     #[test]

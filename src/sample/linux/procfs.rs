@@ -278,6 +278,15 @@ pub fn parse_btime(text: &str) -> Option<u64> {
         .and_then(|v| parse_u64(v.trim().as_bytes()))
 }
 
+// --- /proc/loadavg ---------------------------------------------------------
+
+/// The last field of `/proc/loadavg`: the pid most recently handed out in
+/// the reader's pid namespace (processes and threads alike). While it stays
+/// the same, no process was created (proc(5)).
+pub fn parse_last_pid(text: &str) -> Option<u32> {
+    parse_pid(text.split_ascii_whitespace().nth(4)?.as_bytes())
+}
+
 // --- /proc/[pid]/statm ----------------------------------------------------
 
 /// `/proc/[pid]/statm`, in pages (proc(5)).
@@ -770,6 +779,13 @@ mod tests {
             pressure_level(None, u64::MAX / 2, u64::MAX),
             PressureLevel::Normal
         );
+    }
+
+    #[test]
+    fn last_pid_from_loadavg() {
+        assert_eq!(parse_last_pid("0.25 1.80 2.63 1/1090 15780\n"), Some(15780));
+        assert_eq!(parse_last_pid("0.25 1.80 2.63 1/1090\n"), None);
+        assert_eq!(parse_last_pid("0.25 1.80 2.63 1/1090 -1\n"), None);
     }
 
     #[test]
