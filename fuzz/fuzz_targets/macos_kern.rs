@@ -6,6 +6,7 @@
 
 #![no_main]
 
+use headroom::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ARGV_TRUNCATED};
 use headroom::sample::macos::{kinfo, procargs};
 use libfuzzer_sys::fuzz_target;
 
@@ -15,9 +16,21 @@ fuzz_target!(|data: &[u8]| {
     };
     if which % 2 == 0 {
         if let Ok(p) = procargs::parse(buf) {
-            // Never more arguments than argc, and complete means all of them.
-            assert!(p.argv.len() <= p.argc as usize);
-            assert!(!p.complete || p.argv.len() == p.argc as usize);
+            // What is kept is bounded whatever the buffer holds.
+            assert!(p.argv.len() <= ARGV_MAX_ARGS);
+            assert!(p.env.len() <= ARGV_MAX_ARGS);
+            let cut = p.argv.last().is_some_and(|a| a.starts_with(ARGV_TRUNCATED));
+            let kept = if cut {
+                &p.argv[..p.argv.len() - 1]
+            } else {
+                &p.argv[..]
+            };
+            assert!(kept.iter().map(|a| a.len() + 1).sum::<usize>() <= ARGV_MAX_BYTES);
+            // Never more arguments than argc (a cut one and its mark count
+            // for one more at most), and complete means all of them, unless
+            // the cap cut them.
+            assert!(p.argv.len() <= p.argc as usize + usize::from(cut));
+            assert!(!p.complete || cut || p.argv.len() == p.argc as usize);
             assert!(p.complete || p.env.is_empty());
         }
     } else {

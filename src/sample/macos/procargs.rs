@@ -232,6 +232,22 @@ mod tests {
     }
 
     #[test]
+    fn more_arguments_than_the_cap_are_complete_and_marked() {
+        // Found by fuzzing: 300 empty arguments, all present.
+        let args = vec![""; 300];
+        let buf = buffer(300, "/bin/ls", &args, &[]);
+        let p = parse(&buf).unwrap();
+        assert!(p.complete, "every argument was there");
+        assert_eq!(p.argv.len(), ARGV_MAX_ARGS);
+        assert!(
+            p.argv
+                .last()
+                .unwrap()
+                .starts_with(crate::model::ARGV_TRUNCATED)
+        );
+    }
+
+    #[test]
     fn argc_larger_than_the_strings_is_incomplete() {
         let buf = buffer(9, "/bin/ls", &["ls", "-l"], &[]);
         let p = parse(&buf).unwrap();
