@@ -405,7 +405,15 @@ mod linux {
                 .next_back()
         };
         let at_cross = anon_before(cross.at).unwrap_or(0);
-        let at_signal = anon_before(t_sig).ok_or("no reading of the hog before the signal")?;
+        // The most the hog held before the signal line arrived: the hog
+        // only grows until the signal, and once it exits its memory goes
+        // while the line may still be on its way.
+        let at_signal = points
+            .iter()
+            .filter(|p| p.at <= t_sig)
+            .filter_map(|p| p.anon)
+            .max()
+            .ok_or("no reading of the hog before the signal")?;
         if std::env::var_os("HEADROOM_BENCH_DEBUG").is_some() {
             eprintln!(
                 "{}: {} points, crossing at {} MiB available, hog anon {} MiB then, {} MiB at the signal, allocated {} MiB",
@@ -460,7 +468,7 @@ mod linux {
     }
 
     /// Run each contender in turn until each has `runs` valid runs (at
-    /// most three times as many attempts), printing every attempt.
+    /// most five times as many attempts), printing every attempt.
     fn table(
         title: &str,
         runs: usize,
@@ -476,7 +484,7 @@ mod linux {
         let mut lag: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
         let mut growth: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
         let mut attempt = 0;
-        while attempt < runs * 3 && lag.iter().any(|l| l.len() < runs) {
+        while attempt < runs * 5 && lag.iter().any(|l| l.len() < runs) {
             for (k, who) in contenders.iter().enumerate() {
                 if lag[k].len() >= runs {
                     continue;
@@ -658,10 +666,16 @@ while True:
         drop(thrash);
         let log: Vec<(Instant, String)> = d.lines.try_iter().collect();
         drop(d);
-        let event = log
+        // The last kernel event before the signal went out: an earlier one
+        // may have come before the thrashers were there to pick.
+        let sent = log
             .iter()
-            .find(|(_, l)| l.contains("memory pressure event from the kernel"))
-            .map(|(at, _)| *at);
+            .position(|(_, l)| l.contains("SIGTERM: done"))
+            .unwrap_or(log.len());
+        let event_line = log[..sent]
+            .iter()
+            .rposition(|(_, l)| l.contains("memory pressure event from the kernel"));
+        let event = event_line.map(|i| log[i].0);
         let Some((t_sig, _)) = signal else {
             return Err(format!(
                 "no signal within 60 s ({stalled_ms} ms of stall, {}woken by the kernel)",
@@ -677,7 +691,7 @@ while True:
                 .and_then(|(_, l)| seconds_of_day(l))
         };
         let own = match (
-            stamp("memory pressure event from the kernel"),
+            event_line.and_then(|i| seconds_of_day(&log[i].1)),
             stamp("SIGTERM: done"),
         ) {
             (Some(a), Some(b)) => (b - a) * 1000.0,
