@@ -265,9 +265,9 @@ impl Daemon {
                     }
                     notebooks.annotate(&mut snap);
                     cadence.sampled(Reading::of(&snap, started.into_std()), depth);
-                    if depth == Depth::Full {
-                        watched = watched::watched(&self.tx.borrow().config.rules, &snap);
-                    }
+                    // After every sample: a process a light tick saw for
+                    // the first time is watched from the next one on.
+                    watched = watched::watched(&self.tx.borrow().config.rules, &snap);
                     tracker.observe(&snap, depth);
                     let level = snap.pressure.level;
                     self.tx.send_modify(|s| s.publish(snap));

@@ -88,11 +88,9 @@ fn an_available_below_rule_signals_the_hog_when_memory_runs_low() {
     assert_eq!(action["process"]["pid"], hog.pid());
 }
 
-#[test]
-fn a_light_tick_catches_a_rule_matched_process_crossing_its_footprint_limit() {
-    let sb = Sandbox::new("light");
-    // More processes larger than the hog than a light tick re-reads for
-    // being large, so only being matched by the rule keeps it fresh.
+/// More processes larger than the hog than a light tick re-reads for being
+/// large, so that only being matched by the rule keeps the hog fresh.
+fn decoys(sb: &Sandbox) -> Vec<Running> {
     let decoy = sb.path("decoy");
     std::os::unix::fs::symlink(support::hog::HOG, &decoy).expect("link the decoy");
     let mut decoys: Vec<Running> = (0..=headroom::sample::linux::TOP_EXACT)
@@ -101,24 +99,35 @@ fn a_light_tick_catches_a_rule_matched_process_crossing_its_footprint_limit() {
     for d in &mut decoys {
         d.expect_line("holding");
     }
-    // The hog is listed small by the first (full) tick, held still.
+    decoys
+}
+
+/// A footprint rule on this sandbox's hog.
+fn footprint_rule(sb: &Sandbox) -> std::path::PathBuf {
+    config(
+        sb,
+        &format!(
+            "[[rule]]\nname = \"hog\"\nfootprint = \"16MiB\"\nroot = true\nother_users = true\n\
+             actions = [{{ signal = \"SIGINT\" }}]\n[rule.match]\nargv = \"{}\"\n",
+            sb.hog_pattern()
+        ),
+    )
+}
+
+/// The hog, growing 8 MiB/s up to 256 MiB once continued, held still.
+fn stopped_hog(sb: &Sandbox) -> Running {
     let mut hog = Running::hog(
         &sb.hog,
         &["--rate", "8MiB/s", "--max", "256MiB", "--catch", "INT"],
     );
     hog.expect_line("ready pid=");
     kill(hog.pid(), libc::SIGSTOP);
-    let cfg = config(
-        &sb,
-        &format!(
-            "[[rule]]\nname = \"hog\"\nfootprint = \"16MiB\"\nroot = true\nother_users = true\n\
-             actions = [{{ signal = \"SIGINT\" }}]\n[rule.match]\nargv = \"{}\"\n",
-            sb.hog_pattern()
-        ),
-    );
-    let mut d = start(&cfg);
-    // It grows past its limit within the light ticks before the next full
-    // one (every 5 s).
+    hog
+}
+
+/// Continue the hog, and check that its crossing was seen on a light tick
+/// and signalled.
+fn crosses_on_a_light_tick(d: &mut Running, hog: &mut Running) {
     kill(hog.pid(), libc::SIGCONT);
     let line = hog.expect_line("signal SIGINT");
     let (_, footprint, _) = parse_signal_line(&line).expect("a signal line");
@@ -135,4 +144,29 @@ fn a_light_tick_catches_a_rule_matched_process_crossing_its_footprint_limit() {
         sample.ends_with(", light"),
         "the crossing was seen on a light tick: {sample}"
     );
+}
+
+#[test]
+fn a_light_tick_catches_a_rule_matched_process_crossing_its_footprint_limit() {
+    let sb = Sandbox::new("light");
+    let _decoys = decoys(&sb);
+    // Listed small by the first (full) tick; it grows past its limit within
+    // the light ticks before the next full one (every 5 s).
+    let mut hog = stopped_hog(&sb);
+    let mut d = start(&footprint_rule(&sb));
+    crosses_on_a_light_tick(&mut d, &mut hog);
+}
+
+#[test]
+fn a_process_first_seen_on_a_light_tick_is_reread_on_the_light_ticks_after() {
+    let sb = Sandbox::new("light-new");
+    let _decoys = decoys(&sb);
+    let mut d = start(&footprint_rule(&sb));
+    // Started after the first (full) tick: the next, light, tick sees it
+    // first; it must be re-read on the light ticks after that, though the
+    // last full tick did not rank it among the largest.
+    let mut hog = stopped_hog(&sb);
+    let first = d.expect_line("sample:");
+    assert!(first.ends_with(", light"), "{first}");
+    crosses_on_a_light_tick(&mut d, &mut hog);
 }

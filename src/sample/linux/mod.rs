@@ -51,7 +51,8 @@
 //! last full tick, and `statm` plus exact detail of the ML / Python
 //! processes and of the pids the caller watches (those a rule with a
 //! per-process limit matches). A process listed for the first time gets its
-//! first-sight read (so a new notebook kernel is seen at once), one no
+//! first-sight read (so a new notebook kernel is seen at once) and its
+//! `statm` re-read on the light ticks after, until a full tick ranks it; one no
 //! longer listed is forgotten (one that exits while no pid is handed out is
 //! dropped at the next full tick), and every other one is reported with the
 //! values read before ([`Detail::Estimated`] unless they were exact). The
