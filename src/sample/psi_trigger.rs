@@ -148,10 +148,12 @@ mod tests {
         // memory stall since the trigger was registered (the test machine
         // may be busy: a wake is not an error, a wake without stall is);
         // where it refuses them, the error says why.
+        // Read before registering: a stall the trigger reports happened
+        // after registration, so after this read too.
+        let before = some_total();
         match PsiTrigger::register(Path::new("/proc/pressure/memory")) {
             Ok(mut t) => {
                 assert!(TRIGGERS.contains(&t.spec()));
-                let before = some_total();
                 let woke =
                     tokio::time::timeout(std::time::Duration::from_millis(300), t.wait()).await;
                 if woke.is_ok() {
