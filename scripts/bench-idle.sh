@@ -7,6 +7,12 @@
 #   scripts/bench-idle.sh                 # previous = the merge base with main
 #   BEFORE=v0.1.0 scripts/bench-idle.sh   # any revision git knows
 #   HEADROOM_BENCH_SECONDS=120 scripts/bench-idle.sh
+#   ISOLATE=1 scripts/bench-idle.sh       # in a pid namespace of its own
+#
+# On a shared machine other work creates processes all the time, which
+# light ticks then list and read; ISOLATE=1 runs the bench (daemons, the
+# 1000 processes and the floor) in a new pid namespace with its own /proc
+# (unshare(1), needs root), the picture of an otherwise idle machine.
 #
 # The previous version is exported with `git archive` and built once into
 # target/bench-before/<commit>/ (release profile).
@@ -33,4 +39,10 @@ echo "load:    $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "before:  $commit"
 echo "after:   $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
 echo
-HEADROOM_BEFORE="$PWD/$out/release/headroom" cargo bench --bench idle_cost "$@"
+export HEADROOM_BEFORE="$PWD/$out/release/headroom"
+if [[ ${ISOLATE:-0} == 1 ]]; then
+  echo "isolated: a pid namespace of its own (unshare --pid --fork --mount-proc)"
+  cargo bench --bench idle_cost --no-run
+  exec unshare --pid --fork --mount-proc cargo bench --bench idle_cost "$@"
+fi
+cargo bench --bench idle_cost "$@"

@@ -151,7 +151,7 @@ fn a_light_tick_catches_a_rule_matched_process_crossing_its_footprint_limit() {
     let sb = Sandbox::new("light");
     let _decoys = decoys(&sb);
     // Listed small by the first (full) tick; it grows past its limit within
-    // the light ticks before the next full one (every 5 s).
+    // the light ticks before the next full one (every 10 s).
     let mut hog = stopped_hog(&sb);
     let mut d = start(&footprint_rule(&sb));
     crosses_on_a_light_tick(&mut d, &mut hog);

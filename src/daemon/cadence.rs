@@ -58,7 +58,7 @@ pub const TREND_READINGS: usize = 16;
 pub const MIN_TREND_SPAN: Duration = Duration::from_millis(40);
 /// A full read of the process table at least every this many normal
 /// intervals.
-pub const FULL_EVERY: u32 = 5;
+pub const FULL_EVERY: u32 = 10;
 /// A move of available memory by more than this since the last full read
 /// calls for another…
 pub const MOVED_BYTES: u64 = 256 << 20;
@@ -602,8 +602,9 @@ mod tests {
         let mut c = Cadence::new(vec![available_below(4 * GIB)], linux_floor);
         let normal = Duration::from_secs(1);
         c.sampled(reading(t0, 0, 5 * GIB), Depth::Full);
+        let late = 1000 * u64::from(FULL_EVERY) + 1;
         assert_eq!(
-            c.probed(reading(t0, 6000, 4 * GIB - 1), normal),
+            c.probed(reading(t0, late, 4 * GIB - 1), normal),
             AfterProbe::Sample(Depth::Full, Cause::Crossing)
         );
     }
@@ -681,15 +682,17 @@ mod tests {
         let normal = Duration::from_secs(1);
         let mut c = Cadence::new(Vec::new(), linux_floor);
         assert_eq!(c.depth(Cause::Tick, t0, normal), Depth::Full, "first tick");
-        let mut depths = Vec::new();
-        for i in 0..11u64 {
+        let mut full = Vec::new();
+        for i in 0..=2 * u64::from(FULL_EVERY) {
             let now = t0 + normal * i as u32;
             let d = c.depth(Cause::Tick, now, normal);
             c.sampled(reading(t0, i * 1000, 8 * GIB), d);
-            depths.push(d);
+            if d == Depth::Full {
+                full.push(i);
+            }
         }
-        use Depth::{Full as F, Light as L};
-        assert_eq!(depths, [F, L, L, L, L, F, L, L, L, L, F]);
+        let every = u64::from(FULL_EVERY);
+        assert_eq!(full, [0, every, 2 * every]);
         assert_eq!(c.next_probe(), None, "no gates: no probes between ticks");
     }
 
