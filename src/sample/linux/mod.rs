@@ -333,16 +333,7 @@ impl LinuxSampler {
             }
         }
 
-        // Forget what was not seen; count the files kept by the rest.
-        let mut held = 0;
-        self.tracked.retain(|_, t| {
-            let keep = t.seen == tick;
-            held += usize::from(keep && t.statm_file.is_some());
-            keep
-        });
-        self.held = held;
-        self.io.reader.trim();
-        self.scratch = s;
+        self.end_tick(s);
     }
 
     /// A light tick (see the module doc): list the processes, carry the
@@ -408,6 +399,13 @@ impl LinuxSampler {
             previous = Some(pid);
         }
 
+        self.end_tick(s);
+    }
+
+    /// Forget what was not seen this tick, count the files kept by the
+    /// rest, and put the scratch space back.
+    fn end_tick(&mut self, s: Scratch) {
+        let tick = self.tick;
         let mut held = 0;
         self.tracked.retain(|_, t| {
             let keep = t.seen == tick;
