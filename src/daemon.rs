@@ -277,12 +277,14 @@ impl Daemon {
                 }
                 Err(e) => {
                     cadence.failed();
-                    tracker.failed(&e);
+                    // Published before it is logged: a reader who saw the
+                    // log line finds the failure counted.
                     let msg = e.to_string();
                     self.tx.send_modify(|s| {
                         s.counters.sample_failures += 1;
                         s.last_error = Some(msg);
                     });
+                    tracker.failed(&e);
                     (None, Evaluation::default())
                 }
             };
