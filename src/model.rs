@@ -400,16 +400,29 @@ impl ArgvCap {
             return;
         }
         let room = ARGV_MAX_BYTES.saturating_sub(self.kept_bytes + 1);
-        if arg.len() <= room {
-            self.kept.push(String::from_utf8_lossy(arg).into_owned());
-            self.kept_bytes += arg.len() + 1;
+        // The cap is on the text kept: a byte that is not UTF-8 becomes a
+        // three-byte replacement character, so measure after converting
+        // (and convert no more than could fit).
+        let offered = &arg[..arg.len().min(room)];
+        let text = String::from_utf8_lossy(offered);
+        if arg.len() <= room && text.len() <= room {
+            self.kept_bytes += text.len() + 1;
+            self.kept.push(text.into_owned());
             return;
         }
         self.cut = true;
-        let text = String::from_utf8_lossy(&arg[..room]);
-        // A replacement character stands for a byte cut inside a
-        // character: drop it, and stop at a character boundary.
-        let text = text.strip_suffix('\u{fffd}').unwrap_or(&text);
+        // A replacement character at the end may stand for a byte cut
+        // inside a character: drop it when the argument went on.
+        let text: &str = if arg.len() > room {
+            text.strip_suffix('\u{fffd}').unwrap_or(&text)
+        } else {
+            &text
+        };
+        let mut end = text.len().min(room);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text[..end];
         if !text.is_empty() {
             self.kept_bytes += text.len() + 1;
             self.kept.push(text.to_string());
@@ -724,6 +737,23 @@ mod tests {
         assert_eq!(argv[0].len(), ARGV_MAX_BYTES - 2, "the cut 'é' is dropped");
         assert!(argv[0].chars().all(|c| c == 'a'));
         assert!(argv[1].starts_with(ARGV_TRUNCATED));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_count_as_the_text_they_become() {
+        // Each 0xff becomes U+FFFD, three bytes: the cap holds on the text.
+        let junk = vec![0xffu8; ARGV_MAX_BYTES - 10];
+        let argv = capped(&[b"python3", &junk, b"x"], false);
+        let kept: usize = argv[..argv.len() - 1].iter().map(|a| a.len() + 1).sum();
+        assert!(kept <= ARGV_MAX_BYTES, "{kept}");
+        assert_eq!(argv[0], "python3");
+        assert!(argv[1].chars().all(|c| c == '\u{fffd}'));
+        assert!(argv[1].len() > ARGV_MAX_BYTES - 20, "what fits is kept");
+        let total = 8 + (ARGV_MAX_BYTES - 10 + 1) + 2;
+        assert_eq!(
+            argv.last().unwrap(),
+            &format!("…[argv truncated: {total} bytes]")
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ fuzz_target!(|data: &[u8]| {
             // What is kept is bounded whatever the buffer holds.
             assert!(p.argv.len() <= ARGV_MAX_ARGS);
             assert!(p.env.len() <= ARGV_MAX_ARGS);
+            assert!(p.env.iter().map(|e| e.len() + 1).sum::<usize>() <= ARGV_MAX_BYTES);
             let cut = p.argv.last().is_some_and(|a| a.starts_with(ARGV_TRUNCATED));
             let kept = if cut {
                 &p.argv[..p.argv.len() - 1]

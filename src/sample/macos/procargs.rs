@@ -115,11 +115,16 @@ pub fn parse(buf: &[u8]) -> Result<ProcArgs, ProcArgsError> {
         if var.is_empty() {
             break;
         }
-        env_bytes = env_bytes.saturating_add(var.len() + 1);
-        if env_bytes > ARGV_MAX_BYTES || out.env.len() >= ARGV_MAX_ARGS {
+        if var.len() >= ARGV_MAX_BYTES || out.env.len() >= ARGV_MAX_ARGS {
             break;
         }
-        out.env.push(lossy(var));
+        // Counted as the text kept (a byte that is not UTF-8 grows to three).
+        let text = lossy(var);
+        env_bytes = env_bytes.saturating_add(text.len() + 1);
+        if env_bytes > ARGV_MAX_BYTES {
+            break;
+        }
+        out.env.push(text);
         rest = after;
     }
     Ok(out)
