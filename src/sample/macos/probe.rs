@@ -64,7 +64,7 @@ impl Probe for MacProbe {
             available: system.available,
             swap_total: swap.total,
             swap_used: swap.used,
-            pressure: super::sampler::pressure_level(raw, &system),
+            pressure: super::sampler::pressure_level(raw, &stats),
         })
     }
 }

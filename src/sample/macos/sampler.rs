@@ -39,7 +39,6 @@ use crate::model::{
     CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
     Snapshot, SystemMemory, Timestamp, Workload,
 };
-use crate::sample::fallback::{CRITICAL_AVAILABLE_PERCENT, WARN_AVAILABLE_PERCENT};
 use crate::sample::{SampleError, Sampler};
 use crate::workload::{ProcessFacts, classify};
 
@@ -315,20 +314,12 @@ impl MacSampler {
     }
 }
 
-/// The pressure level: the kernel's, or (if its sysctl cannot be read)
-/// derived from the share available, as the sysinfo fallback does.
-pub(super) fn pressure_level(raw: Option<i64>, memory: &SystemMemory) -> PressureLevel {
-    if let Some(level) = raw.and_then(pressure::level_from_sysctl) {
-        return level;
-    }
-    let percent = u128::from(memory.available) * 100 / u128::from(memory.total.max(1));
-    if percent < u128::from(CRITICAL_AVAILABLE_PERCENT) {
-        PressureLevel::Critical
-    } else if percent < u128::from(WARN_AVAILABLE_PERCENT) {
-        PressureLevel::Warn
-    } else {
-        PressureLevel::Normal
-    }
+/// The pressure level: the kernel's, or (if its sysctl cannot be read) the
+/// one the kernel's own rule gives for these VM counts
+/// ([`vm::kernel_pressure_level`]).
+pub(super) fn pressure_level(raw: Option<i64>, stats: &vm::VmStatistics) -> PressureLevel {
+    raw.and_then(pressure::level_from_sysctl)
+        .unwrap_or_else(|| vm::kernel_pressure_level(stats))
 }
 
 impl Sampler for MacSampler {
@@ -368,7 +359,7 @@ impl Sampler for MacSampler {
             }
         };
         let pressure = Pressure {
-            level: pressure_level(level_raw, &system),
+            level: pressure_level(level_raw, &stats),
             psi: None,
             free_percent,
         };

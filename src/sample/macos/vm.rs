@@ -14,7 +14,7 @@
 //! Every conversion is saturating: the counters are the kernel's and a
 //! wrapped subtraction would report exabytes.
 
-use crate::model::{Swap, SystemMemory};
+use crate::model::{PressureLevel, Swap, SystemMemory};
 
 /// `HOST_VM_INFO64_REV1_COUNT`: words in the REV1 `vm_statistics64`
 /// (`osfmk/mach/host_info.h`), the prefix this module reads.
@@ -201,17 +201,25 @@ fn bytes(pages: u64, page_size: u64) -> u64 {
 /// - app = internal − purgeable; wired = wire; compressed = pages occupied
 ///   by the compressor; used = app + wired + compressed; cached =
 ///   external + purgeable. These are Activity Monitor's Memory-tab
-///   figures, as sysinfo (`src/unix/apple/system.rs`) and exelban/stats
-///   compute them.
-/// - available = active + inactive + free + speculative, XNU's
-///   `AVAILABLE_NON_COMPRESSED_MEMORY` (`doc/vm/memorystatus_notify.md`),
-///   the quantity the pressure level is computed from. In the kernel's
-///   terms free excludes speculative pages, but `free_count` here already
-///   includes them (see [`VmStatistics::free_count`]), so speculative is
-///   not added a second time.
+///   figures, as sysinfo (`src/unix/apple/system.rs`) computes them.
+/// - available = what can be handed to new allocations without compressing
+///   or swapping anything: free + file-backed + purgeable pages, the pool
+///   XNU's jetsam loop watches (`memorystatus_available_pages`: file-backed,
+///   free, secluded-over-target and purgeable, `doc/vm/memorystatus_notify.md`),
+///   and never more than total − used. This is the meaning Linux gives
+///   `MemAvailable`, so `available_below = "10%"` says the same thing on
+///   both. It is deliberately NOT XNU's `AVAILABLE_NON_COMPRESSED_MEMORY`
+///   (active + inactive + free + speculative), which counts app memory in
+///   use as available and rarely falls under 10 % even while the machine
+///   compresses and swaps (an M4 Pro with 6.2 GiB compressed still showed
+///   57 % by that measure). That quantity drives the kernel's pressure
+///   level instead ([`kernel_pressure_level`]).
 /// - free = free_count − speculative, `vm_stat`'s "Pages free".
 ///
-/// `used` and `available` are capped at `total`.
+/// `free_count` already includes speculative pages (see
+/// [`VmStatistics::free_count`]); whether the kernel also counts them as
+/// file-backed is not documented, which is one reason for the total − used
+/// bound. `used` and `available` are capped at `total`.
 pub fn system_memory(vm: &VmStatistics, page_size: u64, total: u64) -> SystemMemory {
     let app = bytes(
         vm.internal_page_count.saturating_sub(vm.purgeable_count),
@@ -224,12 +232,13 @@ pub fn system_memory(vm: &VmStatistics, page_size: u64, total: u64) -> SystemMem
         vm.external_page_count.saturating_add(vm.purgeable_count),
         page_size,
     );
-    let available = bytes(
-        vm.active_count
-            .saturating_add(vm.inactive_count)
-            .saturating_add(vm.free_count),
+    let reclaimable = bytes(
+        vm.free_count
+            .saturating_add(vm.external_page_count)
+            .saturating_add(vm.purgeable_count),
         page_size,
     );
+    let available = reclaimable.min(total.saturating_sub(used));
     let free = bytes(
         vm.free_count.saturating_sub(vm.speculative_count),
         page_size,
@@ -245,6 +254,33 @@ pub fn system_memory(vm: &VmStatistics, page_size: u64, total: u64) -> SystemMem
         cached: Some(cached),
         shmem: None,
         gpu_wired_limit: None,
+    }
+}
+
+/// The pressure level the kernel itself would report from these counts,
+/// for when `kern.memorystatus_vm_pressure_level` cannot be read. XNU
+/// compares `AVAILABLE_NON_COMPRESSED_MEMORY` (active + inactive + free +
+/// speculative) with `AVAILABLE_MEMORY` (that plus the compressed pages),
+/// per `doc/vm/memorystatus_notify.md`: warning below
+/// `VM_PAGE_COMPRESSOR_COMPACT_THRESHOLD` (0.5 × available memory), critical
+/// below 1.2 × `VM_PAGE_COMPRESSOR_SWAP_UNTHROTTLE_THRESHOLD` (1.2 × 0.29 on
+/// macOS = 0.348). The kernel's falling thresholds (1.2× and 1.4× those) are
+/// a hysteresis this stateless reading does not have: it drops back at the
+/// rising threshold.
+pub fn kernel_pressure_level(vm: &VmStatistics) -> PressureLevel {
+    // free_count already includes speculative pages.
+    let non_compressed =
+        u128::from(vm.active_count) + u128::from(vm.inactive_count) + u128::from(vm.free_count);
+    let available_memory = non_compressed + u128::from(vm.compressor_page_count);
+    if available_memory == 0 {
+        return PressureLevel::Normal;
+    }
+    if non_compressed * 1000 < available_memory * 348 {
+        PressureLevel::Critical
+    } else if non_compressed * 2 < available_memory {
+        PressureLevel::Warn
+    } else {
+        PressureLevel::Normal
     }
 }
 
@@ -464,11 +500,12 @@ mod tests {
         assert_eq!(m.compressed, Some(0));
         assert_eq!(m.used, app + wired);
         assert_eq!(m.cached, Some((1_080_348 + 11_820) * page));
-        // active + inactive + free + speculative, speculative counted once.
-        assert_eq!(
-            m.available,
-            (485_320 + 628_646 + 6_127_229 + 430_715) * page
-        );
+        // free (speculative included) + file-backed + purgeable: 29.2 GiB,
+        // more than the 27.5 GiB that app, wired and compressed leave, so
+        // the bound holds it to total − used.
+        let reclaimable = (6_127_229 + 430_715 + 1_080_348 + 11_820) * page;
+        assert!(reclaimable > total - m.used);
+        assert_eq!(m.available, total - m.used);
         assert_eq!(m.free, 6_127_229 * page);
         assert_eq!(m.total, total);
         assert_eq!(m.shmem, None);
@@ -480,7 +517,6 @@ mod tests {
     fn apple_silicon_counts_use_16k_pages() {
         let page = 16_384;
         let m = system_memory(&m4_pro_tmog(), page, 24 << 30);
-        assert_eq!(m.available, (444_474 + 437_999 + 13_573) * page);
         assert_eq!(m.wired, Some(225_232 * page));
         assert_eq!(m.compressed, Some(409_180 * page));
         // 6.2 GiB compressed, 3.4 GiB wired: the figures jetsam cannot
@@ -505,7 +541,59 @@ mod tests {
         assert_eq!(m.free, 0);
         assert_eq!(m.wired, Some(u64::MAX));
         assert_eq!(m.used, 1 << 30, "capped at the total");
-        assert_eq!(m.available, 1 << 30, "capped at the total");
+        assert_eq!(m.available, 0, "nothing is left when used fills the total");
+    }
+
+    #[test]
+    fn available_is_free_file_backed_and_purgeable_within_what_is_unused() {
+        let page = 16_384;
+        let total = 1000 * page;
+        let vm = VmStatistics {
+            free_count: 50,
+            external_page_count: 30,
+            purgeable_count: 20,
+            internal_page_count: 600,
+            wire_count: 200,
+            compressor_page_count: 100,
+            // App memory the kernel calls active: not available.
+            active_count: 500,
+            inactive_count: 100,
+            ..VmStatistics::default()
+        };
+        let m = system_memory(&vm, page, total);
+        assert_eq!(m.available, (50 + 30 + 20) * page);
+        // The same counts with app memory grown by 50 pages: used reaches
+        // 930 pages, and only 70 are left whatever the counters say.
+        let grown = VmStatistics {
+            internal_page_count: 650,
+            ..vm
+        };
+        let m = system_memory(&grown, page, total);
+        assert_eq!(m.available, 70 * page);
+    }
+
+    #[test]
+    fn the_m4_pro_capture_is_normal_by_the_kernels_rule() {
+        // 13.7 GiB not compressed against 6.2 GiB compressed: 69 % of the
+        // kernel's available memory is uncompressed, above the 50 % warning.
+        assert_eq!(kernel_pressure_level(&m4_pro_tmog()), PressureLevel::Normal);
+    }
+
+    #[test]
+    fn the_kernels_rule_warns_at_half_and_is_critical_at_0_348() {
+        let level = |non_compressed: u64, compressed: u64| {
+            kernel_pressure_level(&VmStatistics {
+                active_count: non_compressed,
+                compressor_page_count: compressed,
+                ..VmStatistics::default()
+            })
+        };
+        assert_eq!(level(500, 500), PressureLevel::Normal);
+        assert_eq!(level(499, 501), PressureLevel::Warn);
+        assert_eq!(level(348, 652), PressureLevel::Warn);
+        assert_eq!(level(347, 653), PressureLevel::Critical);
+        assert_eq!(level(0, 0), PressureLevel::Normal);
+        assert_eq!(level(u64::MAX, u64::MAX), PressureLevel::Normal);
     }
 
     #[test]
