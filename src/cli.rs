@@ -329,7 +329,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             crate::config::permissions::check_for_root(
                 Some(&file),
                 &config,
-                crate::act::effective_uid(),
+                crate::sys::this_process::effective_uid(),
             )?;
             println!("# {}: valid. Effective config:", file.display());
             print!("{}", config.to_toml());
@@ -370,7 +370,7 @@ fn service(cmd: ServiceCommand) -> Result<(), CliError> {
         } => (target, config, print, true),
         ServiceCommand::Uninstall { target, print } => (target, None, print, false),
     };
-    let uid = crate::sample::current_uid().unwrap_or(u32::MAX);
+    let uid = crate::sys::this_process::effective_uid();
     let scope = if target.system || (!target.user && uid == 0) {
         Scope::System
     } else {
@@ -487,7 +487,7 @@ fn run_daemon(
     crate::config::permissions::check_for_root(
         config_path.as_deref(),
         &config,
-        crate::act::effective_uid(),
+        crate::sys::this_process::effective_uid(),
     )?;
     if let Some(addr) = http.listen {
         config.http.listen = addr;
@@ -701,7 +701,7 @@ fn snapshot(config_path: Option<PathBuf>, json: bool, opts: TableOptions) -> Res
     let mut snap = sampler
         .sample()
         .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;
-    let running_as_root = crate::act::running_as_root();
+    let running_as_root = crate::sys::this_process::running_as_root();
     for problem in crate::jupyter::annotate_once(&config.jupyter, running_as_root, &mut snap) {
         tracing::warn!("{problem}");
     }
@@ -755,7 +755,7 @@ fn events(
     journal: Option<PathBuf>,
     config: Option<PathBuf>,
 ) -> Result<(), CliError> {
-    let is_root = crate::act::running_as_root();
+    let is_root = crate::sys::this_process::running_as_root();
     let path = match (journal, config) {
         (Some(path), _) => path,
         (None, Some(config)) => Config::load(&config)?.daemon.journal_path(is_root),

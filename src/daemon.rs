@@ -47,7 +47,8 @@ use crate::event::EventKind;
 use crate::jupyter::Notebooks;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
-use crate::policy::{Action, Context, Decision, Evaluation, PolicyState, Reach, evaluate};
+use crate::model::Action;
+use crate::policy::{Context, Decision, Evaluation, PolicyState, Reach, evaluate};
 use crate::postmortem::PostMortems;
 use crate::report::{format_bytes, printable};
 use crate::sample::probe::{Probe, Reading};
@@ -155,11 +156,11 @@ impl Daemon {
         self.tx.send_modify(|s| s.journal = journal);
         let notebooks = Notebooks::start(
             &self.tx.borrow().config.jupyter,
-            crate::act::running_as_root(),
+            crate::sys::this_process::running_as_root(),
         );
         let ctx = Context {
             self_pid: std::process::id(),
-            self_uid: crate::act::effective_uid(),
+            self_uid: crate::sys::this_process::effective_uid(),
         };
         let mut policy = PolicyState::default();
         let mut tracker = Tracker::default();
@@ -346,7 +347,7 @@ impl Daemon {
     fn start_pipeline(&self) -> Pipeline {
         let state = self.tx.borrow();
         let d = &state.config.daemon;
-        let path = d.journal_path(crate::act::running_as_root());
+        let path = d.journal_path(crate::sys::this_process::running_as_root());
         let opts = d.journal_options();
         let pipeline = Pipeline::start(path, opts);
         pipeline.record(EventKind::Started {
@@ -433,7 +434,7 @@ impl Daemon {
                         dry_run,
                         limit: String::new(),
                         reason: sentence,
-                        reach: Reach::own_user(crate::act::effective_uid()),
+                        reach: Reach::own_user(crate::sys::this_process::effective_uid()),
                     });
                 }
             }
@@ -536,7 +537,7 @@ impl Daemon {
             Ok(config) => crate::config::permissions::check_for_root(
                 Some(&path),
                 &config,
-                crate::act::effective_uid(),
+                crate::sys::this_process::effective_uid(),
             )
             .map(|()| config),
             Err(e) => Err(e),

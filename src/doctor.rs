@@ -9,77 +9,8 @@
 
 use std::fmt::Write as _;
 
+use crate::model::{Check, CheckStatus};
 use crate::sample::{Sampler, platform_sampler};
-
-/// How a check came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// Works.
-    Ok,
-    /// Works partly, or needs something (root, a kernel option) to work
-    /// fully. The daemon runs.
-    Warn,
-    /// Something the daemon needs does not work. The exit status is 1.
-    Fail,
-    /// Not available on this machine (no GPU, not this kind of Mac), and
-    /// not needed.
-    NotApplicable,
-}
-
-impl Status {
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-            Status::NotApplicable => "n/a",
-        }
-    }
-}
-
-/// The result of one check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
-    pub status: Status,
-    /// Short, stable name (`psi-trigger`, `gpu`), for searching reports.
-    pub name: &'static str,
-    /// What was found, with the numbers.
-    pub detail: String,
-    /// What to do about it, where something can be done.
-    pub next: Option<String>,
-}
-
-impl Check {
-    pub fn ok(name: &'static str, detail: impl Into<String>) -> Self {
-        Self::new(Status::Ok, name, detail, None::<String>)
-    }
-
-    pub fn new(
-        status: Status,
-        name: &'static str,
-        detail: impl Into<String>,
-        next: Option<impl Into<String>>,
-    ) -> Self {
-        Self {
-            status,
-            name,
-            detail: detail.into(),
-            next: next.map(Into::into),
-        }
-    }
-
-    pub fn warn(name: &'static str, detail: impl Into<String>, next: impl Into<String>) -> Self {
-        Self::new(Status::Warn, name, detail, Some(next))
-    }
-
-    pub fn fail(name: &'static str, detail: impl Into<String>, next: impl Into<String>) -> Self {
-        Self::new(Status::Fail, name, detail, Some(next))
-    }
-
-    pub fn not_applicable(name: &'static str, detail: impl Into<String>) -> Self {
-        Self::new(Status::NotApplicable, name, detail, None::<String>)
-    }
-}
 
 /// A whole report: facts about the machine, then the checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,9 +20,9 @@ pub struct Report {
 }
 
 impl Report {
-    /// True if every needed check passed (no [`Status::Fail`]).
+    /// True if every needed check passed (no [`CheckStatus::Fail`]).
     pub fn healthy(&self) -> bool {
-        self.checks.iter().all(|c| c.status != Status::Fail)
+        self.checks.iter().all(|c| c.status != CheckStatus::Fail)
     }
 
     /// The report as text: a header of facts, one line per check
@@ -117,14 +48,14 @@ impl Report {
             }
             out.push('\n');
         }
-        let count = |s: Status| self.checks.iter().filter(|c| c.status == s).count();
+        let count = |s: CheckStatus| self.checks.iter().filter(|c| c.status == s).count();
         let _ = writeln!(
             out,
             "\n{} ok, {} warn, {} fail, {} n/a",
-            count(Status::Ok),
-            count(Status::Warn),
-            count(Status::Fail),
-            count(Status::NotApplicable)
+            count(CheckStatus::Ok),
+            count(CheckStatus::Warn),
+            count(CheckStatus::Fail),
+            count(CheckStatus::NotApplicable)
         );
         out
     }
@@ -132,10 +63,9 @@ impl Report {
 
 /// The facts every OS reports: version, OS, architecture, uid.
 fn common_facts() -> Vec<(&'static str, String)> {
-    let uid = match crate::sample::current_uid() {
-        Some(0) => "0 (root)".to_owned(),
-        Some(uid) => format!("{uid} (not root)"),
-        None => "unknown".to_owned(),
+    let uid = match crate::sys::this_process::effective_uid() {
+        0 => "0 (root)".to_owned(),
+        uid => format!("{uid} (not root)"),
     };
     vec![
         ("version", env!("CARGO_PKG_VERSION").to_owned()),
@@ -190,22 +120,6 @@ pub fn run() -> Report {
     Report { facts, checks }
 }
 
-/// Bytes as a short human figure ("1.5 GiB"), for details.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,16 +166,9 @@ mod tests {
     }
 
     #[test]
-    fn bytes_read_as_binary_units() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(24 << 30), "24.0 GiB");
-    }
-
-    #[test]
     fn the_sample_check_runs_this_machines_sampler() {
         let check = sample_check(platform_sampler(&crate::config::GpuConfig::default()).as_mut());
-        assert_ne!(check.status, Status::Fail, "{check:?}");
+        assert_ne!(check.status, CheckStatus::Fail, "{check:?}");
         assert!(check.detail.contains("processes"), "{check:?}");
     }
 }

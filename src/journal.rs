@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use crate::event::Event;
 use crate::model::Timestamp;
+use crate::sys::state_dirs::{StateDirs, state_dirs};
 
 /// Size and number of journal files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -590,21 +591,10 @@ fn read_line(reader: &mut impl io::BufRead, line: &mut Vec<u8>) -> io::Result<(u
     }
 }
 
-/// How a platform lays out a service's state files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateDirs {
-    /// FHS and XDG: `/var/lib` for root, `$XDG_STATE_HOME` (or
-    /// `~/.local/state`) for a user.
-    Xdg,
-    /// `/Library/Application Support` for root, `~/Library/Application
-    /// Support` for a user.
-    MacOs,
-}
-
 /// The journal's default path on this platform, for root or a user.
 pub fn default_path(is_root: bool) -> PathBuf {
     default_path_for(
-        crate::act::state_dirs(),
+        state_dirs(),
         is_root,
         std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
         std::env::var_os("HOME").map(PathBuf::from),

@@ -11,6 +11,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+mod action;
+mod check;
+pub use action::{Action, SignalName};
+pub use check::{Check, CheckStatus};
+
 /// Wall-clock instant, milliseconds since the Unix epoch.
 ///
 /// Serialized as a plain integer so traces and the JSON API stay compact and

@@ -118,7 +118,7 @@ impl Pipeline {
     /// that cannot be opened is logged, and events are then kept in memory
     /// only until a later try succeeds.
     pub fn start(journal_path: PathBuf, journal_opts: JournalOptions) -> Self {
-        let trusted_uid = crate::act::running_as_root().then_some(0);
+        let trusted_uid = crate::sys::this_process::running_as_root().then_some(0);
         Self::start_with(journal_path, journal_opts, trusted_uid)
     }
 
@@ -301,7 +301,7 @@ mod tests {
         let path = dir.path().join("journal.jsonl");
         std::fs::write(&path, "forged\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let uid = crate::act::effective_uid();
+        let uid = crate::sys::this_process::effective_uid();
 
         let mut p = Pipeline::start_inner(
             path.clone(),

@@ -37,7 +37,8 @@ use std::time::Duration;
 use crate::event::{ActionTaken, Event, EventKind, ExitCause, ExitCauseKind, Outcome, ProcessRef};
 use crate::history::{GROWTH_WINDOW, History};
 use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
-use crate::policy::{Action, Decision};
+use crate::model::Action;
+use crate::policy::Decision;
 use crate::sample::{Ended, Killer, MemoryKill, Observed};
 
 /// How long kill records are kept for matching.
@@ -551,7 +552,7 @@ mod tests {
             process: p.clone(),
             step: 0,
             action: Action::Signal {
-                signal: crate::policy::SignalName::Int,
+                signal: crate::model::SignalName::Int,
                 require_handler: true,
                 process_group: false,
             },

@@ -34,7 +34,8 @@ use super::identity::{self, Member};
 use super::signal::{Pinned, Verdict, pin};
 use crate::event::Outcome;
 use crate::policy::protection::{self, Protection};
-use crate::policy::{Decision, Reach, SignalName};
+use crate::model::SignalName;
+use crate::policy::{Decision, Reach};
 use crate::report::printable;
 
 /// The most members named in a report; the rest are counted.

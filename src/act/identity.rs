@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(pids, expected);
         let facts = facts.expect("the follower exists");
         assert_eq!(facts.pgid, pgid);
-        assert_eq!(facts.uid, Some(super::super::posix::effective_uid()));
+        assert_eq!(facts.uid, Some(crate::sys::this_process::effective_uid()));
         assert_eq!(facts.name, "sleep");
         assert!(facts.exe.is_some_and(|e| e.ends_with("sleep")));
         assert!(!facts.kernel_thread);

@@ -245,54 +245,9 @@ impl PidFd {
     }
 }
 
-/// Raise the calling thread's nice value by `steps` (lower its CPU
-/// priority). On Linux a nice value belongs to a thread, and `who = 0`
-/// with `PRIO_PROCESS` names the calling thread (setpriority(2), NOTES).
-/// Returns the new value.
-pub fn lower_thread_priority(steps: i32) -> io::Result<i32> {
-    // getpriority can return -1 as a value: clear errno first to tell.
-    // SAFETY: __errno_location returns this thread's errno slot, always
-    // valid to write.
-    unsafe { *libc::__errno_location() = 0 };
-    // SAFETY: plain integer arguments; no memory is passed.
-    let current = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-    if current == -1 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error().is_some_and(|n| n != 0) {
-            return Err(e);
-        }
-    }
-    let wanted = current.saturating_add(steps).min(19);
-    // SAFETY: plain integer arguments; no memory is passed.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, wanted) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(wanted)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn own_nice() -> i32 {
-        // SAFETY: plain integer arguments; no memory is passed.
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
-    }
-
-    #[test]
-    fn lowering_a_threads_priority_leaves_the_others_alone() {
-        let before = own_nice();
-        let (first, second, seen) = std::thread::spawn(|| {
-            let first = lower_thread_priority(2).unwrap();
-            let second = lower_thread_priority(2).unwrap();
-            (first, second, own_nice())
-        })
-        .join()
-        .unwrap();
-        assert_eq!(second, (first + 2).min(19));
-        assert_eq!(seen, second);
-        assert_eq!(own_nice(), before, "only the calling thread changes");
-    }
 
     /// From a Jupyter kernel (python3 with ipykernel) on Linux 6.8: it catches
     /// SIGINT (2), SIGTERM (15), SIGCHLD (17) and a few others.

@@ -36,9 +36,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::event::{Event, EventKind, Outcome, ProcessRef};
-use crate::journal::StateDirs;
 use crate::model::Timestamp;
-use crate::policy::{Action, Decision};
+use crate::model::Action;
+use crate::policy::Decision;
 use crate::report::printable;
 
 pub use hook::OUTPUT_LIMIT as HOOK_OUTPUT_LIMIT;
@@ -158,7 +158,7 @@ impl Actuator {
         }
         // Checked at config load, and again here: as root, the program and
         // the files among its arguments must still be root's alone.
-        let euid = posix::effective_uid();
+        let euid = crate::sys::this_process::effective_uid();
         if euid == 0
             && let Err(problem) = crate::config::permissions::check_hook(command, args, euid)
         {
@@ -215,7 +215,7 @@ impl Actuator {
         }
         let audience = notify::Audience {
             target_uid: d.process.uid,
-            own_uid: posix::effective_uid(),
+            own_uid: crate::sys::this_process::effective_uid(),
         };
         let cmd = notify::command(
             &message,
@@ -286,7 +286,7 @@ pub const HOOK_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 /// `\u{1b}`, `\u{0}`), so a value is one line with no escape sequence and
 /// no NUL.
 pub fn hook_env(d: &Decision) -> Vec<(String, String)> {
-    let home = if posix::effective_uid() == 0 {
+    let home = if crate::sys::this_process::effective_uid() == 0 {
         "/".to_string()
     } else {
         std::env::var("HOME")
@@ -393,38 +393,3 @@ fn log_output(d: &Decision, what: &str, finished: &hook::Finished) {
     }
 }
 
-/// The effective uid headroom runs as.
-pub fn effective_uid() -> u32 {
-    posix::effective_uid()
-}
-
-/// Lower the calling thread's CPU priority by `steps` nice levels where the
-/// OS keeps one per thread (Linux); elsewhere do nothing (`Ok(None)`). The
-/// HTTP server's thread runs so, that scrapers hammering it never delay a
-/// sample or a signal on a busy machine. Returns the thread's new nice value.
-pub fn lower_this_thread_priority(steps: i32) -> std::io::Result<Option<i32>> {
-    #[cfg(target_os = "linux")]
-    {
-        linux::lower_thread_priority(steps).map(Some)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = steps;
-        Ok(None)
-    }
-}
-
-/// Whether headroom runs as root (effective uid 0).
-pub fn running_as_root() -> bool {
-    posix::effective_uid() == 0
-}
-
-/// How this platform lays out a service's state files (the journal's default
-/// place follows it).
-pub fn state_dirs() -> StateDirs {
-    if cfg!(target_os = "macos") {
-        StateDirs::MacOs
-    } else {
-        StateDirs::Xdg
-    }
-}

@@ -77,12 +77,6 @@ pub fn own_process_group() -> u32 {
     u32::try_from(pgid).unwrap_or(0)
 }
 
-/// The effective uid of this process (`geteuid`, which cannot fail).
-pub fn effective_uid() -> u32 {
-    // SAFETY: geteuid takes no arguments and always succeeds.
-    unsafe { libc::geteuid() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,8 @@ use std::io;
 
 use super::{group, identity, posix};
 use crate::event::Outcome;
-use crate::policy::{Decision, SignalName};
+use crate::model::SignalName;
+use crate::policy::Decision;
 
 /// How a signal step ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

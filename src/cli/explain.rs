@@ -24,7 +24,8 @@ use crate::model::{Detail, ProcessSample, Snapshot, Timestamp, printable};
 use crate::policy::assess::numbered_step;
 use crate::policy::explain::Selection;
 use crate::policy::limits::Reading;
-use crate::policy::{Action, Context, RuleStatus, RuleVerdict};
+use crate::model::{Action, SignalName};
+use crate::policy::{Context, RuleStatus, RuleVerdict};
 use crate::report::format_bytes;
 
 /// How long each request to the daemon may take.
@@ -57,7 +58,7 @@ pub struct View {
     pub config: Config,
     /// Whether the process catches each signal a `require_handler` step
     /// sends, as this machine says now.
-    pub handlers: Vec<(crate::policy::SignalName, Result<bool, String>)>,
+    pub handlers: Vec<(SignalName, Result<bool, String>)>,
 }
 
 /// The daemon's answers that `explain` reads.
@@ -194,7 +195,7 @@ fn from_daemon(addr: SocketAddr, pid: u32) -> Result<View, String> {
     // OS tells (Linux); else this command's.
     let self_uid = match crate::sys::sockets::listener_uids(addr.ip(), addr.port()) {
         Ok(Some(uids)) if !uids.is_empty() && uids.iter().all(|u| *u == uids[0]) => uids[0],
-        _ => crate::act::effective_uid(),
+        _ => crate::sys::this_process::effective_uid(),
     };
     let ctx = Context {
         // The daemon's own pid is not known here; its status says when it
@@ -257,7 +258,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
              which headroom never acts on)"
         )));
     };
-    let running_as_root = crate::act::running_as_root();
+    let running_as_root = crate::sys::this_process::running_as_root();
     for problem in crate::jupyter::annotate_once(&config.jupyter, running_as_root, &mut snap) {
         tracing::warn!("{problem}");
     }
@@ -268,7 +269,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
         // No daemon runs: nothing is its own or its ancestor. (This
         // command's own ancestors, its shell, are not a daemon's.)
         self_pid: 0,
-        self_uid: crate::act::effective_uid(),
+        self_uid: crate::sys::this_process::effective_uid(),
     };
     let verdicts = crate::policy::explain(&config, &history, &snap, ctx, snap.taken_at, &process);
     Ok(View {
@@ -293,7 +294,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
 fn handlers(
     config: &Config,
     p: &ProcessSample,
-) -> Vec<(crate::policy::SignalName, Result<bool, String>)> {
+) -> Vec<(SignalName, Result<bool, String>)> {
     let mut signals = Vec::new();
     for rule in config.rules.iter().filter(|r| r.matcher.matches(p)) {
         for step in &rule.actions {

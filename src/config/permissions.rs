@@ -56,7 +56,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 
 use super::{Config, ConfigError};
-use crate::policy::Action;
+use crate::model::Action;
 
 /// Symbolic links followed before the path is given up on (Linux's limit).
 const MAX_LINKS: u32 = 40;

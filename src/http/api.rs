@@ -441,7 +441,7 @@ pub async fn events(
             state
                 .config
                 .daemon
-                .journal_path(crate::act::running_as_root())
+                .journal_path(crate::sys::this_process::running_as_root())
                 .display()
                 .to_string(),
         ),

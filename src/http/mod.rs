@@ -319,7 +319,7 @@ impl Server {
             .name("headroom-http".into())
             .spawn(move || {
                 // Sampling and acting come first on a busy machine.
-                match crate::act::lower_this_thread_priority(HTTP_NICE) {
+                match crate::sys::this_process::lower_this_thread_priority(HTTP_NICE) {
                     Ok(Some(nice)) => tracing::debug!("the HTTP server thread runs at nice {nice}"),
                     Ok(None) => {}
                     Err(e) => tracing::debug!("cannot lower the HTTP thread's priority: {e}"),

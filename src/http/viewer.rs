@@ -31,7 +31,7 @@ use tokio::sync::OnceCell;
 use crate::config::Config;
 use crate::event::{Event, EventKind, ProcessRef};
 use crate::model::{ProcessSample, Workload};
-use crate::policy::Action;
+use crate::model::Action;
 
 /// What replaces each hidden hook argument.
 pub const REDACTED: &str = "[redacted]";

@@ -330,8 +330,8 @@ fn uid_number(_uid: &Uid) -> Option<u32> {
 /// The `headroom doctor` check on an OS without a native sampler: what
 /// the sysinfo fallback cannot provide.
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-pub fn doctor_check() -> crate::doctor::Check {
-    crate::doctor::Check::warn(
+pub fn doctor_check() -> crate::model::Check {
+    crate::model::Check::warn(
         "sampler",
         format!(
             "no native sampler for {}: the sysinfo fallback has no pressure signal (the level is derived from available memory), no memory breakdown, no swap counters and resident size as footprint",

@@ -12,7 +12,6 @@
 pub mod exit_causes;
 pub mod fallback;
 #[cfg(unix)]
-mod ffi_user;
 pub mod gpu;
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -99,18 +98,6 @@ pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Samp
     }
 }
 
-/// The real uid of this process (`None` where the OS has no uids).
-pub fn current_uid() -> Option<u32> {
-    #[cfg(unix)]
-    {
-        Some(ffi_user::current_uid())
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
-}
-
 /// The names of the rights an access control list on `path` grants to
 /// others beyond what its mode bits say, for the check that only root can
 /// change a root daemon's config and hooks
@@ -140,7 +127,7 @@ pub fn acl_write_rights(
 }
 
 /// This OS's collector checks for `headroom doctor`, each run once.
-pub fn doctor_checks() -> Vec<crate::doctor::Check> {
+pub fn doctor_checks() -> Vec<crate::model::Check> {
     #[cfg(target_os = "linux")]
     {
         linux::doctor::checks()

@@ -10,6 +10,9 @@
 //!   choice while memory runs out.
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
 //!   about to be sent to, the client end of a loopback HTTP connection).
+//! - [`state_dirs`]: where this platform keeps a service's state files.
+//! - [`this_process`]: headroom's own effective uid (every privilege
+//!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
 //! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` layouts
 //!   behind both on macOS (the layouts and their reading exist everywhere,
@@ -21,3 +24,5 @@ pub mod macos_libproc;
 pub mod process_owner;
 pub mod residency;
 pub mod sockets;
+pub mod state_dirs;
+pub mod this_process;

@@ -5,7 +5,8 @@
 use std::io;
 use std::path::Path;
 
-use crate::doctor::{Check, human_bytes};
+use crate::model::Check;
+use crate::report::format_bytes;
 use crate::sample::psi_trigger::{PsiTrigger, TRIGGERS};
 
 use super::procfs;
@@ -80,8 +81,8 @@ fn proc_files() -> Check {
         "proc",
         format!(
             "/proc/meminfo: {} total, {} available; {pids} pids in /proc, kernel threads included",
-            human_bytes(m.total),
-            human_bytes(m.available)
+            format_bytes(m.total),
+            format_bytes(m.available)
         ),
     )
 }
@@ -152,7 +153,7 @@ fn psi_trigger() -> Check {
             format!(
                 "trigger \"{spec}\" registered: the kernel refused the 1 s window, which needs CAP_SYS_RESOURCE, so the daemon wakes within 2 s"
             ),
-            if crate::sample::current_uid() == Some(0) {
+            if crate::sys::this_process::running_as_root() {
                 "root without CAP_SYS_RESOURCE: in a container, or under a capability bounding set without it; the systemd unit keeps it"
             } else {
                 "run as root (the system service) for the 1 s window"
@@ -167,7 +168,7 @@ fn psi_trigger() -> Check {
 }
 
 fn permissions() -> Check {
-    if crate::sample::current_uid() == Some(0) {
+    if crate::sys::this_process::running_as_root() {
         return Check::ok(
             "permissions",
             "root: every process's details can be read and signalled",
@@ -263,7 +264,7 @@ fn gpu() -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::Status;
+    use crate::model::CheckStatus;
 
     #[test]
     fn os_release_pretty_name_is_unquoted() {
@@ -281,10 +282,10 @@ mod tests {
         let results = checks();
         assert_eq!(results.len(), CHECKS.len());
         for c in &results {
-            assert_ne!(c.status, Status::Fail, "{c:?}");
+            assert_ne!(c.status, CheckStatus::Fail, "{c:?}");
             assert!(!c.detail.is_empty(), "{c:?}");
             // A warning always says what to do.
-            if c.status == Status::Warn {
+            if c.status == CheckStatus::Warn {
                 assert!(c.next.is_some(), "{c:?}");
             }
         }

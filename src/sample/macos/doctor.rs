@@ -2,7 +2,8 @@
 //! once, with what it found and what to do about it. Adding a check is
 //! adding a function to [`CHECKS`].
 
-use crate::doctor::{Check, human_bytes};
+use crate::model::Check;
+use crate::report::format_bytes;
 
 use super::ffi_mach::{self, VmInfoReader};
 use super::ffi_proc;
@@ -70,11 +71,11 @@ fn vm_statistics() -> Check {
             "host_statistics64 works with a count of {} words (REV1 needs {}); page size {}; {} total, {} available, {} wired, {} compressed",
             reader.count(),
             vm::REV1_COUNT,
-            human_bytes(page),
-            human_bytes(total),
-            human_bytes(m.available),
-            human_bytes(m.wired.unwrap_or(0)),
-            human_bytes(m.compressed.unwrap_or(0)),
+            format_bytes(page),
+            format_bytes(total),
+            format_bytes(m.available),
+            format_bytes(m.wired.unwrap_or(0)),
+            format_bytes(m.compressed.unwrap_or(0)),
         ),
     )
 }
@@ -85,8 +86,8 @@ fn swap() -> Check {
             "swap",
             format!(
                 "vm.swapusage: {} of {} used{}",
-                human_bytes(x.used),
-                human_bytes(x.total),
+                format_bytes(x.used),
+                format_bytes(x.total),
                 if x.encrypted { " (encrypted)" } else { "" }
             ),
         ),
@@ -265,7 +266,7 @@ fn gpu() -> Check {
         .filter(|r| !r.stats.is_empty())
         .map(|r| {
             let s = gpu_stats::accelerator_stats(&r.stats);
-            let fmt = |v: Option<u64>| v.map_or_else(|| "?".to_owned(), human_bytes);
+            let fmt = |v: Option<u64>| v.map_or_else(|| "?".to_owned(), format_bytes);
             format!(
                 "{} ({}): {} in use, {} allocated, {} busy",
                 r.model.as_deref().unwrap_or("unnamed"),
@@ -323,7 +324,7 @@ fn gpu_wired_limit() -> Check {
         Ok(Some(mb)) => match pressure::wired_limit_bytes(mb) {
             Some(bytes) => Check::ok(
                 "gpu-wired-limit",
-                format!("iogpu.wired_limit_mb = {mb} ({})", human_bytes(bytes)),
+                format!("iogpu.wired_limit_mb = {mb} ({})", format_bytes(bytes)),
             ),
             None => Check::ok(
                 "gpu-wired-limit",

@@ -224,7 +224,8 @@ pub fn kinfo_proc(pid: i32) -> Result<Vec<u8>, i32> {
     Ok(buf)
 }
 
-/// The real uid of this process.
+/// The effective uid of this process: the one the kernel compares with
+/// a target's when it decides whether another user's process may be read.
 pub fn my_uid() -> u32 {
-    crate::sample::ffi_user::current_uid()
+    crate::sys::this_process::effective_uid()
 }

@@ -1,0 +1,105 @@
+//! Facts about headroom's own process that decide what it may do: the
+//! effective uid (the one the kernel checks for signals and for reading
+//! other users' processes), whether that is root, and the calling thread's
+//! CPU priority. Every privilege decision reads the effective uid from
+//! here, so the daemon, the doctor and the service installer agree.
+
+use std::io;
+
+/// The effective uid of this process (`geteuid`, which cannot fail).
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes no arguments, touches no memory of ours and
+    // always succeeds (POSIX).
+    unsafe { libc::geteuid() }
+}
+
+/// Whether headroom runs as root (effective uid 0).
+pub fn running_as_root() -> bool {
+    effective_uid() == 0
+}
+
+/// Lower the calling thread's CPU priority by `steps` nice levels where the
+/// OS keeps one per thread (Linux); elsewhere do nothing (`Ok(None)`). The
+/// HTTP server's thread runs so, that scrapers hammering it never delay a
+/// sample or a signal on a busy machine. Returns the thread's new nice value.
+pub fn lower_this_thread_priority(steps: i32) -> io::Result<Option<i32>> {
+    #[cfg(target_os = "linux")]
+    {
+        lower_linux_thread_priority(steps).map(Some)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = steps;
+        Ok(None)
+    }
+}
+
+/// Lower the calling thread's nice value by `steps` (capped at 19, the lowest
+/// priority). On Linux a nice value belongs to a thread, and `who = 0` with
+/// `PRIO_PROCESS` names the calling thread (setpriority(2), NOTES). Returns
+/// the new value.
+#[cfg(target_os = "linux")]
+fn lower_linux_thread_priority(steps: i32) -> io::Result<i32> {
+    // getpriority can return -1 as a value: clear errno first to tell.
+    // SAFETY: __errno_location returns this thread's errno slot, always
+    // valid to write.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: plain integer arguments; no memory is passed.
+    let current = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    if current == -1 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error().is_some_and(|n| n != 0) {
+            return Err(e);
+        }
+    }
+    let wanted = current.saturating_add(steps).min(19);
+    // SAFETY: plain integer arguments; no memory is passed.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, wanted) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_effective_uid_is_the_one_proc_reports() {
+        let status = std::fs::read_to_string("/proc/self/status");
+        if let Ok(status) = status {
+            // Uid: real effective saved filesystem
+            let uids: Vec<u32> = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .unwrap()
+                .split_whitespace()
+                .map(|v| v.parse().unwrap())
+                .collect();
+            assert_eq!(effective_uid(), uids[1]);
+        }
+        assert_eq!(running_as_root(), effective_uid() == 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    fn own_nice() -> i32 {
+        // SAFETY: plain integer arguments; no memory is passed.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn lowering_a_threads_priority_leaves_the_others_alone() {
+        let before = own_nice();
+        let (first, second, seen) = std::thread::spawn(|| {
+            let first = lower_this_thread_priority(2).unwrap().unwrap();
+            let second = lower_this_thread_priority(2).unwrap().unwrap();
+            (first, second, own_nice())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(second, (first + 2).min(19));
+        assert_eq!(seen, second);
+        assert_eq!(own_nice(), before, "only the calling thread changes");
+    }
+}
