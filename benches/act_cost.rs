@@ -123,6 +123,6 @@ fn decision(process: ProcessRef, dry_run: bool) -> Decision {
         dry_run,
         limit: "footprint > 0".into(),
         reason: "benchmark".into(),
-        reach: Reach::own_user(headroom::act::effective_uid()),
+        reach: Reach::own_user(headroom::sys::this_process::effective_uid()),
     }
 }

@@ -326,7 +326,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::CheckConfig { file } => {
             let config = Config::load(&file)?;
             // As root, refuse what `headroom run` as root would refuse.
-            crate::config::permissions::check_for_root(
+            crate::permissions::check_for_root(
                 Some(&file),
                 &config,
                 crate::sys::this_process::effective_uid(),
@@ -484,7 +484,7 @@ fn run_daemon(
         None => Config::embedded_default(),
     };
     // As root: a config or hook that others can change is refused (exit 2).
-    crate::config::permissions::check_for_root(
+    crate::permissions::check_for_root(
         config_path.as_deref(),
         &config,
         crate::sys::this_process::effective_uid(),
@@ -758,7 +758,7 @@ fn events(
     let is_root = crate::sys::this_process::running_as_root();
     let path = match (journal, config) {
         (Some(path), _) => path,
-        (None, Some(config)) => Config::load(&config)?.daemon.journal_path(is_root),
+        (None, Some(config)) => crate::journal::path_for(&Config::load(&config)?.daemon, is_root),
         (None, None) => crate::journal::default_path(is_root),
     };
     let since = since.map(parse_since).transpose()?;

@@ -45,9 +45,9 @@ use tracing::{debug, error, info, trace, warn};
 use crate::config::Config;
 use crate::event::EventKind;
 use crate::jupyter::Notebooks;
+use crate::model::Action;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
-use crate::model::Action;
 use crate::policy::{Context, Decision, Evaluation, PolicyState, Reach, evaluate};
 use crate::postmortem::PostMortems;
 use crate::report::{format_bytes, printable};
@@ -347,8 +347,8 @@ impl Daemon {
     fn start_pipeline(&self) -> Pipeline {
         let state = self.tx.borrow();
         let d = &state.config.daemon;
-        let path = d.journal_path(crate::sys::this_process::running_as_root());
-        let opts = d.journal_options();
+        let path = crate::journal::path_for(d, crate::sys::this_process::running_as_root());
+        let opts = crate::journal::JournalOptions::from_config(d);
         let pipeline = Pipeline::start(path, opts);
         pipeline.record(EventKind::Started {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -534,7 +534,7 @@ impl Daemon {
         };
         // As root, the new file must pass the same permission checks as at start.
         let loaded = match Config::load(&path) {
-            Ok(config) => crate::config::permissions::check_for_root(
+            Ok(config) => crate::permissions::check_for_root(
                 Some(&path),
                 &config,
                 crate::sys::this_process::effective_uid(),

@@ -15,7 +15,7 @@
 //!
 //! A root daemon opens its journal with [`Journal::open_checked`]: the
 //! directory must be one only root can change (as the config's, see
-//! [`crate::config::permissions`]), and the file, if it exists, a regular
+//! [`crate::permissions`]), and the file, if it exists, a regular
 //! file owned by root and writable by neither group nor others. A journal a
 //! user prepared (their directory, their 0666 file full of forged lines, a
 //! link to a file of root's) is refused with an error that says so and
@@ -30,6 +30,7 @@ use std::io::{self, BufReader, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
+use crate::config::DaemonConfig;
 use crate::event::Event;
 use crate::model::Timestamp;
 use crate::sys::state_dirs::{StateDirs, state_dirs};
@@ -41,6 +42,16 @@ pub struct JournalOptions {
     pub max_bytes: u64,
     /// Files kept in all, the current one included (at least 1).
     pub keep: usize,
+}
+
+impl JournalOptions {
+    /// The `[daemon]` section's `journal_max_size` and `journal_files`.
+    pub fn from_config(d: &DaemonConfig) -> Self {
+        Self {
+            max_bytes: d.journal_max_size.bytes(),
+            keep: d.journal_files,
+        }
+    }
 }
 
 impl Default for JournalOptions {
@@ -264,10 +275,10 @@ impl Journal {
 /// Where a root daemon's journal belongs, for the advice in errors.
 const JOURNAL_HOME: &str = "/var/lib/headroom/";
 
-/// The journal's directory, as [`crate::config::permissions::check_path`]
+/// The journal's directory, as [`crate::sys::trusted_path::check_path`]
 /// sees it.
 fn check_directory(path: &Path, dir: &Path, uid: u32) -> Result<(), JournalError> {
-    crate::config::permissions::check_path(dir, uid).map_err(|u| JournalError::Untrusted {
+    crate::sys::trusted_path::check_path(dir, uid).map_err(|u| JournalError::Untrusted {
         path: path.to_path_buf(),
         what: u.what(),
         fix: format!(
@@ -294,7 +305,7 @@ fn check_existing_file(path: &Path, uid: u32) -> Result<(), JournalError> {
             path: path.to_path_buf(),
         });
     }
-    crate::config::permissions::check_path(path, uid).map_err(|u| untrusted_file(path, u.what()))
+    crate::sys::trusted_path::check_path(path, uid).map_err(|u| untrusted_file(path, u.what()))
 }
 
 /// A journal file that is not root's own, and what to do about it.
@@ -591,6 +602,12 @@ fn read_line(reader: &mut impl io::BufRead, line: &mut Vec<u8>) -> io::Result<(u
     }
 }
 
+/// The journal's path: the `[daemon]` section's `journal`, or the platform
+/// default for root or a user.
+pub fn path_for(d: &DaemonConfig, is_root: bool) -> PathBuf {
+    d.journal.clone().unwrap_or_else(|| default_path(is_root))
+}
+
 /// The journal's default path on this platform, for root or a user.
 pub fn default_path(is_root: bool) -> PathBuf {
     default_path_for(
@@ -626,6 +643,25 @@ pub fn default_path_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_and_path_follow_the_config() {
+        let config = crate::config::Config::from_toml_str(
+            "[daemon]\njournal = \"/j/j.jsonl\"\njournal_max_size = \"1MiB\"\njournal_files = 3",
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            JournalOptions::from_config(&config.daemon),
+            JournalOptions {
+                max_bytes: 1 << 20,
+                keep: 3
+            }
+        );
+        assert_eq!(path_for(&config.daemon, true), PathBuf::from("/j/j.jsonl"));
+        let config = crate::config::Config::from_toml_str("", "test.toml").unwrap();
+        assert_eq!(path_for(&config.daemon, true), default_path(true));
+    }
 
     #[test]
     fn default_paths_per_platform() {

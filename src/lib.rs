@@ -22,6 +22,7 @@ pub mod local_time;
 pub mod logging;
 pub mod metrics;
 pub mod model;
+pub mod permissions;
 pub mod pipeline;
 pub mod policy;
 pub mod postmortem;

@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use crate::event::{ActionTaken, Event, EventKind, ExitCause, ExitCauseKind, Outcome, ProcessRef};
 use crate::history::{GROWTH_WINDOW, History};
-use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
 use crate::model::Action;
+use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
 use crate::policy::Decision;
 use crate::sample::{Ended, Killer, MemoryKill, Observed};
 

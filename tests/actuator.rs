@@ -35,7 +35,7 @@ const WAIT: Duration = Duration::from_secs(10);
 const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
 
 fn is_root() -> bool {
-    headroom::act::effective_uid() == 0
+    headroom::sys::this_process::effective_uid() == 0
 }
 
 /// A private directory under `target/tmp` (root trusts it, unlike `/tmp`).
@@ -160,7 +160,7 @@ fn decision(process: ProcessRef, action: Action) -> Decision {
         dry_run: false,
         limit: "footprint > 2 MiB".into(),
         reason: "footprint 4 MiB > 2 MiB".into(),
-        reach: Reach::own_user(headroom::act::effective_uid()),
+        reach: Reach::own_user(headroom::sys::this_process::effective_uid()),
     }
 }
 
@@ -772,7 +772,7 @@ fn recording_notifier() -> (tempfile::TempDir, PathBuf, ActuatorOptions) {
     .unwrap();
     chmod(&notifier, 0o755);
     let runtime = dir.path().join("run");
-    let own = runtime.join(headroom::act::effective_uid().to_string());
+    let own = runtime.join(headroom::sys::this_process::effective_uid().to_string());
     std::fs::create_dir_all(&own).unwrap();
     std::fs::write(own.join("bus"), "").unwrap();
     let opts = ActuatorOptions {

@@ -1025,7 +1025,7 @@ mod server {
             lengths.iter().all(|n| *n == lengths[0] && *n > 12 << 20),
             "{lengths:?}"
         );
-        let forms = if headroom::act::running_as_root() {
+        let forms = if headroom::sys::this_process::running_as_root() {
             1
         } else {
             2
@@ -1098,7 +1098,7 @@ mod server {
         let addr = server.local_addr();
         let (status, body) = http_get(addr, "/api/v1/snapshot");
         assert_eq!(status, 200);
-        let me = headroom::act::effective_uid();
+        let me = headroom::sys::this_process::effective_uid();
         if me != 0 {
             eprintln!(
                 "not root (uid {me}): checking only that this user sees no other user's command line; \

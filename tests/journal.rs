@@ -287,7 +287,7 @@ fn a_missing_journal_reads_as_empty() {
 }
 
 fn is_root() -> bool {
-    headroom::act::effective_uid() == 0
+    headroom::sys::this_process::effective_uid() == 0
 }
 
 fn chmod(path: &Path, mode: u32) {
@@ -340,7 +340,7 @@ fn a_checked_journal_in_a_directory_others_can_write_is_refused_untouched() {
     let dir = support::private_dir();
     let path = users_journal(dir.path());
     let before = state_of(&path);
-    let uid = headroom::act::effective_uid();
+    let uid = headroom::sys::this_process::effective_uid();
     let e = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err();
     let text = e.to_string();
     assert!(
@@ -379,7 +379,7 @@ fn a_checked_journal_file_a_user_made_is_refused_untouched() {
         std::os::unix::fs::chown(&path, Some(NOBODY), None).unwrap();
     }
     let before = state_of(&path);
-    let uid = headroom::act::effective_uid();
+    let uid = headroom::sys::this_process::effective_uid();
     let (what, fix) =
         untrusted(Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err());
     let shown = path.display().to_string();
@@ -417,7 +417,7 @@ fn a_checked_journal_that_is_a_link_is_refused_and_its_target_untouched() {
     std::fs::write(&victim, "root's file\n").unwrap();
     let path = dir.path().join("journal.jsonl");
     std::os::unix::fs::symlink(&victim, &path).unwrap();
-    let uid = headroom::act::effective_uid();
+    let uid = headroom::sys::this_process::effective_uid();
     let (what, fix) =
         untrusted(Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err());
     assert_eq!(what, format!("{} is a symbolic link", path.display()));
@@ -429,7 +429,7 @@ fn a_checked_journal_that_is_a_link_is_refused_and_its_target_untouched() {
 fn a_checked_journal_is_created_private_in_a_new_directory() {
     let dir = support::private_dir();
     let path = dir.path().join("a/b/journal.jsonl");
-    let uid = headroom::act::effective_uid();
+    let uid = headroom::sys::this_process::effective_uid();
     let mut j = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap();
     j.append(&event(7)).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
@@ -450,7 +450,7 @@ fn rotation_does_not_write_through_a_link_at_a_rotated_name() {
         std::os::unix::fs::symlink(&victim, logs.join(format!("journal.jsonl.{n}"))).unwrap();
     }
     let line_len = serde_json::to_string(&event(100)).unwrap().len() as u64 + 1;
-    let uid = headroom::act::effective_uid();
+    let uid = headroom::sys::this_process::effective_uid();
     let mut j = Journal::open_checked(&path, opts(line_len, 3), uid).unwrap();
     for at in 100..110 {
         j.append(&event(at)).unwrap();

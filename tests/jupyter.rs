@@ -552,7 +552,7 @@ fn the_embedded_default_interrupts_a_runaway_cell_in_roots_kernel() {
     let jupyter = Jupyter::start();
     let notebook = "work/keras.ipynb";
     let (kernel_id, pid) = jupyter.open_notebook(notebook);
-    let me = headroom::act::effective_uid();
+    let me = headroom::sys::this_process::effective_uid();
     assert_eq!(uid_of(pid), me, "the kernel runs as the tests' user");
     let sandbox = support::private_dir();
     let journal_file = sandbox.path().join("journal.jsonl");

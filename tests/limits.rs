@@ -249,13 +249,13 @@ fn a_protected_process_is_never_signalled() {
 const NOBODY: u32 = 65534;
 
 fn is_root() -> bool {
-    headroom::act::effective_uid() == 0
+    headroom::sys::this_process::effective_uid() == 0
 }
 
 /// Whether the tests run as root or a system account, whose processes
 /// `[protect]` names cover.
 fn system_account() -> bool {
-    headroom::act::effective_uid() <= headroom::sys::accounts::SYSTEM_UID_MAX
+    headroom::sys::this_process::effective_uid() <= headroom::sys::accounts::SYSTEM_UID_MAX
 }
 
 /// A directory under /tmp that every user can enter, for programs an
@@ -362,7 +362,7 @@ fn a_users_process_named_sshd_is_signalled_and_roots_is_protected() {
     let uid = if is_root() {
         NOBODY
     } else {
-        headroom::act::effective_uid()
+        headroom::sys::this_process::effective_uid()
     };
     let action = first_action_on(&sb, user.pid());
     assert_eq!(action["outcome"], "done", "{action}");
@@ -925,7 +925,7 @@ fn explain_asks_the_running_daemon_for_its_statuses() {
     assert!(
         text.contains(&format!(
             "judged by the headroom daemon at {addr} (running as uid {}, config ",
-            headroom::act::effective_uid()
+            headroom::sys::this_process::effective_uid()
         )),
         "{text}"
     );

@@ -316,7 +316,7 @@ fn a_driver_with_no_gpu_is_up_and_says_so() {
 }
 
 fn is_root() -> bool {
-    headroom::act::effective_uid() == 0
+    headroom::sys::this_process::effective_uid() == 0
 }
 
 fn chmod(path: &Path, mode: u32) {

@@ -28,7 +28,7 @@ use support::private_dir;
 const USER: &str = "headroom-test";
 
 fn is_root() -> bool {
-    headroom::act::effective_uid() == 0
+    headroom::sys::this_process::effective_uid() == 0
 }
 
 fn chmod(path: &Path, mode: u32) {

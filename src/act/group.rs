@@ -33,8 +33,8 @@ use std::io;
 use super::identity::{self, Member};
 use super::signal::{Pinned, Verdict, pin};
 use crate::event::Outcome;
-use crate::policy::protection::{self, Protection};
 use crate::model::SignalName;
+use crate::policy::protection::{self, Protection};
 use crate::policy::{Decision, Reach};
 use crate::report::printable;
 

@@ -36,8 +36,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::event::{Event, EventKind, Outcome, ProcessRef};
-use crate::model::Timestamp;
 use crate::model::Action;
+use crate::model::Timestamp;
 use crate::policy::Decision;
 use crate::report::printable;
 
@@ -160,7 +160,7 @@ impl Actuator {
         // the files among its arguments must still be root's alone.
         let euid = crate::sys::this_process::effective_uid();
         if euid == 0
-            && let Err(problem) = crate::config::permissions::check_hook(command, args, euid)
+            && let Err(problem) = crate::permissions::check_hook(command, args, euid)
         {
             let why = format!(
                 "refusing to run hook {} as root: {problem}",
@@ -392,4 +392,3 @@ fn log_output(d: &Decision, what: &str, finished: &hook::Finished) {
         }
     }
 }
-

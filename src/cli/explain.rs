@@ -20,11 +20,11 @@ use super::{CliError, browsable, write_stdout};
 use crate::config::Config;
 use crate::config::rules::ClauseCheck;
 use crate::history::History;
+use crate::model::{Action, SignalName};
 use crate::model::{Detail, ProcessSample, Snapshot, Timestamp, printable};
 use crate::policy::assess::numbered_step;
 use crate::policy::explain::Selection;
 use crate::policy::limits::Reading;
-use crate::model::{Action, SignalName};
 use crate::policy::{Context, RuleStatus, RuleVerdict};
 use crate::report::format_bytes;
 
@@ -291,10 +291,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
 
 /// Whether `p` catches each signal that a `require_handler` step of a rule
 /// that matches it would send.
-fn handlers(
-    config: &Config,
-    p: &ProcessSample,
-) -> Vec<(SignalName, Result<bool, String>)> {
+fn handlers(config: &Config, p: &ProcessSample) -> Vec<(SignalName, Result<bool, String>)> {
     let mut signals = Vec::new();
     for rule in config.rules.iter().filter(|r| r.matcher.matches(p)) {
         for step in &rule.actions {

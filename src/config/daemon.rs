@@ -65,21 +65,6 @@ impl DaemonConfig {
     pub const MIN_JOURNAL_MAX_SIZE: ByteSize = ByteSize(64 * 1024);
     pub const DEFAULT_JOURNAL_FILES: usize = 5;
     pub const MAX_JOURNAL_FILES: usize = 100;
-
-    /// The journal's path: `journal`, or the platform default for root or a user.
-    pub fn journal_path(&self, is_root: bool) -> PathBuf {
-        self.journal
-            .clone()
-            .unwrap_or_else(|| crate::journal::default_path(is_root))
-    }
-
-    /// The journal's size and number of files.
-    pub fn journal_options(&self) -> crate::journal::JournalOptions {
-        crate::journal::JournalOptions {
-            max_bytes: self.journal_max_size.bytes(),
-            keep: self.journal_files,
-        }
-    }
 }
 
 /// Journal paths are UTF-8 when they come from TOML; a `PathBuf` set in code may not
@@ -382,22 +367,6 @@ mod tests {
         assert!(message("journal_files = 0").contains("must be between 1 and 100"));
         assert!(message("journal_files = 101").contains("must be between 1 and 100"));
         assert!(message("journal_files = -1").contains("(got -1)"));
-    }
-
-    #[test]
-    fn journal_options_and_path_follow_the_config() {
-        let d = daemon("journal = \"/j/j.jsonl\"\njournal_max_size = \"1MiB\"\njournal_files = 3")
-            .unwrap();
-        assert_eq!(
-            d.journal_options(),
-            crate::journal::JournalOptions {
-                max_bytes: 1 << 20,
-                keep: 3
-            }
-        );
-        assert_eq!(d.journal_path(true), PathBuf::from("/j/j.jsonl"));
-        let d = daemon("").unwrap();
-        assert_eq!(d.journal_path(true), crate::journal::default_path(true));
     }
 
     #[test]

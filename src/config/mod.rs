@@ -19,7 +19,6 @@ mod error;
 mod gpu;
 mod http;
 mod jupyter;
-pub mod permissions;
 mod postmortem;
 mod raw;
 pub mod rules;

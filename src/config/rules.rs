@@ -17,8 +17,8 @@ use toml::Spanned;
 use super::error::{ConfigError, Source};
 use super::raw::{RawMatch, RawProtect, RawRule, RawStep, RawWhen};
 use super::units::{self, Rate, SizeLimit, format_duration};
-use crate::model::{PressureLevel, ProcessSample, WorkloadKind};
 use crate::model::{Action, SignalName};
+use crate::model::{PressureLevel, ProcessSample, WorkloadKind};
 
 /// Default time between a rule's actions on the same process once its ladder ends.
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(60);

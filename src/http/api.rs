@@ -438,12 +438,12 @@ pub async fn events(
     Json(EventsBody {
         events,
         journal: Some(
-            state
-                .config
-                .daemon
-                .journal_path(crate::sys::this_process::running_as_root())
-                .display()
-                .to_string(),
+            crate::journal::path_for(
+                &state.config.daemon,
+                crate::sys::this_process::running_as_root(),
+            )
+            .display()
+            .to_string(),
         ),
         kept: crate::state::RECENT_EVENTS,
     })

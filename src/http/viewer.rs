@@ -30,8 +30,8 @@ use tokio::sync::OnceCell;
 
 use crate::config::Config;
 use crate::event::{Event, EventKind, ProcessRef};
-use crate::model::{ProcessSample, Workload};
 use crate::model::Action;
+use crate::model::{ProcessSample, Workload};
 
 /// What replaces each hidden hook argument.
 pub const REDACTED: &str = "[redacted]";

@@ -137,4 +137,3 @@ mod tests {
         assert_eq!(SignalName::Int.number(), 2);
     }
 }
-

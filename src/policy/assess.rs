@@ -14,8 +14,8 @@ use super::limits::{self, ConditionCheck, LimitCheck};
 use super::protection::{self, Protection};
 use crate::config::{Config, Rule, Step};
 use crate::history::History;
-use crate::model::{ProcessSample, Snapshot, Timestamp};
 use crate::model::Action;
+use crate::model::{ProcessSample, Snapshot, Timestamp};
 
 /// Why a rule that holds for a process does not act on it. One journal
 /// event per crossing and kind: a new kind within the same crossing (the

@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use assess::{Hold, NotActing};
 pub use crate::model::{Action, SignalName};
+pub use assess::{Hold, NotActing};
 pub use decision::Decision;
 pub use explain::{RuleVerdict, explain};
 pub use protection::{Protection, Reach};

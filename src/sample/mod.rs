@@ -98,34 +98,6 @@ pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Samp
     }
 }
 
-/// The names of the rights an access control list on `path` grants to
-/// others beyond what its mode bits say, for the check that only root can
-/// change a root daemon's config and hooks
-/// ([`crate::config::permissions`]); `path` itself is read, not a link's
-/// target.
-///
-/// macOS: an extended ACL (`chmod +a`) can let any user write a file whose
-/// mode is `0644`; each *allow* entry's write rights are named
-/// ([`macos::acl`]). Linux: none to add: a POSIX access ACL's mask is the
-/// group bits of the mode, and no named user or group gets more than the
-/// mask allows, so a mode with no group write already says no one else
-/// can write. Elsewhere: none are read.
-pub fn acl_write_rights(
-    path: &std::path::Path,
-    is_dir: bool,
-) -> std::io::Result<Vec<&'static str>> {
-    #[cfg(target_os = "macos")]
-    {
-        macos::ffi_acl::extended_acl(path)
-            .map(|entries| macos::acl::write_rights_granted(&entries, is_dir))
-    }
-    #[cfg(not(target_os = "macos"))]
-    {
-        let _ = (path, is_dir);
-        Ok(Vec::new())
-    }
-}
-
 /// This OS's collector checks for `headroom doctor`, each run once.
 pub fn doctor_checks() -> Vec<crate::model::Check> {
     #[cfg(target_os = "linux")]

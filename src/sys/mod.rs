@@ -11,6 +11,8 @@
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
 //!   about to be sent to, the client end of a loopback HTTP connection).
 //! - [`state_dirs`]: where this platform keeps a service's state files.
+//! - [`trusted_path`]: whether only root can change a path (with the
+//!   macOS access control lists, [`macos_acl`]).
 //! - [`this_process`]: headroom's own effective uid (every privilege
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
@@ -20,9 +22,13 @@
 
 pub mod accounts;
 pub mod fd_limit;
+pub mod macos_acl;
+#[cfg(target_os = "macos")]
+pub(crate) mod macos_ffi_acl;
 pub mod macos_libproc;
 pub mod process_owner;
 pub mod residency;
 pub mod sockets;
 pub mod state_dirs;
 pub mod this_process;
+pub mod trusted_path;

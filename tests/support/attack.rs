@@ -42,7 +42,7 @@ const WATCHDOG_RSS: u64 = 1536 * 1024 * 1024;
 pub const MIB: u64 = 1024 * 1024;
 
 pub fn is_root() -> bool {
-    headroom::act::effective_uid() == 0
+    headroom::sys::this_process::effective_uid() == 0
 }
 
 /// One attack at a time: each starts its own daemon and measures reaction
@@ -62,7 +62,7 @@ pub fn begin(name: &'static str) -> Option<Session> {
         println!(
             "attack {name:?}: not run: the attacks replay an unprivileged user against a \
              daemon running as root, and this test runs as uid {}; run it as root (CI does)",
-            headroom::act::effective_uid()
+            headroom::sys::this_process::effective_uid()
         );
         return None;
     }

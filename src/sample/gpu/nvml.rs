@@ -47,7 +47,7 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use super::{DeviceReading, GpuCollector, GpuError, RawGpuProcess};
-use crate::config::permissions::check_path;
+use crate::sys::trusted_path::check_path;
 
 /// Names tried after the configured path, in order.
 pub const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];

@@ -1287,7 +1287,7 @@ mod tests {
         assert_eq!(users.name(0), None);
     }
 
-    /// Why [`crate::sample::acl_write_rights`] reads no ACL on Linux: a
+    /// Why [`crate::sys::trusted_path::acl_write_rights`] reads no ACL on Linux: a
     /// POSIX ACL entry that lets another user or group write raises the
     /// mask, which is what the group bits of the mode show, and once
     /// `chmod g-w` lowers the mask the entry no longer writes. `setfacl` and

@@ -15,13 +15,12 @@
 //! | [`gpu_stats`] | IOAccelerator `PerformanceStatistics`, `IOUserClientCreator` |
 //! | [`acl`] | extended ACL entries → the write rights they grant |
 //!
-//! The FFI layers (`ffi_mach`, `ffi_proc`, `ffi_acl`, `iokit`, `pressure_source`) hold
+//! The FFI layers (`ffi_mach`, `ffi_proc`, `iokit`, `pressure_source`) hold
 //! all of the `unsafe`, each block with its `// SAFETY:` reasoning, and hand
 //! plain values to the pure functions. [`MacSampler`] ties them together;
 //! `probe::MacProbe` reads the machine-wide figures alone for the daemon's
 //! system probe; [`doctor`] checks each collector once for `headroom doctor`.
 
-pub mod acl;
 pub mod gpu_stats;
 pub mod kinfo;
 pub mod pressure;
@@ -31,8 +30,6 @@ pub mod vm;
 
 #[cfg(target_os = "macos")]
 pub mod doctor;
-#[cfg(target_os = "macos")]
-pub(crate) mod ffi_acl;
 #[cfg(target_os = "macos")]
 pub(crate) mod ffi_mach;
 #[cfg(target_os = "macos")]

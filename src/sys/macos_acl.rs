@@ -4,7 +4,7 @@
 //! On macOS an access control list can grant a user `write` on a file whose
 //! mode says `0644`, and nothing of it shows in the mode bits. So the check
 //! that a root daemon's config and hooks can be changed by root alone
-//! ([`crate::config::permissions`]) also reads each path's ACL and refuses
+//! ([`crate::sys::trusted_path`]) also reads each path's ACL and refuses
 //! any *allow* entry that grants a right which changes what the path holds
 //! or who may change it. *Deny* entries only take rights away.
 //!
@@ -13,7 +13,7 @@
 //! directories need no ACL at all, and `chmod -N` removes one.
 //!
 //! The bit values are `__DARWIN_ACL_*` from `<sys/acl.h>`; this module is
-//! pure and compiled on every OS; `ffi_acl` reads the entries on a Mac.
+//! pure and compiled on every OS; `macos_ffi_acl` reads the entries on a Mac.
 
 /// `ACL_EXTENDED_ALLOW`, the tag of an entry that grants rights.
 pub const TAG_ALLOW: u32 = 1;

@@ -1,5 +1,5 @@
 //! The extended ACL of a path, read with `acl_get_link_np` and handed to
-//! [`super::acl`] as plain entries.
+//! [`super::macos_acl`] as plain entries.
 //!
 //! The link itself is read, not its target: the permission check walks
 //! symbolic links one component at a time and reads each target itself.
@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-use super::acl::{Entry, WRITE_RIGHTS};
+use super::macos_acl::{Entry, WRITE_RIGHTS};
 
 /// `struct _acl *`, `struct _acl_entry *`, `struct _acl_permset *`.
 type AclT = *mut c_void;
