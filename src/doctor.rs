@@ -117,6 +117,7 @@ pub fn run() -> Report {
     let gpu = crate::config::GpuConfig::default();
     let mut checks = vec![sample_check(platform_sampler(&gpu).as_mut())];
     checks.extend(crate::sample::doctor_checks());
+    checks.push(crate::act::doctor::signals());
     Report { facts, checks }
 }
 

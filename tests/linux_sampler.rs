@@ -8,8 +8,9 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use headroom::model::{Detail, PressureLevel, Snapshot, Timestamp};
-use headroom::sample::linux::{LinuxSampler, procfs};
+use headroom::sample::linux::LinuxSampler;
 use headroom::sample::{SampleError, Sampler};
+use headroom::sys::procfs;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;

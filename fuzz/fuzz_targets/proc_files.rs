@@ -7,7 +7,7 @@
 
 #![no_main]
 
-use headroom::sample::procfs;
+use headroom::sys::procfs;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 
 use super::identity::Member;
-use crate::sample::linux::procfs;
+use crate::sys::procfs;
 
 /// Facts from `/proc/[pid]/stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

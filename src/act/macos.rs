@@ -14,7 +14,7 @@ use std::mem::size_of;
 
 use super::identity::Member;
 use super::posix;
-use crate::sample::macos::{ffi_proc, kinfo, proc_info};
+use crate::sys::{macos_ffi_proc as ffi_proc, macos_kinfo as kinfo, macos_proc_info as proc_info};
 
 /// `PROC_PGRP_ONLY` from `<sys/proc_info.h>` (`PROC_ALL_PIDS` 1,
 /// `PROC_PGRP_ONLY` 2, `PROC_TTY_ONLY` 3, …): list the processes whose

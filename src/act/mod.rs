@@ -13,6 +13,7 @@
 //! holds the `kill` and process-group calls every Unix shares; `group.rs`
 //! signals a process group member by member.
 
+pub mod doctor;
 mod group;
 mod hook;
 pub mod identity;

@@ -15,15 +15,8 @@ pub mod fallback;
 pub mod gpu;
 #[cfg(target_os = "linux")]
 pub mod linux;
-/// The pure `/proc` parsers, also compiled where there is no `/proc`, so
-/// that they are tested and fuzzed on every OS.
-#[cfg(target_os = "linux")]
-pub use linux::procfs;
 pub mod macos;
 pub mod probe;
-#[cfg(not(target_os = "linux"))]
-#[path = "linux/procfs.rs"]
-pub mod procfs;
 #[cfg(target_os = "linux")]
 pub mod psi_trigger;
 pub mod replay;

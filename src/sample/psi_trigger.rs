@@ -24,7 +24,7 @@ pub const TRIGGERS: [&str; 2] = ["some 150000 1000000", "some 300000 2000000"];
 ///
 /// Either trigger fires once some task has been stalled on memory for 15 %
 /// of the window, a rate above the `some avg10` warn threshold
-/// ([`crate::sample::procfs::PSI_SOME_WARN`], 10 %). The level a sample
+/// ([`crate::sys::procfs::PSI_SOME_WARN`], 10 %). The level a sample
 /// derives from `avg10` lags that: the kernel updates the averages every
 /// 2 s and `avg10` decays over 10 s, so after one second at 15 % it reads
 /// about 1.5 %. Without this, a `pressure = "warn"` rule would be evaluated

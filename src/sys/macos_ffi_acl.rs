@@ -104,7 +104,7 @@ pub fn extended_acl(path: &Path) -> io::Result<Vec<Entry>> {
 mod tests {
     use std::process::Command;
 
-    use super::super::acl::write_rights_granted;
+    use super::super::macos_acl::write_rights_granted;
     use super::*;
 
     fn chmod(args: &[&str], path: &Path) {

@@ -13,6 +13,8 @@
 //! - [`state_dirs`]: where this platform keeps a service's state files.
 //! - [`trusted_path`]: whether only root can change a path (with the
 //!   macOS access control lists, [`macos_acl`]).
+//! - [`procfs`]: the pure parsers of the `/proc` files the Linux sampler,
+//!   probe and actuator read (compiled and tested on every OS).
 //! - [`this_process`]: headroom's own effective uid (every privilege
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
@@ -25,8 +27,15 @@ pub mod fd_limit;
 pub mod macos_acl;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos_ffi_acl;
+#[cfg(target_os = "macos")]
+pub(crate) mod macos_ffi_proc;
+pub mod macos_kinfo;
 pub mod macos_libproc;
+pub mod macos_proc_info;
+#[cfg(target_os = "macos")]
+pub(crate) mod macos_sysctl;
 pub mod process_owner;
+pub mod procfs;
 pub mod residency;
 pub mod sockets;
 pub mod state_dirs;

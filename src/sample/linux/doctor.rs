@@ -9,18 +9,10 @@ use crate::model::Check;
 use crate::report::format_bytes;
 use crate::sample::psi_trigger::{PsiTrigger, TRIGGERS};
 
-use super::procfs;
+use crate::sys::procfs;
 
 /// The checks, in report order.
-pub const CHECKS: &[fn() -> Check] = &[
-    proc_files,
-    psi,
-    psi_trigger,
-    permissions,
-    open_files,
-    signals,
-    gpu,
-];
+pub const CHECKS: &[fn() -> Check] = &[proc_files, psi, psi_trigger, permissions, open_files, gpu];
 
 /// Run every check.
 pub fn checks() -> Vec<Check> {
@@ -220,27 +212,6 @@ fn open_files() -> Check {
     }
 }
 
-fn signals() -> Check {
-    let me = std::process::id();
-    match (
-        crate::act::identity::current_start(me),
-        crate::act::identity::catches_signal(me, libc::SIGUSR1),
-    ) {
-        (Ok(Some(_)), Ok(_)) => Check::ok(
-            "signals",
-            "process identity (stat start time) and handlers (SigCgt) readable",
-        ),
-        (Ok(None), _) => Check::fail(
-            "signals",
-            "this process has no /proc entry",
-            "please report this output",
-        ),
-        (Err(e), _) | (_, Err(e)) => {
-            Check::fail("signals", e.to_string(), "please report this output")
-        }
-    }
-}
-
 /// NVML with the default `[gpu]` settings: the driver's library, its devices.
 fn gpu() -> Check {
     let status = crate::sample::gpu::probe(&crate::config::GpuConfig::default());
@@ -298,7 +269,6 @@ mod tests {
                 "psi-trigger",
                 "permissions",
                 "open-files",
-                "signals",
                 "gpu"
             ]
         );

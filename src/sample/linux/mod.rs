@@ -73,7 +73,6 @@
 pub mod doctor;
 pub mod kmsg;
 mod proc_reader;
-pub mod procfs;
 mod sys;
 pub mod zombie;
 
@@ -91,8 +90,8 @@ use crate::model::{
 use crate::sample::{SampleError, Sampler};
 use crate::workload::{self, ProcessFacts};
 
+use crate::sys::procfs::{self, Statm, Status};
 use proc_reader::{Failure, ProcReader};
-use procfs::{Statm, Status};
 
 /// Beyond the ML processes, this many of the largest processes (by `statm`
 /// resident size) are read in full every tick.

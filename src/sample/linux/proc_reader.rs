@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::procfs;
+use crate::sys::procfs;
 
 /// Why a per-process read failed, as the sampler counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,9 +11,9 @@
 
 use std::path::Path;
 
-use super::procfs::{parse_stat, parse_u64};
 use crate::model::ProcessId;
 use crate::sample::exit_causes::{Ended, ExitStatus};
+use crate::sys::procfs::{parse_stat, parse_u64};
 
 /// A zombie's start time and `exit_code`, from the text of its
 /// `/proc/[pid]/stat`; `None` for a process that is not a zombie or a file

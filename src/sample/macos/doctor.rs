@@ -6,9 +6,9 @@ use crate::model::Check;
 use crate::report::format_bytes;
 
 use super::ffi_mach::{self, VmInfoReader};
-use super::ffi_proc;
-use super::proc_info::{self, Failure};
-use super::{gpu_stats, iokit, kinfo, pressure, procargs, vm};
+use super::{gpu_stats, iokit, pressure, procargs, vm};
+use crate::sys::macos_ffi_proc as ffi_proc;
+use crate::sys::macos_proc_info::{self as proc_info, Failure};
 
 /// The checks, in report order.
 pub const CHECKS: &[fn() -> Check] = &[
@@ -18,7 +18,6 @@ pub const CHECKS: &[fn() -> Check] = &[
     pressure_events,
     processes,
     process_args,
-    signals,
     gpu,
     gpu_clients,
     gpu_wired_limit,
@@ -31,7 +30,9 @@ pub fn checks() -> Vec<Check> {
 
 /// macOS version, kernel release and hardware.
 pub fn facts() -> Vec<(&'static str, String)> {
-    let get = |name| ffi_mach::sysctl_string(name).unwrap_or_else(|e| format!("unknown ({e})"));
+    let get = |name| {
+        crate::sys::macos_sysctl::sysctl_string(name).unwrap_or_else(|e| format!("unknown ({e})"))
+    };
     vec![
         ("macos", get(c"kern.osproductversion")),
         ("kernel", get(c"kern.osrelease")),
@@ -202,56 +203,6 @@ fn process_args() -> Check {
                 std::io::Error::from_raw_os_error(errno)
             ),
             "workloads are classified by name only",
-        ),
-    }
-}
-
-fn signals() -> Check {
-    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
-    let k = match ffi_proc::kinfo_proc(me).map(|b| kinfo::parse(&b)) {
-        Ok(Ok(Some(k))) => k,
-        Ok(Ok(None)) => {
-            return Check::fail(
-                "signals",
-                "kinfo_proc says this process does not exist",
-                "please report this output",
-            );
-        }
-        Ok(Err(e)) => return Check::fail("signals", e.to_string(), "please report this output"),
-        Err(errno) => {
-            return Check::fail(
-                "signals",
-                format!(
-                    "sysctl KERN_PROC_PID failed: {}",
-                    std::io::Error::from_raw_os_error(errno)
-                ),
-                "please report this output",
-            );
-        }
-    };
-    match ffi_proc::bsd_info(me) {
-        Ok(b) if b.start_micros == k.start_micros => Check::ok(
-            "signals",
-            format!(
-                "process identity (start time) and caught signals readable; kinfo_proc and proc_bsdinfo agree ({} handlers here)",
-                k.sigcatch.count_ones()
-            ),
-        ),
-        Ok(b) => Check::fail(
-            "signals",
-            format!(
-                "start times disagree: kinfo_proc {} µs, proc_bsdinfo {} µs",
-                k.start_micros, b.start_micros
-            ),
-            "signals are not sent safely on this macOS; please report this output",
-        ),
-        Err(errno) => Check::fail(
-            "signals",
-            format!(
-                "proc_pidinfo(PROC_PIDTBSDINFO) failed for this process: {}",
-                std::io::Error::from_raw_os_error(errno)
-            ),
-            "please report this output",
         ),
     }
 }

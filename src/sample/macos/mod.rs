@@ -22,9 +22,7 @@
 //! system probe; [`doctor`] checks each collector once for `headroom doctor`.
 
 pub mod gpu_stats;
-pub mod kinfo;
 pub mod pressure;
-pub mod proc_info;
 pub mod procargs;
 pub mod vm;
 
@@ -32,8 +30,6 @@ pub mod vm;
 pub mod doctor;
 #[cfg(target_os = "macos")]
 pub(crate) mod ffi_mach;
-#[cfg(target_os = "macos")]
-pub(crate) mod ffi_proc;
 #[cfg(target_os = "macos")]
 pub(crate) mod iokit;
 #[cfg(target_os = "macos")]

@@ -32,14 +32,14 @@ use std::time::{Duration, Instant};
 use sysinfo::Users;
 
 use super::ffi_mach::{self, VmInfoReader};
-use super::ffi_proc::{self, Rusage};
-use super::proc_info::{self, Failure};
 use super::{gpu_stats, iokit, pressure, procargs, vm};
 use crate::model::{
     CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
     Snapshot, SystemMemory, Timestamp, Workload,
 };
 use crate::sample::{SampleError, Sampler};
+use crate::sys::macos_ffi_proc::{self as ffi_proc, Rusage};
+use crate::sys::macos_proc_info::{self as proc_info, Failure};
 use crate::workload::{ProcessFacts, classify};
 
 /// A process whose argv was read less than this long after it started is
@@ -168,7 +168,7 @@ impl MacSampler {
         };
         let (ppid, uid, name, start_micros) = match info {
             Some(i) => (i.ppid, Some(i.uid), i.name, i.start_micros),
-            None => match ffi_proc::kinfo_proc(ipid).map(|b| super::kinfo::parse(&b)) {
+            None => match ffi_proc::kinfo_proc(ipid).map(|b| crate::sys::macos_kinfo::parse(&b)) {
                 Ok(Ok(Some(k))) => (k.ppid, Some(k.uid), k.comm, k.start_micros),
                 Ok(Ok(None)) => {
                     errors.vanished += 1;
@@ -462,7 +462,7 @@ mod tests {
     #[test]
     fn this_process_reads_back_through_kinfo_and_procargs() {
         let me = std::process::id() as i32;
-        let k = super::super::kinfo::parse(&ffi_proc::kinfo_proc(me).unwrap())
+        let k = crate::sys::macos_kinfo::parse(&ffi_proc::kinfo_proc(me).unwrap())
             .unwrap()
             .unwrap();
         let b = ffi_proc::bsd_info(me).unwrap();

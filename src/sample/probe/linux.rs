@@ -9,7 +9,7 @@
 //! the swap condition is on swap used, which `meminfo` has, and the paging
 //! counters would cost a render of a much larger file on every probe.
 //!
-//! The parsers are the sampler's ([`crate::sample::procfs`]), so a probe and
+//! The parsers are the sampler's ([`crate::sys::procfs`]), so a probe and
 //! a sample of the same instant agree.
 
 use std::fs::File;
@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use super::{Probe, Reading};
 use crate::sample::SampleError;
-use crate::sample::procfs;
+use crate::sys::procfs;
 
 /// `meminfo` is about 1.5 KiB, the pressure file under 200 bytes.
 const INITIAL_BUFFER: usize = 4096;

@@ -81,7 +81,7 @@ pub fn platform_probe() -> Result<Box<dyn Probe>, String> {
 
 /// The available memory below which this OS's samplers report at least
 /// `level` whatever else they see: Linux derives the level from PSI and from
-/// the share available ([`crate::sample::procfs::pressure_level`]: warn below
+/// the share available ([`crate::sys::procfs::pressure_level`]: warn below
 /// 10 %, critical below 5 %), as does the sysinfo fallback; macOS takes the
 /// kernel's level as it is, so there is no such floor there. For `normal`,
 /// every amount qualifies.
@@ -101,7 +101,7 @@ pub fn available_floor(level: PressureLevel, total: u64) -> Option<u64> {
     }
     #[cfg(target_os = "linux")]
     {
-        use crate::sample::procfs::{AVAILABLE_CRITICAL_PERCENT, AVAILABLE_WARN_PERCENT};
+        use crate::sys::procfs::{AVAILABLE_CRITICAL_PERCENT, AVAILABLE_WARN_PERCENT};
         match level {
             PressureLevel::Critical => share(AVAILABLE_CRITICAL_PERCENT),
             _ => share(AVAILABLE_WARN_PERCENT),
@@ -132,7 +132,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_floor_is_where_the_linux_level_changes() {
-        use crate::sample::procfs::pressure_level;
+        use crate::sys::procfs::pressure_level;
         let total = 1_000_003;
         for level in [PressureLevel::Warn, PressureLevel::Critical] {
             let floor = available_floor(level, total).unwrap();

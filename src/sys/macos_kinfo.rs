@@ -222,7 +222,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<KinfoFacts>, KinfoError> {
     let comm_len = comm.iter().position(|&b| b == 0).unwrap_or(MAXCOMLEN);
     Ok(Some(KinfoFacts {
         pid: u32::try_from(i32_at(PID)).unwrap_or(0),
-        start_micros: super::proc_info::start_micros(
+        start_micros: super::macos_proc_info::start_micros(
             u64::try_from(sec).unwrap_or(0),
             u64::try_from(usec).unwrap_or(0),
         ),

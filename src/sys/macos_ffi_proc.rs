@@ -9,8 +9,8 @@ use std::ffi::c_void;
 use std::mem::size_of;
 use std::sync::OnceLock;
 
-use super::kinfo::KINFO_PROC_SIZE;
-use super::proc_info;
+use super::macos_kinfo::KINFO_PROC_SIZE;
+use super::macos_proc_info as proc_info;
 
 /// The errno of the call that just failed (0 if there is none).
 fn errno() -> i32 {
@@ -113,7 +113,7 @@ pub fn pid_path(pid: i32) -> Result<String, i32> {
 fn arg_max() -> usize {
     static ARG_MAX: OnceLock<usize> = OnceLock::new();
     *ARG_MAX.get_or_init(|| {
-        super::ffi_mach::sysctl_int(c"kern.argmax")
+        super::macos_sysctl::sysctl_int(c"kern.argmax")
             .ok()
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n >= 4096)

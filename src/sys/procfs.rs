@@ -568,17 +568,17 @@ mod tests {
 
     // Captured on this project's Linux test machine (kernel 6.18); see
     // tests/fixtures/proc/README.md.
-    const MEMINFO: &str = include_str!("../../../tests/fixtures/proc/basic/meminfo");
-    const VMSTAT: &str = include_str!("../../../tests/fixtures/proc/basic/vmstat");
-    const PROC_STAT: &str = include_str!("../../../tests/fixtures/proc/basic/stat");
-    const PY_STAT: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/stat");
-    const PY_STATUS: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/status");
-    const PY_STATM: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/statm");
-    const PY_CMDLINE: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/cmdline");
-    const PY_MAPS: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6441/maps");
-    const KTHREAD_STAT: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/2/stat");
-    const KTHREAD_STATUS: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/2/status");
-    const ODD_STAT: &[u8] = include_bytes!("../../../tests/fixtures/proc/basic/6445/stat");
+    const MEMINFO: &str = include_str!("../../tests/fixtures/proc/basic/meminfo");
+    const VMSTAT: &str = include_str!("../../tests/fixtures/proc/basic/vmstat");
+    const PROC_STAT: &str = include_str!("../../tests/fixtures/proc/basic/stat");
+    const PY_STAT: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/stat");
+    const PY_STATUS: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/status");
+    const PY_STATM: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/statm");
+    const PY_CMDLINE: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/cmdline");
+    const PY_MAPS: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/maps");
+    const KTHREAD_STAT: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/2/stat");
+    const KTHREAD_STATUS: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/2/status");
+    const ODD_STAT: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6445/stat");
     const MIB: u64 = 1 << 20;
 
     #[test]
@@ -907,7 +907,7 @@ mod tests {
         assert_eq!(parse_status(b"Uid:\tnot-a-number\n"), None);
         assert_eq!(parse_status(b"Uid:\t0\nRssAnon:\t12 MB?\n"), None);
         assert_eq!(parse_status(b"Uid:"), None);
-        let garbage = include_bytes!("../../../tests/fixtures/proc/basic/31337/status");
+        let garbage = include_bytes!("../../tests/fixtures/proc/basic/31337/status");
         assert_eq!(parse_status(garbage), None);
     }
 
