@@ -9,28 +9,66 @@
 use std::io;
 use std::sync::OnceLock;
 
+use mach2::kern_return::{KERN_SUCCESS, kern_return_t};
+use mach2::mach_init::mach_host_self;
+use mach2::message::mach_msg_type_number_t;
+use mach2::port::mach_port_t;
+use mach2::vm_types::{integer_t, vm_size_t};
+
 use super::vm::{self, Step, VmInfoError, VmStatistics, XSW_USAGE_SIZE, XswUsage};
 use crate::sys::macos_sysctl::{sysctl_int, sysctl_raw};
 
 unsafe extern "C" {
-    /// `osfmk/mach/mach_init.h`: a send right to the host port. Declared
-    /// here because libc deprecates its own declaration in favour of the
-    /// mach2 crate, which headroom does not otherwise need.
-    fn mach_host_self() -> libc::mach_port_t;
-
     /// `osfmk/mach/mach_host.defs`: the kernel's page size. Unlike
     /// `sysconf(_SC_PAGESIZE)` it is the size the VM statistics count in,
     /// also for an x86_64 process translated by Rosetta (4 KiB pages) on
-    /// an Apple Silicon kernel (16 KiB pages).
-    fn host_page_size(
-        host: libc::mach_port_t,
-        out_page_size: *mut libc::vm_size_t,
-    ) -> libc::kern_return_t;
+    /// an Apple Silicon kernel (16 KiB pages). Declared here: neither mach2
+    /// nor libc declares it.
+    fn host_page_size(host: mach_port_t, out_page_size: *mut vm_size_t) -> kern_return_t;
 }
 
+// The words `vm::VmStatistics::from_words` reads sit where mach2's mirror of
+// `struct vm_statistics64` (`osfmk/mach/vm_statistics.h`) has them: each
+// `vm::word` index times 4 bytes is that field's offset, and REV1 ends where
+// macOS 26 appended `swapped_count`.
+const _: () = {
+    use mach2::vm_statistics::vm_statistics64 as V;
+    use std::mem::offset_of;
+
+    use super::vm::word as w;
+    const fn at(word: usize) -> usize {
+        word * size_of::<integer_t>()
+    }
+    assert!(at(w::FREE) == offset_of!(V, free_count));
+    assert!(at(w::ACTIVE) == offset_of!(V, active_count));
+    assert!(at(w::INACTIVE) == offset_of!(V, inactive_count));
+    assert!(at(w::WIRE) == offset_of!(V, wire_count));
+    assert!(at(w::ZERO_FILL) == offset_of!(V, zero_fill_count));
+    assert!(at(w::REACTIVATIONS) == offset_of!(V, reactivations));
+    assert!(at(w::PAGEINS) == offset_of!(V, pageins));
+    assert!(at(w::PAGEOUTS) == offset_of!(V, pageouts));
+    assert!(at(w::FAULTS) == offset_of!(V, faults));
+    assert!(at(w::COW_FAULTS) == offset_of!(V, cow_faults));
+    assert!(at(w::LOOKUPS) == offset_of!(V, lookups));
+    assert!(at(w::HITS) == offset_of!(V, hits));
+    assert!(at(w::PURGES) == offset_of!(V, purges));
+    assert!(at(w::PURGEABLE) == offset_of!(V, purgeable_count));
+    assert!(at(w::SPECULATIVE) == offset_of!(V, speculative_count));
+    assert!(at(w::DECOMPRESSIONS) == offset_of!(V, decompressions));
+    assert!(at(w::COMPRESSIONS) == offset_of!(V, compressions));
+    assert!(at(w::SWAPINS) == offset_of!(V, swapins));
+    assert!(at(w::SWAPOUTS) == offset_of!(V, swapouts));
+    assert!(at(w::COMPRESSOR) == offset_of!(V, compressor_page_count));
+    assert!(at(w::THROTTLED) == offset_of!(V, throttled_count));
+    assert!(at(w::EXTERNAL) == offset_of!(V, external_page_count));
+    assert!(at(w::INTERNAL) == offset_of!(V, internal_page_count));
+    assert!(at(w::UNCOMPRESSED) == offset_of!(V, total_uncompressed_pages_in_compressor));
+    assert!(at(vm::REV1_COUNT as usize) == offset_of!(V, swapped_count));
+};
+
 /// The host port, taken once.
-fn host_port() -> libc::mach_port_t {
-    static HOST: OnceLock<libc::mach_port_t> = OnceLock::new();
+fn host_port() -> mach_port_t {
+    static HOST: OnceLock<mach_port_t> = OnceLock::new();
     *HOST.get_or_init(|| {
         // SAFETY: mach_host_self takes no arguments and returns a send right
         // to the host port (MACH_PORT_NULL on failure, which the calls that
@@ -43,7 +81,7 @@ fn host_port() -> libc::mach_port_t {
 /// Words reserved for `host_statistics64`: more than any macOS so far
 /// (104 in macOS 27) and at least libc's own count.
 pub const VM_INFO_CAPACITY: usize = 256;
-const _: () = assert!(VM_INFO_CAPACITY >= libc::HOST_VM_INFO64_COUNT as usize);
+const _: () = assert!(VM_INFO_CAPACITY >= mach2::host_info::HOST_VM_INFO64_COUNT as usize);
 
 /// Reads `HOST_VM_INFO64`, remembering the count the kernel last accepted
 /// so that the retry after `MIG_ARRAY_TOO_LARGE` happens once per change,
@@ -72,12 +110,12 @@ impl VmInfoReader {
 
     /// One reading of the VM statistics (REV1 fields).
     pub fn read(&mut self) -> Result<VmStatistics, VmInfoError> {
-        let mut buf = [0 as libc::integer_t; VM_INFO_CAPACITY];
+        let mut buf = [0 as integer_t; VM_INFO_CAPACITY];
         let capacity = VM_INFO_CAPACITY as u32;
         let mut asked = self.count.min(capacity);
         let mut retried = false;
         loop {
-            let mut count: libc::mach_msg_type_number_t = asked;
+            let mut count: mach_msg_type_number_t = asked;
             // SAFETY: `buf` holds VM_INFO_CAPACITY integer_t and `count`
             // (at most that) tells the kernel how many it may write; MIG
             // never writes more than the count it was given. `count` is a
@@ -112,11 +150,11 @@ impl VmInfoReader {
 
 /// The kernel's page size in bytes.
 pub fn page_size() -> io::Result<u64> {
-    let mut size: libc::vm_size_t = 0;
+    let mut size: vm_size_t = 0;
     // SAFETY: `size` is a valid out-pointer for one vm_size_t; the host
     // port is a valid (or null, then rejected) send right.
     let kr = unsafe { host_page_size(host_port(), &mut size) };
-    if kr != libc::KERN_SUCCESS || size == 0 {
+    if kr != KERN_SUCCESS || size == 0 {
         return Err(io::Error::other(format!(
             "host_page_size failed with kern_return_t {kr}"
         )));

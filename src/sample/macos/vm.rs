@@ -71,7 +71,7 @@ pub struct VmStatistics {
 /// Word index of each REV1 field; 64-bit fields take two words. The layout
 /// is the C struct's: natural_t (u32) and uint64_t members, 4-byte packed
 /// words, `__attribute__((aligned(8)))` on the whole.
-mod word {
+pub(crate) mod word {
     pub const FREE: usize = 0;
     pub const ACTIVE: usize = 1;
     pub const INACTIVE: usize = 2;
