@@ -14,19 +14,38 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. A module may use modules of lower layers only.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("model: the picture of a machine and the shared vocabulary", &["model"]),
+    (
+        "model: the picture of a machine and the shared vocabulary",
+        &["model"],
+    ),
     (
         "foundation: formatting, events, classification, the platform",
-        &["report", "local_time", "event", "workload", "sys", "regular_file"],
+        &[
+            "report",
+            "local_time",
+            "event",
+            "workload",
+            "sys",
+            "regular_file",
+        ],
     ),
-    ("settings: validated config, one-line event text", &["config", "event_line"]),
+    (
+        "settings: validated config, one-line event text",
+        &["config", "event_line"],
+    ),
     (
         "readers: samplers, history, trust checks, Jupyter, logging",
         &["sample", "history", "permissions", "jupyter", "logging"],
     ),
     ("policy: rules against the history", &["policy"]),
-    ("consequences: signals, the journal, post-mortems", &["act", "journal", "postmortem"]),
-    ("pipeline: decisions carried out and recorded; the doctor", &["pipeline", "doctor"]),
+    (
+        "consequences: signals, the journal, post-mortems",
+        &["act", "journal", "postmortem"],
+    ),
+    (
+        "pipeline: decisions carried out and recorded; the doctor",
+        &["pipeline", "doctor"],
+    ),
     ("published state", &["state"]),
     ("the loop and its readers", &["daemon", "metrics"]),
     ("outside interfaces", &["http", "service"]),
@@ -270,9 +289,7 @@ fn target_os_stays_in_the_platform_layer() {
             let top = top_module(f);
             !top.as_deref().is_some_and(|t| allowed.contains(&t))
         })
-        .filter(|f| {
-            without_comments(&std::fs::read_to_string(f).unwrap()).contains("target_os")
-        })
+        .filter(|f| without_comments(&std::fs::read_to_string(f).unwrap()).contains("target_os"))
         .map(|f| f.strip_prefix(src()).unwrap().display().to_string())
         .collect();
     wrong.sort();
