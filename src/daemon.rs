@@ -42,7 +42,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, error, info, trace, warn};
 
-use crate::config::Config;
+use crate::config::{Config, format_duration};
 use crate::event::EventKind;
 use crate::jupyter::Notebooks;
 use crate::model::Action;
@@ -50,6 +50,7 @@ use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
 use crate::policy::{Context, Decision, Evaluation, PolicyState, Reach, evaluate};
 use crate::postmortem::PostMortems;
+use crate::report::rate_limit::RateLimit;
 use crate::report::{format_bytes, printable};
 use crate::sample::probe::{Probe, Reading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
@@ -58,12 +59,6 @@ use cadence::{AfterProbe, Cadence, Cause, Depth};
 
 /// How long the loop stays at the fast interval after an OS pressure event.
 pub const FAST_AFTER_EVENT: Duration = Duration::from_secs(10);
-
-/// Log every this many consecutive sampling failures after the first.
-const FAILURE_LOG_EVERY: u64 = 60;
-
-/// Log every this many consecutive probe failures after the first.
-const PROBE_FAILURE_LOG_EVERY: u64 = 1000;
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +169,7 @@ impl Daemon {
         let mut next_probe: Option<Instant> = None;
         let mut fast_until: Option<Instant> = None;
         let mut probe_failures: u64 = 0;
+        let mut probe_failure_log = RateLimit::default();
 
         loop {
             let wake = next_probe.map_or(next_tick, |p| p.min(next_tick));
@@ -215,6 +211,7 @@ impl Daemon {
                 match self.probe_once(cadence.wants_pressure()).await? {
                     Some(Ok(reading)) => {
                         probe_failures = 0;
+                        probe_failure_log.reset();
                         match cadence.probed(reading, normal) {
                             AfterProbe::Wait => {
                                 next_probe = cadence.next_probe().map(Instant::from_std);
@@ -239,9 +236,7 @@ impl Daemon {
                     }
                     Some(Err(e)) => {
                         probe_failures += 1;
-                        if probe_failures == 1
-                            || probe_failures.is_multiple_of(PROBE_FAILURE_LOG_EVERY)
-                        {
+                        if probe_failure_log.due(Instant::now().into_std()).is_some() {
                             warn!("system probe failed ({probe_failures} in a row): {e}");
                         }
                         next_probe = None;
@@ -305,12 +300,12 @@ impl Daemon {
                 if fast {
                     info!(
                         "pressure elevated or a limit within reach: sampling every {}",
-                        fmt_duration(quick)
+                        format_duration(quick)
                     );
                 } else {
                     info!(
                         "pressure back to normal: sampling every {}",
-                        fmt_duration(normal)
+                        format_duration(normal)
                     );
                 }
                 self.tx.send_modify(|s| s.fast_mode = fast);
@@ -515,8 +510,8 @@ impl Daemon {
         info!(
             "headroom {} running: config from {source}, {sampler} sampler, every {} ({} under pressure){}",
             env!("CARGO_PKG_VERSION"),
-            fmt_duration(d.interval),
-            fmt_duration(d.fast_interval),
+            format_duration(d.interval),
+            format_duration(d.fast_interval),
             if d.dry_run {
                 ", dry run: actions are logged, not taken"
             } else {
@@ -559,8 +554,8 @@ impl Daemon {
                 info!(
                     "config reloaded from {}: sampling every {} ({} under pressure)",
                     path.display(),
-                    fmt_duration(config.daemon.interval),
-                    fmt_duration(config.daemon.fast_interval)
+                    format_duration(config.daemon.interval),
+                    format_duration(config.daemon.fast_interval)
                 );
                 self.tx.send_modify(|s| s.replace_config(config));
                 pipeline.record(EventKind::ConfigReloaded {
@@ -585,6 +580,7 @@ impl Daemon {
 struct Tracker {
     samples: u64,
     consecutive_failures: u64,
+    failure_log: RateLimit,
     level: Option<PressureLevel>,
     ml: HashSet<ProcessId>,
 }
@@ -598,6 +594,7 @@ impl Tracker {
                 self.consecutive_failures
             );
             self.consecutive_failures = 0;
+            self.failure_log.reset();
         }
         let m = &snap.system;
         if self.samples == 1 {
@@ -675,7 +672,7 @@ impl Tracker {
     fn failed(&mut self, e: &SampleError) {
         self.consecutive_failures += 1;
         let n = self.consecutive_failures;
-        if n == 1 || n.is_multiple_of(FAILURE_LOG_EVERY) {
+        if self.failure_log.due(std::time::Instant::now()).is_some() {
             error!("sampling failed ({n} in a row): {e}");
         }
     }
@@ -734,9 +731,4 @@ fn log_policy_event(kind: &EventKind) {
         ),
         _ => {}
     }
-}
-
-/// `Duration` as users write it in the config (`250ms`, `1s`).
-pub fn fmt_duration(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
 }

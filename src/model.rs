@@ -358,6 +358,11 @@ impl ProcessSample {
     }
 }
 
+/// The most bytes of a process's command name (`comm`) on Linux: the kernel
+/// cuts it to `TASK_COMM_LEN` − 1 (include/linux/sched.h), so a longer
+/// program name is seen cut to this length.
+pub const COMM_LEN: usize = 15;
+
 /// The most bytes of one process's command line a sample keeps, all
 /// arguments together with their terminating NULs. A user can give a process
 /// megabytes of arguments (`ARG_MAX` is 2 MiB on Linux, 1 MiB on macOS);

@@ -28,9 +28,7 @@ use crate::event::{Event, EventKind};
 use crate::journal::{Journal, JournalOptions};
 use crate::model::Timestamp;
 use crate::policy::Decision;
-
-/// Log a failing journal write at most once per this many failures.
-const JOURNAL_FAILURE_LOG_EVERY: u64 = 100;
+use crate::report::rate_limit::RateLimit;
 
 /// How long after a failed open the journal is tried again (at the next
 /// event after that).
@@ -244,6 +242,7 @@ fn journal_thread(
     health: &JournalHealth,
 ) {
     let mut failures = 0u64;
+    let mut failure_log = RateLimit::default();
     let mut last_try = Instant::now();
     for event in events {
         if journal.is_none() && last_try.elapsed() >= opener.retry {
@@ -267,7 +266,7 @@ fn journal_thread(
                 Ok(()) => true,
                 Err(e) => {
                     failures += 1;
-                    if failures == 1 || failures.is_multiple_of(JOURNAL_FAILURE_LOG_EVERY) {
+                    if failure_log.due(Instant::now()).is_some() {
                         warn!("journal write failed ({failures} so far): {e}");
                     }
                     false

@@ -37,7 +37,7 @@ use std::time::Duration;
 use crate::event::{ActionTaken, Event, EventKind, ExitCause, ExitCauseKind, Outcome, ProcessRef};
 use crate::history::{GROWTH_WINDOW, History};
 use crate::model::Action;
-use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
+use crate::model::{COMM_LEN, ProcessId, ProcessSample, Snapshot, Timestamp};
 use crate::policy::Decision;
 use crate::sample::{Ended, Killer, MemoryKill, Observed};
 
@@ -48,8 +48,6 @@ const MAX_KILLS: usize = 256;
 /// How long a post-mortem waits for the outcome of a signal headroom was
 /// sending when the process vanished.
 pub const OUTCOME_WAIT: Duration = Duration::from_secs(5);
-/// Command names are cut to this many bytes by the Linux kernel (`TASK_COMM_LEN` − 1).
-const COMM_LEN: usize = 15;
 
 /// What is remembered of a watched process.
 #[derive(Debug, Clone)]

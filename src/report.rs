@@ -1,6 +1,9 @@
 //! Human-readable rendering of snapshots for the terminal: sizes in binary
 //! units, a summary of the machine's memory, and the process table that
-//! `headroom snapshot` prints.
+//! `headroom snapshot` prints. [`rate_limit`] keeps a recurring condition
+//! from flooding the log.
+
+pub mod rate_limit;
 
 use std::fmt::Write as _;
 

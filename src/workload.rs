@@ -53,7 +53,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::model::{Framework, Workload, WorkloadKind};
+use crate::model::{COMM_LEN, Framework, Workload, WorkloadKind};
 
 /// What a sampler knows of a process when classifying it.
 #[derive(Debug, Clone, Copy)]
@@ -83,9 +83,6 @@ pub fn wants_library_scan(facts: &ProcessFacts<'_>) -> bool {
     let f = Findings::of(facts);
     (f.python.is_some() || f.jupyter) && f.argv_frameworks.is_empty()
 }
-
-/// Linux truncates a process's `comm` to 15 bytes.
-const COMM_LEN: usize = 15;
 
 /// Framework priority for the kind when several are seen (see module doc).
 const KIND_PRIORITY: [(Framework, WorkloadKind); 4] = [

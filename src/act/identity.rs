@@ -20,6 +20,21 @@ use super::macos as platform;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 use super::portable as platform;
 
+/// What each platform module's `stat` reads of one process: the facts
+/// behind [`current_start`], [`parent`] and [`is_kernel_thread`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub ppid: u32,
+    /// The start time in the unit of the platform's sampler (its
+    /// `ProcessId::start`): clock ticks since boot on Linux (field 22 of
+    /// `/proc/[pid]/stat`), microseconds since the epoch on macOS
+    /// (`kinfo_proc`'s `p_start`), seconds since the epoch through sysinfo.
+    pub start: u64,
+    /// A kernel thread, which has no user space to signal. macOS has none
+    /// in the process table; pid 0 is `kernel_task`.
+    pub kernel_thread: bool,
+}
+
 /// The start time of `pid` now; `Ok(None)` if no such process exists.
 pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
     // macOS: `PROC_PIDTBSDINFO`, falling back to `kinfo_proc` for another

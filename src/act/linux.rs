@@ -14,17 +14,8 @@
 use std::io;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 
-use super::identity::Member;
+use super::identity::{Member, ProcStat};
 use crate::sys::procfs;
-
-/// Facts from `/proc/[pid]/stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    pub ppid: u32,
-    /// Field 22: clock ticks since boot, the sampler's `ProcessId::start`.
-    pub start: u64,
-    pub kernel_thread: bool,
-}
 
 /// Read `/proc/[pid]/stat`; `Ok(None)` if the process does not exist.
 pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {

@@ -12,7 +12,7 @@ use std::ffi::c_void;
 use std::io;
 use std::mem::size_of;
 
-use super::identity::Member;
+use super::identity::{Member, ProcStat};
 use super::posix;
 use crate::sys::{macos_ffi_proc as ffi_proc, macos_kinfo as kinfo, macos_proc_info as proc_info};
 
@@ -147,17 +147,6 @@ pub fn catches_signal(pid: u32, signal: i32) -> io::Result<bool> {
             format!("{signal} is not a signal number on this OS"),
         )
     })
-}
-
-/// What the actuator needs of one process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    pub ppid: u32,
-    /// `p_start` in microseconds since the epoch, as the sampler records it.
-    pub start: u64,
-    /// macOS has no kernel threads in the process table; pid 0 is
-    /// kernel_task.
-    pub kernel_thread: bool,
 }
 
 /// Read one process from `kinfo_proc` (which answers for every user);

@@ -9,15 +9,7 @@ use std::io;
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System, ThreadKind};
 
-use super::identity::Member;
-
-/// What sysinfo knows of one process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    pub ppid: u32,
-    pub start: u64,
-    pub kernel_thread: bool,
-}
+use super::identity::{Member, ProcStat};
 
 /// Read one process; `Ok(None)` if it does not exist.
 pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {

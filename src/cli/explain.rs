@@ -12,11 +12,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{CliError, browsable, write_stdout};
+use super::daemon_client::DaemonClient;
+use super::{CliError, load_config, write_stdout};
 use crate::config::Config;
 use crate::config::rules::ClauseCheck;
 use crate::history::History;
@@ -27,9 +27,6 @@ use crate::policy::explain::Selection;
 use crate::policy::limits::Reading;
 use crate::policy::{Context, RuleStatus, RuleVerdict};
 use crate::report::format_bytes;
-
-/// How long each request to the daemon may take.
-const DAEMON_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where the judgement comes from.
 pub enum Source {
@@ -96,12 +93,9 @@ pub fn run(
     config_path: Option<PathBuf>,
     address: Option<SocketAddr>,
 ) -> Result<(), CliError> {
-    let config = match &config_path {
-        Some(path) => Config::load(path)?,
-        None => Config::embedded_default(),
-    };
-    let addr = browsable(address.unwrap_or(config.http.listen));
-    let view = match from_daemon(addr, pid) {
+    let config = load_config(config_path.as_deref())?;
+    let client = DaemonClient::new(address.unwrap_or(config.http.listen));
+    let view = match from_daemon(&client, pid) {
         Ok(view) => view,
         Err(why) => {
             let origin = config_path.as_ref().map_or_else(
@@ -114,27 +108,10 @@ pub fn run(
     write_stdout(&render(&view))
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .timeout_global(Some(DAEMON_TIMEOUT))
-        .http_status_as_error(false)
-        .build()
-        .into()
-}
-
-/// GET `path` from the daemon at `addr`: the status and the body.
-fn get(agent: &ureq::Agent, addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
-    let url = format!("http://{addr}{path}");
-    let mut response = agent
-        .get(&url)
-        .call()
-        .map_err(|e| format!("no headroom daemon answers at {addr} ({e})"))?;
-    let status = response.status().as_u16();
-    let body = response
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| format!("cannot read the answer from {url}: {e}"))?;
-    Ok((status, body))
+/// GET `path` from the daemon: the status and the body.
+fn get(client: &DaemonClient, path: &str) -> Result<(u16, String), String> {
+    let (status, body) = client.get(path).map_err(|e| e.to_string())?;
+    Ok((status.as_u16(), body))
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(body: &str, what: &str) -> Result<T, String> {
@@ -146,9 +123,9 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &str, what: &str) -> Result<T, Stri
 }
 
 /// The daemon's view of `pid`, or why there is none.
-fn from_daemon(addr: SocketAddr, pid: u32) -> Result<View, String> {
-    let agent = agent();
-    let (status, body) = get(&agent, addr, "/api/v1/config")?;
+fn from_daemon(client: &DaemonClient, pid: u32) -> Result<View, String> {
+    let addr = client.addr();
+    let (status, body) = get(client, "/api/v1/config")?;
     if status != 200 {
         return Err(format!(
             "the daemon at {addr} answered {status} for its config"
@@ -156,12 +133,12 @@ fn from_daemon(addr: SocketAddr, pid: u32) -> Result<View, String> {
     }
     let body: ConfigBody = parse(&body, "config")?;
     let config = config_from_json(body.config)?;
-    let (status, snap_body) = get(&agent, addr, "/api/v1/snapshot")?;
+    let (status, snap_body) = get(client, "/api/v1/snapshot")?;
     if status != 200 {
         return Err(format!("the daemon at {addr} has no sample yet ({status})"));
     }
     let snap: Snapshot = parse(&snap_body, "snapshot")?;
-    let (status, row) = get(&agent, addr, &format!("/api/v1/processes/{pid}"))?;
+    let (status, row) = get(client, &format!("/api/v1/processes/{pid}"))?;
     if status == 404 || snap.process(pid).is_none() {
         return Err(format!(
             "the daemon at {addr} has no pid {pid} in its latest sample"
@@ -523,6 +500,8 @@ fn rule_lines(view: &View, v: &RuleVerdict, status: Option<&RuleStatus>) -> Vec<
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

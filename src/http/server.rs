@@ -53,6 +53,7 @@ use tower::ServiceExt as _;
 use super::ApiError;
 use super::viewer::{LocalAddr, Peer};
 use crate::config::HttpConfig;
+use crate::report::rate_limit::RateLimit;
 use crate::sys::fd_limit;
 
 /// The bounds the server keeps. [`Limits::default`] for tests and the
@@ -474,38 +475,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
     }
 }
 
-/// At most one warning a minute for a recurring condition, with the count of
-/// the ones left out.
-struct Throttled {
-    last: Option<Instant>,
-    left_out: u64,
-}
-
-impl Throttled {
-    const EVERY: Duration = Duration::from_secs(60);
-
-    fn new() -> Self {
-        Self {
-            last: None,
-            left_out: 0,
-        }
-    }
-
-    /// The count to report with a warning now, or `None` to stay quiet.
-    fn due(&mut self) -> Option<u64> {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|t| now.duration_since(t) < Self::EVERY)
-        {
-            self.left_out += 1;
-            return None;
-        }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.left_out))
-    }
-}
-
 /// Serve `router` on `listener` within `limits` until `shutdown` completes,
 /// then let open requests finish (event streams end when the daemon stops).
 pub async fn serve(
@@ -519,8 +488,8 @@ pub async fn serve(
     let limits = Arc::new(limits);
     let (stop, stopping) = watch::channel(false);
     let mut tasks = JoinSet::new();
-    let mut refusals = Throttled::new();
-    let mut accept_errors = Throttled::new();
+    let mut refusals = RateLimit::default();
+    let mut accept_errors = RateLimit::default();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -544,20 +513,19 @@ pub async fn serve(
                         // Best effort: the socket is closed whatever happens.
                         let _ = stream.try_write(REFUSED);
                         drop(stream);
-                        if let Some(left_out) = refusals.due() {
+                        if let Some(more) = refusals.due(Instant::now().into_std()) {
                             tracing::warn!(
                                 "HTTP connection from {client} refused: all {} connections are busy \
-                                 (http.max_connections){}",
+                                 (http.max_connections){more}",
                                 limits.max_connections,
-                                more(left_out)
                             );
                         }
                     }
                 },
                 Err(e) => {
                     if !is_per_connection(&e) {
-                        if let Some(left_out) = accept_errors.due() {
-                            tracing::warn!("cannot accept HTTP connections on {server}: {e}{}", more(left_out));
+                        if let Some(more) = accept_errors.due(Instant::now().into_std()) {
+                            tracing::warn!("cannot accept HTTP connections on {server}: {e}{more}");
                         }
                         // Out of descriptors or memory: let enforcement have them.
                         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -570,14 +538,6 @@ pub async fn serve(
     let _ = stop.send(true);
     while tasks.join_next().await.is_some() {}
     Ok(())
-}
-
-fn more(left_out: u64) -> String {
-    if left_out == 0 {
-        String::new()
-    } else {
-        format!(" ({left_out} more since the last such message)")
-    }
 }
 
 /// Errors of one connection that came and went, not of the listener.

@@ -110,21 +110,25 @@ pub struct ExitCauses {
 struct Kmsg {
     reader: super::linux::kmsg::KmsgReader,
     read_failures: u64,
+    read_failure_log: crate::report::rate_limit::RateLimit,
+    /// The count of overwritten records last logged.
     lost_logged: u64,
+    lost_log: crate::report::rate_limit::RateLimit,
 }
 
 #[cfg(target_os = "linux")]
 impl Kmsg {
-    /// Log a failing read at most once per this many.
-    const FAILURE_LOG_EVERY: u64 = 100;
-
     fn poll(&mut self, now: Timestamp) -> Vec<MemoryKill> {
         let kills = match self.reader.read_new(now) {
             Ok(kills) => kills,
             Err(e) => {
                 self.read_failures += 1;
                 let n = self.read_failures;
-                if n == 1 || n.is_multiple_of(Self::FAILURE_LOG_EVERY) {
+                if self
+                    .read_failure_log
+                    .due(std::time::Instant::now())
+                    .is_some()
+                {
                     tracing::warn!(
                         "reading {} failed ({n} so far): {e}",
                         self.reader.path().display()
@@ -133,7 +137,9 @@ impl Kmsg {
                 Vec::new()
             }
         };
-        if self.reader.lost > self.lost_logged {
+        if self.reader.lost > self.lost_logged
+            && self.lost_log.due(std::time::Instant::now()).is_some()
+        {
             tracing::warn!(
                 "{} kernel log records were overwritten before headroom read them; an OOM kill among them would go unseen",
                 self.reader.lost - self.lost_logged
@@ -156,7 +162,9 @@ pub fn exit_causes() -> (ExitCauses, Result<String, String>) {
                     kmsg: Some(Kmsg {
                         reader,
                         read_failures: 0,
+                        read_failure_log: crate::report::rate_limit::RateLimit::default(),
                         lost_logged: 0,
+                        lost_log: crate::report::rate_limit::RateLimit::default(),
                     }),
                     silence: format!("no OOM-killer record for it in {}", path.display()),
                 },

@@ -1,0 +1,392 @@
+//! The command line: subcommands, their options and help, and the mapping of
+//! every outcome to an exit code (0 ok, 1 runtime failure, 2 bad usage or bad
+//! config).
+//!
+//! This file holds the arguments, the dispatch and what every command
+//! shares (the error type, the config from `--config` or the embedded
+//! default, writing to stdout). Each command with more to it has a file:
+//! `run.rs` the daemon's wiring, `show.rs` `snapshot` and `status`,
+//! `explain.rs`, `record.rs`, `events.rs`, `service_command.rs`; and
+//! `daemon_client.rs` the HTTP client of a running daemon.
+
+mod daemon_client;
+mod events;
+mod explain;
+mod record;
+mod run;
+mod service_command;
+mod show;
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{Config, ConfigError, DEFAULT_TOML, LogFormat};
+use daemon_client::browsable;
+pub use service_command::{ServiceCommand, ServiceTarget};
+pub use show::SnapshotOutput;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "headroom",
+    version,
+    about = "Memory-pressure daemon for machine-learning workloads",
+    long_about = "headroom watches memory, swap, memory pressure and the footprint of ML processes \
+                  (Jupyter kernels, PyTorch/TensorFlow/JAX/MLX jobs, llama.cpp/Ollama/vLLM servers), \
+                  shows who holds the memory, and contains runaway growth, gently first."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground (launchd and systemd supervise it).
+    ///
+    /// Without --config it runs on the embedded default config (see
+    /// `headroom print-config`). SIGHUP reloads the config file; a file that
+    /// does not validate is rejected and the running config kept. SIGTERM or
+    /// Ctrl-C stops it.
+    Run {
+        /// TOML config file; re-read on SIGHUP.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Log what would be done instead of doing it (wins over the config).
+        #[arg(long)]
+        dry_run: bool,
+        /// Log format; overrides the config's `daemon.log_format`.
+        #[arg(long, value_enum, value_name = "FORMAT")]
+        log_format: Option<LogFormat>,
+        /// Play a recorded trace (from `headroom record`) instead of sampling
+        /// this machine, looping at its end. For trying configs safely.
+        #[arg(long, value_name = "TRACE")]
+        replay: Option<PathBuf>,
+        /// Serve metrics, the API and the status page on this address and port
+        /// (overrides `http.listen`; default 127.0.0.1:9717).
+        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        listen: Option<SocketAddr>,
+        /// Allow --listen (or `http.listen`) to be a non-loopback address.
+        #[arg(long)]
+        allow_remote: bool,
+    },
+    /// Ask a running daemon for its latest sample and print it like `snapshot`.
+    ///
+    /// The daemon is reached over HTTP at `http.listen` of the config (or
+    /// --address). Exits 1 if no daemon answers there.
+    Status {
+        /// The daemon's address; default: `http.listen` from --config or the
+        /// embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        address: Option<SocketAddr>,
+        /// Config file whose `http.listen` says where the daemon is.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        output: SnapshotOutput,
+    },
+    /// Print this machine's memory state and its largest processes.
+    Snapshot {
+        /// TOML config file; its `[gpu]` section says how GPUs are read, its
+        /// `[jupyter]` section where Jupyter servers are found.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        output: SnapshotOutput,
+    },
+    /// Say, rule by rule, why headroom does or does not act on a process.
+    ///
+    /// For each rule: whether it matches the process and on what (the
+    /// clause that fails, if one does), each limit's value against its
+    /// threshold, its system conditions, what it would do next, and why it
+    /// would not act (the process's owner, its protection, a dry run, a
+    /// cooldown). Asks the daemon at --address (or `http.listen` of
+    /// --config) for its config, sample, history and rule statuses; where
+    /// none answers, samples this machine once and judges it under --config
+    /// or the embedded default. Exits 1 if there is no such process.
+    Explain {
+        /// The process.
+        #[arg(value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+        pid: u32,
+        /// Config file: its `http.listen` says where the daemon is, and its
+        /// rules judge the process when no daemon answers.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The daemon's address; default: `http.listen` from --config or the
+        /// embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        address: Option<SocketAddr>,
+    },
+    /// Print the embedded default config, with comments.
+    PrintConfig,
+    /// Validate a config file and print the effective config.
+    ///
+    /// Exits 2 with an error naming the file, line, key and offending value
+    /// when the file is invalid.
+    CheckConfig {
+        /// The TOML file to check.
+        file: PathBuf,
+    },
+    /// Record snapshots of this machine as JSON Lines, for replay and tests.
+    Record {
+        /// Where to write the trace.
+        #[arg(long, short, value_name = "FILE")]
+        out: PathBuf,
+        /// How long to record, e.g. 60s or 5m.
+        #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
+        duration: Duration,
+        /// Time between snapshots, e.g. 1s or 250ms.
+        #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
+        interval: Duration,
+    },
+    /// Print the event journal: limits crossed, signals sent, hooks run,
+    /// processes exited, config reloads.
+    ///
+    /// Reads the journal at --journal, else the config's `daemon.journal`,
+    /// else the platform default (which differs for root and for a user: the
+    /// journal of a daemon running as root needs `sudo headroom events`).
+    /// Rotated files are read too, oldest first.
+    Events {
+        /// Only events since then: a duration ago (1h, 30m) or a time
+        /// (2026-11-22T14:00:00Z, or 2026-11-22 14:00:00 in UTC).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Print the events as JSON Lines, as stored.
+        #[arg(long)]
+        json: bool,
+        /// The journal file to read.
+        #[arg(long, value_name = "PATH")]
+        journal: Option<PathBuf>,
+        /// Take the journal's path from this config file.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Install or remove headroom as a launchd (macOS) or systemd (Linux)
+    /// service.
+    #[command(subcommand)]
+    Service(ServiceCommand),
+    /// Check each collector on this machine: what works, what needs root,
+    /// what is unavailable, and what to do about it.
+    ///
+    /// Prints a plain-text report to paste into a bug report. Exits 1 if
+    /// something headroom needs does not work.
+    Doctor,
+}
+
+fn parse_listen_arg(s: &str) -> Result<SocketAddr, String> {
+    crate::config::parse_listen(s)
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// A failure, sorted by whose fault it is.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The user's config: exit 2.
+    #[error("{0}")]
+    Config(Box<ConfigError>),
+    /// Bad usage that clap could not catch: exit 2.
+    #[error("{0}")]
+    Usage(String),
+    /// Something failed at run time: exit 1.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> Self {
+        CliError::Config(Box::new(e))
+    }
+}
+
+impl CliError {
+    /// 2 for the user's config or usage, 1 for a failure at run time.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_) | CliError::Usage(_) => 2,
+            CliError::Runtime(_) => 1,
+        }
+    }
+}
+
+/// Parse the command line, run it, and map the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap prints help and version to stdout (exit 0) and usage errors to
+        // stderr (exit 2).
+        Err(e) => e.exit(),
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("headroom: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Run one parsed command.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Run {
+            config,
+            dry_run,
+            log_format,
+            replay,
+            listen,
+            allow_remote,
+        } => run::run_daemon(
+            config,
+            dry_run,
+            log_format,
+            replay,
+            run::HttpOverrides {
+                listen,
+                allow_remote,
+            },
+        ),
+        Command::Status {
+            address,
+            config,
+            output,
+        } => show::status(address, config, output),
+        Command::Snapshot { config, output } => show::snapshot(config, output),
+        Command::Explain {
+            pid,
+            config,
+            address,
+        } => explain::run(pid, config, address),
+        Command::PrintConfig => {
+            print!("{DEFAULT_TOML}");
+            Ok(())
+        }
+        Command::CheckConfig { file } => {
+            let config = Config::load(&file)?;
+            // As root, refuse what `headroom run` as root would refuse.
+            crate::permissions::check_for_root(
+                Some(&file),
+                &config,
+                crate::sys::this_process::effective_uid(),
+            )?;
+            println!("# {}: valid. Effective config:", file.display());
+            print!("{}", config.to_toml());
+            Ok(())
+        }
+        Command::Record {
+            out,
+            duration,
+            interval,
+        } => record::record(&out, duration, interval),
+        Command::Events {
+            since,
+            json,
+            journal,
+            config,
+        } => events::events(since.as_deref(), json, journal, config),
+        Command::Service(cmd) => service_command::run(cmd),
+        Command::Doctor => {
+            let report = crate::doctor::run();
+            write_stdout(&report.render())?;
+            if report.healthy() {
+                Ok(())
+            } else {
+                Err(CliError::Runtime(
+                    "a check headroom needs failed (the `fail` lines above)".into(),
+                ))
+            }
+        }
+    }
+}
+
+/// The config in `path`, or the embedded default without one.
+fn load_config(path: Option<&Path>) -> Result<Config, CliError> {
+    Ok(match path {
+        Some(path) => Config::load(path)?,
+        None => Config::embedded_default(),
+    })
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Runtime(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn config_errors_exit_2_and_runtime_errors_exit_1() {
+        assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
+        assert_eq!(CliError::Runtime("x".into()).exit_code(), 1);
+    }
+
+    #[test]
+    fn record_takes_human_durations() {
+        let cli = Cli::try_parse_from([
+            "headroom",
+            "record",
+            "--out",
+            "t.jsonl",
+            "--duration",
+            "2m",
+            "--interval",
+            "250ms",
+        ])
+        .unwrap();
+        let Command::Record {
+            duration, interval, ..
+        } = cli.command
+        else {
+            panic!("parsed as another command");
+        };
+        assert_eq!(duration, Duration::from_secs(120));
+        assert_eq!(interval, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn service_scope_flags_exclude_each_other() {
+        let err = Cli::try_parse_from(["headroom", "service", "install", "--system", "--user"])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let cli = Cli::try_parse_from([
+            "headroom",
+            "service",
+            "install",
+            "--user",
+            "--print",
+            "--manager",
+            "launchd",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Service(ServiceCommand::Install { print: true, .. })
+        ));
+    }
+
+    #[test]
+    fn an_unknown_log_format_is_a_usage_error() {
+        let err = Cli::try_parse_from(["headroom", "run", "--log-format", "xml"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+    }
+}

@@ -1,0 +1,168 @@
+//! `headroom run`: the daemon's wiring. Load and check the config, apply
+//! the command line's overrides, set up logging, raise the open-file limit,
+//! stay resident, bind the HTTP listener, pick the sampler (this machine's
+//! or a replayed trace), open the pressure events, exit causes and system
+//! probe, then run the loop and the HTTP server until a signal stops them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{CliError, browsable, load_config};
+use crate::config::{HttpConfig, LogFormat};
+use crate::daemon::{Daemon, RunOptions};
+use crate::sample::replay::ReplaySampler;
+use crate::sample::{ExitCauses, PressureEvents, Sampler, exit_causes, platform_sampler};
+
+/// `run`'s command-line settings for the HTTP server, over the config's.
+pub struct HttpOverrides {
+    pub listen: Option<SocketAddr>,
+    pub allow_remote: bool,
+}
+
+/// Run the daemon in the foreground until SIGTERM or SIGINT.
+pub fn run_daemon(
+    config_path: Option<PathBuf>,
+    force_dry_run: bool,
+    log_format: Option<LogFormat>,
+    replay: Option<PathBuf>,
+    http: HttpOverrides,
+) -> Result<(), CliError> {
+    let mut config = load_config(config_path.as_deref())?;
+    // As root: a config or hook that others can change is refused (exit 2).
+    crate::permissions::check_for_root(
+        config_path.as_deref(),
+        &config,
+        crate::sys::this_process::effective_uid(),
+    )?;
+    if let Some(addr) = http.listen {
+        config.http.listen = addr;
+        config.http.enabled = true;
+    }
+    config.http.allow_remote |= http.allow_remote;
+    if let Some(addr) = http.listen {
+        HttpConfig::check_listen(addr, config.http.allow_remote)
+            .map_err(|why| CliError::Usage(format!("--listen {addr}: {why}")))?;
+    }
+    crate::logging::init(log_format.unwrap_or(config.daemon.log_format));
+    // Room for enforcement's descriptors whatever HTTP clients open; the
+    // HTTP server keeps a reserve out of what this leaves.
+    match crate::sys::fd_limit::raise_open_files() {
+        Ok(limit) => tracing::info!("{}", limit.describe()),
+        Err(e) => tracing::warn!("{e}; the HTTP server keeps within the current limit"),
+    }
+    stay_resident();
+    // Bind before anything runs, so that a taken port is a clear error.
+    let listener = if config.http.enabled {
+        Some(crate::http::bind(config.http.listen).map_err(|e| CliError::Runtime(e.to_string()))?)
+    } else {
+        None
+    };
+
+    let sampler: Box<dyn Sampler> = match &replay {
+        Some(path) => Box::new(
+            ReplaySampler::open(path)
+                .map_err(|e| CliError::Usage(format!("cannot replay {}: {e}", path.display())))?
+                .looped(true),
+        ),
+        None => platform_sampler(&config.gpu),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("headroom")
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        let events = if replay.is_some() {
+            PressureEvents::none()
+        } else {
+            let (events, note) = PressureEvents::open();
+            match note {
+                Ok(what) => tracing::info!("waking on memory pressure through {what}"),
+                Err(why) => tracing::info!("{why}; sampling on the interval instead"),
+            }
+            events
+        };
+        let opts = RunOptions {
+            config,
+            config_path,
+            force_dry_run,
+        };
+        let causes = if replay.is_some() {
+            ExitCauses::none("a replayed trace holds no record of how its processes ended")
+        } else {
+            let (causes, note) = exit_causes();
+            match note {
+                Ok(what) => tracing::info!("post-mortems: {what}"),
+                Err(why) => tracing::info!("post-mortems: {why}"),
+            }
+            causes
+        };
+        let probe = if replay.is_some() {
+            None
+        } else {
+            match crate::sample::probe::platform_probe() {
+                Ok(probe) => {
+                    tracing::info!(
+                        "system probe ready: machine-wide figures read between samples while a rule's [rule.when] comes near"
+                    );
+                    Some(probe)
+                }
+                Err(why) => {
+                    tracing::info!("no system probe ({why}); sampling on the interval");
+                    None
+                }
+            }
+        };
+        let daemon = Daemon::new(opts, sampler, events)
+            .with_exit_causes(causes)
+            .with_probe(probe);
+        let server = match listener {
+            Some(listener) => {
+                let server = crate::http::Server::start(listener, daemon.subscribe())
+                    .map_err(|e| CliError::Runtime(format!("cannot start the HTTP server: {e}")))?;
+                let addr = server.local_addr();
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(
+                        "serving HTTP on {addr}, beyond this machine (allow_remote): anyone who can reach it can read the process list"
+                    );
+                }
+                tracing::info!("status page: http://{}/ (metrics at /metrics)", browsable(addr));
+                Some(server)
+            }
+            None => {
+                tracing::info!("HTTP server disabled (http.enabled = false)");
+                None
+            }
+        };
+        let result = daemon.run().await;
+        if let Some(server) = server
+            && let Err(e) = server.stop(Duration::from_secs(3))
+        {
+            tracing::warn!("the HTTP server stopped with an error: {e}");
+        }
+        result.map_err(|e| CliError::Runtime(e.to_string()))
+    })
+}
+
+/// Keep the daemon's pages in memory and out of the OOM killer's choice, so
+/// that it still samples and acts while the machine thrashes; say what the
+/// platform and the daemon's rights allowed.
+fn stay_resident() {
+    use crate::sys::residency::{self, Locked};
+    match residency::lock_memory() {
+        Locked::All => tracing::info!("memory locked: the daemon's pages stay resident"),
+        Locked::Skipped(why) => tracing::info!("{why}"),
+    }
+    match residency::shield_from_oom_killer() {
+        Ok(Some(score)) => {
+            tracing::info!("oom_score_adj {score}: the OOM killer picks headroom last")
+        }
+        Ok(None) => {}
+        Err(e) => tracing::info!(
+            "{e}; the OOM killer may choose headroom like any process (as root, or with \
+             CAP_SYS_RESOURCE, it would not)"
+        ),
+    }
+}

@@ -1,0 +1,262 @@
+//! `headroom service install|uninstall`: which service the flags and the
+//! user running the command mean (scope and manager), what may be done
+//! here and what only printed, then the plan of [`crate::service`] printed
+//! or carried out.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use super::{CliError, write_stdout};
+use crate::config::Config;
+use crate::service::{Manager, Scope};
+
+/// `headroom service …`.
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write the service file, create the log, state and config
+    /// directories, and start the service.
+    ///
+    /// Without --config the service runs with the config in its config
+    /// directory, which is created from the embedded default if missing.
+    Install {
+        #[command(flatten)]
+        target: ServiceTarget,
+        /// Config file for the service (validated first).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print the files and commands instead of writing and running them.
+        #[arg(long)]
+        print: bool,
+    },
+    /// Stop the service and remove its plist or unit. Config, state and
+    /// logs stay.
+    Uninstall {
+        #[command(flatten)]
+        target: ServiceTarget,
+        /// Print the commands instead of running them.
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+/// Which service `headroom service` acts on.
+#[derive(Debug, clap::Args)]
+pub struct ServiceTarget {
+    /// The whole machine, as root: a LaunchDaemon or a systemd system unit
+    /// that sees every user's processes. The default when run as root.
+    #[arg(long, conflicts_with = "user")]
+    system: bool,
+    /// This user: a LaunchAgent or a systemd user unit that sees this
+    /// user's processes. The default when not root.
+    #[arg(long)]
+    user: bool,
+    /// The service manager to write for (default: launchd on macOS,
+    /// systemd on Linux). Another OS's only with --print.
+    #[arg(long, value_enum, value_name = "MANAGER")]
+    manager: Option<Manager>,
+}
+
+impl ServiceTarget {
+    /// The scope the flags name; without one, the whole machine for root
+    /// (uid 0) and this user for anyone else.
+    fn scope(&self, uid: u32) -> Scope {
+        if self.system || (!self.user && uid == 0) {
+            Scope::System
+        } else {
+            Scope::User
+        }
+    }
+}
+
+/// Whether `manager`'s `scope` service can be installed (or removed) here by
+/// `uid`: only this OS's manager, `--system` only as root, `--user` only
+/// as the user it is for (not through sudo). `--print` needs none of this.
+fn can_act_here(
+    manager: Manager,
+    native: Option<Manager>,
+    scope: Scope,
+    uid: u32,
+    install: bool,
+) -> Result<(), CliError> {
+    if Some(manager) != native {
+        return Err(CliError::Usage(format!(
+            "{} services are installed on {}; here, only --print works with --manager {}",
+            manager.as_str(),
+            if manager == Manager::Launchd {
+                "macOS"
+            } else {
+                "Linux"
+            },
+            manager.as_str()
+        )));
+    }
+    if scope == Scope::System && uid != 0 {
+        return Err(CliError::Usage(format!(
+            "--system needs root: run `sudo headroom service {} --system`, or use --user",
+            if install { "install" } else { "uninstall" }
+        )));
+    }
+    if scope == Scope::User && uid == 0 {
+        return Err(CliError::Usage(
+            "--user acts for the user running the command; run it as that user, without sudo"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Install or remove the service, or print what that would do.
+pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
+    let (target, config, print, install) = match cmd {
+        ServiceCommand::Install {
+            target,
+            config,
+            print,
+        } => (target, config, print, true),
+        ServiceCommand::Uninstall { target, print } => (target, None, print, false),
+    };
+    let uid = crate::sys::this_process::effective_uid();
+    let scope = target.scope(uid);
+    let native = Manager::native();
+    let manager = target.manager.or(native).ok_or_else(|| {
+        CliError::Usage(
+            "headroom knows no service manager on this OS; see the files with --print --manager launchd or --manager systemd".into(),
+        )
+    })?;
+    if !print {
+        can_act_here(manager, native, scope, uid, install)?;
+    }
+    let binary = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| CliError::Runtime(format!("cannot find the headroom executable: {e}")))?;
+    let config = match config {
+        Some(c) => {
+            let abs = c
+                .canonicalize()
+                .map_err(|e| CliError::Usage(format!("cannot use config {}: {e}", c.display())))?;
+            Config::load(&abs)?;
+            Some(abs)
+        }
+        None => None,
+    };
+    let params = crate::service::Params {
+        manager,
+        scope,
+        binary,
+        config,
+        home: std::env::var_os("HOME").map(PathBuf::from),
+        uid,
+    };
+    let plan = if install {
+        crate::service::plan_install(&params)
+    } else {
+        crate::service::plan_uninstall(&params)
+    }
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    if install && params.config.is_none() {
+        // An existing config at the default path is what the service will
+        // run with: it must be valid.
+        let layout = crate::service::layout(&params).map_err(|e| CliError::Usage(e.to_string()))?;
+        if layout.config_file.exists() {
+            Config::load(&layout.config_file)?;
+        }
+    }
+    if print {
+        return write_stdout(&plan.render(manager));
+    }
+    let shown = params.binary.display().to_string();
+    if install && (shown.contains("/Cellar/") || shown.contains("/target/")) {
+        eprintln!(
+            "headroom: note: the service runs {shown}, which an upgrade or `cargo clean` replaces; with Homebrew use `brew services start headroom` instead"
+        );
+    }
+    plan.execute()
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    if install {
+        eprintln!(
+            "headroom: service installed and started ({} {}); check it with `headroom doctor`",
+            manager.as_str(),
+            scope.flag()
+        );
+    } else {
+        eprintln!("headroom: service stopped and removed");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(system: bool, user: bool) -> ServiceTarget {
+        ServiceTarget {
+            system,
+            user,
+            manager: None,
+        }
+    }
+
+    #[test]
+    fn without_a_flag_root_means_the_machine_and_anyone_else_themselves() {
+        assert_eq!(target(false, false).scope(0), Scope::System);
+        assert_eq!(target(false, false).scope(501), Scope::User);
+    }
+
+    #[test]
+    fn a_scope_flag_wins_over_the_uid() {
+        assert_eq!(target(true, false).scope(501), Scope::System);
+        assert_eq!(target(false, true).scope(0), Scope::User);
+    }
+
+    #[test]
+    fn another_os_manager_is_only_printed() {
+        let err = can_act_here(
+            Manager::Launchd,
+            Some(Manager::Systemd),
+            Scope::User,
+            501,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("installed on macOS"), "{err}");
+        let err = can_act_here(Manager::Systemd, None, Scope::User, 501, true).unwrap_err();
+        assert!(err.to_string().contains("installed on Linux"), "{err}");
+    }
+
+    #[test]
+    fn the_system_service_needs_root_and_names_the_verb() {
+        let err = can_act_here(
+            Manager::Systemd,
+            Some(Manager::Systemd),
+            Scope::System,
+            501,
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("sudo headroom service uninstall --system"),
+            "{err}"
+        );
+        assert!(
+            can_act_here(
+                Manager::Systemd,
+                Some(Manager::Systemd),
+                Scope::System,
+                0,
+                true
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_user_service_is_not_installed_through_sudo() {
+        let native = Some(Manager::Systemd);
+        let err = can_act_here(Manager::Systemd, native, Scope::User, 0, true).unwrap_err();
+        assert!(err.to_string().contains("without sudo"), "{err}");
+        assert!(can_act_here(Manager::Systemd, native, Scope::User, 501, true).is_ok());
+    }
+}

@@ -1,0 +1,215 @@
+//! A plan carried out: directories created with their modes and owners,
+//! files written whole (a sibling renamed over the target), removals, then
+//! commands. Symbolic links are never written through.
+
+use std::io;
+use std::path::Path;
+use std::process::Command;
+
+use super::ServiceError;
+use super::plan::{CommandStep, Contents, DirStep, FileStep, Plan};
+
+impl Plan {
+    /// Carry the plan out: directories, files, removals, then commands,
+    /// stopping at the first failure that matters. Symbolic links are never
+    /// written through.
+    pub fn execute(&self) -> Result<(), ServiceError> {
+        for d in &self.dirs {
+            make_dir(d)?;
+        }
+        for f in &self.files {
+            write_file(f)?;
+        }
+        for r in &self.remove {
+            match std::fs::remove_file(r) {
+                Ok(()) => eprintln!("removed {}", r.display()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(ServiceError::Io {
+                        action: "remove",
+                        path: r.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        for c in &self.commands {
+            run(c)?;
+        }
+        Ok(())
+    }
+}
+
+fn refuse_symlink(path: &Path) -> Result<Option<std::fs::Metadata>, ServiceError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(ServiceError::Symlink {
+            path: path.to_owned(),
+        }),
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ServiceError::Io {
+            action: "inspect",
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> ServiceError + 'a {
+    move |source| ServiceError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn make_dir(d: &DirStep) -> Result<(), ServiceError> {
+    use std::os::unix::fs::PermissionsExt;
+    refuse_symlink(&d.path)?;
+    std::fs::create_dir_all(&d.path).map_err(io_err("create", &d.path))?;
+    if let Some((uid, gid)) = d.owner {
+        std::os::unix::fs::chown(&d.path, Some(uid), Some(gid))
+            .map_err(io_err("change the owner of", &d.path))?;
+    }
+    std::fs::set_permissions(&d.path, std::fs::Permissions::from_mode(d.mode))
+        .map_err(io_err("set the mode of", &d.path))?;
+    Ok(())
+}
+
+fn write_file(f: &FileStep) -> Result<(), ServiceError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let existing = refuse_symlink(&f.path)?;
+    let text = match &f.contents {
+        Contents::DefaultConfig if existing.is_some() => {
+            eprintln!("kept {}", f.path.display());
+            return Ok(());
+        }
+        Contents::DefaultConfig => crate::config::DEFAULT_TOML.to_owned(),
+        Contents::Text(t) => t.clone(),
+    };
+    // Write a sibling and rename it over the target, so a reader never sees
+    // half a file; create_new refuses a planted file or link.
+    let tmp = f.path.with_extension("tmp-headroom");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(f.mode)
+        .open(&tmp)
+        .map_err(io_err("create", &tmp))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(io_err("write", &tmp))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(f.mode))
+        .map_err(io_err("set the mode of", &tmp))?;
+    std::fs::rename(&tmp, &f.path).map_err(io_err("replace", &f.path))?;
+    eprintln!("wrote {}", f.path.display());
+    Ok(())
+}
+
+fn run(c: &CommandStep) -> Result<(), ServiceError> {
+    let shown = c.argv.join(" ");
+    let Some((program, args)) = c.argv.split_first() else {
+        return Ok(());
+    };
+    eprintln!("running {shown}");
+    let status = Command::new(program).args(args).status();
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        _ if c.may_fail => Ok(()),
+        Ok(s) => Err(ServiceError::Command {
+            command: shown,
+            status: s.to_string(),
+        }),
+        Err(e) => Err(ServiceError::Command {
+            command: shown,
+            status: e.to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::service::plan::command;
+
+    #[test]
+    fn executing_a_plan_creates_directories_files_and_runs_commands() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("conf/headroom.toml");
+        let unit = dir.path().join("units/headroom.service");
+        let plan = Plan {
+            title: "test".into(),
+            notes: vec![],
+            dirs: vec![
+                DirStep {
+                    path: dir.path().join("conf"),
+                    mode: 0o755,
+                    owner: None,
+                    what: "config",
+                },
+                DirStep {
+                    path: dir.path().join("units"),
+                    mode: 0o700,
+                    owner: None,
+                    what: "units",
+                },
+            ],
+            files: vec![
+                FileStep {
+                    path: config.clone(),
+                    mode: 0o644,
+                    contents: Contents::DefaultConfig,
+                },
+                FileStep {
+                    path: unit.clone(),
+                    mode: 0o600,
+                    contents: Contents::Text("[Service]\n".into()),
+                },
+            ],
+            remove: vec![dir.path().join("absent")],
+            commands: vec![command(&["false"], true), command(&["true"], false)],
+        };
+        plan.execute().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            crate::config::DEFAULT_TOML
+        );
+        assert_eq!(std::fs::read_to_string(&unit).unwrap(), "[Service]\n");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&unit), 0o600);
+        assert_eq!(mode(&dir.path().join("units")), 0o700);
+        // A second run keeps an edited config and replaces the unit.
+        std::fs::write(&config, "# edited\n").unwrap();
+        plan.execute().unwrap();
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), "# edited\n");
+        // A failing command that matters stops the plan with its name.
+        let failing = Plan {
+            commands: vec![command(&["false"], false)],
+            ..plan.clone()
+        };
+        let err = failing.execute().unwrap_err();
+        assert!(err.to_string().contains("`false` failed"), "{err}");
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "x").unwrap();
+        let link = dir.path().join("headroom.service");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = write_file(&FileStep {
+            path: link,
+            mode: 0o644,
+            contents: Contents::Text("y".into()),
+        })
+        .unwrap_err();
+        assert!(matches!(err, ServiceError::Symlink { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
+    }
+}

@@ -1,0 +1,294 @@
+//! The install and uninstall plans: every directory, file and command, in
+//! order, worked out from [`Params`] without touching the system.
+
+use std::path::PathBuf;
+
+use super::launchd::{MACOS_ADMIN_GID, launchd_plist, launchd_target};
+use super::paths::{Layout, config_path, layout};
+use super::systemd::{systemctl, systemd_unit};
+use super::{AGENT_LABEL, DAEMON_LABEL, Manager, Params, Scope, ServiceError, UNIT_NAME};
+
+/// A directory to create (or fix up) with a mode and, as root, an owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirStep {
+    pub path: PathBuf,
+    pub mode: u32,
+    /// (uid, gid) to chown to; `None` leaves the creator's.
+    pub owner: Option<(u32, u32)>,
+    pub what: &'static str,
+}
+
+/// What a file step writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contents {
+    /// This text, replacing the file.
+    Text(String),
+    /// The embedded default config, only if no file is there.
+    DefaultConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStep {
+    pub path: PathBuf,
+    pub mode: u32,
+    pub contents: Contents,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandStep {
+    pub argv: Vec<String>,
+    /// A failure is expected in some states (bootout of a job that is not
+    /// loaded) and does not stop the plan.
+    pub may_fail: bool,
+}
+
+/// Everything an install or uninstall does, in order: directories, files,
+/// removals, commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub title: String,
+    pub notes: Vec<String>,
+    pub dirs: Vec<DirStep>,
+    pub files: Vec<FileStep>,
+    pub remove: Vec<PathBuf>,
+    pub commands: Vec<CommandStep>,
+}
+
+impl Plan {
+    /// The service file itself (0644), and for a per-user service the
+    /// directory it goes in (`what` names that directory for people); a
+    /// system service's directory exists already.
+    fn add_service_file(&mut self, l: &Layout, system: bool, what: &'static str, text: String) {
+        if let Some(parent) = l.service_file.parent().filter(|_| !system) {
+            self.dirs.push(DirStep {
+                path: parent.to_owned(),
+                mode: 0o755,
+                owner: None,
+                what,
+            });
+        }
+        self.files.push(FileStep {
+            path: l.service_file.clone(),
+            mode: 0o644,
+            contents: Contents::Text(text),
+        });
+    }
+}
+
+/// A command step of these words.
+pub(super) fn command(argv: &[&str], may_fail: bool) -> CommandStep {
+    CommandStep {
+        argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+        may_fail,
+    }
+}
+
+/// The plan for `headroom service install`.
+pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
+    let l = layout(params)?;
+    let config = config_path(params, &l)?;
+    let system = params.scope == Scope::System;
+    let mut plan = Plan {
+        title: format!(
+            "headroom service install {} ({})",
+            params.scope.flag(),
+            params.manager.as_str()
+        ),
+        notes: Vec::new(),
+        dirs: Vec::new(),
+        files: Vec::new(),
+        remove: Vec::new(),
+        commands: Vec::new(),
+    };
+    let private = if system { 0o750 } else { 0o700 };
+    if params.config.is_none() {
+        plan.dirs.push(DirStep {
+            path: l.config_dir.clone(),
+            mode: 0o755,
+            owner: system.then_some((0, 0)),
+            what: "config",
+        });
+        plan.files.push(FileStep {
+            path: config.clone(),
+            mode: 0o644,
+            contents: Contents::DefaultConfig,
+        });
+    }
+    match params.manager {
+        Manager::Launchd => {
+            plan.notes.push(match params.scope {
+                Scope::System => format!(
+                    "LaunchDaemon {DAEMON_LABEL}: runs as root at boot and watches every user's processes"
+                ),
+                Scope::User => format!(
+                    "LaunchAgent {AGENT_LABEL}: runs as you at login and watches your processes only"
+                ),
+            });
+            plan.dirs.push(DirStep {
+                path: l.log_dir.clone(),
+                mode: private,
+                owner: system.then_some((0, MACOS_ADMIN_GID)),
+                what: if system {
+                    "logs (admins may read them)"
+                } else {
+                    "logs"
+                },
+            });
+            plan.dirs.push(DirStep {
+                path: l.state_dir.clone(),
+                mode: 0o700,
+                owner: system.then_some((0, 0)),
+                what: "state",
+            });
+            plan.add_service_file(&l, system, "LaunchAgents", launchd_plist(params)?);
+            let (domain, target) = launchd_target(params);
+            let plist = l.service_file.display().to_string();
+            // A job already loaded (reinstall) must be booted out first:
+            // bootstrap refuses a loaded label. enable before bootstrap:
+            // bootstrap refuses a disabled one.
+            plan.commands = vec![
+                command(&["launchctl", "bootout", &target], true),
+                command(&["launchctl", "enable", &target], false),
+                command(&["launchctl", "bootstrap", &domain, &plist], false),
+            ];
+        }
+        Manager::Systemd => {
+            plan.notes.push(match params.scope {
+                Scope::System => format!(
+                    "systemd unit {UNIT_NAME}: runs as root with four capabilities at boot; {} and {} are created by systemd",
+                    l.state_dir.display(),
+                    l.log_dir.display()
+                ),
+                Scope::User => format!(
+                    "systemd user unit {UNIT_NAME}: runs as you while you are logged in (loginctl enable-linger to keep it running); logs go to journalctl --user -u headroom"
+                ),
+            });
+            plan.add_service_file(&l, system, "systemd user units", systemd_unit(params)?);
+            plan.commands = vec![
+                systemctl(params, &["daemon-reload"]),
+                systemctl(params, &["enable", UNIT_NAME]),
+                systemctl(params, &["restart", UNIT_NAME]),
+            ];
+        }
+    }
+    Ok(plan)
+}
+
+/// The plan for `headroom service uninstall`: stop the service and remove
+/// its file. Config, state and logs stay.
+pub fn plan_uninstall(params: &Params) -> Result<Plan, ServiceError> {
+    let l = layout(params)?;
+    let mut plan = Plan {
+        title: format!(
+            "headroom service uninstall {} ({})",
+            params.scope.flag(),
+            params.manager.as_str()
+        ),
+        notes: vec![format!(
+            "kept: config {}, state {}, logs {}",
+            l.config_dir.display(),
+            l.state_dir.display(),
+            l.log_dir.display()
+        )],
+        dirs: Vec::new(),
+        files: Vec::new(),
+        remove: vec![l.service_file.clone()],
+        commands: Vec::new(),
+    };
+    match params.manager {
+        Manager::Launchd => {
+            let (_, target) = launchd_target(params);
+            plan.commands = vec![command(&["launchctl", "bootout", &target], true)];
+        }
+        Manager::Systemd => {
+            let mut disable = systemctl(params, &["disable", "--now", UNIT_NAME]);
+            disable.may_fail = true;
+            plan.commands = vec![disable, systemctl(params, &["daemon-reload"])];
+        }
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::service::testing::params;
+
+    #[test]
+    fn install_plans_boot_out_enable_and_bootstrap_in_that_order() {
+        let plan = plan_install(&params(Manager::Launchd, Scope::User)).unwrap();
+        let cmds: Vec<String> = plan.commands.iter().map(|c| c.argv.join(" ")).collect();
+        assert_eq!(
+            cmds,
+            [
+                "launchctl bootout gui/501/io.headroom.agent",
+                "launchctl enable gui/501/io.headroom.agent",
+                "launchctl bootstrap gui/501 /Users/ann/Library/LaunchAgents/io.headroom.agent.plist"
+            ]
+        );
+        assert!(plan.commands[0].may_fail && !plan.commands[2].may_fail);
+        let dirs: Vec<_> = plan.dirs.iter().map(|d| (d.path.clone(), d.mode)).collect();
+        assert!(dirs.contains(&(PathBuf::from("/Users/ann/Library/Logs/headroom"), 0o700)));
+        assert!(
+            plan.files
+                .iter()
+                .any(|f| f.contents == Contents::DefaultConfig)
+        );
+    }
+
+    #[test]
+    fn a_given_config_is_used_as_is_and_not_created() {
+        let mut p = params(Manager::Systemd, Scope::System);
+        p.config = Some(PathBuf::from("/srv/ml/headroom.toml"));
+        let plan = plan_install(&p).unwrap();
+        assert!(
+            plan.files
+                .iter()
+                .all(|f| f.contents != Contents::DefaultConfig)
+        );
+        assert!(
+            plan.dirs.is_empty(),
+            "systemd creates the state and log directories"
+        );
+        let unit = match &plan.files[0].contents {
+            Contents::Text(t) => t.clone(),
+            Contents::DefaultConfig => unreachable!(),
+        };
+        assert!(unit.contains("--config /srv/ml/headroom.toml\n"));
+        let cmds: Vec<String> = plan.commands.iter().map(|c| c.argv.join(" ")).collect();
+        assert_eq!(
+            cmds,
+            [
+                "systemctl daemon-reload",
+                "systemctl enable headroom.service",
+                "systemctl restart headroom.service"
+            ]
+        );
+    }
+
+    #[test]
+    fn uninstall_boots_out_and_removes_only_the_service_file() {
+        let plan = plan_uninstall(&params(Manager::Launchd, Scope::System)).unwrap();
+        assert_eq!(
+            plan.remove,
+            [PathBuf::from(
+                "/Library/LaunchDaemons/io.headroom.daemon.plist"
+            )]
+        );
+        assert_eq!(
+            plan.commands[0].argv.join(" "),
+            "launchctl bootout system/io.headroom.daemon"
+        );
+        let plan = plan_uninstall(&params(Manager::Systemd, Scope::User)).unwrap();
+        let cmds: Vec<String> = plan.commands.iter().map(|c| c.argv.join(" ")).collect();
+        assert_eq!(
+            cmds,
+            [
+                "systemctl --user disable --now headroom.service",
+                "systemctl --user daemon-reload"
+            ]
+        );
+    }
+}
