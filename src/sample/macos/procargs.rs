@@ -220,6 +220,12 @@ pub fn parse(buf: &[u8]) -> Result<ProcArgs, ProcArgsError> {
 mod tests {
     use super::*;
 
+    // No byte-for-byte KERN_PROCARGS2 answer from a Mac is published to
+    // test against; the buffers are built from the kernel's layout
+    // (`exec_extract_strings`, `sysctl_procargsx`), whose padding rule the
+    // key-length assertion and `padding_after` pin, and the Mac-only
+    // sampler tests read real answers.
+
     /// Lay out a buffer the way `sysctl_procargsx` returns it: argc, the
     /// exec path padded with NULs to an 8-byte boundary (the stack layout
     /// of a 64-bit process; the key the kernel strips before the path is 16

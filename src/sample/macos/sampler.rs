@@ -545,10 +545,84 @@ mod tests {
         assert_eq!(k.pid, std::process::id());
         assert_eq!(k.start_micros, b.start_micros);
         assert_eq!(k.ppid, b.ppid);
+        assert_eq!(k.owner(), b.owner);
+        // Whether this test binary runs translated, two ways.
+        assert_eq!(Some(k.translated), ffi_proc::this_process_translated());
         let mut buf = Vec::new();
         let n = ffi_proc::procargs(me, &mut buf).unwrap();
-        let args = procargs::parse(&buf[..n]).unwrap();
-        assert!(args.complete);
+        let args = procargs::parse_answer(&buf[..n], buf.len()).unwrap();
+        assert!(args.complete && !args.cut_at_front);
         assert_eq!(args.argv.len(), std::env::args().count());
+    }
+
+    /// A child started with an empty argv[0] keeps it: the padding after
+    /// the executable path is not taken for more.
+    #[test]
+    fn an_empty_argv0_reads_back_as_given() {
+        use std::os::unix::process::CommandExt as _;
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg0("")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let mut args = None;
+        // Until the child has exec'd sleep (before, the buffer is the
+        // test binary's).
+        for _ in 0..200 {
+            let mut buf = Vec::new();
+            let n = ffi_proc::procargs(pid, &mut buf).unwrap();
+            let a = procargs::parse_answer(&buf[..n], buf.len()).unwrap();
+            if a.exec_path == "/bin/sleep" {
+                args = Some(a);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let args = args.expect("the child exec'd /bin/sleep");
+        assert_eq!(args.argv, ["", "30"]);
+        assert!(args.complete);
+    }
+
+    /// A child seen alive that exits stays listed, with no memory, until it
+    /// is reaped; then it is gone. A sampler that never saw it alive leaves
+    /// it out.
+    #[test]
+    fn an_ended_child_is_listed_with_no_memory_until_reaped() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut sampler = MacSampler::new();
+        // Seen alive (and, after SETTLE, settled; an unsettled one is
+        // listed as ended as well).
+        let alive = sampler.sample().unwrap();
+        let was = alive.process(pid).expect("the child is listed").clone();
+        assert!(was.resident > 0);
+        // SIGKILL (Child::kill does not reap): a zombie.
+        child.kill().unwrap();
+        let ipid = i32::try_from(pid).unwrap();
+        for _ in 0..200 {
+            let usage = ffi_proc::rusage(ipid).unwrap();
+            if usage.exit_abstime != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ended = sampler.sample().unwrap();
+        let now = ended.process(pid).expect("an ended child stays listed");
+        assert_eq!(now.id, was.id);
+        assert_eq!((now.footprint, now.resident), (0, 0));
+        assert!(now.peak_footprint.unwrap_or(0) > 0, "its peak stays");
+        assert!(!now.gpu_client);
+        // A fresh sampler never saw it alive: left out, and not vanished.
+        let fresh = MacSampler::new().sample().unwrap();
+        assert!(fresh.process(pid).is_none());
+        child.wait().unwrap();
+        let reaped = sampler.sample().unwrap();
+        assert!(reaped.process(pid).is_none());
     }
 }
