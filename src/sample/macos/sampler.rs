@@ -440,8 +440,9 @@ impl Sampler for MacSampler {
         let mut gpu_clients: HashMap<u32, Vec<UserClient>> = HashMap::new();
         match iokit::read_accelerators(true) {
             Ok(readings) => {
+                // Dated after the read: a client listed now existed by now.
                 self.gpu_sightings
-                    .observe(readings.iter().flat_map(|r| &r.clients), taken_at);
+                    .observe(readings.iter().flat_map(|r| &r.clients), Timestamp::now());
                 for (i, r) in readings.iter().enumerate() {
                     for c in &r.clients {
                         gpu_clients.entry(c.pid).or_default().push(c.clone());
