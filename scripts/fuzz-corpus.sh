@@ -50,8 +50,15 @@ printf '\x02\x00\x00\x00/usr/sbin/cfprefsd\x00\x00\x00\x00\x00\x00/usr/sbin/cfpr
   seed macos_kern procargs-hidden-env 0
 printf '\x01\x00\x00\x00/usr/libexec/secured\x00\x00/usr/libexec/secured\x00' |
   seed macos_kern procargs-no-read 0
+# execve("/bin/sleep", ["", "5"], ["A=1"]): five padding NULs, then an empty argv[0].
+printf '\x02\x00\x00\x00/bin/sleep\x00\x00\x00\x00\x00\x00\x005\x00A=1\x00\x00' |
+  seed macos_kern procargs-empty-argv0 0
+# An answer that filled its buffer (selector 2): the tail of a larger area.
+printf '\x03\x00\x00\x00H=/Users/ann\x00PATH=/usr/bin\x00ptr_munge=\x00' |
+  seed macos_kern procargs-filled-tail 2
 # A kinfo_proc (648 bytes) of a Python process: pid 6441 at offset 40,
-# sigcatch SIGINT at 236, p_comm "Python" at 243, ruid 501 at 392, ppid at 560.
+# sigcatch SIGINT at 236, p_comm "Python" at 243, ruid 501 at 392, ppid at 560
+# (the offsets src/sys/macos_kinfo.rs pins at compile time).
 kinfo=$(mktemp)
 head -c 648 /dev/zero >"$kinfo"
 put() { printf "$2" | dd of="$kinfo" bs=1 seek="$1" conv=notrunc status=none; }

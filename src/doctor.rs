@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Check, CheckStatus};
+use crate::model::{Check, CheckStatus, Snapshot};
 use crate::sample::{Sampler, platform_sampler};
 
 /// A whole report: facts about the machine, then the checks.
@@ -75,8 +75,45 @@ fn common_facts() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// One full sample through the daemon's own sampler: the end-to-end check.
-fn sample_check(sampler: &mut dyn Sampler) -> Check {
+/// One full sample through the daemon's own sampler: the end-to-end check,
+/// then what the sample shows that needs doing (ML work translated by
+/// Rosetta 2).
+fn sample_checks(sampler: &mut dyn Sampler) -> Vec<Check> {
+    let (check, snap) = sample_check(sampler);
+    let mut checks = vec![check];
+    checks.extend(snap.as_ref().and_then(translated_ml));
+    checks
+}
+
+/// ML processes the sampler marked as translated by Rosetta 2 (macOS): a
+/// warning naming them and what to install instead; `None` if there are
+/// none (every other OS).
+fn translated_ml(snap: &Snapshot) -> Option<Check> {
+    let translated: Vec<_> = snap
+        .processes
+        .iter()
+        .filter(|p| crate::workload::is_translated(&p.workload))
+        .filter_map(|p| Some((p, crate::workload::translated_advice(&p.workload)?)))
+        .collect();
+    let (_, advice) = translated.first()?;
+    let named: Vec<String> = translated
+        .iter()
+        .take(5)
+        .map(|(p, _)| format!("{} ({})", crate::model::printable(&p.name), p.id.pid))
+        .collect();
+    Some(Check::warn(
+        "rosetta-ml",
+        format!(
+            "{} ML process(es) run as x86_64 code under Rosetta 2: {}",
+            translated.len(),
+            named.join(", ")
+        ),
+        advice.clone(),
+    ))
+}
+
+/// The end-to-end check and the snapshot it took.
+fn sample_check(sampler: &mut dyn Sampler) -> (Check, Option<Snapshot>) {
     match sampler.sample() {
         Ok(snap) => {
             let e = snap.errors;
@@ -92,7 +129,7 @@ fn sample_check(sampler: &mut dyn Sampler) -> Check {
                 e.permission_denied,
                 e.unreadable,
             );
-            if e.unreadable > 0 {
+            let check = if e.unreadable > 0 {
                 Check::warn(
                     "sample",
                     detail,
@@ -100,12 +137,16 @@ fn sample_check(sampler: &mut dyn Sampler) -> Check {
                 )
             } else {
                 Check::ok("sample", detail)
-            }
+            };
+            (check, Some(snap))
         }
-        Err(e) => Check::fail(
-            "sample",
-            format!("{} sampler failed: {e}", sampler.name()),
-            "headroom cannot run on this machine; please report this output",
+        Err(e) => (
+            Check::fail(
+                "sample",
+                format!("{} sampler failed: {e}", sampler.name()),
+                "headroom cannot run on this machine; please report this output",
+            ),
+            None,
         ),
     }
 }
@@ -115,7 +156,7 @@ pub fn run() -> Report {
     let mut facts = common_facts();
     facts.extend(crate::sample::doctor_facts());
     let gpu = crate::config::GpuConfig::default();
-    let mut checks = vec![sample_check(platform_sampler(&gpu).as_mut())];
+    let mut checks = sample_checks(platform_sampler(&gpu).as_mut());
     checks.extend(crate::sample::doctor_checks());
     checks.push(crate::act::doctor::signals());
     Report { facts, checks }
@@ -168,8 +209,46 @@ mod tests {
 
     #[test]
     fn the_sample_check_runs_this_machines_sampler() {
-        let check = sample_check(platform_sampler(&crate::config::GpuConfig::default()).as_mut());
+        let checks = sample_checks(platform_sampler(&crate::config::GpuConfig::default()).as_mut());
+        let check = &checks[0];
         assert_ne!(check.status, CheckStatus::Fail, "{check:?}");
         assert!(check.detail.contains("processes"), "{check:?}");
+    }
+
+    #[test]
+    fn ml_work_under_rosetta_is_a_warning_with_what_to_install() {
+        use crate::model::{Framework, ProcessId, ProcessSample, WorkloadKind};
+        let mut kernel = ProcessSample::new(
+            ProcessId {
+                pid: 4242,
+                start: 1,
+            },
+            1,
+            "python3.9",
+        );
+        kernel.workload.kind = WorkloadKind::Jupyter;
+        kernel.workload.frameworks = vec![Framework::Tensorflow];
+        crate::workload::mark_translated(&mut kernel.workload);
+        let mut shell = ProcessSample::new(ProcessId { pid: 77, start: 1 }, 1, "zsh");
+        crate::workload::mark_translated(&mut shell.workload);
+        let native = ProcessSample::new(ProcessId { pid: 5, start: 1 }, 1, "python3");
+        let mut snap = Snapshot {
+            processes: vec![kernel, shell, native],
+            ..Snapshot::default()
+        };
+        let check = translated_ml(&snap).expect("a translated ML process");
+        assert_eq!(check.status, CheckStatus::Warn);
+        assert_eq!(check.name, "rosetta-ml");
+        assert!(check.detail.starts_with("1 ML process(es)"), "{check:?}");
+        assert!(check.detail.contains("python3.9 (4242)"), "{check:?}");
+        assert!(!check.detail.contains("zsh"), "{check:?}");
+        let next = check.next.as_deref().unwrap_or("");
+        assert!(
+            next.contains("arm64 Python") && next.contains("2.13"),
+            "{next}"
+        );
+        // Without translated ML work there is nothing to say.
+        snap.processes.remove(0);
+        assert_eq!(translated_ml(&snap), None);
     }
 }

@@ -84,6 +84,54 @@ pub fn wants_library_scan(facts: &ProcessFacts<'_>) -> bool {
     (f.python.is_some() || f.jupyter) && f.argv_frameworks.is_empty()
 }
 
+/// The evidence a sampler adds for a process that runs translated: an
+/// x86_64 program on Apple Silicon, run by Rosetta 2 (macOS's
+/// `P_TRANSLATED`).
+pub const TRANSLATED_EVIDENCE: &str = "x86_64 under Rosetta 2";
+
+/// Record in `workload`'s evidence that the process runs translated (once).
+pub fn mark_translated(workload: &mut Workload) {
+    if !workload.evidence.iter().any(|e| e == TRANSLATED_EVIDENCE) {
+        workload.evidence.push(TRANSLATED_EVIDENCE.to_owned());
+    }
+}
+
+/// True if `workload`'s evidence says the process runs translated.
+pub fn is_translated(workload: &Workload) -> bool {
+    workload.evidence.iter().any(|e| e == TRANSLATED_EVIDENCE)
+}
+
+/// For ML work that runs translated, what is wrong and what to install
+/// instead, in one sentence for the log and `headroom doctor`; `None` for
+/// anything else. Translated code runs slower than native and cannot use
+/// what only arm64 processes get: PyTorch's MPS backend needs an arm64
+/// Python, MLX exists for Apple Silicon only.
+pub fn translated_advice(workload: &Workload) -> Option<String> {
+    if !workload.is_ml() {
+        return None;
+    }
+    let mut what = vec![
+        "install an arm64 Python (Miniforge's arm64 installer, or python.org's universal2 installer) and reinstall the packages into it"
+            .to_owned(),
+    ];
+    if workload.frameworks.contains(&Framework::Tensorflow) {
+        what.push(
+            "TensorFlow publishes arm64 macOS wheels as tensorflow from 2.13 on (tensorflow-macos before)"
+                .to_owned(),
+        );
+    }
+    if workload.kind == WorkloadKind::LlmServer {
+        what.insert(
+            0,
+            "install the Apple Silicon (arm64) build of the server".to_owned(),
+        );
+    }
+    Some(format!(
+        "runs as x86_64 code translated by Rosetta 2, slower than native and without the GPU paths only arm64 processes get (PyTorch's MPS backend, MLX): {}",
+        what.join("; ")
+    ))
+}
+
 /// Framework priority for the kind when several are seen (see module doc).
 const KIND_PRIORITY: [(Framework, WorkloadKind); 4] = [
     (Framework::Mlx, WorkloadKind::Mlx),
@@ -719,6 +767,73 @@ fn library_stem(file: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn classified(name: &str, exe: &str, argv: &[&str]) -> Workload {
+        let argv: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
+        classify(&ProcessFacts {
+            name,
+            exe: Some(exe),
+            argv: &argv,
+            libraries: &[],
+        })
+    }
+
+    #[test]
+    fn translation_is_evidence_recorded_once() {
+        let mut w = classified(
+            "python3.11",
+            "/usr/local/bin/python3.11",
+            &[
+                "python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/tmp/kernel-1.json",
+            ],
+        );
+        assert!(!is_translated(&w));
+        mark_translated(&mut w);
+        mark_translated(&mut w);
+        assert!(is_translated(&w));
+        let marks = w
+            .evidence
+            .iter()
+            .filter(|e| *e == TRANSLATED_EVIDENCE)
+            .count();
+        assert_eq!(marks, 1);
+        assert_eq!(w.kind, WorkloadKind::Jupyter, "the kind does not change");
+    }
+
+    #[test]
+    fn translated_ml_work_is_told_what_to_install() {
+        let mut tf = classified(
+            "python3.9",
+            "/usr/local/bin/python3.9",
+            &["python3.9", "-m", "tensorflow.tools.train"],
+        );
+        mark_translated(&mut tf);
+        let advice = translated_advice(&tf).expect("TensorFlow is ML work");
+        assert!(advice.contains("Rosetta 2"), "{advice}");
+        assert!(
+            advice.contains("Miniforge") && advice.contains("universal2"),
+            "{advice}"
+        );
+        assert!(
+            advice.contains("tensorflow-macos") && advice.contains("2.13"),
+            "{advice}"
+        );
+
+        let ollama = classified("ollama", "/usr/local/bin/ollama", &["ollama", "serve"]);
+        let advice = translated_advice(&ollama).expect("a model server is ML work");
+        assert!(advice.contains("arm64) build of the server"), "{advice}");
+        assert!(!advice.contains("tensorflow"), "{advice}");
+    }
+
+    #[test]
+    fn translated_programs_that_are_not_ml_get_no_advice() {
+        let zsh = classified("zsh", "/bin/zsh", &["-zsh"]);
+        assert_eq!(translated_advice(&zsh), None);
+    }
 
     /// One case of `tests/fixtures/workload/cases.json`.
     #[derive(Debug, serde::Deserialize)]

@@ -1,8 +1,9 @@
 //! Fuzz target: the macOS parsers of kernel answers, compiled and fuzzed on
 //! any OS: the `sysctl(KERN_PROCARGS2)` buffer (argc, exec path, argv, env)
 //! and the `sysctl(KERN_PROC_PID)` `kinfo_proc` record. The first byte picks
-//! the parser. Neither may panic or read past the buffer, whatever a racing
-//! or hostile process leaves in its argument area.
+//! the parser (and, for the arguments, whether the answer filled its buffer,
+//! when only argc may be read). Neither may panic or read past the buffer,
+//! whatever a racing or hostile process leaves in its argument area.
 
 #![no_main]
 
@@ -16,7 +17,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if which % 2 == 0 {
-        if let Ok(p) = procargs::parse(buf) {
+        let filled = which % 4 == 2;
+        let parsed = if filled {
+            procargs::parse_answer(buf, buf.len())
+        } else {
+            procargs::parse(buf)
+        };
+        if let Ok(p) = parsed {
+            // A filled buffer may be a tail: nothing but argc is read.
+            assert!(!filled || (p.cut_at_front && p.exec_path.is_empty() && p.argv.len() == 1));
             // What is kept is bounded whatever the buffer holds.
             assert!(p.argv.len() <= ARGV_MAX_ARGS);
             assert!(p.env.len() <= ARGV_MAX_ARGS);

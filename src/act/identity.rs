@@ -161,6 +161,23 @@ mod tests {
         assert_eq!(parent(u32::MAX).unwrap(), None);
     }
 
+    /// One past `i32::MAX` is no `pid_t` on any platform: "no such
+    /// process" from every question, not an error about the input.
+    #[test]
+    fn a_pid_past_pid_t_is_no_process_for_every_question() {
+        let pid = i32::MAX as u32 + 1;
+        assert_eq!(current_start(pid).unwrap(), None);
+        assert_eq!(parent(pid).unwrap(), None);
+        assert_eq!(is_kernel_thread(pid).unwrap(), None);
+        // Elsewhere members and handlers cannot be read at all (Unsupported).
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
+        {
+            assert_eq!(member(pid).unwrap(), None);
+            let err = catches_signal(pid, libc::SIGINT).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        }
+    }
+
     #[test]
     fn a_reaped_child_has_no_start_time() {
         let mut child = std::process::Command::new("sleep")

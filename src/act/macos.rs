@@ -3,7 +3,8 @@
 //! `proc_pidinfo(PROC_PIDTBSDINFO)`; for another user's process, which that
 //! call refuses to a non-root caller, from `kinfo_proc`, which copies the
 //! same `p_start`. Handlers are `kinfo_proc.kp_proc.p_sigcatch`, bit `n - 1`
-//! for signal `n`.
+//! for signal `n`. A pid above `i32::MAX` is no Darwin pid: no such process
+//! (`Ok(None)`), as the identity functions promise.
 //!
 //! The members of a process group come from `proc_listpids(PROC_PGRP_ONLY,
 //! pgid)`, the one FFI call of this file.
@@ -18,8 +19,10 @@ use crate::sys::{macos_ffi_proc as ffi_proc, macos_kinfo as kinfo, macos_proc_in
 
 /// `PROC_PGRP_ONLY` from `<sys/proc_info.h>` (`PROC_ALL_PIDS` 1,
 /// `PROC_PGRP_ONLY` 2, `PROC_TTY_ONLY` 3, …): list the processes whose
-/// process group is `typeinfo`. The libc crate does not define it.
+/// process group is `typeinfo`. The libc crate does not define it; the
+/// value is the header's, written out.
 const PROC_PGRP_ONLY: u32 = 2;
+const _: () = assert!(PROC_PGRP_ONLY == 2);
 
 /// The most members one group is listed with: far more than a group holds;
 /// a bound on the buffer whatever the kernel's estimate says.
@@ -28,8 +31,11 @@ const MAX_GROUP_PIDS: usize = 1 << 16;
 /// The pids in process group `pgid`, from `proc_listpids(PROC_PGRP_ONLY)`.
 pub fn group_pids(pgid: u32) -> io::Result<Vec<u32>> {
     // A pgid is a pid_t: one past i32::MAX names no group.
-    if i32::try_from(pgid).is_err() {
-        return Err(no_pid(pgid));
+    if proc_info::darwin_pid(pgid).is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{pgid} is not a macOS process group"),
+        ));
     }
     // libproc.c's proc_listpids answers in BYTES (its proc_listpgrppids
     // divides by sizeof(int)), and 0 (not -1) when the call fails, with
@@ -71,11 +77,12 @@ pub fn group_pids(pgid: u32) -> io::Result<Vec<u32>> {
 
 /// What a group member is checked by: start, owner and `p_comm` from
 /// `kinfo_proc` (which answers for every user), the name as the sampler
-/// records it from `PROC_PIDTBSDINFO` where that answers, the executable
-/// from `proc_pidpath`, the group from `getpgid`. `Ok(None)` if it does not
-/// exist or is a zombie.
+/// records it (`PROC_PIDTBSDINFO` where that answers, else the same name
+/// rebuilt from `p_comm` and the executable, [`proc_info::fallback_name`]),
+/// the executable from `proc_pidpath`, the group from `getpgid`.
+/// `Ok(None)` if it does not exist or is a zombie.
 pub fn member(pid: u32) -> io::Result<Option<Member>> {
-    let Ok(ipid) = i32::try_from(pid) else {
+    let Some(ipid) = proc_info::darwin_pid(pid) else {
         return Ok(None);
     };
     let Some(k) = kinfo_facts(pid)?.filter(|k| !k.zombie) else {
@@ -86,14 +93,18 @@ pub fn member(pid: u32) -> io::Result<Option<Member>> {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let name = ffi_proc::bsd_info(ipid).map_or_else(|_| k.comm.clone(), |info| info.name);
+    let exe = ffi_proc::pid_path(ipid).ok();
+    let name = ffi_proc::bsd_info(ipid).map_or_else(
+        |_| proc_info::fallback_name(&k.comm, exe.as_deref()),
+        |info| info.name,
+    );
     Ok(Some(Member {
         pid,
         start: k.start_micros,
         pgid,
         uid: Some(k.uid),
         name,
-        exe: ffi_proc::pid_path(ipid).ok(),
+        exe,
         kernel_thread: pid == 0,
     }))
 }
@@ -103,24 +114,24 @@ fn errno_error(pid: u32, what: &str, errno: i32) -> io::Error {
     io::Error::new(e.kind(), format!("cannot read process {pid}'s {what}: {e}"))
 }
 
-/// The process's `kinfo_proc`, `Ok(None)` if it does not exist.
+/// The process's `kinfo_proc`, `Ok(None)` if it does not exist (a pid no
+/// Darwin process can have included).
 fn kinfo_facts(pid: u32) -> io::Result<Option<kinfo::KinfoFacts>> {
-    let ipid = i32::try_from(pid).map_err(|_| no_pid(pid))?;
+    let Some(ipid) = proc_info::darwin_pid(pid) else {
+        return Ok(None);
+    };
     let bytes =
         ffi_proc::kinfo_proc(ipid).map_err(|errno| errno_error(pid, "kinfo_proc", errno))?;
     kinfo::parse(&bytes)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("process {pid}: {e}")))
 }
 
-fn no_pid(pid: u32) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{pid} is not a macOS pid"),
-    )
-}
-
+/// The start time of `pid` now; `Ok(None)` if no such process exists (a
+/// pid above `i32::MAX` included) or it is a zombie.
 pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
-    let ipid = i32::try_from(pid).map_err(|_| no_pid(pid))?;
+    let Some(ipid) = proc_info::darwin_pid(pid) else {
+        return Ok(None);
+    };
     match ffi_proc::bsd_info(ipid) {
         Ok(info) => Ok(Some(info.start_micros)),
         Err(errno) => match proc_info::libproc_failure(errno) {
@@ -157,4 +168,42 @@ pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
         start: k.start_micros,
         kernel_thread: pid == 0,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    //! These run on a Mac only (the module is macOS's); the pure pieces are
+    //! tested with `sys::macos_proc_info`.
+
+    use super::*;
+
+    #[test]
+    fn a_pid_above_i32_max_is_no_process_everywhere() {
+        for pid in [i32::MAX as u32 + 1, u32::MAX] {
+            assert_eq!(current_start(pid).unwrap(), None);
+            assert_eq!(stat(pid).unwrap(), None);
+            assert_eq!(member(pid).unwrap(), None);
+            let err = catches_signal(pid, libc::SIGINT).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        }
+        assert_eq!(
+            group_pids(u32::MAX).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn a_group_members_name_is_the_samplers() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let m = member(child.id()).unwrap();
+        let info = ffi_proc::bsd_info(i32::try_from(child.id()).unwrap()).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let m = m.expect("the child exists");
+        assert_eq!(m.name, info.name);
+        assert_eq!(m.name, "sleep");
+    }
 }

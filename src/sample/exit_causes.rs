@@ -8,13 +8,14 @@
 //!   `/proc/[pid]/stat` until its parent reaps it ([`super::linux::zombie`]),
 //!   read only for the processes the caller suspects (listed, but with no
 //!   memory left).
-//! - macOS: nothing. Jetsam (macOS's memory killer) tells no other process
-//!   why one ended. `proc_pidinfo` and `proc_pid_rusage` fail once a process
-//!   is gone, `kern.memorystatus` sysctls describe the living, and the kill is
-//!   written only to the unified log, which takes seconds to query
-//!   (`log show --last 5m --predicate 'eventMessage CONTAINS "memorystatus"'`
-//!   finds it afterwards) — too slow for every exit. A post-mortem there says
-//!   the cause is unknown, and why.
+//! - macOS: the exit status and end of a zombie ([`super::macos::exits`]:
+//!   `kinfo_proc`'s `p_xstat`, `proc_pid_rusage`'s `ri_proc_exit_abstime`),
+//!   read only for the suspects. No kill record: jetsam (macOS's memory
+//!   killer) tells no other process why one ended. The kill is written only
+//!   to the unified log, which takes seconds to query (`log show --last 5m
+//!   --predicate 'eventMessage CONTAINS "memorystatus"'` finds it
+//!   afterwards) — too slow for every exit; a jetsam kill shows as SIGKILL
+//!   nobody owns up to.
 //! - Elsewhere: nothing.
 //!
 //! [`ExitCauses`] is the one platform-neutral handle: [`exit_causes`] opens
@@ -184,7 +185,13 @@ pub fn exit_causes() -> (ExitCauses, Result<String, String>) {
         let why = "macOS tells no other process why one ended: a jetsam kill is written only \
                    to the unified log, too slow to search on every exit (`log show --predicate \
                    'eventMessage CONTAINS \"memorystatus\"'` finds it afterwards)";
-        (ExitCauses::none(why), Err(why.to_string()))
+        (
+            ExitCauses::none(why),
+            Ok(format!(
+                "exit statuses of ended processes read from kinfo_proc while their parent has \
+                 not reaped them; no kill records: {why}"
+            )),
+        )
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
@@ -225,7 +232,20 @@ impl ExitCauses {
             };
             Observed { kills, ended }
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(target_os = "macos")]
+        {
+            let _ = now;
+            let ended = if suspects.is_empty() {
+                Vec::new()
+            } else {
+                super::macos::exits::read_ended(suspects)
+            };
+            Observed {
+                kills: Vec::new(),
+                ended,
+            }
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         {
             let _ = (now, suspects);
             Observed::default()

@@ -6,11 +6,43 @@
 //! [`super::proc_info`]. None of them keeps state between calls.
 
 use std::ffi::c_void;
-use std::mem::size_of;
+use std::mem::{offset_of, size_of};
 use std::sync::OnceLock;
 
 use super::macos_kinfo::KINFO_PROC_SIZE;
-use super::macos_proc_info as proc_info;
+use super::macos_proc_info::{self as proc_info, Owner};
+
+// libc's mirrors of the two structs read here, against the SDK's layout:
+// `struct proc_bsdinfo` (`bsd/sys/proc_info.h`, `PROC_PIDTBSDINFO_SIZE`:
+// twelve 32-bit words, the 16-byte `pbi_comm`, the 32-byte `pbi_name`, six
+// more words, two 64-bit start-time fields) and `struct rusage_info_v4`
+// (`bsd/sys/resource.h`: a 16-byte UUID, then 35 `uint64_t`).
+const _: () = {
+    use libc::{proc_bsdinfo as B, rusage_info_v4 as R};
+    assert!(size_of::<B>() == 136);
+    assert!(offset_of!(B, pbi_flags) == 0);
+    assert!(offset_of!(B, pbi_ppid) == 16);
+    assert!(offset_of!(B, pbi_uid) == 20);
+    assert!(offset_of!(B, pbi_ruid) == 28);
+    assert!(offset_of!(B, pbi_comm) == 48);
+    assert!(offset_of!(B, pbi_name) == 64);
+    assert!(offset_of!(B, pbi_start_tvsec) == 120);
+    assert!(offset_of!(B, pbi_start_tvusec) == 128);
+
+    assert!(size_of::<R>() == 16 + 35 * 8);
+    assert!(offset_of!(R, ri_resident_size) == 16 + 6 * 8);
+    assert!(offset_of!(R, ri_phys_footprint) == 16 + 7 * 8);
+    assert!(offset_of!(R, ri_proc_start_abstime) == 16 + 8 * 8);
+    assert!(offset_of!(R, ri_proc_exit_abstime) == 16 + 9 * 8);
+    assert!(offset_of!(R, ri_lifetime_max_phys_footprint) == 16 + 28 * 8);
+
+    // The sysctl names (`bsd/sys/sysctl.h`) and flavors (`proc_info.h`,
+    // `resource.h`) libc declares, as the headers number them.
+    assert!(libc::CTL_KERN == 1 && libc::KERN_PROC == 14 && libc::KERN_PROC_PID == 1);
+    assert!(libc::KERN_PROCARGS2 == 49 && libc::KERN_ARGMAX == 8);
+    assert!(libc::PROC_PIDTBSDINFO == 3 && libc::PROC_PIDPATHINFO_MAXSIZE == 4096);
+    assert!(libc::RUSAGE_INFO_V4 == 4);
+};
 
 /// The errno of the call that just failed (0 if there is none).
 fn errno() -> i32 {
@@ -20,23 +52,33 @@ fn errno() -> i32 {
 /// Bound on `kern.argmax`, against a bogus answer.
 const MAX_PROCARGS: usize = 4 << 20;
 
-/// All pids, into `out` (cleared first).
+/// All pids, into `out` (cleared first). Zombies are listed too
+/// (`proc_listpids` walks `allproc`, then `zombproc`).
+///
+/// `libproc.c`'s `proc_listpids` answers 0, never -1, when the call fails
+/// (errno set), and so does `proc_listallpids`, which divides by
+/// `sizeof(int)`: a list of no pids is the failure (this process, at
+/// least, exists).
 pub fn list_pids(out: &mut Vec<i32>) -> Result<(), i32> {
     out.clear();
     // SAFETY: with a null buffer and size 0, proc_listallpids only returns
     // the number of pids there are now; it writes nothing.
     let estimate = unsafe { libc::proc_listallpids(std::ptr::null_mut(), 0) };
-    if estimate < 0 {
+    if estimate <= 0 {
         return Err(errno());
     }
-    // Room for processes started between the two calls.
+    // The kernel answers a null buffer with `nprocs + 20` pids
+    // (`proc_listpids` in `bsd/kern/proc_info.c`), 20 more than it holds,
+    // and never fills more than `nprocs + 20` entries; the extra 64 are
+    // room for processes started between the two calls, should the kernel
+    // ever stop adding its own 20.
     let capacity = usize::try_from(estimate).unwrap_or(0) + 64;
     out.resize(capacity, 0);
     let bytes = i32::try_from(capacity * size_of::<i32>()).unwrap_or(i32::MAX);
     // SAFETY: `out` holds `capacity` i32 (`bytes` bytes) and the call writes
     // at most `bytes` bytes; it returns the number of pids written.
     let n = unsafe { libc::proc_listallpids(out.as_mut_ptr().cast::<c_void>(), bytes) };
-    if n < 0 {
+    if n <= 0 {
         out.clear();
         return Err(errno());
     }
@@ -48,8 +90,10 @@ pub fn list_pids(out: &mut Vec<i32>) -> Result<(), i32> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BsdInfo {
     pub ppid: u32,
-    /// Real uid.
-    pub uid: u32,
+    /// `pbi_ruid` and `pbi_uid`.
+    pub owner: Owner,
+    /// `pbi_name`, or `pbi_comm` where it is empty
+    /// ([`proc_info::process_name`]).
     pub name: String,
     /// Microseconds since the epoch ([`proc_info::start_micros`]).
     pub start_micros: u64,
@@ -83,7 +127,10 @@ pub fn bsd_info(pid: i32) -> Result<BsdInfo, i32> {
         |chars: &[libc::c_char]| -> Vec<u8> { chars.iter().map(|&c| c.to_ne_bytes()[0]).collect() };
     Ok(BsdInfo {
         ppid: info.pbi_ppid,
-        uid: info.pbi_ruid,
+        owner: Owner {
+            real: info.pbi_ruid,
+            effective: info.pbi_uid,
+        },
         name: proc_info::process_name(&bytes(&info.pbi_name), &bytes(&info.pbi_comm)),
         start_micros: proc_info::start_micros(info.pbi_start_tvsec, info.pbi_start_tvusec),
     })
@@ -123,13 +170,18 @@ fn arg_max() -> usize {
 }
 
 /// The raw `KERN_PROCARGS2` answer for `pid`, into `buf`; the number of
-/// bytes written, to parse with [`super::procargs::parse`]. EINVAL for a
-/// process that is gone and for another user's process when not root.
+/// bytes written, to parse with `sample::macos::procargs::parse_answer`
+/// together with `buf.len()`. EINVAL for a process that is gone and for
+/// another user's process when not root.
 ///
-/// The buffer is always `kern.argmax` bytes: given less than the process's
-/// argument area, the kernel returns the END of the area (the environment)
-/// rather than the start (`sysctl_procargsx`), which would parse as
-/// nonsense. It is reused across calls.
+/// The buffer is always `kern.argmax` bytes (the most the kernel accepts:
+/// `sysctl_procargsx` refuses a buffer over `ARG_MAX`, and `kern.argmax` is
+/// `ARG_MAX`). Given less than the process's argument area, the kernel
+/// copies out the END of the area rather than the start, and the area CAN
+/// be larger: `ARG_MAX` bounds the arguments and environment, but not the
+/// executable's path and the loader's "apple" strings stored with them. A
+/// buffer the answer fills completely may therefore hold only the tail,
+/// and the parser treats it so. It is reused across calls.
 pub fn procargs(pid: i32, buf: &mut Vec<u8>) -> Result<usize, i32> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
     let len = arg_max();
@@ -170,6 +222,12 @@ pub struct Rusage {
     /// it changes when the pid is reused, so it doubles as a cheap identity
     /// check between the expensive first-sight reads.
     pub start_abstime: u64,
+    /// `ri_proc_exit_abstime`: 0 while the process lives; the mach time of
+    /// its exit once it has ended. A zombie (listed until its parent reaps
+    /// it) is answered from the copy `proc_exit` saved (`bsd/kern/
+    /// kern_exit.c`): footprint 0, resident size and lifetime peak as they
+    /// were, this set.
+    pub exit_abstime: u64,
 }
 
 /// `proc_pid_rusage(pid, RUSAGE_INFO_V4)`. EPERM for other users'
@@ -195,7 +253,39 @@ pub fn rusage(pid: i32) -> Result<Rusage, i32> {
         lifetime_max_footprint: info.ri_lifetime_max_phys_footprint,
         resident: info.ri_resident_size,
         start_abstime: info.ri_proc_start_abstime,
+        exit_abstime: info.ri_proc_exit_abstime,
     })
+}
+
+/// The wall-clock moment of a mach absolute time, such as
+/// [`Rusage::exit_abstime`] ([`proc_info::abstime_to_wall`]).
+pub fn abstime_to_wall(abstime: u64) -> crate::model::Timestamp {
+    static TIMEBASE: OnceLock<(u32, u32)> = OnceLock::new();
+    let (numer, denom) = *TIMEBASE.get_or_init(|| {
+        let mut info = mach2::mach_time::mach_timebase_info { numer: 0, denom: 0 };
+        // SAFETY: `info` is a valid out-pointer for one mach_timebase_info.
+        let kr = unsafe { mach2::mach_time::mach_timebase_info(&mut info) };
+        if kr == mach2::kern_return::KERN_SUCCESS {
+            (info.numer, info.denom)
+        } else {
+            (1, 0)
+        }
+    });
+    // SAFETY: mach_absolute_time takes no arguments and only reads the clock.
+    let now = unsafe { mach2::mach_time::mach_absolute_time() };
+    proc_info::abstime_to_wall(abstime, now, crate::model::Timestamp::now(), numer, denom)
+}
+
+/// Whether this process runs translated by Rosetta 2:
+/// `sysctl.proc_translated` (`bsd/kern/kern_sysctl.c`) is 1 for a
+/// translated caller, 0 for a native one, and does not exist (ENOENT) on
+/// an Intel Mac. `None` where it cannot be read.
+pub fn this_process_translated() -> Option<bool> {
+    match super::macos_sysctl::sysctl_int(c"sysctl.proc_translated") {
+        Ok(v) => Some(v == 1),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Some(false),
+        Err(_) => None,
+    }
 }
 
 /// The raw `kinfo_proc` for `pid`; parse it with

@@ -1,7 +1,10 @@
 //! The `sysctl({CTL_KERN, KERN_PROC, KERN_PROC_PID, pid})` answer, a
 //! `struct kinfo_proc`, into the facts headroom needs about any process:
-//! start time (its identity), parent, real uid, short name, and which
-//! signals it catches or ignores.
+//! start time (its identity), parent, real and effective uid, short name,
+//! which signals it catches or ignores, whether it runs translated by
+//! Rosetta 2 (`P_TRANSLATED` in `p_flag`), and for a zombie its exit status
+//! (`p_xstat`). The sysctl answers for zombies too (`sysctl_prochandle`
+//! walks `PROC_ALLPROCLIST | PROC_ZOMBPROCLIST`).
 //!
 //! Unlike `proc_pidinfo(PROC_PIDTBSDINFO)`, which XNU refuses for other
 //! users' processes unless the caller is root (`proc_security_policy` with
@@ -15,7 +18,9 @@
 //! as golang.org/x/sys/unix generates it from the SDK headers
 //! (`ztypes_darwin_{amd64,arm64}.go`, `SizeofKinfoProc = 0x288`). The
 //! parser reads the bytes the kernel wrote at the mirror's offsets, so it
-//! runs (and is tested) anywhere; the tests pin the offsets.
+//! runs (and is tested) anywhere; compile-time assertions pin every offset
+//! it reads to the number the SDK's layout gives, worked out field by field
+//! from the headers (and matching the explicit padding in the Go file).
 
 use std::mem::{offset_of, size_of};
 
@@ -144,11 +149,18 @@ mod layout {
 
 use layout::{Eproc, ExternProc, KinfoProc, Pcred, Timeval, Ucred};
 
-/// `MAXCOMLEN` (`bsd/sys/param.h`).
-const MAXCOMLEN: usize = 16;
+use super::macos_proc_info::{MAXCOMLEN, Owner};
 
 /// `SZOMB` (`bsd/sys/proc.h`): exited, waiting for its parent.
 const SZOMB: i8 = 5;
+
+/// `P_TRANSLATED` (`bsd/sys/proc.h`, `0x00020000`): the process runs
+/// translated, an x86_64 program under Rosetta 2 on Apple Silicon;
+/// `fill_user64_externproc` copies `p_flag` as it is.
+pub const P_TRANSLATED: i32 = 0x0002_0000;
+
+#[cfg(target_os = "macos")]
+const _: () = assert!(SZOMB as u32 == libc::SZOMB);
 
 /// Bytes in a `kinfo_proc`, what the sysctl writes for a live pid.
 pub const KINFO_PROC_SIZE: usize = size_of::<KinfoProc>();
@@ -158,14 +170,43 @@ const EPROC: usize = offset_of!(KinfoProc, kp_eproc);
 const START_SEC: usize = EXTERN + offset_of!(ExternProc, p_starttime) + offset_of!(Timeval, tv_sec);
 const START_USEC: usize =
     EXTERN + offset_of!(ExternProc, p_starttime) + offset_of!(Timeval, tv_usec);
+const FLAG: usize = EXTERN + offset_of!(ExternProc, p_flag);
 const STAT: usize = EXTERN + offset_of!(ExternProc, p_stat);
 const PID: usize = EXTERN + offset_of!(ExternProc, p_pid);
 const SIGIGNORE: usize = EXTERN + offset_of!(ExternProc, p_sigignore);
 const SIGCATCH: usize = EXTERN + offset_of!(ExternProc, p_sigcatch);
 const COMM: usize = EXTERN + offset_of!(ExternProc, p_comm);
+const XSTAT: usize = EXTERN + offset_of!(ExternProc, p_xstat);
 const RUID: usize = EPROC + offset_of!(Eproc, e_pcred) + offset_of!(Pcred, p_ruid);
 const EUID: usize = EPROC + offset_of!(Eproc, e_ucred) + offset_of!(Ucred, cr_uid);
 const PPID: usize = EPROC + offset_of!(Eproc, e_ppid);
+
+// The LP64 layout of `struct kinfo_proc` (`bsd/sys/sysctl.h`), `struct
+// extern_proc` (`bsd/sys/proc.h`), `struct eproc`, `struct _pcred` and
+// `struct _ucred` (`bsd/sys/sysctl.h`), the same on arm64 and x86_64: the
+// size and every offset the parser reads, as the SDK's declarations give
+// them (8-byte pointers and `long`, `struct timeval` of 16 bytes, `pc_lock`
+// a 72-byte `struct lock__bsd__`, `NGROUPS` 16). A field added to, or lost
+// from, the mirror moves one of these and stops the build.
+const _: () = {
+    assert!(KINFO_PROC_SIZE == 0x288); // SizeofKinfoProc in golang.org/x/sys/unix
+    assert!(size_of::<ExternProc>() == 296);
+    assert!(size_of::<Eproc>() == 352);
+    assert!(size_of::<Pcred>() == 104);
+    assert!(size_of::<Ucred>() == 76);
+    assert!(START_SEC == 0 && START_USEC == 8);
+    assert!(FLAG == 32);
+    assert!(STAT == 36);
+    assert!(PID == 40);
+    assert!(SIGIGNORE == 232);
+    assert!(SIGCATCH == 236);
+    assert!(COMM == 243);
+    assert!(XSTAT == 280);
+    assert!(EPROC == 296);
+    assert!(RUID == 296 + 16 + 80);
+    assert!(EUID == 296 + 120 + 4);
+    assert!(PPID == 296 + 264);
+};
 
 /// What headroom reads from a `kinfo_proc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,6 +227,22 @@ pub struct KinfoFacts {
     /// Signals set to `SIG_IGN`.
     pub sigignore: u32,
     pub zombie: bool,
+    /// `P_TRANSLATED`: an x86_64 program run by Rosetta 2.
+    pub translated: bool,
+    /// `p_xstat`: for a zombie, how it ended, as `waitpid` reports it
+    /// (`W_EXITCODE(code, signal)`, `WCOREFLAG` 0x80), capped at 16 bits
+    /// by the kernel; 0 for a live process.
+    pub xstat: u16,
+}
+
+impl KinfoFacts {
+    /// Real and effective uid.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            real: self.uid,
+            effective: self.euid,
+        }
+    }
 }
 
 /// Why a `kinfo_proc` answer could not be read.
@@ -233,6 +290,8 @@ pub fn parse(buf: &[u8]) -> Result<Option<KinfoFacts>, KinfoError> {
         sigcatch: u32_at(SIGCATCH),
         sigignore: u32_at(SIGIGNORE),
         zombie: i8::from_ne_bytes(read(buf, STAT)) == SZOMB,
+        translated: i32_at(FLAG) & P_TRANSLATED != 0,
+        xstat: u16::from_ne_bytes(read(buf, XSTAT)),
     }))
 }
 
@@ -252,30 +311,20 @@ pub fn in_mask(mask: u32, signal: i32) -> Option<bool> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_mirror_has_the_sdk_layout() {
-        // SizeofKinfoProc = 0x288 in golang.org/x/sys/unix, generated from
-        // the macOS SDK headers by cgo -godefs.
-        assert_eq!(KINFO_PROC_SIZE, 0x288);
-        assert_eq!(size_of::<ExternProc>(), 296);
-        assert_eq!(size_of::<Eproc>(), 352);
-        assert_eq!(PID, 40);
-        assert_eq!(SIGIGNORE, 232);
-        assert_eq!(SIGCATCH, 236);
-        assert_eq!(COMM, 243);
-        assert_eq!(EPROC, 296);
-        assert_eq!(RUID, 296 + 16 + 72 + 8);
-        assert_eq!(PPID, 296 + 264);
-    }
-
     /// A kinfo_proc with the given values written where the kernel writes
-    /// them.
+    /// them (the offsets the compile-time assertions above pin to the SDK's
+    /// layout).
     fn answer(f: &KinfoFacts, sec: i64, usec: i32, stat: i8) -> Vec<u8> {
         let mut b = vec![0u8; KINFO_PROC_SIZE];
         let mut put = |at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);
         put(START_SEC, &sec.to_ne_bytes());
         put(START_USEC, &usec.to_ne_bytes());
         put(STAT, &stat.to_ne_bytes());
+        // P_LP64 | P_EXEC, as every 64-bit program that exec'd has, and
+        // P_TRANSLATED where asked.
+        let flag = 0x4 | 0x4000 | if f.translated { P_TRANSLATED } else { 0 };
+        put(FLAG, &flag.to_ne_bytes());
+        put(XSTAT, &f.xstat.to_ne_bytes());
         put(PID, &i32::try_from(f.pid).unwrap().to_ne_bytes());
         put(PPID, &i32::try_from(f.ppid).unwrap().to_ne_bytes());
         put(RUID, &f.uid.to_ne_bytes());
@@ -300,6 +349,8 @@ mod tests {
             sigcatch: 1 << (2 - 1),
             sigignore: 1 << (13 - 1) | 1 << (25 - 1),
             zombie: false,
+            translated: false,
+            xstat: 0,
         }
     }
 
@@ -322,9 +373,39 @@ mod tests {
     }
 
     #[test]
-    fn zombies_are_flagged() {
-        let got = parse(&answer(&python(), 1, 0, SZOMB)).unwrap().unwrap();
+    fn zombies_are_flagged_with_their_exit_status() {
+        // Killed by SIGKILL: W_EXITCODE(0, 9).
+        let mut f = python();
+        f.zombie = true;
+        f.xstat = 9;
+        let got = parse(&answer(&f, 1, 0, SZOMB)).unwrap().unwrap();
         assert!(got.zombie);
+        assert_eq!(got.xstat, 9);
+    }
+
+    #[test]
+    fn a_translated_process_is_seen_by_its_flag_alone() {
+        let mut f = python();
+        f.translated = true;
+        let got = parse(&answer(&f, 1, 0, 2)).unwrap().unwrap();
+        assert!(got.translated);
+        // The other p_flag bits (P_LP64, P_EXEC) are not P_TRANSLATED.
+        let native = parse(&answer(&python(), 1, 0, 2)).unwrap().unwrap();
+        assert!(!native.translated);
+    }
+
+    #[test]
+    fn a_setuid_process_has_two_uids() {
+        let mut f = python();
+        f.euid = 0;
+        let got = parse(&answer(&f, 1, 0, 2)).unwrap().unwrap();
+        assert_eq!(
+            got.owner(),
+            Owner {
+                real: 501,
+                effective: 0
+            }
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub const CHECKS: &[fn() -> Check] = &[
     gpu,
     gpu_clients,
     gpu_wired_limit,
+    rosetta,
 ];
 
 /// Run every check.
@@ -177,7 +178,7 @@ fn process_args() -> Check {
     let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
     let mut buf = Vec::new();
     match ffi_proc::procargs(me, &mut buf) {
-        Ok(n) => match procargs::parse(&buf[..n]) {
+        Ok(n) => match procargs::parse_answer(&buf[..n], buf.len()) {
             Ok(args) if args.complete => Check::ok(
                 "process-args",
                 format!(
@@ -245,8 +246,11 @@ fn gpu() -> Check {
 fn gpu_clients() -> Check {
     match iokit::read_accelerators(true) {
         Ok(readings) => {
-            let mut clients: Vec<(u32, String)> =
-                readings.into_iter().flat_map(|r| r.clients).collect();
+            let mut clients: Vec<(u32, String)> = readings
+                .into_iter()
+                .flat_map(|r| r.clients)
+                .map(|c| (c.pid, c.name))
+                .collect();
             clients.sort();
             clients.dedup();
             if clients.is_empty() {
@@ -290,6 +294,28 @@ fn gpu_wired_limit() -> Check {
             "gpu-wired-limit",
             format!("iogpu.wired_limit_mb unreadable: {e}"),
             "the GPU's wired ceiling is not reported",
+        ),
+    }
+}
+
+/// Whether headroom itself runs translated by Rosetta 2
+/// (`sysctl.proc_translated`). ML processes that do are reported by the
+/// end-to-end sample check, from their workload evidence.
+fn rosetta() -> Check {
+    match ffi_proc::this_process_translated() {
+        Some(true) => Check::warn(
+            "rosetta",
+            "headroom runs as x86_64 code translated by Rosetta 2 (sysctl.proc_translated = 1)",
+            "install headroom's arm64 (Apple Silicon) build; processes translated by Rosetta 2 are marked \"x86_64 under Rosetta 2\" in their workload evidence",
+        ),
+        Some(false) => Check::ok(
+            "rosetta",
+            "headroom runs natively; processes translated by Rosetta 2 are marked \"x86_64 under Rosetta 2\" in their workload evidence",
+        ),
+        None => Check::warn(
+            "rosetta",
+            "sysctl.proc_translated unreadable",
+            "whether headroom runs translated is unknown; please report this output",
         ),
     }
 }

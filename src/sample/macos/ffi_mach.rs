@@ -66,6 +66,25 @@ const _: () = {
     assert!(at(vm::REV1_COUNT as usize) == offset_of!(V, swapped_count));
 };
 
+// The other hand-written values of `vm`: `HOST_VM_INFO64_REV1_COUNT`
+// (`osfmk/mach/host_info.h`) is the REV1 struct's size in `integer_t`
+// words, which mach2's struct has up to `swapped_count`;
+// `MIG_ARRAY_TOO_LARGE` (`osfmk/mach/mig_errors.h`, not in mach2) stays
+// the header's literal, -307; `struct xsw_usage` (`bsd/sys/sysctl.h`) is
+// libc's, 32 bytes, its fields where `XswUsage::from_bytes` reads them.
+const _: () = {
+    use std::mem::offset_of;
+    assert!(vm::MIG_ARRAY_TOO_LARGE == -307);
+    assert!(mach2::kern_return::KERN_SUCCESS == 0);
+    assert!(libc::HOST_VM_INFO64 == 4);
+    assert!(size_of::<libc::xsw_usage>() == vm::XSW_USAGE_SIZE);
+    assert!(offset_of!(libc::xsw_usage, xsu_total) == 0);
+    assert!(offset_of!(libc::xsw_usage, xsu_avail) == 8);
+    assert!(offset_of!(libc::xsw_usage, xsu_used) == 16);
+    assert!(offset_of!(libc::xsw_usage, xsu_pagesize) == 24);
+    assert!(offset_of!(libc::xsw_usage, xsu_encrypted) == 28);
+};
+
 /// The host port, taken once.
 fn host_port() -> mach_port_t {
     static HOST: OnceLock<mach_port_t> = OnceLock::new();

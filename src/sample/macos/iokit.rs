@@ -1,6 +1,6 @@
 //! IOKit reads for the GPU: each `IOAccelerator` service's class, `model`
-//! and `PerformanceStatistics`, and the `IOUserClientCreator` of its user
-//! clients (one per process that opened the GPU).
+//! and `PerformanceStatistics`, and the `IOUserClientCreator` and registry
+//! entry id of its user clients (one per GPU connection a process opened).
 //!
 //! IOKit objects are Mach port names that must be released; [`IoObject`]
 //! owns one and releases it on drop, so no early return leaks a port.
@@ -13,11 +13,17 @@ use std::num::NonZeroU32;
 use objc2_core_foundation::{CFDictionary, CFNumber, CFRetained, CFString, CFType};
 use objc2_io_kit::{
     IOIteratorNext, IOObjectGetClass, IOObjectRelease, IORegistryEntryCreateCFProperty,
-    IORegistryEntryGetChildIterator, IOServiceGetMatchingServices, IOServiceMatching, io_object_t,
-    kIOReturnSuccess, kIOServicePlane,
+    IORegistryEntryGetChildIterator, IORegistryEntryGetRegistryEntryID,
+    IOServiceGetMatchingServices, IOServiceMatching, io_object_t, kIOReturnSuccess,
+    kIOServicePlane,
 };
 
-use super::gpu_stats::{self, StatValue};
+use super::gpu_stats::{self, StatValue, UserClient};
+
+/// `io_name_t` is `char[128]` (`IOKit/IOTypes.h`); objc2-io-kit's
+/// prototypes take a pointer to exactly that array, so the compiler holds
+/// the buffers below to this size.
+const IO_NAME_LEN: usize = 128;
 
 /// An IOKit object (service, registry entry or iterator) this code owns
 /// one reference to.
@@ -40,14 +46,14 @@ impl IoObject {
 
     /// The IOKit class name (`AGXAcceleratorG16G`, `AGXDeviceUserClient`).
     fn class(&self) -> String {
-        let mut name = [0 as c_char; 128];
+        let mut name = [0 as c_char; IO_NAME_LEN];
         // SAFETY: `name` is an io_name_t (128 bytes) the call fills with a
         // NUL-terminated class name.
         let kr = unsafe { IOObjectGetClass(self.raw(), &mut name) };
         if kr != kIOReturnSuccess {
             return String::new();
         }
-        name[127] = 0;
+        name[IO_NAME_LEN - 1] = 0;
         // SAFETY: the buffer holds a NUL-terminated string: the call wrote
         // one on success and the last byte is NUL regardless.
         unsafe { CStr::from_ptr(name.as_ptr()) }
@@ -63,6 +69,16 @@ impl IoObject {
         unsafe { IORegistryEntryCreateCFProperty(self.raw(), Some(&key), None, 0) }
     }
 
+    /// The registry entry id: unique until reboot, handed out in increasing
+    /// order (`IORegistryEntry::init`). `None` if IOKit refuses.
+    fn entry_id(&self) -> Option<u64> {
+        let mut id: u64 = 0;
+        // SAFETY: `self` is a valid registry entry; `id` is a valid
+        // out-pointer for one u64.
+        let kr = unsafe { IORegistryEntryGetRegistryEntryID(self.raw(), &mut id) };
+        (kr == kIOReturnSuccess).then_some(id)
+    }
+
     /// The children of this entry in the service plane.
     fn children(&self) -> Option<IoObject> {
         let mut iter: io_object_t = 0;
@@ -72,7 +88,10 @@ impl IoObject {
         let kr = unsafe {
             IORegistryEntryGetChildIterator(
                 self.raw(),
-                kIOServicePlane.as_ptr().cast_mut().cast::<[c_char; 128]>(),
+                kIOServicePlane
+                    .as_ptr()
+                    .cast_mut()
+                    .cast::<[c_char; IO_NAME_LEN]>(),
                 &mut iter,
             )
         };
@@ -98,8 +117,8 @@ pub struct AcceleratorReading {
     pub model: Option<String>,
     /// The `PerformanceStatistics` entries; empty if it has none.
     pub stats: Vec<(String, StatValue)>,
-    /// (pid, name) of each user client whose creator could be read.
-    pub clients: Vec<(u32, String)>,
+    /// Each user client whose creator and entry id could be read.
+    pub clients: Vec<UserClient>,
 }
 
 fn string(value: CFRetained<CFType>) -> Option<String> {
@@ -132,16 +151,21 @@ fn performance_statistics(accelerator: &IoObject) -> Vec<(String, StatValue)> {
         .collect()
 }
 
-fn clients(accelerator: &IoObject) -> Vec<(u32, String)> {
+fn clients(accelerator: &IoObject) -> Vec<UserClient> {
     let Some(children) = accelerator.children() else {
         return Vec::new();
     };
     let mut out = Vec::new();
     while let Some(child) = children.next_object() {
         if let Some(creator) = child.property("IOUserClientCreator").and_then(string)
-            && let Some(client) = gpu_stats::parse_user_client_creator(&creator)
+            && let Some((pid, name)) = gpu_stats::parse_user_client_creator(&creator)
+            && let Some(entry_id) = child.entry_id()
         {
-            out.push(client);
+            out.push(UserClient {
+                entry_id,
+                pid,
+                name,
+            });
         }
     }
     out

@@ -13,6 +13,7 @@
 //! | [`kinfo`] | `kinfo_proc` bytes → start time, uid, ppid, caught signals |
 //! | [`proc_info`] | `proc_bsdinfo` / `rusage_info_v4` fields, errno → failure kind |
 //! | [`gpu_stats`] | IOAccelerator `PerformanceStatistics`, `IOUserClientCreator` |
+//! | [`exits`] | a zombie's `p_xstat` → how it ended |
 //! | [`acl`] | extended ACL entries → the write rights they grant |
 //!
 //! The FFI layers (`ffi_mach`, `ffi_proc`, `iokit`, `pressure_source`) hold
@@ -21,6 +22,7 @@
 //! `probe::MacProbe` reads the machine-wide figures alone for the daemon's
 //! system probe; [`doctor`] checks each collector once for `headroom doctor`.
 
+pub mod exits;
 pub mod gpu_stats;
 pub mod pressure;
 pub mod procargs;

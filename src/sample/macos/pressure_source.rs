@@ -27,6 +27,16 @@ use tokio::sync::Notify;
 
 use super::pressure::{CRITICAL, NORMAL, WARN};
 
+// The level flags `pressure` writes out (`NOTE_MEMORYSTATUS_PRESSURE_*` of
+// `bsd/sys/event.h`, `DISPATCH_MEMORYPRESSURE_*` of `dispatch/source.h`),
+// against dispatch2's declarations.
+const _: () = {
+    use dispatch2::dispatch_source_memorypressure_flags_t as F;
+    assert!(NORMAL == F::DISPATCH_MEMORYPRESSURE_NORMAL.0 as u64);
+    assert!(WARN == F::DISPATCH_MEMORYPRESSURE_WARN.0 as u64);
+    assert!(CRITICAL == F::DISPATCH_MEMORYPRESSURE_CRITICAL.0 as u64);
+};
+
 /// What the handlers share with the waiting side.
 struct Shared {
     notify: Notify,

@@ -6,22 +6,41 @@
 //! ```text
 //! argc                  int, native endian (suword)
 //! exec_path \0          the path given to execve, "executable_path=" stripped
-//! \0 \0 …               padding to pointer alignment
+//! \0 …                  padding to pointer alignment, 0 to 7 bytes
 //! argv[0] \0 … argv[argc-1] \0
 //! env[0] \0 … env[n] \0 the environment (left out for other users' hardened
 //!                       processes), followed on some versions by the
 //!                       loader's own key=value "apple" strings
 //! ```
 //!
+//! The padding: `exec_extract_strings` (`bsd/kern/kern_exec.c`) pads the
+//! strings area with NULs until it is a multiple of the new image's pointer
+//! size before the first argument. The area starts with the 16-byte
+//! `executable_path=` key that `sysctl_procargsx` strips, so argv[0] begins
+//! at the first multiple of 8 past the path's NUL, counted from the path's
+//! first byte ([`ARGV_ALIGN`]; every process on a macOS that runs headroom
+//! is 64-bit, Rosetta's included). Only that many NULs are padding: an empty
+//! argv[0] (`execve(path, [""], …)`) is one more NUL, and skipping every
+//! NUL would shift argv by one and take the first environment string for
+//! an argument.
+//!
 //! A process opted out with the `no-read-procargs` entitlement gets a
-//! synthetic buffer (`sysctl_procargs_no_read`): argc 1, its exec path, one
-//! NUL, and the exec path again as argv[0].
+//! synthetic buffer (`sysctl_procargs_no_read`, macOS 26): argc 1, its exec
+//! path, TWO NULs whatever the path's length, and the exec path again as
+//! argv[0], and nothing after. That exact shape is recognised
+//! ([`ProcArgs::saved_path`]) and read as `[exec_path]`.
 //!
 //! The parser never panics and never reads past the buffer. A buffer cut
 //! short (a process rewriting its arguments, a racing exec) gives what was
 //! complete and says so in [`ProcArgs::complete`]; a string cut off by the
 //! end of the buffer is dropped rather than passed on half, since a
 //! truncated `-f kernel-….json` would name the wrong kernel.
+//!
+//! A buffer the answer FILLED may be cut at the other end: an argument area
+//! larger than the buffer is copied out from its tail ([`parse_answer`]).
+//! Then nothing after argc can be placed, and argv is reported as one mark,
+//! `…[argv truncated: over 4096 bytes]`, rather than environment strings
+//! read as the path and arguments ([`ProcArgs::cut_at_front`]).
 //!
 //! What is kept is bounded whatever the process holds (up to `kern.argmax`,
 //! 1 MiB): the arguments within [`ARGV_MAX_BYTES`] and [`ARGV_MAX_ARGS`],
@@ -30,6 +49,16 @@
 //! (no one shows it).
 
 use crate::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ArgvCap};
+
+/// The pointer size of a 64-bit image: the strings before argv[0] are
+/// padded to a multiple of it (`exec_extract_strings`, `new_ptr_size`).
+pub const ARGV_ALIGN: usize = 8;
+
+/// Bytes of `executable_path=`, the key the kernel saves before the path
+/// and `sysctl_procargsx` strips (`EXECUTABLE_KEY`): a multiple of
+/// [`ARGV_ALIGN`], so the padding can be counted from the path's start.
+const EXECUTABLE_KEY_LEN: usize = "executable_path=".len();
+const _: () = assert!(EXECUTABLE_KEY_LEN.is_multiple_of(ARGV_ALIGN));
 
 /// What a `KERN_PROCARGS2` buffer holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,6 +75,13 @@ pub struct ProcArgs {
     pub env: Vec<String>,
     /// All `argc` arguments were present and NUL-terminated.
     pub complete: bool,
+    /// The answer filled the whole buffer, so it may be the tail of a larger
+    /// argument area: nothing but argc was read, and argv is one mark.
+    pub cut_at_front: bool,
+    /// The kernel's synthetic answer for a process with the
+    /// `no-read-procargs` entitlement: argv is its saved exec path, not the
+    /// arguments it was started with.
+    pub saved_path: bool,
 }
 
 /// A buffer that is not a `KERN_PROCARGS2` answer at all.
@@ -67,7 +103,37 @@ fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Parse a `KERN_PROCARGS2` buffer.
+/// Parse the answer to a `KERN_PROCARGS2` sysctl made with a buffer of
+/// `capacity` bytes. An answer that fills the buffer may hold only the tail
+/// of the process's argument area (see the module documentation): only its
+/// argc is read, and argv is the mark of a command line that was not read.
+pub fn parse_answer(answer: &[u8], capacity: usize) -> Result<ProcArgs, ProcArgsError> {
+    if answer.len() < capacity {
+        return parse(answer);
+    }
+    let Some((head, _)) = answer.split_first_chunk::<4>() else {
+        return Err(ProcArgsError::TooShort(answer.len()));
+    };
+    // argc is written by itself before the copied area, so it is right.
+    let argc = i32::from_ne_bytes(*head);
+    let argc = u32::try_from(argc).map_err(|_| ProcArgsError::NegativeArgc(argc))?;
+    Ok(ProcArgs {
+        argc,
+        argv: ArgvCap::new().finish(true),
+        cut_at_front: true,
+        ..ProcArgs::default()
+    })
+}
+
+/// The padding NULs after an exec path of `path_len` bytes: to the next
+/// multiple of [`ARGV_ALIGN`] past its NUL, counted from the path's start.
+fn padding_after(path_len: usize) -> usize {
+    let used = path_len + 1;
+    used.next_multiple_of(ARGV_ALIGN) - used
+}
+
+/// Parse a whole `KERN_PROCARGS2` argument area (an answer that did not
+/// fill its buffer; see [`parse_answer`]).
 pub fn parse(buf: &[u8]) -> Result<ProcArgs, ProcArgsError> {
     let Some((head, mut rest)) = buf.split_first_chunk::<4>() else {
         return Err(ProcArgsError::TooShort(buf.len()));
@@ -84,9 +150,29 @@ pub fn parse(buf: &[u8]) -> Result<ProcArgs, ProcArgsError> {
         return Ok(out);
     };
     out.exec_path = lossy(path);
+    // sysctl_procargs_no_read: path, two NULs, the path again, its NUL, end.
+    if argc == 1
+        && after
+            .strip_prefix(b"\0")
+            .and_then(|r| r.strip_prefix(path))
+            .is_some_and(|r| r == b"\0")
+    {
+        let mut argv = ArgvCap::new();
+        argv.push(path);
+        out.argv = argv.finish(false);
+        out.complete = true;
+        out.saved_path = true;
+        return Ok(out);
+    }
     rest = after;
-    // Alignment padding between the path and argv[0].
-    let padding = rest.iter().take_while(|&&b| b == 0).count();
+    // Alignment padding between the path and argv[0]: at most the bytes the
+    // kernel pads with, and only NULs (a stack rewritten since exec may
+    // hold something else there).
+    let padding = rest
+        .iter()
+        .take(padding_after(path.len()))
+        .take_while(|&&b| b == 0)
+        .count();
     rest = &rest[padding..];
 
     // Each argument consumes exactly its terminator, so empty arguments
@@ -134,14 +220,21 @@ pub fn parse(buf: &[u8]) -> Result<ProcArgs, ProcArgsError> {
 mod tests {
     use super::*;
 
+    // No byte-for-byte KERN_PROCARGS2 answer from a Mac is published to
+    // test against; the buffers are built from the kernel's layout
+    // (`exec_extract_strings`, `sysctl_procargsx`), whose padding rule the
+    // key-length assertion and `padding_after` pin, and the Mac-only
+    // sampler tests read real answers.
+
     /// Lay out a buffer the way `sysctl_procargsx` returns it: argc, the
     /// exec path padded with NULs to an 8-byte boundary (the stack layout
-    /// of a 64-bit process), argv, env, and the terminating empty string.
+    /// of a 64-bit process; the key the kernel strips before the path is 16
+    /// bytes), argv, env, and the terminating empty string.
     fn buffer(argc: i32, exec_path: &str, argv: &[&str], env: &[&str]) -> Vec<u8> {
         let mut b = argc.to_ne_bytes().to_vec();
         b.extend_from_slice(exec_path.as_bytes());
         b.push(0);
-        while !(b.len() - 4).is_multiple_of(8) {
+        while !(EXECUTABLE_KEY_LEN + b.len() - 4).is_multiple_of(8) {
             b.push(0);
         }
         for s in argv.iter().chain(env) {
@@ -189,13 +282,83 @@ mod tests {
 
     #[test]
     fn the_no_read_procargs_answer_is_path_twice() {
-        // sysctl_procargs_no_read: snprintf("%s%c%c%s", path, 0, 0, path).
+        // sysctl_procargs_no_read: snprintf("%s%c%c%s", path, 0, 0, path),
+        // its NUL, nothing after.
         let mut buf = 1i32.to_ne_bytes().to_vec();
         buf.extend_from_slice(b"/usr/libexec/secured\0\0/usr/libexec/secured\0");
         let p = parse(&buf).unwrap();
         assert_eq!(p.exec_path, "/usr/libexec/secured");
         assert_eq!(p.argv, ["/usr/libexec/secured"]);
-        assert!(p.complete);
+        assert!(p.complete && p.saved_path);
+    }
+
+    #[test]
+    fn the_no_read_answer_is_recognised_where_padding_would_misread_it() {
+        // A 15-byte path: its NUL ends an 8-byte word, so a real answer has
+        // no padding and the second NUL would be an empty argv[0]. The
+        // synthetic answer has the second NUL anyway.
+        let path = "/usr/libexec/ab";
+        assert_eq!(padding_after(path.len()), 0);
+        let mut buf = 1i32.to_ne_bytes().to_vec();
+        buf.extend_from_slice(format!("{path}\0\0{path}\0").as_bytes());
+        let p = parse(&buf).unwrap();
+        assert_eq!(p.argv, [path]);
+        assert!(p.saved_path && p.env.is_empty());
+    }
+
+    #[test]
+    fn an_empty_argv0_is_an_argument_not_padding() {
+        // execve("/bin/sleep", ["", "5"], ["A=1"]): 10 path bytes and the
+        // NUL take 11, padding to 16 adds 5; the sixth NUL is argv[0].
+        let buf = buffer(2, "/bin/sleep", &["", "5"], &["A=1"]);
+        let p = parse(&buf).unwrap();
+        assert_eq!(p.argv, ["", "5"]);
+        assert_eq!(p.env, ["A=1"]);
+        assert!(p.complete && !p.saved_path);
+        // Also where the path needs no padding at all (15 bytes + NUL).
+        let buf = buffer(2, "/usr/bin/python", &["", "-V"], &["B=2"]);
+        let p = parse(&buf).unwrap();
+        assert_eq!(p.argv, ["", "-V"]);
+        assert_eq!(p.env, ["B=2"]);
+    }
+
+    #[test]
+    fn padding_ends_at_the_next_pointer_boundary() {
+        // Counted from the path's first byte, NUL included.
+        assert_eq!(padding_after(0), 7);
+        assert_eq!(padding_after(7), 0);
+        assert_eq!(padding_after(8), 7);
+        assert_eq!(padding_after(10), 5);
+        for len in 0..64 {
+            assert!((len + 1 + padding_after(len)).is_multiple_of(ARGV_ALIGN));
+            assert!(padding_after(len) < ARGV_ALIGN);
+        }
+    }
+
+    #[test]
+    fn a_filled_buffer_may_be_a_tail_and_gives_no_arguments() {
+        // An argument area larger than the buffer: the kernel copies out
+        // its END (environment and loader strings) after argc. Read as a
+        // whole area, that would make "PATH=…" the executable and the next
+        // strings argv.
+        let mut tail = 3i32.to_ne_bytes().to_vec();
+        tail.extend_from_slice(b"H=/Users/ann\0PATH=/usr/bin\0ptr_munge=\0main_stack=\0");
+        let capacity = tail.len();
+        let p = parse_answer(&tail, capacity).unwrap();
+        assert!(p.cut_at_front && !p.complete);
+        assert_eq!(p.argc, 3);
+        assert_eq!(p.exec_path, "");
+        assert_eq!(p.argv, ["…[argv truncated: over 4096 bytes]"]);
+        assert!(p.env.is_empty());
+        // The same bytes in a larger buffer are a whole (odd) area.
+        let whole = parse_answer(&tail, capacity + 1).unwrap();
+        assert!(!whole.cut_at_front);
+        assert_eq!(whole.exec_path, "H=/Users/ann");
+        assert_eq!(
+            parse_answer(&[1, 0], 2),
+            Err(ProcArgsError::TooShort(2)),
+            "a filled buffer too short for argc"
+        );
     }
 
     #[test]

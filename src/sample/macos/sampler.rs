@@ -6,15 +6,35 @@
 //! - System: `host_statistics64` (the only read whose failure fails the
 //!   sample, with `hw.memsize` the first time), `vm.swapusage`, the
 //!   pressure sysctls and `iogpu.wired_limit_mb`.
-//! - GPUs: each `IOAccelerator`'s `PerformanceStatistics` and the pids of
-//!   its user clients.
+//! - GPUs: each `IOAccelerator`'s `PerformanceStatistics` and its user
+//!   clients, each counted for the process holding its pid only if that
+//!   process was there before the client ([`gpu_stats::ClientSightings`]).
 //! - Processes: `proc_listallpids`, then one `proc_pid_rusage` per pid:
-//!   footprint, lifetime peak, resident size, and the start time in mach
-//!   ticks, which tells a reused pid from a known one without another call.
+//!   footprint, lifetime peak, resident size, the start time in mach
+//!   ticks, which tells a reused pid from a known one without another call,
+//!   and the exit time, set once the process has ended.
 //!   A pid seen for the first time (or reused) gets the slow reads once:
-//!   `proc_pidinfo(PROC_PIDTBSDINFO)` (uid, parent, name, start time),
-//!   `proc_pidpath`, `KERN_PROCARGS2` (argv), and the workload
-//!   classification. They are cached per identity.
+//!   `proc_pidinfo(PROC_PIDTBSDINFO)` (owner, parent, name, start time),
+//!   `kinfo_proc` (whether Rosetta 2 translates it; owner, parent, name and
+//!   start where `PROC_PIDTBSDINFO` is refused), `proc_pidpath`,
+//!   `KERN_PROCARGS2` (argv), and the workload classification. They are
+//!   cached per identity.
+//!
+//! # Ended processes
+//!
+//! `proc_listallpids` lists zombies, and `proc_pid_rusage` answers for them
+//! from the copy saved at exit, with `ri_proc_exit_abstime` set. A process
+//! known alive that has ended stays listed, with no memory (a zombie holds
+//! none; the saved resident size is history), until its parent reaps it, so
+//! that the post-mortem code finds it and reads how it ended
+//! ([`super::exits`]), as a Linux zombie is listed. One never seen alive is
+//! skipped: it has no identity to report, and it is no collector error.
+//!
+//! # Rosetta 2
+//!
+//! A process that runs translated carries [`crate::workload::TRANSLATED_EVIDENCE`]
+//! in its workload evidence; an ML workload that does is logged once, with
+//! what to install instead ([`crate::workload::translated_advice`]).
 //!
 //! # Permissions
 //!
@@ -31,7 +51,9 @@ use std::time::{Duration, Instant};
 
 use sysinfo::Users;
 
+use super::exits::{self, Listing};
 use super::ffi_mach::{self, VmInfoReader};
+use super::gpu_stats::{ClientSightings, UserClient};
 use super::{gpu_stats, iokit, pressure, procargs, vm};
 use crate::model::{
     CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
@@ -39,7 +61,8 @@ use crate::model::{
 };
 use crate::sample::{SampleError, Sampler};
 use crate::sys::macos_ffi_proc::{self as ffi_proc, Rusage};
-use crate::sys::macos_proc_info::{self as proc_info, Failure};
+use crate::sys::macos_kinfo as kinfo;
+use crate::sys::macos_proc_info::{self as proc_info, Failure, Owner};
 use crate::workload::{ProcessFacts, classify};
 
 /// A process whose argv was read less than this long after it started is
@@ -57,6 +80,7 @@ pub struct MacSampler {
     known: HashMap<u32, Known>,
     users: Option<Users>,
     user_names: HashMap<u32, Option<String>>,
+    gpu_sightings: ClientSightings,
 }
 
 /// What was read once for a process identity.
@@ -64,7 +88,7 @@ struct Known {
     start_abstime: u64,
     start_micros: u64,
     ppid: u32,
-    uid: Option<u32>,
+    owner: Option<Owner>,
     name: String,
     exe: Option<String>,
     argv: Vec<String>,
@@ -81,6 +105,11 @@ impl Default for MacSampler {
 
 impl MacSampler {
     pub fn new() -> Self {
+        if ffi_proc::this_process_translated() == Some(true) {
+            tracing::warn!(
+                "headroom itself runs as x86_64 code translated by Rosetta 2: install its arm64 (Apple Silicon) build"
+            );
+        }
         Self {
             vm: VmInfoReader::default(),
             page_size: None,
@@ -91,6 +120,7 @@ impl MacSampler {
             known: HashMap::new(),
             users: None,
             user_names: HashMap::new(),
+            gpu_sightings: ClientSightings::default(),
         }
     }
 
@@ -153,7 +183,7 @@ impl MacSampler {
         usage: &Rusage,
         errors: &mut CollectorErrors,
     ) -> Option<Known> {
-        let ipid = i32::try_from(pid).ok()?;
+        let ipid = proc_info::darwin_pid(pid)?;
         let info = match ffi_proc::bsd_info(ipid) {
             Ok(info) => Some(info),
             Err(errno) => match proc_info::libproc_failure(errno) {
@@ -166,19 +196,15 @@ impl MacSampler {
                 Failure::Denied | Failure::Unreadable => None,
             },
         };
-        let (ppid, uid, name, start_micros) = match info {
-            Some(i) => (i.ppid, Some(i.uid), i.name, i.start_micros),
-            None => match ffi_proc::kinfo_proc(ipid).map(|b| crate::sys::macos_kinfo::parse(&b)) {
-                Ok(Ok(Some(k))) => (k.ppid, Some(k.uid), k.comm, k.start_micros),
-                Ok(Ok(None)) => {
-                    errors.vanished += 1;
-                    return None;
-                }
-                _ => {
-                    errors.unreadable += 1;
-                    return None;
-                }
-            },
+        // kinfo_proc answers for every process: Rosetta's flag, and the
+        // identity where PROC_PIDTBSDINFO was refused.
+        let facts = match ffi_proc::kinfo_proc(ipid).map(|b| kinfo::parse(&b)) {
+            Ok(Ok(Some(k))) => Some(k),
+            Ok(Ok(None)) => {
+                errors.vanished += 1;
+                return None;
+            }
+            _ => None,
         };
         let exe = match ffi_proc::pid_path(ipid) {
             Ok(path) => Some(path),
@@ -190,15 +216,30 @@ impl MacSampler {
                 None
             }
         };
+        let (ppid, owner, name, start_micros) = match (info, &facts) {
+            (Some(i), _) => (i.ppid, Some(i.owner), i.name, i.start_micros),
+            // The same name PROC_PIDTBSDINFO gives, where the executable
+            // can be read (proc_info::fallback_name).
+            (None, Some(k)) => (
+                k.ppid,
+                Some(k.owner()),
+                proc_info::fallback_name(&k.comm, exe.as_deref()),
+                k.start_micros,
+            ),
+            (None, None) => {
+                errors.unreadable += 1;
+                return None;
+            }
+        };
         let argv = match ffi_proc::procargs(ipid, &mut self.args_buf) {
-            Ok(n) => match procargs::parse(&self.args_buf[..n]) {
+            Ok(n) => match procargs::parse_answer(&self.args_buf[..n], self.args_buf.len()) {
                 Ok(args) => args.argv,
                 Err(_) => {
                     errors.unreadable += 1;
                     Vec::new()
                 }
             },
-            Err(errno) => match proc_info::procargs_failure(errno, uid, self.my_uid) {
+            Err(errno) => match proc_info::procargs_failure(errno, owner, self.my_uid) {
                 Failure::Vanished => {
                     errors.vanished += 1;
                     return None;
@@ -213,29 +254,42 @@ impl MacSampler {
                 }
             },
         };
-        let workload = classify(&ProcessFacts {
+        let mut workload = classify(&ProcessFacts {
             name: &name,
             exe: exe.as_deref(),
             argv: &argv,
             libraries: &[],
         });
         let age = Timestamp::now().since(proc_info::started_at(start_micros));
+        let settled = age >= SETTLE;
+        if facts.as_ref().is_some_and(|k| k.translated) {
+            crate::workload::mark_translated(&mut workload);
+            // Once per identity (an unsettled reading is read again).
+            let logged = self.known.get(&pid).is_some_and(|k| {
+                k.start_abstime == usage.start_abstime
+                    && crate::workload::is_translated(&k.workload)
+                    && crate::workload::translated_advice(&k.workload).is_some()
+            });
+            if !logged && let Some(advice) = crate::workload::translated_advice(&workload) {
+                tracing::warn!("pid {pid} ({}) {advice}", crate::model::printable(&name));
+            }
+        }
         Some(Known {
             start_abstime: usage.start_abstime,
             start_micros,
             ppid,
-            uid,
+            owner,
             name,
             exe,
             argv,
             workload,
-            settled: age >= SETTLE,
+            settled,
         })
     }
 
     fn processes(
         &mut self,
-        gpu_clients: &HashSet<u32>,
+        gpu_clients: &HashMap<u32, Vec<UserClient>>,
         errors: &mut CollectorErrors,
     ) -> Vec<ProcessSample> {
         let mut pids = std::mem::take(&mut self.pids);
@@ -264,12 +318,14 @@ impl MacSampler {
                     continue;
                 }
             };
-            let reread = self
-                .known
-                .get(&pid)
-                .is_none_or(|k| k.start_abstime != usage.start_abstime || !k.settled);
-            if reread {
-                match self.first_sight(pid, &usage, errors) {
+            let known = self.known.get(&pid).map(|k| (k.start_abstime, k.settled));
+            let how = exits::listing(usage.start_abstime, usage.exit_abstime, known);
+            match how {
+                Listing::Skip => {
+                    self.known.remove(&pid);
+                    continue;
+                }
+                Listing::Read => match self.first_sight(pid, &usage, errors) {
                     Some(k) => {
                         self.known.insert(pid, k);
                     }
@@ -277,13 +333,29 @@ impl MacSampler {
                         self.known.remove(&pid);
                         continue;
                     }
-                }
+                },
+                Listing::Known | Listing::Ended => {}
             }
             let Some(k) = self.known.get(&pid) else {
                 continue;
             };
             seen.insert(pid);
-            let (uid, start_micros) = (k.uid, k.start_micros);
+            let ended = how == Listing::Ended;
+            let uid = k.owner.map(|o| o.real);
+            let start_micros = k.start_micros;
+            let started_at = proc_info::started_at(start_micros);
+            let gpu_client = !ended
+                && gpu_clients.get(&pid).is_some_and(|clients| {
+                    clients
+                        .iter()
+                        .any(|c| self.gpu_sightings.belongs_to(c, started_at, &k.name))
+                });
+            // An ended process holds no memory; its peak stays.
+            let (footprint, resident) = if ended {
+                (0, 0)
+            } else {
+                (usage.footprint, usage.resident)
+            };
             let mut sample = ProcessSample {
                 id: ProcessId {
                     pid,
@@ -295,13 +367,13 @@ impl MacSampler {
                 name: k.name.clone(),
                 exe: k.exe.clone(),
                 argv: k.argv.clone(),
-                started_at: Some(proc_info::started_at(start_micros)),
-                footprint: usage.footprint,
+                started_at: Some(started_at),
+                footprint,
                 peak_footprint: Some(usage.lifetime_max_footprint.max(usage.footprint)),
-                resident: usage.resident,
+                resident,
                 swapped: None,
                 gpu_memory: None,
-                gpu_client: gpu_clients.contains(&pid),
+                gpu_client,
                 detail: Detail::Exact,
                 workload: k.workload.clone(),
             };
@@ -365,11 +437,16 @@ impl Sampler for MacSampler {
         };
 
         let mut gpus: Vec<GpuDevice> = Vec::new();
-        let mut gpu_clients = HashSet::new();
+        let mut gpu_clients: HashMap<u32, Vec<UserClient>> = HashMap::new();
         match iokit::read_accelerators(true) {
             Ok(readings) => {
+                // Dated after the read: a client listed now existed by now.
+                self.gpu_sightings
+                    .observe(readings.iter().flat_map(|r| &r.clients), Timestamp::now());
                 for (i, r) in readings.iter().enumerate() {
-                    gpu_clients.extend(r.clients.iter().map(|(pid, _)| *pid));
+                    for c in &r.clients {
+                        gpu_clients.entry(c.pid).or_default().push(c.clone());
+                    }
                     if r.stats.is_empty() {
                         continue;
                     }
@@ -469,10 +546,84 @@ mod tests {
         assert_eq!(k.pid, std::process::id());
         assert_eq!(k.start_micros, b.start_micros);
         assert_eq!(k.ppid, b.ppid);
+        assert_eq!(k.owner(), b.owner);
+        // Whether this test binary runs translated, two ways.
+        assert_eq!(Some(k.translated), ffi_proc::this_process_translated());
         let mut buf = Vec::new();
         let n = ffi_proc::procargs(me, &mut buf).unwrap();
-        let args = procargs::parse(&buf[..n]).unwrap();
-        assert!(args.complete);
+        let args = procargs::parse_answer(&buf[..n], buf.len()).unwrap();
+        assert!(args.complete && !args.cut_at_front);
         assert_eq!(args.argv.len(), std::env::args().count());
+    }
+
+    /// A child started with an empty argv[0] keeps it: the padding after
+    /// the executable path is not taken for more.
+    #[test]
+    fn an_empty_argv0_reads_back_as_given() {
+        use std::os::unix::process::CommandExt as _;
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg0("")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let mut args = None;
+        // Until the child has exec'd sleep (before, the buffer is the
+        // test binary's).
+        for _ in 0..200 {
+            let mut buf = Vec::new();
+            let n = ffi_proc::procargs(pid, &mut buf).unwrap();
+            let a = procargs::parse_answer(&buf[..n], buf.len()).unwrap();
+            if a.exec_path == "/bin/sleep" {
+                args = Some(a);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let args = args.expect("the child exec'd /bin/sleep");
+        assert_eq!(args.argv, ["", "30"]);
+        assert!(args.complete);
+    }
+
+    /// A child seen alive that exits stays listed, with no memory, until it
+    /// is reaped; then it is gone. A sampler that never saw it alive leaves
+    /// it out.
+    #[test]
+    fn an_ended_child_is_listed_with_no_memory_until_reaped() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut sampler = MacSampler::new();
+        // Seen alive (and, after SETTLE, settled; an unsettled one is
+        // listed as ended as well).
+        let alive = sampler.sample().unwrap();
+        let was = alive.process(pid).expect("the child is listed").clone();
+        assert!(was.resident > 0);
+        // SIGKILL (Child::kill does not reap): a zombie.
+        child.kill().unwrap();
+        let ipid = i32::try_from(pid).unwrap();
+        for _ in 0..200 {
+            let usage = ffi_proc::rusage(ipid).unwrap();
+            if usage.exit_abstime != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ended = sampler.sample().unwrap();
+        let now = ended.process(pid).expect("an ended child stays listed");
+        assert_eq!(now.id, was.id);
+        assert_eq!((now.footprint, now.resident), (0, 0));
+        assert!(now.peak_footprint.unwrap_or(0) > 0, "its peak stays");
+        assert!(!now.gpu_client);
+        // A fresh sampler never saw it alive: left out, and not vanished.
+        let fresh = MacSampler::new().sample().unwrap();
+        assert!(fresh.process(pid).is_none());
+        child.wait().unwrap();
+        let reaped = sampler.sample().unwrap();
+        assert!(reaped.process(pid).is_none());
     }
 }

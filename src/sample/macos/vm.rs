@@ -1,5 +1,7 @@
 //! `host_statistics64(HOST_VM_INFO64)` and `vm.swapusage` into system memory
-//! and swap, the way Activity Monitor's Memory tab shows them.
+//! and swap, with the breakdown of Activity Monitor's Memory tab (app,
+//! wired, compressed, cached) as other tools compute it; Apple publishes no
+//! formula, see [`system_memory`].
 //!
 //! The kernel fills an array of `integer_t` words with a `vm_statistics64`
 //! struct. That struct has grown: 38 words up to macOS 15 (REV1), 40 or 62
@@ -199,9 +201,15 @@ fn bytes(pages: u64, page_size: u64) -> u64 {
 /// `hw.memsize` (`total`).
 ///
 /// - app = internal − purgeable; wired = wire; compressed = pages occupied
-///   by the compressor; used = app + wired + compressed; cached =
-///   external + purgeable. These are Activity Monitor's Memory-tab
-///   figures, as sysinfo (`src/unix/apple/system.rs`) computes them.
+///   by the compressor; used = app + wired + compressed; free = free −
+///   speculative: exactly sysinfo's `used` and `free`
+///   (`src/unix/apple/system.rs`). cached = external + purgeable, which
+///   sysinfo does not report, is exelban/stats' "cache"
+///   (`Modules/RAM/readers.swift`). stats computes app and used otherwise
+///   (used = active + inactive + speculative + wired + compressed −
+///   purgeable − external, app = used − wired − compressed, free = total −
+///   used), so its app, used and free differ from these. Activity Monitor's
+///   own formulas are not published.
 /// - available = what can be handed to new allocations without compressing
 ///   or swapping anything: free + file-backed + purgeable pages, the pool
 ///   XNU's jetsam loop watches (`memorystatus_available_pages`: file-backed,
