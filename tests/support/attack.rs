@@ -41,10 +41,6 @@ const WATCHDOG_RSS: u64 = 1536 * 1024 * 1024;
 
 pub const MIB: u64 = 1024 * 1024;
 
-pub fn is_root() -> bool {
-    headroom::act::effective_uid() == 0
-}
-
 /// One attack at a time: each starts its own daemon and measures reaction
 /// times that another attack running beside it would distort.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -55,25 +51,25 @@ pub struct Session {
     pub name: &'static str,
 }
 
-/// Start the attack `name`, or say why this run does nothing and return
-/// `None` (not root: the attacks need a root daemon and a second user).
-pub fn begin(name: &'static str) -> Option<Session> {
-    if !is_root() {
-        println!(
-            "attack {name:?}: not run: the attacks replay an unprivileged user against a \
-             daemon running as root, and this test runs as uid {}; run it as root (CI does)",
-            headroom::act::effective_uid()
-        );
-        return None;
-    }
+/// Start the attack `name`; fails the test unless it runs as root with the
+/// tools the attacks use (the attacks need a root daemon and a second user).
+pub fn begin(name: &'static str) -> Session {
+    super::need_root();
+    super::need_tools(&[
+        ("useradd", "passwd"),
+        ("setpriv", "util-linux"),
+        ("prlimit", "util-linux"),
+        ("python3", "python3"),
+        ("cc", "gcc"),
+    ]);
     let serial = SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     ensure_user(ATTACKER, true);
-    Some(Session {
+    Session {
         _serial: serial,
         name,
-    })
+    }
 }
 
 /// Create the account `name` once (idempotently; a test binary running

@@ -27,7 +27,7 @@
 //! written to `target/soak/`.
 #![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use support::hog::{HEADROOM, HOG};
+use crate::support::hog::{HEADROOM, HOG};
 
 /// The daemon and the hog, release builds.
 fn release_binaries() -> (PathBuf, PathBuf) {

@@ -19,7 +19,7 @@
 //! its steps would leave it, and opened, appended to and read.
 #![cfg(unix)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -27,10 +27,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::hog::{Running, Sandbox};
 use headroom::event::{Event, EventKind};
 use headroom::journal::{Journal, JournalOptions, ReadOutcome, read_events};
 use headroom::model::Timestamp;
-use support::hog::{Running, Sandbox};
 
 /// Set in the child writer's environment: `PATH|MAX_BYTES|KEEP|FIRST_SEQ`.
 const WRITER_ENV: &str = "HEADROOM_TEST_JOURNAL_WRITER";

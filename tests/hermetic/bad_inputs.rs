@@ -15,14 +15,14 @@
 //!   garbled, `headroom events` on torn and garbled journals, and a daemon
 //!   replaying a trace with broken lines.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use support::hog::{HEADROOM, Running};
-use support::private_dir;
+use crate::support::hog::{HEADROOM, Running};
+use crate::support::private_dir;
 
 /// Rows checked over all the tables below, at the least: the table is meant
 /// to cover every kind of input, and shrinking it by accident fails.
