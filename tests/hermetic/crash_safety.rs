@@ -106,10 +106,14 @@ fn journal_writer() {
 
 /// A writer child on `path`, starting at `first`.
 fn spawn_writer(path: &Path, opts: JournalOptions, first: u64) -> Child {
+    // The test's name in this binary: its module path below the crate.
+    let (_, module) = module_path!()
+        .split_once("::")
+        .expect("a module of the test binary");
     Command::new(std::env::current_exe().expect("this test binary"))
         .args([
             "--exact",
-            "journal_writer",
+            &format!("{module}::journal_writer"),
             "--nocapture",
             "--test-threads=1",
         ])

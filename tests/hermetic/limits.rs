@@ -6,6 +6,7 @@
 //! environment tier (`tests/environment/limits.rs`).
 #![cfg(target_os = "linux")]
 
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -280,7 +281,8 @@ fn megabytes_of_arguments_are_cut_in_the_snapshot() {
     let children: Vec<support::Reaped> = (0..40)
         .map(|_| {
             support::Reaped(
-                Command::new("sh")
+                Command::new("/bin/sh")
+                    .arg0("sh")
                     .args(["-c", "sleep 60; :"])
                     .args(std::iter::repeat_n(&chunk, 16))
                     .stdin(std::process::Stdio::null())
