@@ -89,9 +89,7 @@ fn a_root_daemon_refuses_a_journal_a_user_prepared_and_samples_on() {
     )
     .unwrap();
     chmod(&config, 0o644);
-    let mut d = Running::daemon(&["run", "--config", config.to_str().unwrap()]);
-    let addr = d.http_addr();
-    d.expect_line("first sample:");
+    let (mut d, addr) = Running::started(&["run", "--config", config.to_str().unwrap()]);
     let refused = d
         .seen
         .iter()

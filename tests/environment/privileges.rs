@@ -237,9 +237,7 @@ fn a_reload_to_a_file_others_can_write_is_rejected_and_the_daemon_runs_on() {
     let config = dir.path().join("headroom.toml");
     write_config(&config, dir.path(), "");
     chmod(&config, 0o644);
-    let mut d = Running::daemon(&["run", "--config", config.to_str().expect("utf-8")]);
-    let addr = d.http_addr();
-    d.expect_line("first sample:");
+    let (mut d, addr) = Running::started(&["run", "--config", config.to_str().expect("utf-8")]);
     chmod(&config, 0o666);
     d.signal("HUP");
     let line = d.expect_line("config reload rejected");

@@ -439,8 +439,7 @@ fn the_daemon_killed_while_journaling_keeps_every_event_it_published() {
     }
     // Restarted once more and stopped cleanly: the journal ends with its
     // start and stop, after every event of the killed runs.
-    let mut d = Running::daemon(&["run", "--config", cfg]);
-    d.expect_line("first sample:");
+    let (mut d, _) = Running::started(&["run", "--config", cfg]);
     d.signal("TERM");
     assert_eq!(
         d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),

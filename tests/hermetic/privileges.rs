@@ -80,8 +80,7 @@ fn the_journal_directory_and_file_are_created_private() {
         ),
     )
     .expect("write config");
-    let mut d = Running::daemon(&["run", "--config", config.to_str().expect("utf-8")]);
-    d.expect_line("first sample:");
+    let (mut d, _) = Running::started(&["run", "--config", config.to_str().expect("utf-8")]);
     d.signal("TERM");
     d.wait_exit(Duration::from_secs(10));
     assert_eq!(journal_modes(&journal), (0o700, 0o600));
@@ -132,9 +131,7 @@ fn no_endpoint_changes_state() {
     let dir = private_dir();
     let config = dir.path().join("headroom.toml");
     write_config(&config, dir.path(), "");
-    let mut d = Running::daemon(&["run", "--config", config.to_str().expect("utf-8")]);
-    let addr = d.http_addr();
-    d.expect_line("first sample:");
+    let (mut d, addr) = Running::started(&["run", "--config", config.to_str().expect("utf-8")]);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
