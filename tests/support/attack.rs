@@ -1,8 +1,8 @@
-//! Both sides of `tests/attacks.rs`: a real `headroom run` as root, watched
+//! Both sides of `tests/environment/attacks.rs`: a real `headroom run` as root, watched
 //! from outside (its log, its memory from `/proc/<pid>/status`, its sockets,
 //! `/healthz` with a short client timeout), and the unprivileged attacker:
 //! the system user `headroom-test` (created with `useradd` as
-//! `tests/privileges.rs` does), running `attacker.py` or `headroom-hog`
+//! `tests/environment/privileges.rs` does), running `attacker.py` or `headroom-hog`
 //! through `setpriv`. Every process started here is killed with its process
 //! group when dropped; every file lives in a temporary directory.
 
@@ -74,7 +74,7 @@ pub fn begin(name: &'static str) -> Session {
 
 /// Create the account `name` once (idempotently; a test binary running
 /// beside this one may create it meanwhile). `system`: a system account, as
-/// `tests/privileges.rs` creates `headroom-test`.
+/// `tests/environment/privileges.rs` creates `headroom-test`.
 pub fn ensure_user(name: &str, system: bool) {
     static CREATED: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let created = CREATED.get_or_init(Mutex::default);
