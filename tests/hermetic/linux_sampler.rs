@@ -343,6 +343,10 @@ fn real_proc_sample_is_sane() {
     assert!(snap.system.available <= snap.system.total);
     assert!(snap.errors.kernel_threads > 0 || Path::new("/.dockerenv").exists());
     assert!(
+        snap.process(std::process::id()).is_some(),
+        "this test's own process is in the sample"
+    );
+    assert!(
         snap.processes
             .iter()
             .all(|p| p.peak_footprint >= Some(p.footprint))
