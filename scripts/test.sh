@@ -75,7 +75,7 @@ need_debian=(
   # The attacker's programs and other users' listeners (attacks.rs,
   # jupyter_lookup.rs, http_router.rs in tests/environment).
   "/usr/bin/python3 python3"
-  # setfacl/getfacl: a POSIX ACL shows in the mode bits (tests/environment/acl.rs).
+  # setfacl/getfacl: a POSIX ACL shows in the mode bits (tests/environment/permissions.rs).
   "/usr/bin/setfacl acl"
   # libFuzzer's C++ sources, built by the fuzz targets (scripts/fuzz.sh).
   "/usr/bin/c++ g++"

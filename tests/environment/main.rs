@@ -28,7 +28,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod acl;
 mod actuator;
 mod attacks;
 mod http_router;
@@ -37,6 +36,7 @@ mod jupyter;
 mod jupyter_lookup;
 mod limits;
 mod nvml_library;
+mod permissions;
 mod privileges;
 mod prometheus;
 mod service;

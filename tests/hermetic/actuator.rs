@@ -2,8 +2,9 @@
 //! (or do not catch) signals, real hooks run through `/bin/sh`, a stand-in
 //! `notify-send` that records its arguments, and the events that come back
 //! on the channel. Hooks see only the documented environment, with what
-//! other users named escaped; as root, a hook handed a script others can
-//! write is refused, by `headroom run` at start and by the actuator.
+//! other users named escaped. That a root actuator refuses a hook handed a
+//! script others can write is in the environment tier
+//! (`tests/environment/actuator.rs`).
 //!
 //! Files hooks are handed live under `target/tmp`: as root, a hook's
 //! argument under the shared `/tmp` is refused like the hook itself.

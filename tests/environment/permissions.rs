@@ -1,20 +1,23 @@
+//! The permission check of a root daemon's config and hooks
+//! (`headroom::config::permissions::check_path`) where it needs root or a
+//! tool: a file another user owns, and a POSIX ACL.
+//!
 //! Why `headroom::sample::acl_write_rights` reads no ACL on Linux, with the
 //! real `setfacl` and `getfacl` (Debian's `acl`; `scripts/test.sh` installs
 //! it): a POSIX ACL entry that lets another user or group write raises the
 //! mask, which is what the group bits of the mode show, and once `chmod g-w`
-//! lowers the mask the entry no longer writes. So the permission check of a
-//! root daemon's config (`headroom::config::permissions::check_path`), which
-//! reads the mode only, refuses such a file, and takes it once `chmod g-w`
-//! has taken the right away.
+//! lowers the mask the entry no longer writes. So the check, which reads the
+//! mode only, refuses such a file, and takes it once `chmod g-w` has taken
+//! the right away.
 #![cfg(target_os = "linux")]
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::process::Command;
 
-use headroom::config::permissions::check_path;
+use headroom::config::permissions::{Problem, check_path};
 
-use crate::support::{chmod, need_tools, private_dir};
+use crate::support::{NOBODY, chmod, need_root, need_tools, private_dir};
 
 /// `tool ARGS PATH`; its output. Fails the test if it fails.
 fn acl(tool: &str, args: &[&str], path: &Path) -> String {
@@ -65,4 +68,19 @@ fn a_posix_acl_that_lets_others_write_shows_in_the_group_bits() {
     acl("setfacl", &["-m", "g:65534:rwx"], &sub);
     assert_eq!(mode(&sub), 0o770);
     assert!(check_path(&sub.join("rules.toml"), uid).is_err());
+}
+
+#[test]
+fn a_file_of_another_user_is_untrusted() {
+    need_root();
+    let dir = private_dir();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, "").unwrap();
+    chmod(&file, 0o600);
+    assert_eq!(check_path(&file, 0), Ok(()), "root's own file");
+    std::os::unix::fs::chown(&file, Some(NOBODY), None).unwrap();
+    let u = check_path(&file, 0).expect_err("a file of uid 65534");
+    assert_eq!(u.path, file);
+    assert_eq!(u.problem, Problem::Owner { uid: NOBODY });
+    assert!(u.what().contains(&format!("uid {NOBODY}")), "{}", u.what());
 }
