@@ -17,7 +17,9 @@
 //!
 //! Every test needs root (`scripts/test.sh` runs them as root) and fails
 //! without it. The tests run one at a time (a lock), each with its own
-//! daemon, and kill every process they start.
+//! daemon, and kill every process they start; `scripts/test.sh` runs them
+//! apart from the rest of the tier (`cargo test --test environment
+//! attacks::`), whose browser and Prometheus would distort the figures.
 //!
 //! A new attack goes here as one `#[test]` named after what the daemon must
 //! still do, starting with `let session = begin("…");`

@@ -8,6 +8,10 @@
 //! ```
 //!
 //! Plain `cargo test` does not build it (`test = false` in `Cargo.toml`).
+//! The attacks (`attacks::`) and the soak (`soak::`) measure the daemon's
+//! memory, reaction and sampling jitter: `scripts/test.sh` runs them after
+//! the rest (`-- --skip attacks:: --skip soak::`), each set alone, as their
+//! figures mean nothing with a browser or Prometheus busy beside them.
 //!
 //! A test belongs here when it needs any of:
 //! - root: a root daemon's refusals of files other users can change, and

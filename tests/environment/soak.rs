@@ -22,9 +22,11 @@
 //! cargo built with it; built in debug, it builds them first (`cargo build
 //! --release`, into the same target directory).
 //!
-//! It runs for 60 s in the test suite; `scripts/soak.sh DURATION` runs it
-//! longer (`HEADROOM_SOAK_DURATION`, e.g. `10m`). The report is printed and
-//! written to `target/soak/`.
+//! It runs for 60 s in the test suite, alone (`cargo test --test environment
+//! soak::`, after the rest of the tier: other tests beside it would show as
+//! jitter); `scripts/soak.sh DURATION` runs it longer
+//! (`HEADROOM_SOAK_DURATION`, e.g. `10m`). The report is printed and written
+//! to `target/soak/`.
 #![cfg(target_os = "linux")]
 
 use crate::support;
