@@ -181,6 +181,7 @@ pub fn free_port() -> u16 {
 /// Fails the calling test unless it runs as root, saying so: an
 /// environment-tier test that needs root (another user's processes and
 /// files, a root daemon's refusals) must not pass by doing nothing.
+#[track_caller]
 pub fn need_root() {
     let uid = headroom::act::effective_uid();
     assert!(
@@ -191,6 +192,7 @@ pub fn need_root() {
 
 /// Fails the calling test unless each `(program, Debian package)` is on
 /// PATH, naming the first one missing and where it comes from.
+#[track_caller]
 pub fn need_tools(tools: &[(&str, &str)]) {
     let path = std::env::var_os("PATH").unwrap_or_default();
     for (name, package) in tools {
@@ -231,6 +233,7 @@ pub fn signal(pid: u32, name: &str) {
 }
 
 /// The path of `name`, from `$env_var` or PATH; panics with what to install.
+#[track_caller]
 pub fn tool(name: &str, env_var: &str, package: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(env_var) {
         return PathBuf::from(p);
