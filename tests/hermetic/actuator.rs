@@ -16,7 +16,6 @@
 #![cfg(unix)]
 
 use std::io::{BufRead as _, BufReader};
-use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -43,10 +42,6 @@ fn is_root() -> bool {
 /// A private directory under `target/tmp` (root trusts it, unlike `/tmp`).
 fn private_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// A running hog and the lines it prints.
@@ -597,7 +592,7 @@ fn recording_notifier() -> (tempfile::TempDir, PathBuf, ActuatorOptions) {
         ),
     )
     .unwrap();
-    chmod(&notifier, 0o755);
+    crate::support::chmod(&notifier, 0o755);
     let runtime = dir.path().join("run");
     let own = runtime.join(headroom::act::effective_uid().to_string());
     std::fs::create_dir_all(&own).unwrap();

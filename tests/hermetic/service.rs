@@ -369,6 +369,7 @@ fn the_shipped_files_are_what_the_installer_writes() {
     assert_eq!(keys, want);
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn the_systemd_units_run_headroom_on_the_given_config() {
     let home = tempfile::tempdir().unwrap();
