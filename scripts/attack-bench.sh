@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The attacks of tests/attacks.rs on the release daemon, as root, with the
+# The attacks of tests/environment/attacks.rs on the release daemon, as root, with the
 # figures as a table: for each flood, the daemon's peak memory (VmHWM) and
 # its reaction to a hog crossing a SIGTERM rule (MiB past the limit when
 # signalled, ms from crossing to signal), first with no attack and then
@@ -11,7 +11,8 @@
 # daemon); creates the users headroom-test and headroom-test-regular if
 # missing. Exits with the test's status: 0 when every attack was withstood.
 #
-# Usage, from anywhere:  scripts/attack-bench.sh [TEST-NAME-FILTER]
+# Usage, from anywhere:  scripts/attack-bench.sh [TEST-NAME-START]
+# (e.g. huge_argv: the attack tests whose names start so)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +25,7 @@ filter=${1:-}
 out=target/attack-bench
 mkdir -p "$out"
 log="$out/$(date -u +%Y%m%dT%H%M%SZ).log"
-cmd=(cargo test --release --locked --test attacks -- --nocapture --test-threads=1)
-[[ -n $filter ]] && cmd+=("$filter")
+cmd=(cargo test --release --locked --test environment -- --nocapture --test-threads=1 "attacks::$filter")
 
 cargo build --release --locked --bins
 echo "running: ${cmd[*]}"

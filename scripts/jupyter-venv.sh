@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create target/jupyter-venv: a Python virtual environment with a real Jupyter
-# server and kernel, for the notebook integration tests (tests/jupyter.rs).
+# server and kernel, for the notebook integration tests (tests/environment/jupyter.rs).
 #
 # Idempotent: a venv that already imports everything is left as it is. Needs
 # python3 with the venv module (Debian: python3-venv); scripts/test.sh

@@ -3,7 +3,7 @@
 # sampling every 250 ms, while a few hundred short-lived processes with odd
 # names start and exit every second, headroom-hog grows to 256 MiB and
 # frees it over and over, and two wrk's hammer /metrics and
-# /api/v1/processes (tests/soak.rs says how). Prints the report (samples,
+# /api/v1/processes (tests/environment/soak.rs says how). Prints the report (samples,
 # sample duration and interval jitter percentiles, HTTP errors, RSS growth,
 # collector errors, panics), keeps it in target/soak/, and exits 1 if a goal
 # is missed: no panic, no HTTP error, p99 jitter under 50 ms, RSS growth
@@ -26,4 +26,4 @@ source scripts/debian.sh
 command -v wrk >/dev/null || debian_install soak.sh wrk
 
 HEADROOM_SOAK_DURATION=$duration \
-  cargo test --release --locked --test soak -- --nocapture --test-threads=1
+  cargo test --release --locked --test environment -- --nocapture --test-threads=1 soak::

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Run headroom's whole test suite: formatting, lints, unit and integration
-# tests, and (on Linux) a short run of every fuzz target and the macOS
-# type-check.
+# Run headroom's whole test suite: formatting, lints, the unit tests and the
+# hermetic integration tests (plain `cargo test`), the environment tier of
+# integration tests (`cargo test --test environment`: root, a second user,
+# a browser, Prometheus, Jupyter, systemd, the soak), and (on Linux) a short
+# run of every fuzz target and the macOS type-check.
 #
-# On a fresh Debian/Ubuntu machine it installs what the tests need (as root,
-# with apt-get); elsewhere it tells you what is missing. On macOS it runs the
-# same tests natively and skips the cross-check.
+# On a fresh Debian/Ubuntu machine it installs what the environment tier
+# needs (as root, with apt-get; the tier's root tests need root too);
+# elsewhere it tells you what is missing. On macOS it runs the same tests
+# natively and skips the cross-check.
 #
 # Usage, from anywhere:  scripts/test.sh [--tidy]
 #
@@ -50,24 +53,33 @@ tidy() {
   echo "tidy: removed $*; $(free_mib) MiB free"
 }
 
-# Debian packages the tests use. Each entry: "command-to-test package".
+# Debian packages the environment tier (tests/environment/) and the fuzz
+# targets use. Each entry: "command-to-test package".
 need_debian=(
+  # systemd-analyze verify of the units (tests/environment/service.rs).
   "/usr/bin/systemd-analyze systemd"
-  # promtool checks and a real Prometheus scraping a real daemon (tests/prometheus.rs).
+  # promtool checks and a real Prometheus scraping a real daemon
+  # (tests/environment/prometheus.rs).
   "/usr/bin/prometheus prometheus"
   "/usr/bin/promtool prometheus"
-  # The status page in a real headless browser over WebDriver (tests/status_page_browser.rs).
+  # The status page in a real headless browser over WebDriver
+  # (tests/environment/status_page_browser.rs).
   "/usr/bin/chromium chromium"
   "/usr/bin/chromedriver chromium-driver"
-  # An unprivileged user for the privilege tests (tests/privileges.rs):
-  # useradd creates it, setpriv runs the daemon as it.
+  # An unprivileged user for the root tests (tests/environment/privileges.rs,
+  # attacks.rs, limits.rs, ...): useradd creates it, setpriv runs processes
+  # as it, prlimit raises the attacker's file limit.
   "/usr/sbin/useradd passwd"
   "/usr/bin/setpriv util-linux"
-  # setfacl/getfacl: a POSIX ACL shows in the mode bits (src/sample/linux).
+  "/usr/bin/prlimit util-linux"
+  # The attacker's programs and other users' listeners (attacks.rs,
+  # jupyter_lookup.rs, http_router.rs in tests/environment).
+  "/usr/bin/python3 python3"
+  # setfacl/getfacl: a POSIX ACL shows in the mode bits (tests/environment/permissions.rs).
   "/usr/bin/setfacl acl"
   # libFuzzer's C++ sources, built by the fuzz targets (scripts/fuzz.sh).
   "/usr/bin/c++ g++"
-  # HTTP load in the soak test (tests/soak.rs, scripts/soak.sh).
+  # HTTP load in the soak test (tests/environment/soak.rs, scripts/soak.sh).
   "/usr/bin/wrk wrk"
 )
 
@@ -83,7 +95,7 @@ install_debian_packages() {
   debian_install test.sh "${pkgs[@]}"
 }
 
-# The notebook tests (tests/jupyter.rs) run a real Jupyter server and kernel
+# The notebook tests (tests/environment/jupyter.rs) run a real Jupyter server and kernel
 # from a virtual environment that scripts/jupyter-venv.sh fills from PyPI;
 # Debian's python3 needs python3-venv for `python3 -m venv`.
 install_python_venv() {
@@ -114,9 +126,26 @@ cargo fmt --all -- --check
 
 say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
+# The environment tier has `test = false`, so --all-targets leaves it out.
+cargo clippy --test environment --locked -- -D warnings
 
-say "cargo test"
+# The unit tests and the hermetic tier: what any contributor's plain
+# `cargo test` runs, with nothing installed.
+say "cargo test (unit tests, hermetic tier)"
 cargo test --locked --no-fail-fast
+
+# The environment tier: root, a second user and the tools installed above.
+# The attacks and the soak measure the daemon's memory, reaction and
+# sampling jitter, which a browser or Prometheus started beside them would
+# disturb: they run after the rest, each set alone.
+say "cargo test --test environment (all but the attacks and the soak)"
+env_status=0
+cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: || env_status=1
+say "cargo test --test environment attacks::"
+cargo test --locked --no-fail-fast --test environment -- attacks:: || env_status=1
+say "cargo test --test environment soak::"
+cargo test --locked --no-fail-fast --test environment -- soak:: || env_status=1
+((env_status == 0)) || { echo "test.sh: the environment tier failed (see above)" >&2; exit 1; }
 tidy target/debug target/release
 
 if [[ $os == Linux ]]; then

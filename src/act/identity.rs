@@ -198,7 +198,7 @@ mod tests {
         // A shell that traps USR1 and ALRM, ignores TERM, and then waits.
         // (Not INT: a shell started with INT ignored, as every job that a
         // non-interactive shell puts in the background is, cannot trap it.)
-        let mut child = std::process::Command::new("sh")
+        let mut child = std::process::Command::new("/bin/sh")
             .arg("-c")
             .arg("trap 'exit 0' USR1 ALRM; trap '' TERM; echo ready; while :; do sleep 1; done")
             .stdout(std::process::Stdio::piped())

@@ -365,24 +365,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_file_of_another_user_is_untrusted() {
-        let (dir, uid) = private_dir();
-        let file = dir.path().join("c.toml");
-        std::fs::write(&file, "").unwrap();
-        chmod(&file, 0o600);
-        // As root, give the file away; as a user, trust another uid.
-        let (owner, trusted) = if uid == 0 {
-            std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
-            (65534, 0)
-        } else {
-            (uid, uid + 1)
-        };
-        let u = problem_below(dir.path(), &file, trusted).unwrap();
-        assert_eq!(u.problem, Problem::Owner { uid: owner });
-        assert!(u.what().contains(&format!("uid {owner}")), "{}", u.what());
-    }
-
-    #[test]
     fn an_access_list_problem_names_the_rights_and_the_fix() {
         let u = Untrusted {
             path: PathBuf::from("/etc/headroom/headroom.toml"),

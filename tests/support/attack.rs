@@ -1,8 +1,8 @@
-//! Both sides of `tests/attacks.rs`: a real `headroom run` as root, watched
+//! Both sides of `tests/environment/attacks.rs`: a real `headroom run` as root, watched
 //! from outside (its log, its memory from `/proc/<pid>/status`, its sockets,
 //! `/healthz` with a short client timeout), and the unprivileged attacker:
 //! the system user `headroom-test` (created with `useradd` as
-//! `tests/privileges.rs` does), running `attacker.py` or `headroom-hog`
+//! `tests/environment/privileges.rs` does), running `attacker.py` or `headroom-hog`
 //! through `setpriv`. Every process started here is killed with its process
 //! group when dropped; every file lives in a temporary directory.
 
@@ -41,10 +41,6 @@ const WATCHDOG_RSS: u64 = 1536 * 1024 * 1024;
 
 pub const MIB: u64 = 1024 * 1024;
 
-pub fn is_root() -> bool {
-    headroom::sys::this_process::effective_uid() == 0
-}
-
 /// One attack at a time: each starts its own daemon and measures reaction
 /// times that another attack running beside it would distort.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -55,30 +51,30 @@ pub struct Session {
     pub name: &'static str,
 }
 
-/// Start the attack `name`, or say why this run does nothing and return
-/// `None` (not root: the attacks need a root daemon and a second user).
-pub fn begin(name: &'static str) -> Option<Session> {
-    if !is_root() {
-        println!(
-            "attack {name:?}: not run: the attacks replay an unprivileged user against a \
-             daemon running as root, and this test runs as uid {}; run it as root (CI does)",
-            headroom::sys::this_process::effective_uid()
-        );
-        return None;
-    }
+/// Start the attack `name`; fails the test unless it runs as root with the
+/// tools the attacks use (the attacks need a root daemon and a second user).
+pub fn begin(name: &'static str) -> Session {
+    super::need_root();
+    super::need_tools(&[
+        ("useradd", "passwd"),
+        ("setpriv", "util-linux"),
+        ("prlimit", "util-linux"),
+        ("python3", "python3"),
+        ("cc", "gcc"),
+    ]);
     let serial = SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     ensure_user(ATTACKER, true);
-    Some(Session {
+    Session {
         _serial: serial,
         name,
-    })
+    }
 }
 
 /// Create the account `name` once (idempotently; a test binary running
 /// beside this one may create it meanwhile). `system`: a system account, as
-/// `tests/privileges.rs` creates `headroom-test`.
+/// `tests/environment/privileges.rs` creates `headroom-test`.
 pub fn ensure_user(name: &str, system: bool) {
     static CREATED: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let created = CREATED.get_or_init(Mutex::default);

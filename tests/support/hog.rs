@@ -1,8 +1,11 @@
 //! The real daemon and the real memory hog as child processes whose output
 //! lines arrive on channels, and a sandbox directory with a config and a
-//! journal, for the limits-and-actions tests.
+//! journal, for the limits-and-actions tests: a rule on the sandbox's hog,
+//! the daemon started on it, and what it did to a pid (its journal) and
+//! thinks of it (its API).
 
 use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -58,8 +61,17 @@ impl Running {
         }
     }
 
+    /// The daemon, `headroom ARGS`, once it has taken its first sample, and
+    /// its HTTP address: the setup most daemon tests begin with.
+    pub fn started(args: &[&str]) -> (Self, SocketAddr) {
+        let mut d = Self::daemon(args);
+        let addr = d.http_addr();
+        d.expect_line("first sample:");
+        (d, addr)
+    }
+
     /// A daemon's HTTP address, from its `status page: http://ADDR/` line.
-    pub fn http_addr(&mut self) -> std::net::SocketAddr {
+    pub fn http_addr(&mut self) -> SocketAddr {
         let line = self.expect_line("status page: http://");
         line.split("status page: http://")
             .nth(1)
@@ -148,13 +160,9 @@ impl Running {
         out
     }
 
+    /// Send the signal named `name` (`"TERM"`, `"HUP"`, …).
     pub fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .args([format!("-{name}"), self.child.id().to_string()])
-            .status()
-            .expect("run kill")
-            .success();
-        assert!(ok, "kill -{name} failed");
+        super::signal(self.child.id(), name);
     }
 
     pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
@@ -205,6 +213,25 @@ impl Sandbox {
         regex::escape(&self.hog.display().to_string()).replace('\\', "\\\\")
     }
 
+    /// A rule named `hog` on this sandbox's hog only, with `body` (limit and
+    /// actions), acting as root may on root's processes (the tests run as
+    /// whoever runs them; `root = true` covers root).
+    pub fn rule(&self, body: &str) -> String {
+        format!(
+            "[[rule]]\nname = \"hog\"\nroot = true\nother_users = true\n{body}\n[rule.match]\nargv = \"{}\"\n",
+            self.hog_pattern()
+        )
+    }
+
+    /// The daemon on [`Sandbox::config`]`(rest)` with `extra` arguments,
+    /// once it has taken its first sample, and its HTTP address.
+    pub fn start(&self, rest: &str, extra: &[&str]) -> (Running, SocketAddr) {
+        let cfg = self.config(rest);
+        let mut args = vec!["run", "--config", cfg.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        Running::started(&args)
+    }
+
     /// Write a config: a fast-sampling `[daemon]` journaling into the
     /// sandbox, then `rest`.
     pub fn config(&self, rest: &str) -> PathBuf {
@@ -229,6 +256,51 @@ impl Sandbox {
             .collect()
     }
 }
+
+impl Sandbox {
+    /// The journal's `action` events on `pid`.
+    pub fn actions_on(&self, pid: u32) -> Vec<serde_json::Value> {
+        self.journal()
+            .into_iter()
+            .filter(|e| e["event"] == "action" && e["process"]["pid"] == pid)
+            .collect()
+    }
+
+    /// The first action on `pid` in the journal, once it is there (the
+    /// journal is written after the signal is sent).
+    pub fn first_action_on(&self, pid: u32) -> serde_json::Value {
+        super::wait_for(Duration::from_secs(10), "an action in the journal", || {
+            self.actions_on(pid).into_iter().next()
+        })
+    }
+}
+
+/// The daemon's status of `rule` for `pid`, once it has one whose state
+/// starts with `state`.
+pub fn rule_status(addr: SocketAddr, pid: u32, rule: &str, state: &str) -> serde_json::Value {
+    super::wait_for(
+        Duration::from_secs(20),
+        &format!("rule {rule} {state}"),
+        || {
+            let (code, body) = super::get(&format!("http://{addr}/api/v1/processes/{pid}"));
+            if code != 200 {
+                return None;
+            }
+            let row: serde_json::Value = serde_json::from_str(&body).ok()?;
+            row["process"]["rules"]
+                .as_array()?
+                .iter()
+                .find(|r| {
+                    r["rule"] == rule && r["state"].as_str().is_some_and(|s| s.starts_with(state))
+                })
+                .cloned()
+        },
+    )
+}
+
+/// Why a rule with `root = false` holds a root's process and does not act.
+pub const ROOT_REASON: &str = "owned by root and the rule has root = false; add root = true to act \
+                               on root's processes";
 
 /// Parse `signal SIGINT footprint=123 at_ms=456` from the hog.
 pub fn parse_signal_line(line: &str) -> Option<(String, u64, u64)> {

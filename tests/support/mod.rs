@@ -1,13 +1,19 @@
-//! Shared by the integration tests that need a running daemon and system
-//! tools: start `headroom run` on a free loopback port and learn the port from
-//! its log, start a helper process the daemon classifies as a Jupyter kernel,
-//! find tools on PATH, and pick free ports. Everything started here is killed
-//! when dropped.
+//! Shared by both test tiers (`tests/hermetic`, `tests/environment`): start
+//! `headroom run` on a free loopback port and learn the port from its log,
+//! start a helper process the daemon classifies as a Jupyter kernel, signal
+//! the tests' own children, pick free ports, and, for the environment tier,
+//! say what a test needs that this machine lacks (root, an installed tool)
+//! and how to get it. Everything started here is killed when dropped.
 
-#![allow(dead_code, reason = "each test binary uses a different part")]
+#![allow(dead_code, reason = "each test tier uses a different part")]
 
+pub mod actuator;
 pub mod attack;
 pub mod hog;
+pub mod http;
+pub mod journal;
+pub mod jupyter;
+pub mod sys;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
@@ -172,7 +178,62 @@ pub fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
+/// Fails the calling test unless it runs as root, saying so: an
+/// environment-tier test that needs root (another user's processes and
+/// files, a root daemon's refusals) must not pass by doing nothing.
+#[track_caller]
+pub fn need_root() {
+    let uid = headroom::sys::this_process::effective_uid();
+    assert!(
+        uid == 0,
+        "this test needs root and runs as uid {uid}: run as root (scripts/test.sh does)"
+    );
+}
+
+/// Fails the calling test unless each `(program, Debian package)` is on
+/// PATH, naming the first one missing and where it comes from.
+#[track_caller]
+pub fn need_tools(tools: &[(&str, &str)]) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for (name, package) in tools {
+        let found = std::env::split_paths(&path).any(|d| d.join(name).is_file());
+        assert!(
+            found,
+            "{name} is not installed: this test needs it (Debian package {package}; \
+             scripts/test.sh installs it)"
+        );
+    }
+}
+
+/// A uid that is not root's, for files and processes of "another user".
+pub const NOBODY: u32 = 65534;
+
+/// `chmod MODE PATH`.
+pub fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
+}
+
+/// Send the signal named `name` (`"TERM"`, `"HUP"`, …) to `pid`, one of the
+/// tests' own children; panics on an unknown name or a failed `kill`.
+pub fn signal(pid: u32, name: &str) {
+    let number = match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "KILL" => libc::SIGKILL,
+        "TERM" => libc::SIGTERM,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "STOP" => libc::SIGSTOP,
+        "CONT" => libc::SIGCONT,
+        other => panic!("no signal named SIG{other} in the tests' list"),
+    };
+    sys::kill(pid, number);
+}
+
 /// The path of `name`, from `$env_var` or PATH; panics with what to install.
+#[track_caller]
 pub fn tool(name: &str, env_var: &str, package: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(env_var) {
         return PathBuf::from(p);

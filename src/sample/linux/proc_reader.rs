@@ -301,7 +301,7 @@ mod tests {
         // A shell with 1 MiB of arguments (16 of 64 KiB: one argument may
         // hold at most 128 KiB, MAX_ARG_STRLEN) that it ignores.
         let long = "y".repeat(64 << 10);
-        let mut child = std::process::Command::new("sh")
+        let mut child = std::process::Command::new("/bin/sh")
             .args(["-c", "sleep 30; :"])
             .args(std::iter::repeat_n(&long, 16))
             .spawn()

@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn a_real_zombie_is_read_and_a_reused_pid_is_not() {
         use std::process::Command;
-        let mut child = Command::new("sh")
+        let mut child = Command::new("/bin/sh")
             .args(["-c", "kill -9 $$"])
             .spawn()
             .unwrap();

@@ -8,9 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-mod support;
-
-use support::hog::Running;
+use crate::support::hog::Running;
 
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 

@@ -5,16 +5,16 @@
 //! event stream, shows the events panel, and logs no errors to the console.
 //! Screenshots in light and dark mode go to `target/test-artifacts/`.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use base64::Engine as _;
-use serde_json::{Value, json};
-use support::{
+use crate::support::{
     Daemon, Reaped, artifacts_dir, fake_kernel, free_port, sessions_server, tool, wait_for,
 };
+use base64::Engine as _;
+use serde_json::{Value, json};
 
 /// A WebDriver session on a chromedriver child.
 struct Browser {

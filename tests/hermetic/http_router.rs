@@ -9,8 +9,9 @@
 //! still answers, a newcomer is refused when every connection is busy, event
 //! streams have their own cap, silent and half-sent connections are closed,
 //! an endless request head is cut off, slow readers of a large snapshot
-//! share one encoding and are dropped when they stall, and a client's user
-//! decides what it sees (root, and `nobody` through `setpriv`).
+//! share one encoding and are dropped when they stall. A client's user
+//! deciding what it sees over a real socket, which needs root and a second
+//! user, is in the environment tier (`tests/environment/http_router.rs`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -27,6 +28,8 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tokio::sync::watch;
 use tower::ServiceExt;
+
+use crate::support::http::{shown, users_snapshot, users_state};
 
 fn trace(name: &str) -> Vec<Snapshot> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -499,80 +502,6 @@ async fn the_stream_sends_the_current_sample_at_once() {
 
 // ---- What each viewer sees -------------------------------------------------
 
-/// A snapshot taken now with one Jupyter kernel each of root, `nobody`
-/// (65534) and uid 1000, each with a secret on its command line and a
-/// notebook, padded with `pad` bytes of command line each.
-fn users_snapshot(pad: usize) -> Snapshot {
-    use headroom::model::{ProcessId, ProcessSample, WorkloadKind};
-    let kernel = |pid: u32, uid: u32, user: &str| {
-        let mut p = ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3");
-        p.uid = Some(uid);
-        p.user = Some(user.into());
-        p.exe = Some(format!("/home/{user}/venv/bin/python3"));
-        p.argv = vec![
-            "python3".into(),
-            "-m".into(),
-            "ipykernel_launcher".into(),
-            format!("--token=SECRET-{user}"),
-            "x".repeat(pad),
-        ];
-        p.footprint = u64::from(pid) << 20;
-        p.resident = p.footprint;
-        p.workload.kind = WorkloadKind::Jupyter;
-        p.workload.kernel_id = Some(format!("kernel-{user}"));
-        p.workload.notebook = Some(format!("{user}/plans.ipynb"));
-        p.workload.evidence = vec![
-            "argv[2] is ipykernel_launcher".into(),
-            "maps libtorch_cpu.so".into(),
-        ];
-        p
-    };
-    Snapshot {
-        taken_at: Timestamp::now(),
-        source: "test".into(),
-        processes: vec![
-            kernel(100, 0, "root"),
-            kernel(200, 65534, "nobody"),
-            kernel(300, 1000, "ana"),
-        ],
-        ..Snapshot::default()
-    }
-}
-
-fn users_state(pad: usize) -> State {
-    let snap = users_snapshot(pad);
-    let mut state = State::new(Config::default(), None, snap.taken_at);
-    state.publish(snap);
-    state
-}
-
-/// pid → (argv shown, `redacted`) of a snapshot or process-table answer.
-fn shown(v: &Value) -> Vec<(u64, bool, bool)> {
-    v["processes"]
-        .as_array()
-        .expect("processes")
-        .iter()
-        .map(|p| {
-            let full = p["argv"].as_array().is_some_and(|a| !a.is_empty());
-            if !full {
-                assert_eq!(p["exe"], Value::Null, "{p}");
-                assert_eq!(p["workload"]["notebook"], Value::Null, "{p}");
-                assert_eq!(p["workload"]["kernel_id"], Value::Null, "{p}");
-                assert_eq!(
-                    p["workload"]["evidence"],
-                    serde_json::json!(["maps libtorch_cpu.so"])
-                );
-                assert!(p["name"].is_string() && p["user"].is_string() && p["footprint"].is_u64());
-            }
-            (
-                p["pid"].as_u64().unwrap_or(0),
-                full,
-                p["redacted"] == Value::Bool(true),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn root_sees_every_command_line() {
     let a = get(users_state(0), "/api/v1/snapshot").await;
@@ -742,45 +671,11 @@ async fn host_headers_that_hide_a_name_are_refused() {
 
 mod server {
     use super::*;
-    use headroom::http::{Limits, Server};
+    use crate::support::http::{connect, http_get, request, start};
+    use headroom::http::Limits;
     use std::io::{ErrorKind, Read, Write};
-    use std::net::{SocketAddr, TcpStream};
+    use std::net::TcpStream;
     use std::time::Instant;
-
-    fn start(state: State, limits: Limits) -> (Server, watch::Sender<State>) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let (tx, rx) = watch::channel(state);
-        let server = Server::start_with(listener, rx, limits).expect("server starts");
-        (server, tx)
-    }
-
-    fn connect(addr: SocketAddr) -> TcpStream {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        s
-    }
-
-    fn request(path: &str, close: bool) -> String {
-        format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}\r\n",
-            if close { "Connection: close\r\n" } else { "" }
-        )
-    }
-
-    /// Status and body of one GET on a new connection.
-    fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-        let mut s = connect(addr);
-        s.write_all(request(path, true).as_bytes()).expect("send");
-        let mut text = String::new();
-        s.read_to_string(&mut text).expect("answer");
-        let status = text
-            .get(9..12)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("no status line: {text:?}"));
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        (status, body.to_string())
-    }
 
     /// Whether the server closed `s` (end of stream or reset) within its read
     /// timeout, reading past whatever it sent first.
@@ -809,6 +704,19 @@ mod server {
 
     fn fresh() -> State {
         users_state(0)
+    }
+
+    /// Like [`users_state`], with every process the tests' user's own, so
+    /// that the whole padded command lines are theirs to see, as root or not.
+    fn own_state(pad: usize) -> State {
+        let me = headroom::sys::this_process::effective_uid();
+        let mut snap = users_snapshot(pad);
+        for p in &mut snap.processes {
+            p.uid = Some(me);
+        }
+        let mut state = State::new(Config::default(), None, snap.taken_at);
+        state.publish(snap);
+        state
     }
 
     /// Timeouts long enough that only the cap explains what happens.
@@ -1010,7 +918,7 @@ mod server {
     #[test]
     fn slow_readers_share_one_encoding_and_are_dropped_when_they_stall() {
         // Three processes with 4 MiB of command line each: ~12 MiB of JSON.
-        let state = users_state(4 << 20);
+        let state = own_state(4 << 20);
         let cache = std::sync::Arc::clone(&state.snapshot_json);
         let limits = Limits {
             max_large_responses: 16,
@@ -1025,14 +933,10 @@ mod server {
             lengths.iter().all(|n| *n == lengths[0] && *n > 12 << 20),
             "{lengths:?}"
         );
-        let forms = if headroom::sys::this_process::running_as_root() {
-            1
-        } else {
-            2
-        };
+        // Every process is the readers' own: they all get the full form.
         assert_eq!(
             cache.encodings(),
-            forms,
+            1,
             "ten readers of one snapshot share its encoding"
         );
         // Nobody reads for longer than the idle timeout: the server gives up.
@@ -1064,7 +968,7 @@ mod server {
             large_response_wait: Duration::from_millis(300),
             ..patient(16)
         };
-        let (server, _tx) = start(users_state(4 << 20), limits);
+        let (server, _tx) = start(own_state(4 << 20), limits);
         let addr = server.local_addr();
         let mut stalled: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
         for s in &mut stalled {
@@ -1083,56 +987,5 @@ mod server {
             server.connections().open() == 0
         });
         assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);
-    }
-
-    fn processes_seen(body: &str) -> Vec<(u64, bool, bool)> {
-        let v: Value = serde_json::from_str(body).expect("JSON");
-        let mut rows = shown(&v);
-        rows.sort();
-        rows
-    }
-
-    #[test]
-    fn the_clients_user_decides_what_it_sees() {
-        let (server, _tx) = start(fresh(), Limits::default());
-        let addr = server.local_addr();
-        let (status, body) = http_get(addr, "/api/v1/snapshot");
-        assert_eq!(status, 200);
-        let me = headroom::sys::this_process::effective_uid();
-        if me != 0 {
-            eprintln!(
-                "not root (uid {me}): checking only that this user sees no other user's command line; \
-                 the root and setpriv parts need root"
-            );
-            assert!(processes_seen(&body).iter().all(|(_, full, _)| !full));
-            return;
-        }
-        assert_eq!(
-            processes_seen(&body),
-            [(100, true, false), (200, true, false), (300, true, false)],
-            "root sees everything"
-        );
-        let script = "import sys, urllib.request\n\
-            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n\
-            sys.stdout.write(opener.open(sys.argv[1], timeout=10).read().decode())\n";
-        let out = std::process::Command::new("setpriv")
-            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-            .args(["/usr/bin/python3", "-c", script])
-            .arg(format!("http://{addr}/api/v1/snapshot"))
-            .output()
-            .expect("setpriv runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let body = String::from_utf8(out.stdout).expect("UTF-8");
-        assert_eq!(
-            processes_seen(&body),
-            [(100, false, true), (200, true, false), (300, false, true)],
-            "nobody sees its own process only"
-        );
-        assert!(!body.contains("SECRET-root") && !body.contains("SECRET-ana"));
-        assert!(body.contains("SECRET-nobody"));
     }
 }

@@ -19,7 +19,7 @@
 //! its steps would leave it, and opened, appended to and read.
 #![cfg(unix)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -27,10 +27,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::hog::{Running, Sandbox};
 use headroom::event::{Event, EventKind};
 use headroom::journal::{Journal, JournalOptions, ReadOutcome, read_events};
 use headroom::model::Timestamp;
-use support::hog::{Running, Sandbox};
 
 /// Set in the child writer's environment: `PATH|MAX_BYTES|KEEP|FIRST_SEQ`.
 const WRITER_ENV: &str = "HEADROOM_TEST_JOURNAL_WRITER";
@@ -106,10 +106,14 @@ fn journal_writer() {
 
 /// A writer child on `path`, starting at `first`.
 fn spawn_writer(path: &Path, opts: JournalOptions, first: u64) -> Child {
+    // The test's name in this binary: its module path below the crate.
+    let (_, module) = module_path!()
+        .split_once("::")
+        .expect("a module of the test binary");
     Command::new(std::env::current_exe().expect("this test binary"))
         .args([
             "--exact",
-            "journal_writer",
+            &format!("{module}::journal_writer"),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -435,8 +439,7 @@ fn the_daemon_killed_while_journaling_keeps_every_event_it_published() {
     }
     // Restarted once more and stopped cleanly: the journal ends with its
     // start and stop, after every event of the killed runs.
-    let mut d = Running::daemon(&["run", "--config", cfg]);
-    d.expect_line("first sample:");
+    let (mut d, _) = Running::started(&["run", "--config", cfg]);
     d.signal("TERM");
     assert_eq!(
         d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),

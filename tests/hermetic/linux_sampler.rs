@@ -27,12 +27,23 @@ fn fixture_sampler(tree: &str) -> LinuxSampler {
     LinuxSampler::new(fixtures().join(tree)).with_passwd(fixtures().join("passwd"))
 }
 
-fn getconf(name: &str) -> u64 {
-    let out = Command::new("getconf").arg(name).output().expect("getconf");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("getconf prints a number")
+/// Clock ticks per second (`USER_HZ`) as the kernel hands them to this
+/// process: the `AT_CLKTCK` entry of its auxiliary vector, pairs of native
+/// words in `/proc/self/auxv` (what `getconf CLK_TCK` prints, read without
+/// libc's `sysconf`, which the sampler uses).
+fn clock_ticks_from_auxv() -> u64 {
+    const AT_CLKTCK: usize = 17;
+    const WORD: usize = std::mem::size_of::<usize>();
+    let auxv = std::fs::read("/proc/self/auxv").expect("read /proc/self/auxv");
+    let words: Vec<usize> = auxv
+        .chunks_exact(WORD)
+        .map(|w| usize::from_ne_bytes(w.try_into().expect("a whole word")))
+        .collect();
+    words
+        .chunks_exact(2)
+        .find(|pair| pair[0] == AT_CLKTCK)
+        .map(|pair| pair[1] as u64)
+        .expect("AT_CLKTCK in /proc/self/auxv")
 }
 
 fn pids(snap: &Snapshot) -> Vec<u32> {
@@ -119,7 +130,7 @@ fn fixture_python_process_is_exact() {
     assert_eq!(p.detail, Detail::Exact);
     assert_eq!(p.peak_footprint, Some(58_068 * KIB));
     // btime + start ticks / CLK_TCK.
-    let expected_ms = 1_795_317_273 * 1000 + 30_133 * 1000 / getconf("CLK_TCK");
+    let expected_ms = 1_795_317_273 * 1000 + 30_133 * 1000 / clock_ticks_from_auxv();
     assert_eq!(p.started_at, Some(Timestamp(expected_ms)));
 }
 
@@ -332,6 +343,10 @@ fn real_proc_sample_is_sane() {
     assert!(snap.system.total > 0);
     assert!(snap.system.available <= snap.system.total);
     assert!(snap.errors.kernel_threads > 0 || Path::new("/.dockerenv").exists());
+    assert!(
+        snap.process(std::process::id()).is_some(),
+        "this test's own process is in the sample"
+    );
     assert!(
         snap.processes
             .iter()

@@ -5,7 +5,7 @@
 //! evaluates without error, returning data wherever the metrics it reads exist
 //! on this machine.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -14,9 +14,9 @@ use std::process::{Command, Stdio};
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use crate::support::{Daemon, Reaped, fake_kernel, free_port, get, tool, wait_for};
 use regex::Regex;
 use serde_json::Value;
-use support::{Daemon, Reaped, fake_kernel, free_port, get, tool, wait_for};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

@@ -15,18 +15,20 @@
 //! in the same run. Every test prints its figures on an `attack-figures`
 //! line (`scripts/attack-bench.sh` makes a table of them).
 //!
-//! Run as root (as CI does): as any other user each test prints why it does
-//! nothing and passes. The tests run one at a time (a lock), each with its
-//! own daemon, and kill every process they start.
+//! Every test needs root (`scripts/test.sh` runs them as root) and fails
+//! without it. The tests run one at a time (a lock), each with its own
+//! daemon, and kill every process they start; `scripts/test.sh` runs them
+//! apart from the rest of the tier (`cargo test --test environment
+//! attacks::`), whose browser and Prometheus would distort the figures.
 //!
 //! A new attack goes here as one `#[test]` named after what the daemon must
-//! still do, starting with `let Some(session) = begin("…") else { return };`
+//! still do, starting with `let session = begin("…");`
 //! and ending with `f.finish()`; a new attacker program is a subcommand of
 //! `tests/support/attacker.py`, and a new way to watch the daemon a method of
 //! `RootDaemon` in `tests/support/attack.rs`.
 #![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -34,13 +36,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::attack::{
+use crate::support::attack::{
     ATTACKER, Findings, LEAK_VAR, MIB, Probe, Proc, REGULAR_ATTACKER, Reaction, RootDaemon, Stage,
     VICTIM_UID, alive, argv_pattern, as_user, attacker_python, await_reaction, begin, chmod, chown,
     ensure_user, hog_as, toml_str, uid_of,
 };
-use support::hog::HEADROOM;
-use support::{fake_kernel, private_dir};
+use crate::support::hog::HEADROOM;
+use crate::support::{fake_kernel, private_dir};
 
 /// The SIGTERM rule's footprint limit (a multiple of 64 MiB: the hog
 /// reports its size every 64 MiB, which dates the crossing).
@@ -309,9 +311,7 @@ fn report_figures(f: &Findings, base: &Baseline, hwm: u64, attacked: Option<Reac
 
 #[test]
 fn an_idle_connection_flood_neither_blinds_enforcement_nor_silences_health() {
-    let Some(session) = begin("idle connection flood") else {
-        return;
-    };
+    let session = begin("idle connection flood");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -344,9 +344,7 @@ fn an_idle_connection_flood_neither_blinds_enforcement_nor_silences_health() {
 
 #[test]
 fn endless_headers_on_many_connections_are_cut_and_cost_bounded_memory() {
-    let Some(session) = begin("slowloris with payload") else {
-        return;
-    };
+    let session = begin("slowloris with payload");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -409,9 +407,7 @@ fn wait_for_cut(attacker: &mut Proc, deadline: Instant) -> Option<usize> {
 
 #[test]
 fn huge_argv_and_unread_snapshots_cost_bounded_memory() {
-    let Some(session) = begin("huge argv and unread snapshots") else {
-        return;
-    };
+    let session = begin("huge argv and unread snapshots");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -527,9 +523,7 @@ const KERNEL_ID: &str = "3f2a9c1e-0b7d-4e5f-8a6b-1c2d3e4f5a6b";
 
 #[test]
 fn a_jupyter_token_goes_to_no_listener_but_the_runtime_files_owner() {
-    let Some(session) = begin("Jupyter token theft") else {
-        return;
-    };
+    let session = begin("Jupyter token theft");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -586,9 +580,7 @@ fn a_jupyter_token_goes_to_no_listener_but_the_runtime_files_owner() {
 
 #[test]
 fn runtime_files_that_are_dev_zero_or_a_fifo_cost_nothing() {
-    let Some(session) = begin("runtime files: /dev/zero and a FIFO") else {
-        return;
-    };
+    let session = begin("runtime files: /dev/zero and a FIFO");
     let mut f = Findings::new(&session);
     let dir = private_dir();
     let attacker = uid_of(ATTACKER);
@@ -657,9 +649,7 @@ __attribute__((constructor)) static void loaded(void) {
 
 #[test]
 fn an_nvml_library_in_the_attackers_home_is_never_loaded() {
-    let Some(session) = begin("NVML library from the attacker's home") else {
-        return;
-    };
+    let session = begin("NVML library from the attacker's home");
     let mut f = Findings::new(&session);
     let dir = private_dir();
     let home = dir.path().join("home-headroom-test");
@@ -742,9 +732,7 @@ fn an_nvml_library_in_the_attackers_home_is_never_loaded() {
 
 #[test]
 fn a_journal_the_attacker_prepared_is_left_alone_and_enforcement_goes_on() {
-    let Some(session) = begin("pre-created journal") else {
-        return;
-    };
+    let session = begin("pre-created journal");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -809,9 +797,7 @@ fn control_bytes(text: &str) -> Vec<char> {
 
 #[test]
 fn hooks_get_a_clean_environment_and_must_be_root_owned_whole() {
-    let Some(session) = begin("hook environment and interpreter argument") else {
-        return;
-    };
+    let session = begin("hook environment and interpreter argument");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -983,9 +969,7 @@ fn check_hook_env(f: &mut Findings, environ: &[u8], hog_pid: u32) {
 
 #[test]
 fn the_api_shows_the_attacker_no_hook_arguments_and_no_one_elses_argv() {
-    let Some(session) = begin("API redaction") else {
-        return;
-    };
+    let session = begin("API redaction");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -1100,9 +1084,7 @@ fn status_for_host(d: &RootDaemon, host: &str) -> Result<u16, String> {
 
 #[test]
 fn host_headers_naming_another_host_are_misdirected() {
-    let Some(session) = begin("Host header confusion") else {
-        return;
-    };
+    let session = begin("Host header confusion");
     let mut f = Findings::new(&session);
     let dir = private_dir();
     if let Some(d) = start(&mut f, dir.path(), &config(dir.path(), "")) {
@@ -1128,9 +1110,7 @@ fn host_headers_naming_another_host_are_misdirected() {
 
 #[test]
 fn a_users_process_named_sshd_is_not_protected() {
-    let Some(session) = begin("hog named sshd") else {
-        return;
-    };
+    let session = begin("hog named sshd");
     let mut f = Findings::new(&session);
     // An ordinary account: the protected names still cover system accounts.
     ensure_user(REGULAR_ATTACKER, false);
@@ -1173,9 +1153,7 @@ fn a_users_process_named_sshd_is_not_protected() {
 
 #[test]
 fn a_group_signal_spares_the_groups_root_member() {
-    let Some(session) = begin("process group with a root member") else {
-        return;
-    };
+    let session = begin("process group with a root member");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();
@@ -1258,9 +1236,7 @@ fn forged(text: &str, what: &str) -> Vec<String> {
 
 #[test]
 fn a_process_name_with_escapes_and_newlines_forges_nothing() {
-    let Some(session) = begin("control bytes in a process name") else {
-        return;
-    };
+    let session = begin("control bytes in a process name");
     let mut f = Findings::new(&session);
     let stage = Stage::new();
     let dir = private_dir();

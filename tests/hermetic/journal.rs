@@ -1,21 +1,20 @@
 //! The journal on a real file system: round trips, torn and corrupt lines,
 //! rotation (also after a rotation cut short), `since`, and permissions.
-//! A journal a user prepared for a root daemon (their directory, their
-//! 0666 file of forged lines, a link) is refused and left untouched, by
-//! `Journal::open_checked` and by the real daemon, which samples on.
-
-mod support;
+//! A journal in a directory or file that others can write, or a link, is
+//! refused by `Journal::open_checked` and left untouched, whoever runs the
+//! tests; the same journal owned by another user, and the real root daemon
+//! refusing it, are in the environment tier (`tests/environment/journal.rs`).
 
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
-use std::time::Duration;
-
-use support::hog::Running;
 
 use headroom::event::{Event, EventKind};
-use headroom::journal::{Journal, JournalError, JournalOptions, read_events};
+use headroom::journal::{Journal, JournalOptions, read_events};
 use headroom::model::Timestamp;
+
+use crate::support;
+use crate::support::journal::{FORGED, prepared_journal, state_of, untrusted};
 
 fn event(at: u64) -> Event {
     Event {
@@ -286,59 +285,10 @@ fn a_missing_journal_reads_as_empty() {
     assert!(read.events.is_empty() && read.files.is_empty());
 }
 
-fn is_root() -> bool {
-    headroom::sys::this_process::effective_uid() == 0
-}
-
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// A uid that is not root's, for files "another user" made.
-const NOBODY: u32 = 65534;
-
-/// Lines a user would forge, ending in a torn line that an accepted
-/// journal's open would cut.
-const FORGED: &str = "{\"at\":1,\"event\":\"stopped\"}\n{\"at\":2,\"event\":\"sto";
-
-/// Owner, mode and content of a file.
-fn state_of(path: &Path) -> (u32, u32, Vec<u8>) {
-    let meta = std::fs::symlink_metadata(path).unwrap();
-    (
-        meta.uid(),
-        meta.mode() & 0o7777,
-        std::fs::read(path).unwrap(),
-    )
-}
-
-/// A directory and journal file as a user would prepare them for root:
-/// `dir/state` 0777 and `dir/state/journal.jsonl` 0666 with forged lines,
-/// owned by another user when the tests run as root.
-fn users_journal(dir: &Path) -> std::path::PathBuf {
-    let state = dir.join("state");
-    std::fs::create_dir(&state).unwrap();
-    chmod(&state, 0o777);
-    let path = state.join("journal.jsonl");
-    std::fs::write(&path, FORGED).unwrap();
-    chmod(&path, 0o666);
-    if is_root() {
-        std::os::unix::fs::chown(&state, Some(NOBODY), Some(NOBODY)).unwrap();
-        std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOBODY)).unwrap();
-    }
-    path
-}
-
-fn untrusted(e: JournalError) -> (String, String) {
-    match e {
-        JournalError::Untrusted { what, fix, .. } => (what, fix),
-        other => panic!("expected a refusal, got {other}"),
-    }
-}
-
 #[test]
 fn a_checked_journal_in_a_directory_others_can_write_is_refused_untouched() {
     let dir = support::private_dir();
-    let path = users_journal(dir.path());
+    let path = prepared_journal(dir.path(), None);
     let before = state_of(&path);
     let uid = headroom::sys::this_process::effective_uid();
     let e = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err();
@@ -352,17 +302,10 @@ fn a_checked_journal_in_a_directory_others_can_write_is_refused_untouched() {
     );
     let (what, fix) = untrusted(e);
     let state = path.parent().unwrap().display().to_string();
-    if is_root() {
-        assert_eq!(
-            what,
-            format!("{state} is owned by uid {NOBODY}, not by root")
-        );
-    } else {
-        assert_eq!(
-            what,
-            format!("{state} is writable by users other than root (mode 0777)")
-        );
-    }
+    assert_eq!(
+        what,
+        format!("{state} is writable by users other than root (mode 0777)")
+    );
     assert!(fix.contains(&format!("chown root:root {state}")), "{fix}");
     assert!(fix.contains("/var/lib/headroom/"), "{fix}");
     // Not cut, not appended to, not chmodded.
@@ -370,30 +313,20 @@ fn a_checked_journal_in_a_directory_others_can_write_is_refused_untouched() {
 }
 
 #[test]
-fn a_checked_journal_file_a_user_made_is_refused_untouched() {
+fn a_checked_journal_file_others_can_write_is_refused_untouched() {
     let dir = support::private_dir();
     let path = dir.path().join("journal.jsonl");
     std::fs::write(&path, FORGED).unwrap();
-    chmod(&path, 0o666);
-    if is_root() {
-        std::os::unix::fs::chown(&path, Some(NOBODY), None).unwrap();
-    }
+    support::chmod(&path, 0o666);
     let before = state_of(&path);
     let uid = headroom::sys::this_process::effective_uid();
     let (what, fix) =
         untrusted(Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err());
     let shown = path.display().to_string();
-    if is_root() {
-        assert_eq!(
-            what,
-            format!("{shown} is owned by uid {NOBODY}, not by root")
-        );
-    } else {
-        assert_eq!(
-            what,
-            format!("{shown} is writable by users other than root (mode 0666)")
-        );
-    }
+    assert_eq!(
+        what,
+        format!("{shown} is writable by users other than root (mode 0666)")
+    );
     assert!(fix.contains(&format!("rm {shown}")), "{fix}");
     assert!(
         fix.contains(&format!("chown root:root {shown} && chmod 600 {shown}")),
@@ -465,88 +398,4 @@ fn rotation_does_not_write_through_a_link_at_a_rotated_name() {
         ats(&read_events(&path, None).unwrap().events),
         [107, 108, 109]
     );
-}
-
-/// `taken_at` of the daemon's latest snapshot, from its API.
-fn taken_at(addr: std::net::SocketAddr) -> u64 {
-    let (status, body) = support::get(&format!("http://{addr}/api/v1/snapshot"));
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    v["taken_at"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no taken_at in {body}"))
-}
-
-#[test]
-fn a_root_daemon_refuses_a_journal_a_user_prepared_and_samples_on() {
-    let dir = support::private_dir();
-    let path = users_journal(dir.path());
-    let before = state_of(&path);
-    let config = dir.path().join("headroom.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n",
-            path.display()
-        ),
-    )
-    .unwrap();
-    chmod(&config, 0o644);
-    let mut d = Running::daemon(&["run", "--config", config.to_str().unwrap()]);
-    let addr = d.http_addr();
-    d.expect_line("first sample:");
-    if is_root() {
-        let refused = d
-            .seen
-            .iter()
-            .find(|l| l.contains("refusing to write the journal"))
-            .cloned()
-            .unwrap_or_else(|| d.expect_line("refusing to write the journal"));
-        assert!(refused.contains(&path.display().to_string()), "{refused}");
-        assert!(
-            refused.contains(&format!("is owned by uid {NOBODY}, not by root")),
-            "{refused}"
-        );
-        assert!(
-            refused.contains("events are kept in memory only"),
-            "{refused}"
-        );
-    }
-    // Sampling goes on.
-    let first = taken_at(addr);
-    support::wait_for(Duration::from_secs(10), "a later sample", || {
-        (taken_at(addr) > first).then_some(())
-    });
-    // The refusal is visible where monitoring looks: /healthz and /metrics.
-    let (_, health) = support::get(&format!("http://{addr}/healthz"));
-    let health: serde_json::Value = serde_json::from_str(&health).unwrap();
-    let (_, metrics) = support::get(&format!("http://{addr}/metrics"));
-    if is_root() {
-        let why = health["journal_error"].as_str().unwrap_or_default();
-        assert!(why.contains(&path.display().to_string()), "{health}");
-        assert!(
-            metrics.contains("headroom_collector_up{collector=\"journal\"} 0"),
-            "{metrics}"
-        );
-        assert!(
-            !metrics.contains("headroom_journal_unwritten_events_total 0\n"),
-            "the started event was not written: {metrics}"
-        );
-    } else {
-        assert!(health["journal_error"].is_null(), "{health}");
-        assert!(metrics.contains("headroom_collector_up{collector=\"journal\"} 1"));
-    }
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
-        Some(0)
-    );
-    if is_root() {
-        // Not one byte of root's: no started or stopped event, no cut.
-        assert_eq!(state_of(&path), before);
-    } else {
-        // A user's daemon writes its user's own journal.
-        let (_, _, now) = state_of(&path);
-        assert!(now.len() > before.2.len());
-    }
 }

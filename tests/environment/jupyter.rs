@@ -11,7 +11,7 @@
 //! killed when the test ends, pass or fail.
 #![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -19,8 +19,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
+use crate::support::Daemon;
 use serde_json::{Value, json};
-use support::Daemon;
 
 const MIB: u64 = 1 << 20;
 

@@ -301,12 +301,16 @@ const INVALID: &[(&str, &str)] = &[
     ),
 ];
 
+/// The `.toml` files in `dir`; there must be some (a test looping over
+/// none would pass without checking anything).
 fn toml_files(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
+    let names: BTreeSet<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
         .filter(|name| name.ends_with(".toml"))
-        .collect()
+        .collect();
+    assert!(!names.is_empty(), "no .toml files in {}", dir.display());
+    names
 }
 
 #[test]

@@ -3,12 +3,12 @@
 //! and the signals they receive.
 #![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;
 
-use support::hog::{Running, Sandbox, parse_signal_line};
+use crate::support::hog::{Running, Sandbox, parse_signal_line};
 
 const MIB: u64 = 1 << 20;
 
@@ -35,18 +35,7 @@ fn config(sb: &Sandbox, rules: &str) -> std::path::PathBuf {
 }
 
 fn start(cfg: &Path) -> Running {
-    let mut d = Running::daemon(&["run", "--config", cfg.to_str().expect("utf-8")]);
-    d.expect_line("first sample:");
-    d
-}
-
-/// Send `signal` to `pid` (the tests' own children).
-fn kill(pid: u32, signal: libc::c_int) {
-    let pid = libc::pid_t::try_from(pid).expect("pid");
-    // SAFETY: kill has no memory-safety preconditions; the pid is a child
-    // this test started and has not reaped.
-    let rc = unsafe { libc::kill(pid, signal) };
-    assert_eq!(rc, 0, "kill({pid}, {signal})");
+    Running::started(&["run", "--config", cfg.to_str().expect("utf-8")]).0
 }
 
 #[test]
@@ -121,14 +110,14 @@ fn stopped_hog(sb: &Sandbox) -> Running {
         &["--rate", "8MiB/s", "--max", "256MiB", "--catch", "INT"],
     );
     hog.expect_line("ready pid=");
-    kill(hog.pid(), libc::SIGSTOP);
+    support::signal(hog.pid(), "STOP");
     hog
 }
 
 /// Continue the hog, and check that its crossing was seen on a light tick
 /// and signalled.
 fn crosses_on_a_light_tick(d: &mut Running, hog: &mut Running) {
-    kill(hog.pid(), libc::SIGCONT);
+    support::signal(hog.pid(), "CONT");
     let line = hog.expect_line("signal SIGINT");
     let (_, footprint, _) = parse_signal_line(&line).expect("a signal line");
     assert!(footprint > 0, "{line}");

@@ -6,17 +6,15 @@
 //!
 //! Then the hostile runtime files, each replayed for real: a symbolic link
 //! to `/dev/zero`, a FIFO, a huge file (refused, quickly, without a large
-//! allocation), a stale file whose pid is gone, and (as root, with
-//! listeners run as other users through `setpriv`) a stale file whose port
-//! another user took: that listener must receive nothing at all. A server
-//! owned by the file's owner is still asked, and one user's file cannot
-//! hide another's server at the same url.
+//! allocation), a stale file whose pid is gone. Listeners and servers of
+//! other users, which need root, are in the environment tier
+//! (`tests/environment/jupyter_lookup.rs`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,7 +22,7 @@ use std::time::{Duration, Instant};
 use headroom::jupyter::{Mapped, ProblemLog, apply, look_up};
 use headroom::model::{ProcessId, ProcessSample, Snapshot, Timestamp, Workload, WorkloadKind};
 
-const SESSIONS: &str = r#"[{"id": "s1", "path": "work/train.ipynb", "name": "train.ipynb", "type": "notebook", "kernel": {"id": "k-good", "name": "python3"}}, {"id": "s2", "path": "eval.ipynb", "type": "notebook", "kernel": {"id": "k-eval", "name": "julia-1.10"}}]"#;
+use crate::support::jupyter::{SESSIONS, lines_of, server_file_of};
 
 /// A server on a free loopback port that answers each request with
 /// `respond(request head)`, or holds the connection open without a word
@@ -97,16 +95,6 @@ fn silent(_: &str) -> Option<String> {
 /// (alive, and run by the file's owner: the test's user).
 fn server_file(dir: &Path, n: u32, url: &str, token: &str) -> PathBuf {
     server_file_of(dir, n, std::process::id(), url, token)
-}
-
-/// `jpserver-<n>.json` in `dir` naming `pid` as the server.
-fn server_file_of(dir: &Path, n: u32, pid: u32, url: &str, token: &str) -> PathBuf {
-    let text = format!(
-        r#"{{"base_url": "/", "hostname": "127.0.0.1", "password": false, "pid": {pid}, "port": 1, "root_dir": "/tmp", "secure": false, "sock": "", "token": "{token}", "url": "{url}", "version": "2.21.1"}}"#
-    );
-    let path = dir.join(format!("jpserver-{n}.json"));
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 fn free_port() -> u16 {
@@ -301,10 +289,6 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
         .unwrap_or_else(|_| panic!("still running after {limit:?}: it hangs"))
 }
 
-fn lines_of(problems: Vec<headroom::jupyter::Problem>) -> Vec<String> {
-    ProblemLog::default().news(problems)
-}
-
 /// The peak resident size of this process so far (`VmHWM` of Linux's
 /// `/proc/self/status`), in bytes; `None` where there is no `/proc`.
 fn peak_rss() -> Option<u64> {
@@ -452,243 +436,4 @@ fn control_characters_from_a_server_are_escaped_in_problems() {
         !lines[0].chars().any(char::is_control),
         "a control character reached the log: {lines:#?}"
     );
-}
-
-// ---- As root: listeners and servers of other users ---------------------
-
-/// Whether this test can run processes as other users: it runs as root (a
-/// file it creates is root's) and has util-linux's `setpriv` (Linux).
-fn can_switch_users(test: &str) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    let file = tempfile::NamedTempFile::new().unwrap();
-    if file.as_file().metadata().unwrap().uid() != 0 {
-        eprintln!("skipped: {test} runs listeners as other users, which needs root");
-        return false;
-    }
-    if Command::new("setpriv")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_err()
-    {
-        eprintln!("skipped: {test} needs setpriv (util-linux) to run processes as other users");
-        return false;
-    }
-    true
-}
-
-/// A Python listener on 127.0.0.1 that counts connections and bytes and,
-/// given a body, answers each request with it as JSON. It prints its port,
-/// and on end of input its tally.
-const LISTENER: &str = r#"
-import select, socket, sys
-body = sys.argv[1] if len(sys.argv) > 1 else None
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(16)
-print(s.getsockname()[1], flush=True)
-conns = nbytes = 0
-while True:
-    ready, _, _ = select.select([s, sys.stdin], [], [])
-    if sys.stdin in ready and not sys.stdin.readline():
-        break
-    if s in ready:
-        c, _ = s.accept()
-        conns += 1
-        c.settimeout(2)
-        data = b""
-        try:
-            while b"\r\n\r\n" not in data:
-                chunk = c.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-        except OSError:
-            pass
-        nbytes += len(data)
-        if body is not None:
-            head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
-            c.sendall(head.encode() + body.encode())
-        c.close()
-print("connections=%d bytes=%d" % (conns, nbytes), flush=True)
-"#;
-
-/// A child run as `uid` (and its group of the same number) through
-/// `setpriv`, killed when dropped.
-struct AsUser {
-    child: Child,
-    stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl AsUser {
-    fn spawn(uid: u32, program: &[&str]) -> Self {
-        let mut child = Command::new("setpriv")
-            .args([
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".to_string(),
-            ])
-            .args(program)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("setpriv");
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        // setpriv runs as root until it switches: wait for the switch.
-        let status = format!("/proc/{}/status", child.id());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = std::fs::read_to_string(&status).unwrap_or_default();
-            let euid = text
-                .lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
-            if euid == Some(uid.to_string()) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "setpriv never became uid {uid}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Self { child, stdout }
-    }
-
-    /// A [`LISTENER`] as `uid`, answering with `body` if given; its port.
-    fn listener(uid: u32, body: Option<&str>) -> (Self, u16) {
-        let mut program = vec!["/usr/bin/python3", "-c", LISTENER];
-        program.extend(body);
-        let mut me = Self::spawn(uid, &program);
-        let mut line = String::new();
-        me.stdout.read_line(&mut line).unwrap();
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("no port from the listener: {line:?}"));
-        (me, port)
-    }
-
-    /// Close the listener's input and read its tally: (connections, bytes).
-    fn tally(mut self) -> (usize, usize) {
-        drop(self.child.stdin.take());
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let numbers: Vec<usize> = line
-            .split_whitespace()
-            .filter_map(|kv| kv.split_once('=')?.1.parse().ok())
-            .collect();
-        assert_eq!(numbers.len(), 2, "no tally from the listener: {line:?}");
-        (numbers[0], numbers[1])
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for AsUser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn chown(path: &Path, uid: u32) {
-    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
-}
-
-#[test]
-fn a_port_taken_by_another_user_gets_no_request_at_all() {
-    if !can_switch_users("a_port_taken_by_another_user_gets_no_request_at_all") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    // uid 65533's server is alive (its pid runs as 65533), but its port is
-    // now held by uid 65534: a stale file whose port someone took.
-    let server = AsUser::spawn(65533, &["sleep", "120"]);
-    let (thief, port) = AsUser::listener(65534, None);
-    let file = server_file_of(
-        dir.path(),
-        7,
-        server.pid(),
-        &format!("http://127.0.0.1:{port}/"),
-        "victims-token",
-    );
-    chown(&file, 65533);
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
-    assert!(found.is_empty());
-    let lines = lines_of(problems);
-    assert_eq!(
-        lines,
-        vec![format!(
-            "not sending the token of {} to http://127.0.0.1:{port}/: port {port} is held by \
-             uid 65534, not the file's owner uid 65533; its kernels stay unmapped",
-            file.display()
-        )]
-    );
-    assert_eq!(
-        thief.tally(),
-        (0, 0),
-        "the other user's listener was connected to"
-    );
-}
-
-#[test]
-fn a_pid_reused_by_another_user_is_a_stale_file() {
-    if !can_switch_users("a_pid_reused_by_another_user_is_a_stale_file") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    // The file is 65533's; the pid it names and the listener are 65534's.
-    let (thief, port) = AsUser::listener(65534, None);
-    let file = server_file_of(
-        dir.path(),
-        8,
-        thief.pid(),
-        &format!("http://127.0.0.1:{port}/"),
-        "victims-token",
-    );
-    chown(&file, 65533);
-    let (_, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
-    let lines = lines_of(problems);
-    assert_eq!(lines.len(), 1, "{lines:#?}");
-    assert!(
-        lines[0].contains(&format!(
-            "the server's pid {} runs as uid 65534, not as the file's owner uid 65533",
-            thief.pid()
-        )),
-        "{lines:#?}"
-    );
-    assert_eq!(thief.tally(), (0, 0));
-}
-
-#[test]
-fn another_users_own_server_is_asked_and_not_hidden_by_a_lookalike() {
-    if !can_switch_users("another_users_own_server_is_asked_and_not_hidden_by_a_lookalike") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    // uid 65534 runs a server (the listener is its process, so its pid is
-    // the server's) with its own runtime file.
-    let (server, port) = AsUser::listener(65534, Some(SESSIONS));
-    let url = format!("http://127.0.0.1:{port}/");
-    // uid 65533 wrote a file naming the same url, sorted first: before
-    // servers were told apart by owner, it was asked in the real one's place.
-    let decoy_server = AsUser::spawn(65533, &["sleep", "120"]);
-    let decoy = server_file_of(dir.path(), 1, decoy_server.pid(), &url, "decoy");
-    chown(&decoy, 65533);
-    let real = server_file_of(dir.path(), 2, server.pid(), &url, "t");
-    chown(&real, 65534);
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(2000));
-    let lines = lines_of(problems);
-    assert_eq!(found.len(), 2, "{found:#?} {lines:#?}");
-    assert_eq!(found["k-good"].notebook, "work/train.ipynb");
-    assert_eq!(found["k-good"].owner_uid, Some(65534));
-    assert_eq!(lines.len(), 1, "{lines:#?}");
-    assert!(
-        lines[0].contains("jpserver-1.json")
-            && lines[0].contains("held by uid 65534, not the file's owner uid 65533"),
-        "{lines:#?}"
-    );
-    let (connections, bytes) = server.tally();
-    assert_eq!(connections, 1, "asked once, by its own file");
-    assert!(bytes > 0);
 }

@@ -22,12 +22,14 @@
 //! cargo built with it; built in debug, it builds them first (`cargo build
 //! --release`, into the same target directory).
 //!
-//! It runs for 60 s in the test suite; `scripts/soak.sh DURATION` runs it
-//! longer (`HEADROOM_SOAK_DURATION`, e.g. `10m`). The report is printed and
-//! written to `target/soak/`.
+//! It runs for 60 s in the test suite, alone (`cargo test --test environment
+//! soak::`, after the rest of the tier: other tests beside it would show as
+//! jitter); `scripts/soak.sh DURATION` runs it longer
+//! (`HEADROOM_SOAK_DURATION`, e.g. `10m`). The report is printed and written
+//! to `target/soak/`.
 #![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -41,7 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use support::hog::{HEADROOM, HOG};
+use crate::support::hog::{HEADROOM, HOG};
 
 /// The daemon and the hog, release builds.
 fn release_binaries() -> (PathBuf, PathBuf) {

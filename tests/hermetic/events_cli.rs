@@ -3,13 +3,13 @@
 //! that met a process with a hostile name: neither holds a raw control
 //! character.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use support::hog::Running;
+use crate::support::hog::Running;
 
 use headroom::event::{Event, EventKind, Outcome, ProcessRef};
 use headroom::journal::{Journal, JournalOptions};

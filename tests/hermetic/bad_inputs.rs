@@ -15,14 +15,14 @@
 //!   garbled, `headroom events` on torn and garbled journals, and a daemon
 //!   replaying a trace with broken lines.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use support::hog::{HEADROOM, Running};
-use support::private_dir;
+use crate::support::hog::{HEADROOM, Running};
+use crate::support::private_dir;
 
 /// Rows checked over all the tables below, at the least: the table is meant
 /// to cover every kind of input, and shrinking it by accident fails.
@@ -288,9 +288,7 @@ fn hostile_config_files_are_refused_at_start_and_on_reload() {
 
     // On reload: a running daemon rejects each, keeps its config, serves on.
     place(&path, &text(GOOD_CONFIG));
-    let mut d = Running::daemon(&["run", "--config", path.to_str().expect("utf-8")]);
-    let addr = d.http_addr();
-    d.expect_line("first sample:");
+    let (mut d, addr) = Running::started(&["run", "--config", path.to_str().expect("utf-8")]);
     wait_healthy(addr);
     for (what, content, want) in &rows {
         place(&path, content);
@@ -447,9 +445,7 @@ fn bad_api_requests_get_their_error_and_the_daemon_serves_on() {
     let dir = private_dir();
     let path = dir.path().join("headroom.toml");
     std::fs::write(&path, GOOD_CONFIG).expect("write");
-    let mut d = Running::daemon(&["run", "--config", path.to_str().expect("utf-8")]);
-    let addr = d.http_addr();
-    d.expect_line("first sample:");
+    let (mut d, addr) = Running::started(&["run", "--config", path.to_str().expect("utf-8")]);
     wait_healthy(addr);
     let long = format!("/api/v1/processes?{}=1", "q".repeat(16 * 1024));
     // (method, path, Host header, status, the key part of the error)

@@ -2,8 +2,9 @@
 //! (or do not catch) signals, real hooks run through `/bin/sh`, a stand-in
 //! `notify-send` that records its arguments, and the events that come back
 //! on the channel. Hooks see only the documented environment, with what
-//! other users named escaped; as root, a hook handed a script others can
-//! write is refused, by `headroom run` at start and by the actuator.
+//! other users named escaped. That a root actuator refuses a hook handed a
+//! script others can write is in the environment tier
+//! (`tests/environment/actuator.rs`).
 //!
 //! Files hooks are handed live under `target/tmp`: as root, a hook's
 //! argument under the shared `/tmp` is refused like the hook itself.
@@ -15,7 +16,6 @@
 #![cfg(unix)]
 
 use std::io::{BufRead as _, BufReader};
-use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,13 +23,14 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use headroom::act::{Actuator, ActuatorOptions, identity};
-use headroom::event::{Event, EventKind, Outcome, ProcessRef};
-use headroom::model::WorkloadKind;
-use headroom::policy::{Action, Decision, Reach, SignalName};
+use headroom::event::{EventKind, Outcome, ProcessRef};
+use headroom::policy::{Action, SignalName};
+
+use crate::support::actuator::{
+    WAIT, actuator, decision, hook, outcome, process, refusal, run, signal,
+};
 
 const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
-const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
-const WAIT: Duration = Duration::from_secs(10);
 /// A process name as hostile as a user can make it: a colour escape, a
 /// newline that would start a forged log line, a bell, and markup.
 const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
@@ -41,10 +42,6 @@ fn is_root() -> bool {
 /// A private directory under `target/tmp` (root trusts it, unlike `/tmp`).
 fn private_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// A running hog and the lines it prints.
@@ -132,72 +129,6 @@ impl Drop for Hog {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn process(pid: u32) -> ProcessRef {
-    ProcessRef {
-        pid,
-        start: identity::current_start(pid)
-            .unwrap()
-            .expect("the process exists"),
-        name: "headroom-hog".into(),
-        user: None,
-        uid: None,
-        workload: WorkloadKind::Other,
-        footprint: 4 << 20,
-        kernel_id: None,
-        notebook: None,
-    }
-}
-
-fn decision(process: ProcessRef, action: Action) -> Decision {
-    Decision {
-        rule: "test-rule".into(),
-        process,
-        step: 0,
-        action,
-        dry_run: false,
-        limit: "footprint > 2 MiB".into(),
-        reason: "footprint 4 MiB > 2 MiB".into(),
-        reach: Reach::own_user(headroom::sys::this_process::effective_uid()),
-    }
-}
-
-fn signal(signal: SignalName) -> Action {
-    Action::Signal {
-        signal,
-        require_handler: false,
-        process_group: false,
-    }
-}
-
-fn actuator() -> (Actuator, Receiver<Event>) {
-    let (tx, rx) = mpsc::channel();
-    (Actuator::new(ActuatorOptions::default(), tx), rx)
-}
-
-/// Execute one decision and return the event it produced.
-fn run(d: &Decision) -> EventKind {
-    let (mut act, rx) = actuator();
-    act.execute(d);
-    rx.recv_timeout(WAIT).expect("an event").kind
-}
-
-/// The outcome and detail of an `Action` event.
-fn outcome(kind: EventKind) -> (Outcome, String) {
-    match kind {
-        EventKind::Action {
-            outcome, detail, ..
-        } => (outcome, detail),
-        other => panic!("expected an action event, got {other:?}"),
-    }
-}
-
-fn refusal(kind: EventKind) -> String {
-    match outcome(kind).0 {
-        Outcome::Refused(why) => why,
-        other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
@@ -412,14 +343,6 @@ fn a_dry_run_sends_nothing() {
     assert!(hog.alive_after_a_moment(), "the dry run sent SIGINT");
 }
 
-fn hook(args: &[&str], timeout: Duration) -> Action {
-    Action::Hook {
-        command: PathBuf::from("/bin/sh"),
-        args: args.iter().map(|a| a.to_string()).collect(),
-        timeout,
-    }
-}
-
 /// The environment a process started with, from `/proc/PID/environ`
 /// (or, elsewhere, as `env` prints it): `NAME=value` each, sorted.
 fn read_environ(path: &Path) -> Vec<String> {
@@ -560,107 +483,6 @@ fn a_hook_runs_in_the_root_directory() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "/\n");
 }
 
-/// A script that would leave `marker` behind if it ran, in a directory
-/// everyone can write (where any user could have put it).
-fn planted_script(dir: &Path, marker: &Path) -> PathBuf {
-    let open = dir.join("open");
-    std::fs::create_dir(&open).unwrap();
-    chmod(&open, 0o777);
-    let script = open.join("h.sh");
-    std::fs::write(&script, format!("touch {}\n", marker.display())).unwrap();
-    chmod(&script, 0o755);
-    script
-}
-
-#[test]
-fn as_root_a_script_others_can_write_is_not_handed_to_an_interpreter() {
-    let dir = private_dir();
-    let marker = dir.path().join("ran");
-    let script = planted_script(dir.path(), &marker);
-    let d = decision(
-        process(std::process::id()),
-        hook(&[script.to_str().unwrap()], WAIT),
-    );
-    let kind = run(&d);
-    if !is_root() {
-        // A user's daemon runs its user's scripts.
-        assert_eq!(outcome(kind).0, Outcome::Done);
-        assert!(marker.exists());
-        return;
-    }
-    let why = refusal(kind);
-    assert!(
-        why.starts_with("refusing to run hook /bin/sh as root: its argument"),
-        "{why}"
-    );
-    assert!(
-        why.contains(&format!("names {}", script.display())),
-        "{why}"
-    );
-    assert!(
-        why.contains(&format!(
-            "{} is writable by users other than root (mode 0777)",
-            script.parent().unwrap().display()
-        )),
-        "{why}"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(!marker.exists(), "the planted script ran as root");
-}
-
-#[test]
-fn as_root_headroom_run_refuses_a_config_that_hands_sh_a_script_others_can_write() {
-    let dir = private_dir();
-    let marker = dir.path().join("ran");
-    let script = planted_script(dir.path(), &marker);
-    let config = dir.path().join("headroom.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[daemon]\ninterval = \"100ms\"\njournal = \"{}\"\n\n\
-             [[rule]]\nname = \"save\"\nfootprint = \"1TiB\"\n\
-             actions = [{{ hook = [\"/bin/sh\", \"{}\"] }}]\n",
-            dir.path().join("journal.jsonl").display(),
-            script.display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(HEADROOM)
-        .args(["run", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if !is_root() {
-        // A user's daemon takes it (and runs until stopped).
-        std::thread::sleep(Duration::from_secs(1));
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "a user's daemon exited"
-        );
-        child.kill().unwrap();
-        child.wait().unwrap();
-        return;
-    }
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    for needle in [
-        "rule.save.actions[0].hook: refusing to run hook /bin/sh as root: its argument",
-        &format!("names {}", script.display()),
-        &format!(
-            "{} is writable by users other than root (mode 0777)",
-            script.parent().unwrap().display()
-        ),
-        "chmod go-w",
-    ] {
-        assert!(err.contains(needle), "{needle:?} not in: {err}");
-    }
-    assert!(!marker.exists());
-}
-
 #[test]
 fn a_hook_that_exits_3_failed() {
     let d = decision(process(std::process::id()), hook(&["-c", "exit 3"], WAIT));
@@ -770,7 +592,7 @@ fn recording_notifier() -> (tempfile::TempDir, PathBuf, ActuatorOptions) {
         ),
     )
     .unwrap();
-    chmod(&notifier, 0o755);
+    crate::support::chmod(&notifier, 0o755);
     let runtime = dir.path().join("run");
     let own = runtime.join(headroom::sys::this_process::effective_uid().to_string());
     std::fs::create_dir_all(&own).unwrap();

@@ -219,7 +219,7 @@ fn every_module_has_a_layer() {
     missing.dedup();
     assert!(
         missing.is_empty(),
-        "give these modules a layer in tests/layers.rs and docs/ARCHITECTURE.md: {missing:?}"
+        "give these modules a layer in tests/hermetic/layers.rs and docs/ARCHITECTURE.md: {missing:?}"
     );
     for m in layers.keys() {
         let file = src().join(format!("{m}.rs"));

@@ -1,0 +1,48 @@
+//! The environment tier: integration tests that need what a Rust toolchain
+//! does not bring. `scripts/test.sh` installs it all (Debian packages, the
+//! Jupyter virtual environment) and runs this tier as root after the
+//! hermetic one:
+//!
+//! ```sh
+//! cargo test --test environment
+//! ```
+//!
+//! Plain `cargo test` does not build it (`test = false` in `Cargo.toml`).
+//! The attacks (`attacks::`) and the soak (`soak::`) measure the daemon's
+//! memory, reaction and sampling jitter: `scripts/test.sh` runs them after
+//! the rest (`-- --skip attacks:: --skip soak::`), each set alone, as their
+//! figures mean nothing with a browser or Prometheus busy beside them.
+//!
+//! A test belongs here when it needs any of:
+//! - root: a root daemon's refusals of files other users can change, and
+//!   processes or files of another user (`headroom-test`, uid 65534), made
+//!   with `useradd` and entered with `setpriv`;
+//! - an installed tool: headless Chromium and chromedriver, Prometheus and
+//!   promtool, `systemd-analyze`, `setfacl`, `wrk`, `python3`, the Jupyter
+//!   virtual environment (`scripts/jupyter-venv.sh`);
+//! - minutes of wall time under load (the soak test).
+//!
+//! Such a test never passes by doing nothing: missing root fails it with
+//! "run as root (scripts/test.sh does)", a missing tool with its name and
+//! the package that has it (`support::need_root`, `support::need_tools`,
+//! `support::tool`). One module per concern; a module of the same name in
+//! the hermetic tier (`tests/hermetic/main.rs`) holds that concern's tests
+//! that need nothing more. Shared helpers live in `tests/support/`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod actuator;
+mod attacks;
+mod http_router;
+mod journal;
+mod jupyter;
+mod jupyter_lookup;
+mod limits;
+mod nvml_library;
+mod permissions;
+mod privileges;
+mod prometheus;
+mod service;
+mod soak;
+mod status_page_browser;

@@ -1,0 +1,49 @@
+//! A journal as a user would prepare it for a root daemon, shared by both
+//! tiers' journal tests: a directory everyone can write holding a file of
+//! forged lines everyone can write, and what a refusal of it says.
+
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+
+use headroom::journal::JournalError;
+
+use super::chmod;
+
+/// Lines a user would forge, ending in a torn line that an accepted
+/// journal's open would cut.
+pub const FORGED: &str = "{\"at\":1,\"event\":\"stopped\"}\n{\"at\":2,\"event\":\"sto";
+
+/// Owner, mode and content of a file.
+pub fn state_of(path: &Path) -> (u32, u32, Vec<u8>) {
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    (
+        meta.uid(),
+        meta.mode() & 0o7777,
+        std::fs::read(path).unwrap(),
+    )
+}
+
+/// A directory and journal file as a user would prepare them for root:
+/// `dir/state` 0777 and `dir/state/journal.jsonl` 0666 with forged lines,
+/// given to `owner` (root only can) or left to whoever runs the tests.
+pub fn prepared_journal(dir: &Path, owner: Option<u32>) -> PathBuf {
+    let state = dir.join("state");
+    std::fs::create_dir(&state).unwrap();
+    chmod(&state, 0o777);
+    let path = state.join("journal.jsonl");
+    std::fs::write(&path, FORGED).unwrap();
+    chmod(&path, 0o666);
+    if let Some(uid) = owner {
+        std::os::unix::fs::chown(&state, Some(uid), Some(uid)).unwrap();
+        std::os::unix::fs::chown(&path, Some(uid), Some(uid)).unwrap();
+    }
+    path
+}
+
+/// What a refused journal's error names (`what`) and says to do (`fix`).
+pub fn untrusted(e: JournalError) -> (String, String) {
+    match e {
+        JournalError::Untrusted { what, fix, .. } => (what, fix),
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
