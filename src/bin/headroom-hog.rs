@@ -6,10 +6,14 @@
 //! signals the way a Jupyter kernel does: by default a caught signal stops
 //! the growth and the memory is kept (an interrupted cell); `--ignore` keeps
 //! growing (a cell whose loop swallows KeyboardInterrupt); `--exit-on` exits.
+//! With `--lock` (Linux, root) every page it touches stays in memory, never
+//! swapped: a ballast that takes RAM away from everything else, to push
+//! other processes into swap in tests and benchmarks.
 //! Every event is one line on stdout, flushed at once, for scripts and tests:
 //!
 //! ```text
 //! child pid=4243                     (with --child)
+//! locked                             (with --lock)
 //! ready pid=4242
 //! allocated 67108864                 (every 64 MiB)
 //! signal SIGINT footprint=104857600 at_ms=1520
@@ -76,6 +80,10 @@ struct Args {
     /// Start a child `sleep` in the hog's process group (for group signalling).
     #[arg(long)]
     child: bool,
+    /// Keep every page in memory once touched (mlockall; Linux, as root):
+    /// a ballast that is never swapped out.
+    #[arg(long)]
+    lock: bool,
 }
 
 /// `--rate`: a rate, or as fast as the machine allows.
@@ -227,6 +235,16 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("headroom-hog: cannot start the child `sleep`: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+
+    if args.lock {
+        match headroom::sys::residency::lock_memory() {
+            headroom::sys::residency::Locked::All => say("locked"),
+            headroom::sys::residency::Locked::Skipped(why) => {
+                eprintln!("headroom-hog: --lock: {why}");
                 return ExitCode::from(1);
             }
         }
