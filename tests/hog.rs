@@ -172,8 +172,7 @@ fn lock_keeps_every_page_in_memory_or_says_why_not() {
         // Growing to 32 MiB takes milliseconds; then every page is locked.
         let deadline = Instant::now() + Duration::from_secs(20);
         let locked_kib = loop {
-            let status =
-                std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
             let kib: u64 = status
                 .lines()
                 .find_map(|l| l.strip_prefix("VmLck:"))
@@ -192,7 +191,10 @@ fn lock_keeps_every_page_in_memory_or_says_why_not() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(1), "first line {first:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("--lock:") && err.contains("RLIMIT_MEMLOCK"), "{err}");
+        assert!(
+            err.contains("--lock:") && err.contains("RLIMIT_MEMLOCK"),
+            "{err}"
+        );
     }
 }
 
