@@ -368,9 +368,15 @@ fn grow(args: &Args, shared: &Shared, rewrites: &mut Rewrites) -> Vec<Vec<u8>> {
 
 /// A block of `size` bytes with every page written.
 fn touched_block(size: usize) -> Result<Vec<u8>, std::collections::TryReserveError> {
+    const ZEROS: [u8; PAGE_STRIDE] = [0; PAGE_STRIDE];
     let mut block: Vec<u8> = Vec::new();
     block.try_reserve_exact(size)?;
-    block.resize(size, 0);
+    // A page at a time (a copy, also in a debug build, where `resize`
+    // writes byte by byte: many GiB of ballast took minutes).
+    while block.len() < size {
+        let n = (size - block.len()).min(PAGE_STRIDE);
+        block.extend_from_slice(&ZEROS[..n]);
+    }
     for i in (0..size).step_by(PAGE_STRIDE) {
         block[i] = 0xA5;
     }
