@@ -56,7 +56,8 @@
 //! Run: `scripts/bench-earlyoom.sh` (installs earlyoom) or `cargo bench
 //! --bench system_reaction`; `EARLYOOM` names the earlyoom binary (default:
 //! found on PATH; without it only headroom runs); `HEADROOM_BENCH_ONLY` =
-//! `memory`, `swap`, `thrash` or `psi` runs one scenario.
+//! `memory`, `swap`, `thrash` or `psi` (or several, comma-separated) runs
+//! only those scenarios.
 
 mod common;
 
@@ -1119,7 +1120,10 @@ while True:
         println!();
 
         let only = std::env::var("HEADROOM_BENCH_ONLY").ok();
-        let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+        let wanted = |name: &str| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|o| o.trim() == name))
+        };
         if wanted("memory") {
             table(
                 &format!(

@@ -17,7 +17,7 @@
 #
 #   scripts/bench-earlyoom.sh
 #   HEADROOM_BENCH_RUNS=5 HEADROOM_BENCH_RATE=1GiB/s scripts/bench-earlyoom.sh
-#   HEADROOM_BENCH_SWAPFILE=4G HEADROOM_BENCH_ONLY=swap scripts/bench-earlyoom.sh
+#   HEADROOM_BENCH_SWAPFILE=4G HEADROOM_BENCH_ONLY=swap,thrash scripts/bench-earlyoom.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
