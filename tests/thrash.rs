@@ -94,6 +94,12 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 /// The swap file of this test, switched on.
 struct SwapFile {
     path: PathBuf,
@@ -355,14 +361,14 @@ fn a_swap_rule_signals_a_hog_thrashing_in_swap_before_the_oom_killer() {
     assert!(
         signal.is_some(),
         "the hog got no SIGTERM within {THRASH_LIMIT:?} (its ceiling {} MiB, swap used {} MiB of \
-         {} MiB at the start, now {} MiB; OOM kills meanwhile: {}); its output:\n{}\nthe \
-         daemon's log:\n{log}",
+         {} MiB at the start, now {} MiB; OOM kills meanwhile: {}); the end of its output:\n{}\n\
+         the daemon's log:\n{log}",
         max / MIB,
         used / MIB,
         (used + free) / MIB,
         swap_now().0 / MIB,
         oom_after - oom_before,
-        hog.output()
+        tail(&hog.output(), 20)
     );
     let exit = exit.expect("the hog exits after SIGTERM");
     assert!(
