@@ -39,8 +39,9 @@
 //! histogram scraped before the hog starts and when the signal arrives: the
 //! upper bound of the bucket each quantile falls in), and the wakes counted.
 //!
-//! Every child dies with the bench (`PR_SET_PDEATHSIG`), the ballast also by
-//! itself after 15 minutes (`--hold`), and every run ends within 60 s.
+//! Every child dies with the bench (`PR_SET_PDEATHSIG`), the bench with
+//! its parent, the ballast also by itself after 15 minutes (`--hold`), and
+//! every run ends within 60 s.
 //!
 //! **PSI.** headroom alone (earlyoom 1.7 reads no pressure): eight Python
 //! processes with `bench-thrash` among their arguments read random pages of
@@ -1084,6 +1085,10 @@ while True:
             println!("system_reaction: run with `cargo bench --bench system_reaction`");
             return;
         }
+        // SAFETY: prctl with integer arguments only. The bench dies with
+        // whoever started it (cargo, in turn stopped by
+        // scripts/bench-earlyoom.sh on a signal), and its children with it.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
         let runs = env_usize("HEADROOM_BENCH_RUNS", 3).max(1);
         let margin = env_usize("HEADROOM_BENCH_MARGIN_MIB", 3072) as u64 * MIB;
         let rate = std::env::var("HEADROOM_BENCH_RATE").unwrap_or_else(|_| "max".into());

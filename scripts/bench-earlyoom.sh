@@ -22,10 +22,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 swapfile=""
+bench_pid=""
+stop_bench() {
+  [[ -n $bench_pid ]] || return 0
+  kill -TERM "$bench_pid" 2>/dev/null || true
+  wait "$bench_pid" 2>/dev/null || true
+}
 remove_swapfile() {
   [[ -n $swapfile ]] || return 0
+  # The bench's children may still be giving their memory back: swapoff
+  # needs room for what is in swap, so try a few times.
+  for _ in 1 2 3 4 5; do
+    grep -q "^$swapfile " /proc/swaps || break
+    swapoff "$swapfile" 2>/dev/null && break
+    sleep 2
+  done
   if grep -q "^$swapfile " /proc/swaps; then
-    swapoff "$swapfile" || echo "bench-earlyoom: swapoff $swapfile failed; run it by hand, then rm $swapfile" >&2
+    echo "bench-earlyoom: swapoff $swapfile failed; run it by hand, then rm $swapfile" >&2
   fi
   if ! grep -q "^$swapfile " /proc/swaps; then
     rm -f "$swapfile"
@@ -45,10 +58,11 @@ if [[ -n ${HEADROOM_BENCH_SWAPFILE:-} ]]; then
   fi
   dir=${HEADROOM_BENCH_SWAPDIR:-/var/tmp}
   swapfile="$dir/headroom-bench-$$.swap"
-  # Removed on every way out: normal end, error, Ctrl-C, SIGTERM.
+  # Removed on every way out: normal end, error, Ctrl-C, SIGTERM (the
+  # bench is stopped first; its children die with it).
   trap remove_swapfile EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
+  trap 'stop_bench; exit 130' INT
+  trap 'stop_bench; exit 143' TERM
   if ! fallocate -l "$size" "$swapfile" 2>/dev/null; then
     rm -f "$swapfile"
     # File systems without fallocate: write it out.
@@ -104,5 +118,9 @@ echo "swap:    $(awk '/^SwapTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/memi
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "commit:  $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
 echo
-# Not exec: the trap above removes the swap file once the bench ends.
-cargo bench --bench system_reaction "$@"
+# Not exec, and waited for in the background: the traps above stop the
+# bench at once on a signal (it dies with cargo, and its children with it)
+# and remove the swap file once it has ended.
+cargo bench --bench system_reaction "$@" &
+bench_pid=$!
+wait "$bench_pid"

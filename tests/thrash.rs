@@ -155,10 +155,17 @@ impl SwapFile {
 
 impl Drop for SwapFile {
     fn drop(&mut self) {
-        if let Some(p) = self.path.to_str()
-            && let Err(e) = run("swapoff", &[p])
-        {
-            eprintln!("thrash test: {e}");
+        let Some(p) = self.path.to_str() else {
+            return;
+        };
+        // swapoff needs room for what is in swap: try again while the
+        // memory of what was killed comes back.
+        for attempt in 1..=5 {
+            match run("swapoff", &[p]) {
+                Ok(()) => break,
+                Err(e) if attempt == 5 => eprintln!("thrash test: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_secs(1)),
+            }
         }
         let _ = std::fs::remove_file(&self.path);
     }
