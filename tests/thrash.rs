@@ -160,14 +160,17 @@ impl Drop for SwapFile {
         };
         // swapoff needs room for what is in swap: try again while the
         // memory of what was killed comes back.
+        // A file still on is left in place (the next run switches it off).
         for attempt in 1..=5 {
             match run("swapoff", &[p]) {
-                Ok(()) => break,
-                Err(e) if attempt == 5 => eprintln!("thrash test: {e}"),
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&self.path);
+                    break;
+                }
+                Err(e) if attempt == 5 => eprintln!("thrash test: {e}; the next run retries"),
                 Err(_) => std::thread::sleep(Duration::from_secs(1)),
             }
         }
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
