@@ -21,7 +21,9 @@
 //! whole process table is read every few intervals and whenever memory
 //! moves.
 //! [`cadence`] holds those decisions as pure functions; this file does the
-//! I/O and the wiring.
+//! I/O and the wiring. How late each timer wake comes against its schedule
+//! is counted and published with the next sample
+//! (`headroom_wake_lateness_seconds`): a daemon starved of CPU shows there.
 //!
 //! A kernel pressure event counts as at least the level it stands for on
 //! the sample it wakes (Linux: `warn`, since the PSI trigger fires on 15 %
