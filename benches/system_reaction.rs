@@ -26,9 +26,12 @@
 //! `HEADROOM_BENCH_LEFT_MIB` (default 1536) of the available memory for the
 //! swap and thrash scenarios, so that the hog's growth goes to swap once it
 //! has filled what is left. Threshold = swap used now + 256 MiB; earlyoom
-//! `-m 99 -S <free KiB>` (memory always low enough: swap decides), headroom
-//! `swap_used_above`. The hog's growth is its anonymous memory resident and
-//! swapped (`statm` and `VmSwap`).
+//! `-m 99 -S <free KiB> --avoid '^bench-ballast$'` (memory always low
+//! enough: swap decides), headroom `swap_used_above`. The hog's growth is its
+//! anonymous memory resident and swapped (`statm` and `VmSwap`). The
+//! contender is stopped as soon as the hog's signal arrives: the threshold
+//! stays crossed after the hog is gone (other processes' pages stay in
+//! swap), and earlyoom would go on to its next victim.
 //!
 //! **Thrash.** The same ballast; the hog (`--thrash`: after each new block
 //! it writes one of the blocks it holds again, so that its pages go out to
@@ -58,7 +61,10 @@
 //! --bench system_reaction`; `EARLYOOM` names the earlyoom binary (default:
 //! found on PATH; without it only headroom runs); `HEADROOM_BENCH_ONLY` =
 //! `memory`, `swap`, `thrash` or `psi` (or several, comma-separated) runs
-//! only those scenarios.
+//! only those scenarios. `HEADROOM_BENCH_DEBUG=1` prints, per run, the
+//! contender's log and the machine's figures around the crossing;
+//! `HEADROOM_BENCH_DAEMON_LOG` sets headroom's log filter (default `info`;
+//! `info,headroom=trace` shows every probe).
 
 mod common;
 
