@@ -20,8 +20,31 @@
 //! `HEADROOM_BENCH_RUNS` valid runs (default 3).
 //!
 //! **Swap.** Only with swap and `HEADROOM_BENCH_SWAP=1` (it pushes memory
-//! into swap): threshold = swap used now + 256 MiB; earlyoom `-m 100 -S
-//! <free KiB>`, headroom `swap_used_above`.
+//! into swap; `scripts/bench-earlyoom.sh` with `HEADROOM_BENCH_SWAPFILE=4G`
+//! provides the swap and sets it). A ballast, a second `headroom-hog` named
+//! `bench-ballast` with its memory locked (`--lock`), takes all but
+//! `HEADROOM_BENCH_LEFT_MIB` (default 1536) of the available memory for the
+//! swap and thrash scenarios, so that the hog's growth goes to swap once it
+//! has filled what is left. Threshold = swap used now + 256 MiB; earlyoom
+//! `-m 99 -S <free KiB> --avoid '^bench-ballast$'` (memory always low
+//! enough: swap decides), headroom `swap_used_above`. The hog's growth is its
+//! anonymous memory resident and swapped (`statm` and `VmSwap`). The
+//! contender is stopped as soon as the hog's signal arrives: the threshold
+//! stays crossed after the hog is gone (other processes' pages stay in
+//! swap), and earlyoom would go on to its next victim.
+//!
+//! **Thrash.** The same ballast; the hog (`--thrash`: after each new block
+//! it writes one of the blocks it holds again, so that its pages go out to
+//! swap and come back in) at full speed into swap, past swap used now +
+//! `HEADROOM_BENCH_THRASH_MIB` (default 1024). Reported besides the
+//! reaction: how late headroom's loop woke for its scheduled samples and
+//! probes meanwhile (p50 and p99, from the `headroom_wake_lateness_seconds`
+//! histogram scraped before the hog starts and when the signal arrives: the
+//! upper bound of the bucket each quantile falls in), and the wakes counted.
+//!
+//! Every child dies with the bench (`PR_SET_PDEATHSIG`), the bench with
+//! its parent, the ballast also by itself after 15 minutes (`--hold`), and
+//! every run ends within 60 s.
 //!
 //! **PSI.** headroom alone (earlyoom 1.7 reads no pressure): eight Python
 //! processes with `bench-thrash` among their arguments read random pages of
@@ -37,7 +60,11 @@
 //! Run: `scripts/bench-earlyoom.sh` (installs earlyoom) or `cargo bench
 //! --bench system_reaction`; `EARLYOOM` names the earlyoom binary (default:
 //! found on PATH; without it only headroom runs); `HEADROOM_BENCH_ONLY` =
-//! `memory`, `swap` or `psi` runs one scenario.
+//! `memory`, `swap`, `thrash` or `psi` (or several, comma-separated) runs
+//! only those scenarios. `HEADROOM_BENCH_DEBUG=1` prints, per run, the
+//! contender's log and the machine's figures around the crossing;
+//! `HEADROOM_BENCH_DAEMON_LOG` sets headroom's log filter (default `info`;
+//! `info,headroom=trace` shows every probe).
 
 mod common;
 
@@ -79,6 +106,18 @@ mod linux {
         /// is killed as a whole when dropped (children included).
         fn spawn(mut cmd: Command) -> Proc {
             use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe and touches no memory of
+            // the parent; it only asks the kernel to kill this child when
+            // the thread that spawned it (the bench's main thread) ends, so
+            // that a bench killed outright leaves no ballast behind.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
             let mut child = cmd
                 .process_group(0)
                 .stdin(Stdio::null())
@@ -166,7 +205,8 @@ mod linux {
         at: Instant,
         available: u64,
         swap_used: u64,
-        /// Anonymous resident memory of the watched process, bytes.
+        /// Anonymous memory of the watched process, bytes: resident, plus
+        /// swapped where the monitor reads swap.
         anon: Option<u64>,
     }
 
@@ -180,7 +220,9 @@ mod linux {
     }
 
     impl Monitor {
-        fn start() -> Monitor {
+        /// With `swapped`, a process's swapped memory (`VmSwap` of its
+        /// `status`) counts in its `anon` too.
+        fn start(swapped: bool) -> Monitor {
             let stop = Arc::new(AtomicBool::new(false));
             let pid = Arc::new(AtomicU32::new(0));
             let points = Arc::new(Mutex::new(Vec::with_capacity(64 * 1024)));
@@ -189,7 +231,7 @@ mod linux {
                 let page = 4096;
                 let kept = File::open("/proc/meminfo").expect("open meminfo");
                 let mut buf = vec![0u8; 8192];
-                let mut statm: Option<(u32, File)> = None;
+                let mut statm: Option<(u32, File, Option<File>)> = None;
                 while !s.load(Ordering::Relaxed) {
                     let at = Instant::now();
                     let n = kept.read_at(&mut buf, 0).unwrap_or(0);
@@ -198,18 +240,28 @@ mod linux {
                     let swap_used =
                         meminfo(&text, "SwapTotal:").saturating_sub(meminfo(&text, "SwapFree:"));
                     let want = p.load(Ordering::Relaxed);
-                    if want != 0 && statm.as_ref().is_none_or(|(pid, _)| *pid != want) {
-                        statm = File::open(format!("/proc/{want}/statm"))
-                            .ok()
-                            .map(|f| (want, f));
+                    if want != 0 && statm.as_ref().is_none_or(|(pid, _, _)| *pid != want) {
+                        statm = File::open(format!("/proc/{want}/statm")).ok().map(|f| {
+                            let status = swapped
+                                .then(|| File::open(format!("/proc/{want}/status")).ok())
+                                .flatten();
+                            (want, f, status)
+                        });
                     }
-                    let anon = statm.as_ref().and_then(|(_, f)| {
+                    let anon = statm.as_ref().and_then(|(_, f, status)| {
                         let n = f.read_at(&mut buf, 0).ok()?;
                         let text = String::from_utf8_lossy(&buf[..n]);
                         let mut w = text.split_whitespace().skip(1);
                         let resident: u64 = w.next()?.parse().ok()?;
                         let shared: u64 = w.next()?.parse().ok()?;
-                        Some(resident.saturating_sub(shared) * page)
+                        let swap = match status {
+                            Some(s) => {
+                                let n = s.read_at(&mut buf, 0).ok()?;
+                                meminfo(&String::from_utf8_lossy(&buf[..n]), "VmSwap:")
+                            }
+                            None => 0,
+                        };
+                        Some(resident.saturating_sub(shared) * page + swap)
                     });
                     if let Ok(mut v) = pts.lock() {
                         v.push(Point {
@@ -266,6 +318,19 @@ mod linux {
         growth_mib: f64,
         /// The hog's average rate, MiB/s.
         rate: f64,
+        /// How late headroom's loop woke meanwhile (thrash scenario).
+        lateness: Option<Lateness>,
+    }
+
+    /// Quantiles of headroom's wake lateness over a run, from its
+    /// `headroom_wake_lateness_seconds` histogram.
+    #[derive(Clone, Copy)]
+    struct Lateness {
+        wakes: u64,
+        /// The bucket bounds (ms) the 50th and 99th percentiles fall in.
+        p50_ms: f64,
+        p99_ms: f64,
+        mean_ms: f64,
     }
 
     /// The condition a run crosses.
@@ -284,7 +349,13 @@ mod linux {
         }
     }
 
-    fn start_contender(who: Who, th: Threshold, dir: &Path, earlyoom: &Path) -> Option<Proc> {
+    /// A running contender, and for headroom where its metrics are.
+    struct Contender {
+        proc: Proc,
+        metrics: Option<String>,
+    }
+
+    fn start_contender(who: Who, th: Threshold, dir: &Path, earlyoom: &Path) -> Option<Contender> {
         match who {
             Who::Earlyoom => {
                 let mut cmd = Command::new(earlyoom);
@@ -295,13 +366,24 @@ mod linux {
                     Threshold::SwapUsedAbove(t) => {
                         let m = read_meminfo();
                         let free_at = meminfo(&m, "SwapTotal:").saturating_sub(t);
-                        cmd.args(["-m", "100", "-S", &(free_at / 1024).to_string()]);
+                        // 99 %: the most earlyoom takes; swap decides.
+                        cmd.args(["-m", "99", "-S", &(free_at / 1024).to_string()]);
                     }
                 }
-                cmd.args(["--prefer", "^bench-hog$", "-r", "0"]);
+                cmd.args([
+                    "--prefer",
+                    "^bench-hog$",
+                    "--avoid",
+                    "^bench-ballast$",
+                    "-r",
+                    "0",
+                ]);
                 let p = Proc::spawn(cmd);
                 p.wait_for("sending SIGTERM", Duration::from_secs(10))?;
-                Some(p)
+                Some(Contender {
+                    proc: p,
+                    metrics: None,
+                })
             }
             Who::Headroom => {
                 let when = match th {
@@ -316,8 +398,9 @@ mod linux {
     }
 
     /// headroom on the default `[daemon]` with one rule on the processes
-    /// `matcher` (a `[rule.match]` line) selects, gated by `when`.
-    fn start_headroom(dir: &Path, matcher: &str, when: &str) -> Option<Proc> {
+    /// `matcher` (a `[rule.match]` line) selects, gated by `when`; with the
+    /// URL of its metrics.
+    fn start_headroom(dir: &Path, matcher: &str, when: &str) -> Option<Contender> {
         let cfg = dir.join("headroom.toml");
         std::fs::write(
             &cfg,
@@ -332,10 +415,98 @@ mod linux {
         let mut cmd = Command::new(HEADROOM);
         cmd.args(["run", "--listen", "127.0.0.1:0", "--config"])
             .arg(&cfg)
-            .env("HEADROOM_LOG", "info");
+            .env(
+                "HEADROOM_LOG",
+                std::env::var("HEADROOM_BENCH_DAEMON_LOG").unwrap_or_else(|_| "info".into()),
+            );
         let p = Proc::spawn(cmd);
+        let (_, line) = p.wait_for("status page: http://", Duration::from_secs(20))?;
+        let addr = line
+            .split("status page: http://")
+            .nth(1)?
+            .split('/')
+            .next()?;
+        let metrics = Some(format!("http://{addr}/metrics"));
         p.wait_for("first sample:", Duration::from_secs(20))?;
-        Some(p)
+        Some(Contender { proc: p, metrics })
+    }
+
+    /// One scrape of the `headroom_wake_lateness_seconds` histogram.
+    struct Histogram {
+        /// (upper bound in seconds, cumulative count) per bucket.
+        buckets: Vec<(f64, u64)>,
+        count: u64,
+        /// Seconds.
+        sum: f64,
+    }
+
+    /// The `headroom_wake_lateness_seconds` histogram at `url`.
+    fn scrape_lateness(url: &str) -> Option<Histogram> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        let body = agent
+            .get(url)
+            .call()
+            .ok()?
+            .body_mut()
+            .read_to_string()
+            .ok()?;
+        let mut buckets = Vec::new();
+        let (mut count, mut sum) = (None, None);
+        for line in body.lines() {
+            if let Some(rest) = line.strip_prefix("headroom_wake_lateness_seconds_bucket{le=\"") {
+                let (le, n) = rest.split_once("\"} ")?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                buckets.push((le, n.trim().parse().ok()?));
+            } else if let Some(n) = line.strip_prefix("headroom_wake_lateness_seconds_count ") {
+                count = n.trim().parse().ok();
+            } else if let Some(n) = line.strip_prefix("headroom_wake_lateness_seconds_sum ") {
+                sum = n.trim().parse().ok();
+            }
+        }
+        Some(Histogram {
+            buckets,
+            count: count?,
+            sum: sum?,
+        })
+    }
+
+    /// The lateness between two scrapes: the bucket bound each quantile
+    /// falls in, and the mean.
+    fn lateness_between(before: &Histogram, after: &Histogram) -> Option<Lateness> {
+        let wakes = after.count.checked_sub(before.count)?;
+        if wakes == 0 || before.buckets.len() != after.buckets.len() {
+            return None;
+        }
+        let quantile = |q: f64| {
+            let rank = (q * wakes as f64).ceil().max(1.0) as u64;
+            before
+                .buckets
+                .iter()
+                .zip(&after.buckets)
+                .find(|((_, b), (_, a))| a.saturating_sub(*b) >= rank)
+                .map_or(f64::INFINITY, |((_, _), (le, _))| le * 1000.0)
+        };
+        Some(Lateness {
+            wakes,
+            p50_ms: quantile(0.5),
+            p99_ms: quantile(0.99),
+            mean_ms: (after.sum - before.sum) * 1000.0 / wakes as f64,
+        })
+    }
+
+    /// The hog of one run: its rate, its ceiling, and whether it thrashes
+    /// (writes again to what it holds).
+    struct HogSpec<'a> {
+        rate: &'a str,
+        max: u64,
+        thrash: bool,
     }
 
     fn hog_run(
@@ -343,26 +514,30 @@ mod linux {
         th: Threshold,
         dir: &Path,
         earlyoom: &Path,
-        rate: &str,
+        spec: &HogSpec,
         margin: u64,
-        max: u64,
     ) -> Result<Outcome, String> {
         let contender =
             start_contender(who, th, dir, earlyoom).ok_or("the contender did not start")?;
         std::thread::sleep(Duration::from_secs(2));
-        let monitor = Monitor::start();
+        let swapped = matches!(th, Threshold::SwapUsedAbove(_));
+        let monitor = Monitor::start(swapped);
         let link = dir.join("bench-hog");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(HOG, &link).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&link);
         cmd.args([
             "--rate",
-            rate,
+            spec.rate,
             "--max",
-            &format!("{}MiB", max / MIB),
+            &format!("{}MiB", spec.max / MIB),
             "--exit-on",
             "TERM",
         ]);
+        if spec.thrash {
+            cmd.arg("--thrash");
+        }
+        let lateness_before = contender.metrics.as_deref().and_then(scrape_lateness);
         let hog = Proc::spawn(cmd);
         let (_, ready) = hog
             .wait_for("ready pid=", Duration::from_secs(10))
@@ -374,9 +549,18 @@ mod linux {
             .ok_or("no pid in the hog's ready line")?;
         monitor.watch(pid);
         let signal = hog.wait_for("signal SIGTERM", Duration::from_secs(60));
+        // The contender goes first: with the threshold still crossed after
+        // the hog (other processes' pages stay in swap), earlyoom would pick
+        // its next victim within a few hundred milliseconds.
+        let lateness_after = contender.metrics.as_deref().and_then(scrape_lateness);
+        let log: Vec<(Instant, String)> = contender.proc.lines.try_iter().collect();
+        drop(contender);
         let points = monitor.finish();
         drop(hog);
-        drop(contender);
+        let lateness = match (&lateness_before, &lateness_after) {
+            (Some(b), Some(a)) => lateness_between(b, a),
+            _ => None,
+        };
         let baseline = points.iter().find_map(|p| p.anon).unwrap_or(0);
         let cross = points.iter().find(|p| th.crossed(p));
         let (t_sig, line) = signal.ok_or(match cross {
@@ -424,6 +608,33 @@ mod linux {
                 at_signal / MIB,
                 allocated / MIB
             );
+            // The contender's log and the machine's figures around the
+            // crossing, in ms from it.
+            let from = cross.at.checked_sub(Duration::from_millis(300));
+            for (at, line) in log.iter().filter(|(at, _)| from.is_none_or(|f| *at >= f)) {
+                eprintln!("  {:+8.1} ms  {line}", signed_ms(cross.at, *at));
+            }
+            let mut last = None;
+            for p in points
+                .iter()
+                .filter(|p| from.is_none_or(|f| p.at >= f) && p.at <= t_sig)
+            {
+                if last.is_none_or(|l: Instant| p.at.duration_since(l) >= Duration::from_millis(10))
+                {
+                    eprintln!(
+                        "  {:+8.1} ms  available {} MiB, swap used {} MiB, hog {} MiB",
+                        signed_ms(cross.at, p.at),
+                        p.available / MIB,
+                        p.swap_used / MIB,
+                        p.anon.unwrap_or(0) / MIB
+                    );
+                    last = Some(p.at);
+                }
+            }
+            eprintln!(
+                "  {:+8.1} ms  the hog's signal line",
+                signed_ms(cross.at, t_sig)
+            );
         }
         // The run measures the hog only if the hog made the crossing: its
         // growth accounts for the margin give or take 512 MiB (other
@@ -442,6 +653,7 @@ mod linux {
             lag_ms: signed_ms(cross.at, t_sig),
             growth_mib: (at_signal as f64 - at_cross as f64) / MIB as f64,
             rate: allocated as f64 / MIB as f64 / (at_ms / 1000.0),
+            lateness,
         })
     }
 
@@ -467,6 +679,168 @@ mod linux {
         std::thread::sleep(Duration::from_secs(1));
     }
 
+    /// The ballast of the swap and thrash scenarios: a `headroom-hog` named
+    /// `bench-ballast` holding all but `left` of the available memory,
+    /// locked (never swapped), killed when dropped (and by itself after
+    /// 15 minutes, and with the bench).
+    struct Ballast {
+        proc: Option<Proc>,
+        size: u64,
+        took: Duration,
+    }
+
+    impl Ballast {
+        fn start(dir: &Path, left: u64) -> Result<Ballast, String> {
+            let available = meminfo(&read_meminfo(), "MemAvailable:");
+            let size = available.saturating_sub(left) / MIB * MIB;
+            if size == 0 {
+                return Ok(Ballast {
+                    proc: None,
+                    size,
+                    took: Duration::ZERO,
+                });
+            }
+            let link = dir.join("bench-ballast");
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(HOG, &link).map_err(|e| e.to_string())?;
+            let mut cmd = Command::new(&link);
+            let size_arg = format!("{}MiB", size / MIB);
+            cmd.args([
+                "--lock", "--start", &size_arg, "--max", &size_arg, "--hold", "900s",
+            ]);
+            let began = Instant::now();
+            let p = Proc::spawn(cmd);
+            // Locking many GiB means evicting the page cache first: minutes
+            // on a slow machine, not more.
+            let deadline = began + Duration::from_secs(300);
+            while Instant::now() < deadline {
+                match p.lines.recv_timeout(Duration::from_millis(100)) {
+                    Ok((_, line)) if line.starts_with("holding") => {
+                        return Ok(Ballast {
+                            proc: Some(p),
+                            size,
+                            took: began.elapsed(),
+                        });
+                    }
+                    Ok((_, line)) if line.contains("--lock:") || line.contains("failed") => {
+                        return Err(format!("the ballast could not hold its memory: {line}"));
+                    }
+                    _ => {}
+                }
+            }
+            Err(format!(
+                "the ballast did not hold {} MiB within 5 minutes",
+                size / MIB
+            ))
+        }
+
+        /// Whether the ballast still holds its memory (nothing killed it).
+        fn holds(&mut self) -> bool {
+            self.proc
+                .as_mut()
+                .is_none_or(|p| matches!(p.child.try_wait(), Ok(None)))
+        }
+
+        fn describe(&self) -> String {
+            let m = read_meminfo();
+            format!(
+                "Ballast: {} MiB locked in {:.1} s; now {} MiB available, {} MiB of swap used",
+                self.size / MIB,
+                self.took.as_secs_f64(),
+                meminfo(&m, "MemAvailable:") / MIB,
+                meminfo(&m, "SwapTotal:").saturating_sub(meminfo(&m, "SwapFree:")) / MIB
+            )
+        }
+    }
+
+    impl Drop for Ballast {
+        fn drop(&mut self) {
+            drop(self.proc.take());
+        }
+    }
+
+    /// Swap used now, and swap free, bytes.
+    fn swap_now() -> (u64, u64) {
+        let m = read_meminfo();
+        let free = meminfo(&m, "SwapFree:");
+        (meminfo(&m, "SwapTotal:").saturating_sub(free), free)
+    }
+
+    /// The swap scenario: past swap used + 256 MiB, the hog at `rate`.
+    fn swap_table(
+        runs: usize,
+        contenders: &[Who],
+        dir: &Path,
+        earlyoom: &Path,
+        rate: &str,
+        ballast: &mut Ballast,
+    ) {
+        let margin = 256 * MIB;
+        table(
+            "Swap: swap used above (used at the start + 256 MiB)",
+            runs,
+            contenders,
+            |who| {
+                if !ballast.holds() {
+                    return Err("not run: the ballast is gone (killed?)".into());
+                }
+                let available = meminfo(&read_meminfo(), "MemAvailable:");
+                let (used, free) = swap_now();
+                let spec = HogSpec {
+                    rate,
+                    max: available + margin + 1024 * MIB,
+                    thrash: false,
+                };
+                if free < margin + 1024 * MIB {
+                    return Err(format!("only {} MiB of swap free", free / MIB));
+                }
+                let th = Threshold::SwapUsedAbove(used + margin);
+                let out = hog_run(who, th, dir, earlyoom, &spec, margin);
+                settle(available);
+                out
+            },
+        );
+    }
+
+    /// The thrash scenario: a thrashing hog at full speed past swap used +
+    /// `HEADROOM_BENCH_THRASH_MIB`.
+    fn thrash_table(
+        runs: usize,
+        contenders: &[Who],
+        dir: &Path,
+        earlyoom: &Path,
+        ballast: &mut Ballast,
+    ) {
+        let margin = env_usize("HEADROOM_BENCH_THRASH_MIB", 1024) as u64 * MIB;
+        table(
+            &format!(
+                "Thrash: a hog writing again to what it holds, at full speed, past swap used at the start + {} MiB",
+                margin / MIB
+            ),
+            runs,
+            contenders,
+            |who| {
+                if !ballast.holds() {
+                    return Err("not run: the ballast is gone (killed?)".into());
+                }
+                let available = meminfo(&read_meminfo(), "MemAvailable:");
+                let (used, free) = swap_now();
+                let spec = HogSpec {
+                    rate: "max",
+                    max: available + margin + 512 * MIB,
+                    thrash: true,
+                };
+                if free < margin + 1024 * MIB {
+                    return Err(format!("only {} MiB of swap free", free / MIB));
+                }
+                let th = Threshold::SwapUsedAbove(used + margin);
+                let out = hog_run(who, th, dir, earlyoom, &spec, margin);
+                settle(available);
+                out
+            },
+        );
+    }
+
     /// Run each contender in turn until each has `runs` valid runs (at
     /// most five times as many attempts), printing every attempt.
     fn table(
@@ -478,9 +852,9 @@ mod linux {
         println!("{title}");
         println!();
         println!(
-            "| run | contender | hog MiB/s | ms crossing → signal | MiB grown past the threshold |"
+            "| run | contender | hog MiB/s | ms crossing → signal | MiB grown past the threshold | headroom's wakes meanwhile: count, ms late p50 / p99 / mean |"
         );
-        println!("|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|");
         let mut lag: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
         let mut growth: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
         let mut attempt = 0;
@@ -491,8 +865,14 @@ mod linux {
                 }
                 match run(*who) {
                     Ok(o) => {
+                        let late = o.lateness.map_or(String::new(), |l| {
+                            format!(
+                                "{}, ≤ {} / ≤ {} / {:.1}",
+                                l.wakes, l.p50_ms, l.p99_ms, l.mean_ms
+                            )
+                        });
                         println!(
-                            "| {attempt} | {} | {:.0} | {:.0} | {:.0} |",
+                            "| {attempt} | {} | {:.0} | {:.0} | {:.0} | {late} |",
                             who.name(),
                             o.rate,
                             o.lag_ms,
@@ -501,7 +881,7 @@ mod linux {
                         lag[k].push(o.lag_ms);
                         growth[k].push(o.growth_mib);
                     }
-                    Err(why) => println!("| {attempt} | {} | {why} | | |", who.name()),
+                    Err(why) => println!("| {attempt} | {} | {why} | | | |", who.name()),
                 }
             }
             attempt += 1;
@@ -648,7 +1028,8 @@ while True:
             }
         }
         let d = start_headroom(dir, "argv = \" bench-thrash \"", "pressure = \"warn\"")
-            .ok_or("headroom did not start")?;
+            .ok_or("headroom did not start")?
+            .proc;
         std::thread::sleep(Duration::from_secs(2));
         let stall_before = psi_now();
         let mut cmd = Command::new(&python);
@@ -710,6 +1091,10 @@ while True:
             println!("system_reaction: run with `cargo bench --bench system_reaction`");
             return;
         }
+        // SAFETY: prctl with integer arguments only. The bench dies with
+        // whoever started it (cargo, in turn stopped by
+        // scripts/bench-earlyoom.sh on a signal), and its children with it.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
         let runs = env_usize("HEADROOM_BENCH_RUNS", 3).max(1);
         let margin = env_usize("HEADROOM_BENCH_MARGIN_MIB", 3072) as u64 * MIB;
         let rate = std::env::var("HEADROOM_BENCH_RATE").unwrap_or_else(|_| "max".into());
@@ -721,8 +1106,11 @@ while True:
         let mut contenders = vec![Who::Headroom];
         match &earlyoom {
             Some(e) => {
-                let v = Command::new(e).arg("-v").output().ok();
-                let v = v.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+                // earlyoom prints its version on stderr.
+                let v = Command::new(e).arg("-v").output().ok().map(|o| {
+                    let out = [o.stdout, o.stderr].concat();
+                    String::from_utf8_lossy(&out).trim().to_string()
+                });
                 println!("earlyoom: {} ({})", e.display(), v.unwrap_or_default());
                 contenders.insert(0, Who::Earlyoom);
             }
@@ -743,7 +1131,10 @@ while True:
         println!();
 
         let only = std::env::var("HEADROOM_BENCH_ONLY").ok();
-        let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+        let wanted = |name: &str| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|o| o.trim() == name))
+        };
         if wanted("memory") {
             table(
                 &format!(
@@ -755,15 +1146,12 @@ while True:
                 |who| {
                     let available = meminfo(&read_meminfo(), "MemAvailable:");
                     let th = Threshold::AvailableBelow(available.saturating_sub(margin));
-                    let out = hog_run(
-                        who,
-                        th,
-                        dir.path(),
-                        &earlyoom,
-                        &rate,
-                        margin,
-                        margin + 1536 * MIB,
-                    );
+                    let spec = HogSpec {
+                        rate: &rate,
+                        max: margin + 1536 * MIB,
+                        thrash: false,
+                    };
+                    let out = hog_run(who, th, dir.path(), &earlyoom, &spec, margin);
                     settle(available);
                     out
                 },
@@ -771,36 +1159,44 @@ while True:
         }
 
         let swap_total = meminfo(&m, "SwapTotal:");
-        if !wanted("swap") {
+        if !wanted("swap") && !wanted("thrash") {
         } else if swap_total == 0 {
-            println!("Swap: this machine has no swap; the swap scenario was not run.");
+            println!(
+                "Swap and thrash: this machine has no swap; not run (HEADROOM_BENCH_SWAPFILE=4G \
+                 scripts/bench-earlyoom.sh provides it)."
+            );
             println!();
         } else if std::env::var("HEADROOM_BENCH_SWAP").as_deref() != Ok("1") {
-            println!("Swap: not run (it pushes memory into swap; set HEADROOM_BENCH_SWAP=1).");
+            println!(
+                "Swap and thrash: not run (they push memory into swap; set HEADROOM_BENCH_SWAP=1)."
+            );
             println!();
         } else {
-            table(
-                "Swap: swap used above (used at the start + 256 MiB)",
-                runs,
-                &contenders,
-                |who| {
-                    let m = read_meminfo();
-                    let available = meminfo(&m, "MemAvailable:");
-                    let used = meminfo(&m, "SwapTotal:").saturating_sub(meminfo(&m, "SwapFree:"));
-                    let th = Threshold::SwapUsedAbove(used + 256 * MIB);
-                    let out = hog_run(
-                        who,
-                        th,
-                        dir.path(),
-                        &earlyoom,
-                        &rate,
-                        256 * MIB,
-                        available + 1024 * MIB,
-                    );
-                    settle(available);
-                    out
-                },
-            );
+            let left = env_usize("HEADROOM_BENCH_LEFT_MIB", 1536) as u64 * MIB;
+            match Ballast::start(dir.path(), left) {
+                Err(why) => {
+                    println!("Swap and thrash: not run: {why}");
+                    println!();
+                }
+                Ok(mut ballast) => {
+                    println!("{}", ballast.describe());
+                    println!();
+                    if wanted("swap") {
+                        swap_table(
+                            runs,
+                            &contenders,
+                            dir.path(),
+                            &earlyoom,
+                            &rate,
+                            &mut ballast,
+                        );
+                    }
+                    if wanted("thrash") {
+                        thrash_table(runs, &contenders, dir.path(), &earlyoom, &mut ballast);
+                    }
+                    drop(ballast);
+                }
+            }
         }
 
         if !wanted("psi") {

@@ -21,7 +21,9 @@
 //! whole process table is read every few intervals and whenever memory
 //! moves.
 //! [`cadence`] holds those decisions as pure functions; this file does the
-//! I/O and the wiring.
+//! I/O and the wiring. How late each timer wake comes against its schedule
+//! is counted and published with the next sample
+//! (`headroom_wake_lateness_seconds`): a daemon starved of CPU shows there.
 //!
 //! A kernel pressure event counts as at least the level it stands for on
 //! the sample it wakes (Linux: `warn`, since the PSI trigger fires on 15 %
@@ -54,7 +56,7 @@ use crate::report::rate_limit::RateLimit;
 use crate::report::{format_bytes, printable};
 use crate::sample::probe::{Probe, Reading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
-use crate::state::State;
+use crate::state::{DurationHistogram, State};
 use cadence::{AfterProbe, Cadence, Cause, Depth};
 
 /// How long the loop stays at the fast interval after an OS pressure event.
@@ -170,13 +172,18 @@ impl Daemon {
         let mut fast_until: Option<Instant> = None;
         let mut probe_failures: u64 = 0;
         let mut probe_failure_log = RateLimit::default();
+        // How late each timer wake came, published with the next sample.
+        let mut lateness = DurationHistogram::default();
 
         loop {
             let wake = next_probe.map_or(next_tick, |p| p.min(next_tick));
             let mut cause = Cause::Tick;
             let mut event_level = None;
             tokio::select! {
-                _ = sleep_until(wake) => {}
+                _ = sleep_until(wake) => {
+                    let late = Instant::now().saturating_duration_since(wake);
+                    lateness.observe(u64::try_from(late.as_micros()).unwrap_or(u64::MAX));
+                }
                 event = self.events.next() => {
                     match event {
                         Ok(level) => {
@@ -266,7 +273,10 @@ impl Daemon {
                     watched = watched::watched(&self.tx.borrow().config.rules, &snap);
                     tracker.observe(&snap, depth);
                     let level = snap.pressure.level;
-                    self.tx.send_modify(|s| s.publish(snap));
+                    self.tx.send_modify(|s| {
+                        s.counters.wake_lateness = lateness;
+                        s.publish(snap);
+                    });
                     let evaluation = self.decide(&mut policy, ctx, &pipeline, &mut postmortems);
                     self.report_ends(&mut postmortems, observed, &pipeline);
                     (Some(level), evaluation)
@@ -277,6 +287,7 @@ impl Daemon {
                     // log line finds the failure counted.
                     let msg = e.to_string();
                     self.tx.send_modify(|s| {
+                        s.counters.wake_lateness = lateness;
                         s.counters.sample_failures += 1;
                         s.last_error = Some(msg);
                     });

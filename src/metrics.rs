@@ -247,7 +247,17 @@ fn sampler(reg: &Registry, state: &State) -> prometheus::Result<()> {
     .with_label_values::<&str>(&[])
     .inc_by(state.journal.unwritten() as f64);
 
-    reg.register(Box::new(SampleDurations::new(c.sample_durations)?))?;
+    reg.register(Box::new(Durations::new(
+        "headroom_sample_duration_seconds",
+        "How long one sampling pass took (memory, swap, pressure and every process).",
+        c.sample_durations,
+    )?))?;
+    reg.register(Box::new(Durations::new(
+        "headroom_wake_lateness_seconds",
+        "How late the daemon's loop woke for a scheduled sample or system probe, against its \
+         schedule: near zero normally, more when the machine starves the daemon of CPU or memory.",
+        c.wake_lateness,
+    )?))?;
 
     counter(
         reg,
@@ -612,28 +622,23 @@ fn workloads(reg: &Registry, snap: &Snapshot) -> prometheus::Result<()> {
     Ok(())
 }
 
-/// `headroom_sample_duration_seconds`: a histogram whose buckets were counted
-/// by the daemon ([`DurationHistogram`]), exposed as they are.
-struct SampleDurations {
+/// A histogram of durations whose buckets were counted by the daemon
+/// ([`DurationHistogram`]), exposed as they are:
+/// `headroom_sample_duration_seconds`, `headroom_wake_lateness_seconds`.
+struct Durations {
     desc: Desc,
+    name: &'static str,
     hist: DurationHistogram,
 }
 
-impl SampleDurations {
-    const NAME: &str = "headroom_sample_duration_seconds";
-
-    fn new(hist: DurationHistogram) -> prometheus::Result<Self> {
-        let desc = Desc::new(
-            Self::NAME.into(),
-            "How long one sampling pass took (memory, swap, pressure and every process).".into(),
-            vec![],
-            Default::default(),
-        )?;
-        Ok(Self { desc, hist })
+impl Durations {
+    fn new(name: &'static str, help: &str, hist: DurationHistogram) -> prometheus::Result<Self> {
+        let desc = Desc::new(name.into(), help.into(), vec![], Default::default())?;
+        Ok(Self { desc, name, hist })
     }
 }
 
-impl Collector for SampleDurations {
+impl Collector for Durations {
     fn desc(&self) -> Vec<&Desc> {
         vec![&self.desc]
     }
@@ -658,7 +663,7 @@ impl Collector for SampleDurations {
         let mut m = proto::Metric::default();
         m.set_histogram(h);
         let mut family = MetricFamily::default();
-        family.set_name(Self::NAME.into());
+        family.set_name(self.name.into());
         family.set_help(self.desc.help.clone());
         family.set_field_type(MetricType::HISTOGRAM);
         family.set_metric(vec![m]);
@@ -794,6 +799,20 @@ mod tests {
         assert!(text.contains("headroom_samples_total 2"));
         assert!(text.contains("headroom_sample_duration_seconds_bucket{le=\"0.0025\"} 2"));
         assert!(text.contains("headroom_sample_duration_seconds_count 2"));
+    }
+
+    #[test]
+    fn wake_lateness_is_a_histogram_in_seconds() {
+        let mut state = state_with(vec![snapshot(0, vec![])], 50);
+        for micros in [300, 700, 40_000, 2_000_000] {
+            state.counters.wake_lateness.observe(micros);
+        }
+        let text = render(&state).unwrap();
+        assert!(text.contains("# TYPE headroom_wake_lateness_seconds histogram"));
+        assert!(text.contains("headroom_wake_lateness_seconds_bucket{le=\"0.0005\"} 1"));
+        assert!(text.contains("headroom_wake_lateness_seconds_bucket{le=\"0.05\"} 3"));
+        assert!(text.contains("headroom_wake_lateness_seconds_bucket{le=\"+Inf\"} 4"));
+        assert!(text.contains("headroom_wake_lateness_seconds_sum 2.041"));
     }
 
     #[test]

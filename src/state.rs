@@ -159,10 +159,14 @@ pub struct Counters {
     pub collector_errors: CollectorErrors,
     /// How long the published samples took.
     pub sample_durations: DurationHistogram,
+    /// How late the loop woke for its scheduled ticks and probes, against
+    /// their schedule (published with each sample).
+    pub wake_lateness: DurationHistogram,
 }
 
 /// A cumulative histogram of durations with fixed buckets, for the
-/// `headroom_sample_duration_seconds` metric: counts only grow.
+/// `headroom_sample_duration_seconds` and `headroom_wake_lateness_seconds`
+/// metrics: counts only grow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DurationHistogram {
     /// `counts[i]`: observations no longer than `BOUNDS_MICROS[i]` (not cumulative).

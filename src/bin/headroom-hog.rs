@@ -6,14 +6,23 @@
 //! signals the way a Jupyter kernel does: by default a caught signal stops
 //! the growth and the memory is kept (an interrupted cell); `--ignore` keeps
 //! growing (a cell whose loop swallows KeyboardInterrupt); `--exit-on` exits.
+//! With `--lock` (Linux, root) every page it touches stays in memory, never
+//! swapped: a ballast that takes RAM away from everything else, to push
+//! other processes into swap in tests and benchmarks. With `--thrash` it
+//! writes again to the pages it already holds, one held block after each new
+//! one while it grows and all of them in turn once grown (until a caught
+//! signal stops it or `--hold` runs out): held beyond the memory left, its
+//! pages go out to swap and come back in, over and over.
 //! Every event is one line on stdout, flushed at once, for scripts and tests:
 //!
 //! ```text
 //! child pid=4243                     (with --child)
+//! locked                             (with --lock)
 //! ready pid=4242
 //! allocated 67108864                 (every 64 MiB)
 //! signal SIGINT footprint=104857600 at_ms=1520
 //! holding 104857600                  (growth ended: --max reached or a signal)
+//! rewritten 67108864                 (with --thrash, every 64 MiB written again)
 //! allocation failed at 8589934592: memory allocation failed
 //! done 104857600                     (--hold ran out; exit 0)
 //! ```
@@ -76,6 +85,14 @@ struct Args {
     /// Start a child `sleep` in the hog's process group (for group signalling).
     #[arg(long)]
     child: bool,
+    /// Keep every page in memory once touched (mlockall; Linux, as root):
+    /// a ballast that is never swapped out.
+    #[arg(long)]
+    lock: bool,
+    /// Keep writing to the pages already held, while growing and after: more
+    /// than the memory left, they thrash in and out of swap.
+    #[arg(long)]
+    thrash: bool,
 }
 
 /// `--rate`: a rate, or as fast as the machine allows.
@@ -232,15 +249,38 @@ fn main() -> ExitCode {
         }
     }
 
+    if args.lock {
+        match headroom::sys::residency::lock_memory() {
+            headroom::sys::residency::Locked::All => say("locked"),
+            headroom::sys::residency::Locked::Skipped(why) => {
+                eprintln!("headroom-hog: --lock: {why}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+
     say(&format!("ready pid={}", std::process::id()));
-    let held = grow(&args, &shared);
+    let mut rewrites = Rewrites::default();
+    let mut held = grow(&args, &shared, &mut rewrites);
     say(&format!(
         "holding {}",
         shared.allocated.load(Ordering::SeqCst)
     ));
-    match args.hold {
-        Some(hold) => {
-            std::thread::sleep(hold);
+    let until = args.hold.map(|hold| Instant::now() + hold);
+    if args.thrash {
+        // Every held block in turn, until stopped or --hold runs out.
+        let mut next = 0;
+        while !held.is_empty()
+            && !shared.stop.load(Ordering::SeqCst)
+            && until.is_none_or(|t| Instant::now() < t)
+        {
+            rewrites.rewrite(&mut held, next);
+            next = (next + 1) % held.len();
+        }
+    }
+    match until {
+        Some(until) => {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
             say(&format!("done {}", shared.allocated.load(Ordering::SeqCst)));
             drop(held);
             shared.exit(0)
@@ -252,9 +292,35 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes again to blocks already held (`--thrash`), counting the bytes.
+#[derive(Default)]
+struct Rewrites {
+    bytes: u64,
+    next_report: u64,
+}
+
+impl Rewrites {
+    /// Write every page of `blocks[i]` again, and say so every 64 MiB.
+    fn rewrite(&mut self, blocks: &mut [Vec<u8>], i: usize) {
+        let Some(block) = blocks.get_mut(i) else {
+            return;
+        };
+        for page in (0..block.len()).step_by(PAGE_STRIDE) {
+            block[page] = block[page].wrapping_add(1);
+        }
+        std::hint::black_box(&block);
+        self.bytes += block.len() as u64;
+        if self.bytes >= self.next_report + REPORT_EVERY {
+            self.next_report = self.bytes - self.bytes % REPORT_EVERY;
+            say(&format!("rewritten {}", self.next_report));
+        }
+    }
+}
+
 /// Allocate and touch blocks until --max, a stopping signal, or a failed
-/// allocation; the blocks are returned to be held.
-fn grow(args: &Args, shared: &Shared) -> Vec<Vec<u8>> {
+/// allocation; the blocks are returned to be held. With --thrash, one held
+/// block is written again after each new one.
+fn grow(args: &Args, shared: &Shared, rewrites: &mut Rewrites) -> Vec<Vec<u8>> {
     let max = args.max.bytes();
     let start = args.start.bytes().min(max);
     let mut blocks: Vec<Vec<u8>> = Vec::new();
@@ -285,6 +351,11 @@ fn grow(args: &Args, shared: &Shared) -> Vec<Vec<u8>> {
                 break;
             }
         }
+        if args.thrash && blocks.len() > 1 {
+            // The held blocks before this one, in turn.
+            let older = blocks.len() - 1;
+            rewrites.rewrite(&mut blocks, (allocated / BLOCK) as usize % older);
+        }
         allocated += size as u64;
         shared.allocated.store(allocated, Ordering::SeqCst);
         if allocated >= next_report {
@@ -297,9 +368,15 @@ fn grow(args: &Args, shared: &Shared) -> Vec<Vec<u8>> {
 
 /// A block of `size` bytes with every page written.
 fn touched_block(size: usize) -> Result<Vec<u8>, std::collections::TryReserveError> {
+    const ZEROS: [u8; PAGE_STRIDE] = [0; PAGE_STRIDE];
     let mut block: Vec<u8> = Vec::new();
     block.try_reserve_exact(size)?;
-    block.resize(size, 0);
+    // A page at a time (a copy, also in a debug build, where `resize`
+    // writes byte by byte: many GiB of ballast took minutes).
+    while block.len() < size {
+        let n = (size - block.len()).min(PAGE_STRIDE);
+        block.extend_from_slice(&ZEROS[..n]);
+    }
     for i in (0..size).step_by(PAGE_STRIDE) {
         block[i] = 0xA5;
     }

@@ -8,8 +8,11 @@
 //!   every reserved byte at once: thread stacks and malloc arenas reserve far
 //!   more than they use. With `MCL_FUTURE`, an allocation that would pass
 //!   `RLIMIT_MEMLOCK` fails (mlockall(2)), so the lock is taken only when the
-//!   limit is raised to unlimited first (root with `CAP_SYS_RESOURCE`), and
-//!   skipped, with the reason, otherwise. The daemon's memory is bounded
+//!   limit is raised to unlimited first (root with `CAP_SYS_RESOURCE`) or
+//!   does not apply (`CAP_IPC_LOCK`: "no limits are placed on the amount of
+//!   memory that a privileged process can lock", mlock(2); a container may
+//!   grant this one without the other), and skipped, with the reason,
+//!   otherwise. The daemon's memory is bounded
 //!   (capped HTTP connections and argv, ring buffers of fixed length), which
 //!   is what makes locking it safe.
 //! - **OOM score** (Linux): `/proc/self/oom_score_adj` set to -1000, so the
@@ -46,6 +49,21 @@ pub fn shield_from_oom_killer() -> io::Result<Option<i32>> {
 /// The OOM score a root daemon asks for: the kernel never picks it.
 pub const OOM_SCORE_ADJ: i32 = -1000;
 
+/// `CAP_IPC_LOCK`'s bit (linux/capability.h): lock memory without limit.
+pub const CAP_IPC_LOCK: u32 = 14;
+
+/// Whether the effective capabilities in `status` (the text of
+/// `/proc/<pid>/status`, its `CapEff:` hex mask) hold capability `bit`.
+/// False when the line is missing or malformed.
+pub fn has_capability(status: &str, bit: u32) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .and_then(|mask| mask.checked_shr(bit))
+        .is_some_and(|m| m & 1 == 1)
+}
+
 #[cfg(target_os = "linux")]
 mod imp {
     use super::{Locked, OOM_SCORE_ADJ};
@@ -59,11 +77,16 @@ mod imp {
         // SAFETY: `unlimited` is a valid rlimit that outlives the call.
         if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
             let e = io::Error::last_os_error();
-            return Locked::Skipped(format!(
-                "cannot raise RLIMIT_MEMLOCK to unlimited ({e}); with a limit, locking future \
-                 pages could make an allocation fail, so memory is not locked (run as root with \
-                 CAP_SYS_RESOURCE, or LimitMEMLOCK=infinity in the unit)"
-            ));
+            let unbounded = std::fs::read_to_string("/proc/self/status")
+                .is_ok_and(|status| super::has_capability(&status, super::CAP_IPC_LOCK));
+            if !unbounded {
+                return Locked::Skipped(format!(
+                    "cannot raise RLIMIT_MEMLOCK to unlimited ({e}) and no CAP_IPC_LOCK; with a \
+                     limit, locking future pages could make an allocation fail, so memory is not \
+                     locked (run as root with CAP_SYS_RESOURCE or CAP_IPC_LOCK, or \
+                     LimitMEMLOCK=infinity in the unit)"
+                ));
+            }
         }
         let flags = libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT;
         // SAFETY: flags only; mlockall touches no memory of ours.
@@ -116,6 +139,23 @@ mod imp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capabilities_are_read_from_the_effective_mask() {
+        // As in a container that grants CAP_IPC_LOCK (bit 14) but not
+        // CAP_SYS_RESOURCE (bit 24).
+        let status = "Name:\tx\nCapPrm:\t000001ffffffffff\nCapEff:\t000001fffeffffff\n";
+        assert!(has_capability(status, CAP_IPC_LOCK));
+        assert!(!has_capability(status, 24));
+        assert!(!has_capability("CapEff:\t0000000000000000\n", CAP_IPC_LOCK));
+    }
+
+    #[test]
+    fn a_missing_or_malformed_mask_grants_nothing() {
+        assert!(!has_capability("Name:\tx\n", CAP_IPC_LOCK));
+        assert!(!has_capability("CapEff:\tzz\n", CAP_IPC_LOCK));
+        assert!(!has_capability("CapEff:\tffffffffffffffff\n", 64));
+    }
 
     /// Elsewhere than Linux both say plainly that nothing was done.
     #[cfg(not(target_os = "linux"))]
@@ -178,12 +218,7 @@ mod tests {
     fn the_oom_score_is_lowered_only_with_the_right_to() {
         // CAP_SYS_RESOURCE (bit 24) is what lowering the score takes.
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let cap_eff = status
-            .lines()
-            .find_map(|l| l.strip_prefix("CapEff:"))
-            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-            .unwrap();
-        let may_lower = cap_eff & (1 << 24) != 0;
+        let may_lower = has_capability(&status, 24);
         if std::env::var_os("HEADROOM_OOM_CHILD").is_some() {
             println!("CHILD {:?}", shield_from_oom_killer());
             return;

@@ -9,9 +9,11 @@
 //!
 //! Plain `cargo test` does not build it (`test = false` in `Cargo.toml`).
 //! The attacks (`attacks::`) and the soak (`soak::`) measure the daemon's
-//! memory, reaction and sampling jitter: `scripts/test.sh` runs them after
-//! the rest (`-- --skip attacks:: --skip soak::`), each set alone, as their
-//! figures mean nothing with a browser or Prometheus busy beside them.
+//! memory, reaction and sampling jitter, and the thrash test (`thrash::`)
+//! switches on a swap file and locks most of the memory: `scripts/test.sh`
+//! runs them after the rest (`-- --skip attacks:: --skip soak:: --skip
+//! thrash::`), each set alone, as their figures mean nothing with a browser
+//! or Prometheus busy beside them.
 //!
 //! A test belongs here when it needs any of:
 //! - root: a root daemon's refusals of files other users can change, and
@@ -20,7 +22,8 @@
 //! - an installed tool: headless Chromium and chromedriver, Prometheus and
 //!   promtool, `systemd-analyze`, `setfacl`, `wrk`, `python3`, the Jupyter
 //!   virtual environment (`scripts/jupyter-venv.sh`);
-//! - minutes of wall time under load (the soak test).
+//! - minutes of wall time under load (the soak test);
+//! - a swap file and most of the memory locked (the thrash test).
 //!
 //! Such a test never passes by doing nothing: missing root fails it with
 //! "run as root (scripts/test.sh does)", a missing tool with its name and
@@ -46,3 +49,4 @@ mod prometheus;
 mod service;
 mod soak;
 mod status_page_browser;
+mod thrash;

@@ -9,11 +9,12 @@
 //! - HTTP: two `wrk`s hammering `/metrics` and `/api/v1/processes`.
 //!
 //! It reports samples taken against expected, the sampling duration and the
-//! interval jitter (percentiles, from the start of each sample in the
-//! daemon's debug log), wrk's requests and errors, the daemon's RSS at
+//! interval jitter (percentiles of the gaps between samples in the daemon's
+//! debug log, extra samples taken when the machine moves included), wrk's requests and errors, the daemon's RSS at
 //! start, after warm-up and at the end, collector errors by kind, and
 //! panics; and asserts the goals: no panic, no HTTP error, RSS growth after
-//! warm-up under 2 MiB, p99 jitter under 50 ms, and every expected sample
+//! warm-up under 2 MiB, p99 of how late the daemon woke for its scheduled
+//! samples (`headroom_wake_lateness_seconds`) under 50 ms, and every expected sample
 //! taken (95 %).
 //!
 //! The daemon and the hog are release builds, as shipped: the goals are
@@ -561,8 +562,16 @@ fn the_daemon_soaks_up_churn_memory_and_http_load() {
         "{} of {expected} samples:\n{report}",
         samples.len()
     );
-    let p99 = percentile(&jitter, 99.0);
-    assert!(p99 < 50.0, "p99 jitter {p99:.1} ms:\n{report}");
+    // Jitter is how late the daemon woke for its scheduled samples, from
+    // its own histogram: the gaps between logged samples also count the
+    // extra samples it takes at once when the machine moves, which are on
+    // purpose.
+    let late_p99 = wake_lateness_p99_ms(&metrics)
+        .unwrap_or_else(|| panic!("no headroom_wake_lateness_seconds in /metrics:\n{metrics}"));
+    assert!(
+        late_p99 < 50.0,
+        "p99 wake lateness up to {late_p99:.1} ms:\n{report}"
+    );
     assert!(
         growth < 2 * MIB as i64,
         "RSS grew {growth} bytes after warm-up:\n{report}"
@@ -573,4 +582,42 @@ fn the_daemon_soaks_up_churn_memory_and_http_load() {
     assert!(churned, "{report}");
     // Processes seen to vanish mid-read were counted, not fatal.
     assert!(health["status"] == "ok", "{health}");
+}
+
+/// The upper bound of the bucket that holds the 99th percentile of
+/// `headroom_wake_lateness_seconds`, in milliseconds; `None` without the
+/// histogram or with no wakes counted.
+fn wake_lateness_p99_ms(metrics: &str) -> Option<f64> {
+    let mut buckets: Vec<(f64, f64)> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("headroom_wake_lateness_seconds_bucket{le=\""))
+        .filter_map(|rest| {
+            let (le, count) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, count.trim().parse().ok()?))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    buckets
+        .iter()
+        .find(|(_, cumulative)| *cumulative >= total * 0.99)
+        .map(|(le, _)| le * 1e3)
+}
+
+#[test]
+fn the_lateness_percentile_is_read_from_the_buckets() {
+    let text = "headroom_wake_lateness_seconds_bucket{le=\"0.001\"} 90\n\
+                headroom_wake_lateness_seconds_bucket{le=\"0.01\"} 99\n\
+                headroom_wake_lateness_seconds_bucket{le=\"0.05\"} 100\n\
+                headroom_wake_lateness_seconds_bucket{le=\"+Inf\"} 100\n";
+    assert_eq!(wake_lateness_p99_ms(text), Some(10.0));
+    assert_eq!(wake_lateness_p99_ms(""), None);
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::hog::Running;
 
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
@@ -289,6 +290,47 @@ fn the_daemon_says_where_its_status_page_is_and_serves_it() {
             .code(),
         Some(0)
     );
+}
+
+#[test]
+fn metrics_count_how_late_the_loop_woke_for_each_scheduled_sample() {
+    let dir = support::private_dir();
+    let cfg = dir.path().join("headroom.toml");
+    write(
+        &cfg,
+        &format!(
+            "[daemon]\ninterval = \"100ms\"\njournal = \"{}\"\n",
+            dir.path().join("journal.jsonl").display()
+        ),
+    );
+    let mut d = Running::daemon(&["run", "--config", cfg.to_str().expect("utf-8")]);
+    let addr = status_page_addr(&mut d);
+    d.expect_line("first sample:");
+    std::thread::sleep(Duration::from_millis(800));
+    let body = ureq::get(&format!("http://{addr}/metrics"))
+        .call()
+        .expect("/metrics answers")
+        .body_mut()
+        .read_to_string()
+        .expect("a text body");
+    let value = |name: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{body}"))
+    };
+    // Every sample after the first was woken by the timer (the first, at
+    // once, too): as many wakes as samples, give or take the one in flight.
+    let wakes = value("headroom_wake_lateness_seconds_count");
+    let samples = value("headroom_samples_total");
+    assert!(samples >= 4.0, "{samples} samples in 0.8 s at 100 ms");
+    assert!(
+        (wakes - samples).abs() <= 1.0,
+        "{wakes} wakes, {samples} samples"
+    );
+    d.signal("TERM");
+    d.wait_exit(Duration::from_secs(10))
+        .expect("the daemon exits");
 }
 
 #[test]

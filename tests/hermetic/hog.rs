@@ -136,6 +136,69 @@ fn exit_on_exits_zero_after_printing() {
 }
 
 #[test]
+fn thrash_writes_the_held_pages_again_until_a_caught_signal() {
+    let mut hog = Hog::start(&["--max", "16MiB", "--thrash", "--catch", "INT"]);
+    hog.expect("holding ");
+    // 16 MiB held: every 64 MiB written again is four passes over it.
+    assert_eq!(hog.expect("rewritten "), format!("rewritten {}", 64 * MIB));
+    assert_eq!(hog.expect("rewritten "), format!("rewritten {}", 128 * MIB));
+    hog.signal("INT");
+    hog.expect("signal SIGINT ");
+    // Stopped: no more passes once the lines in flight are read.
+    std::thread::sleep(Duration::from_millis(200));
+    while hog.lines.try_recv().is_ok() {}
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        hog.lines.try_recv().is_err(),
+        "still rewriting after the signal"
+    );
+    assert!(hog.child.try_wait().unwrap().is_none(), "it exited");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn lock_keeps_every_page_in_memory_or_says_why_not() {
+    let mut child = Command::new(HOG)
+        .args(["--max", "32MiB", "--lock"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept open: the hog ends quietly when its stdout closes.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    if first.trim() == "locked" {
+        // Growing to 32 MiB takes milliseconds; then every page is locked.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let locked_kib = loop {
+            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+            let kib: u64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmLck:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .unwrap();
+            if kib * 1024 >= 32 * MIB || Instant::now() > deadline {
+                break kib;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(locked_kib * 1024 >= 32 * MIB, "VmLck {locked_kib} kB");
+    } else {
+        // Without the right to lock: exit 1, the reason on stderr.
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "first line {first:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--lock:") && err.contains("RLIMIT_MEMLOCK"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn bad_arguments_exit_2_with_the_reason() {
     for (args, reason) in [
         (&["--max", "lots"][..], "invalid size"),

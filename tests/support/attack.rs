@@ -333,6 +333,20 @@ impl Proc {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// How the leader ended, if it did within `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kill the whole process group and reap the leader.
     pub fn kill(&mut self) {
         kill_group(self.child.id());
