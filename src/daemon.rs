@@ -267,6 +267,12 @@ impl Daemon {
                         raise_to_event_level(&mut snap, level);
                     }
                     notebooks.annotate(&mut snap);
+                    // The daemon's own collectors, next to the sampler's.
+                    snap.collectors.push(self.events.status());
+                    if let Some(causes) = &self.exit_causes {
+                        snap.collectors.push(causes.status());
+                    }
+                    snap.collectors.push(notebooks.status());
                     cadence.sampled(Reading::of(&snap, started.into_std()), depth);
                     // After every sample: a process a light tick saw for
                     // the first time is watched from the next one on.

@@ -238,6 +238,29 @@ fn sampler(reg: &Registry, state: &State) -> prometheus::Result<()> {
         .set(f64::from(u8::from(sampled && processes)));
     up.with_label_values(&["journal"])
         .set(f64::from(u8::from(state.journal.problem().is_none())));
+    // The optional collectors (NVML, the pressure notification, the kernel
+    // log, the Jupyter lookup): up or not, whether this machine has what
+    // they read at all, and their failed reads.
+    let applicable = gauge(
+        reg,
+        "headroom_collector_applicable",
+        "1 if this machine has what the collector reads, 0 if not (no NVIDIA driver, no kernel log for a daemon that is not root): a collector down and not applicable is not failing.",
+        &["collector"],
+    )?;
+    let optional = state
+        .snapshot
+        .as_deref()
+        .map_or(&[][..], |s| &s.collectors[..]);
+    for c in optional {
+        up.with_label_values(&[c.name.as_str()])
+            .set(f64::from(u8::from(c.up)));
+        applicable
+            .with_label_values(&[c.name.as_str()])
+            .set(f64::from(u8::from(c.applicable)));
+        errors
+            .with_label_values(&[c.name.as_str(), "failed"])
+            .inc_by(c.errors as f64);
+    }
     counter(
         reg,
         "headroom_journal_unwritten_events_total",
@@ -767,6 +790,39 @@ mod tests {
         assert!(text.contains("headroom_samples_total 0"));
         assert!(text.contains("headroom_collector_up{collector=\"sampler\"} 0"));
         assert!(!text.contains("headroom_memory_total_bytes"));
+    }
+
+    #[test]
+    fn every_collector_reports_up_applicable_and_errors() {
+        let mut snap = snapshot(0, vec![]);
+        snap.collectors = vec![
+            CollectorStatus {
+                name: "nvml".into(),
+                up: false,
+                detail: "libnvidia-ml.so.1 not found (no NVIDIA driver)".into(),
+                errors: 1,
+                applicable: false,
+            },
+            CollectorStatus {
+                name: "kernel-log".into(),
+                up: true,
+                detail: "memory kills read from the kernel log".into(),
+                errors: 3,
+                applicable: true,
+            },
+        ];
+        let text = render(&state_with(vec![snap], 50)).unwrap();
+        for expected in [
+            "headroom_collector_up{collector=\"nvml\"} 0",
+            "headroom_collector_applicable{collector=\"nvml\"} 0",
+            "headroom_collector_errors_total{collector=\"nvml\",reason=\"failed\"} 1",
+            "headroom_collector_up{collector=\"kernel-log\"} 1",
+            "headroom_collector_applicable{collector=\"kernel-log\"} 1",
+            "headroom_collector_errors_total{collector=\"kernel-log\",reason=\"failed\"} 3",
+            "headroom_collector_up{collector=\"sampler\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected} missing:\n{text}");
+        }
     }
 
     #[test]

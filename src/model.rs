@@ -266,6 +266,16 @@ pub struct CollectorStatus {
     /// single queries alike).
     #[serde(default)]
     pub errors: u64,
+    /// False when this machine lacks what the collector reads (no NVIDIA
+    /// driver, no kernel log for a daemon that is not root, no pressure
+    /// notification on this OS): down by nature, not failing, so an alert
+    /// on collectors that are down leaves it out.
+    #[serde(default = "applicable_by_default")]
+    pub applicable: bool,
+}
+
+fn applicable_by_default() -> bool {
+    true
 }
 
 /// A process identity: the pid alone is reused by the kernel, the pair is not.

@@ -61,7 +61,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use crate::config::JupyterConfig;
-use crate::model::Snapshot;
+use crate::model::{CollectorStatus, Snapshot};
 
 /// The first retry for a kernel id no server knew.
 pub const RETRY_FIRST: Duration = Duration::from_secs(2);
@@ -492,6 +492,37 @@ impl Notebooks {
         // A full queue means the thread is busy: it takes up the pending
         // settings when it gets to the queued requests.
         self.send(Request::Reconfigure);
+    }
+
+    /// How the notebook lookup stands, for `/metrics` and the API: up while
+    /// it is turned on and its thread runs; the requests dropped because a
+    /// lookup was slow count as its errors.
+    pub fn status(&self) -> CollectorStatus {
+        let enabled = self.enabled.load(Ordering::Relaxed);
+        let dropped = self.dropped_requests();
+        let (up, detail) = match (enabled, self.tx.is_some()) {
+            (false, _) => (
+                false,
+                "turned off in the config ([jupyter] enabled = false)".to_owned(),
+            ),
+            (true, false) => (
+                false,
+                "the lookup thread could not be started: kernels stay unnamed".to_owned(),
+            ),
+            (true, true) => (
+                true,
+                format!(
+                    "kernels named from Jupyter servers' runtime files; {dropped} lookups dropped while one was slow"
+                ),
+            ),
+        };
+        CollectorStatus {
+            name: "jupyter".to_owned(),
+            up,
+            detail,
+            errors: dropped,
+            applicable: enabled,
+        }
     }
 
     /// Requests dropped because the queue was full (a lookup was slow).

@@ -201,6 +201,32 @@ pub fn exit_causes() -> (ExitCauses, Result<String, String>) {
 }
 
 impl ExitCauses {
+    /// How the record of kills stands, for `/metrics` and the API: up while
+    /// the kernel log is read (Linux), with its failed reads as errors. Not
+    /// applicable where the OS keeps no record headroom can read, or the
+    /// daemon is not root (the kernel log needs root or CAP_SYSLOG).
+    pub fn status(&self) -> crate::model::CollectorStatus {
+        #[cfg(target_os = "linux")]
+        let (up, errors) = match &self.kmsg {
+            Some(k) => (true, k.read_failures),
+            None => (false, 0),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let (up, errors) = (false, 0);
+        let root = crate::sys::this_process::running_as_root();
+        crate::model::CollectorStatus {
+            name: "kernel-log".to_owned(),
+            up,
+            detail: if up {
+                "memory kills read from the kernel log".to_owned()
+            } else {
+                self.silence.clone()
+            },
+            errors,
+            applicable: up || (cfg!(target_os = "linux") && root),
+        }
+    }
+
     /// A source that never reports a kill; `why` is what that means, for
     /// post-mortems (tests, replayed traces, OSes without a record).
     pub fn none(why: &str) -> Self {

@@ -134,6 +134,8 @@ pub struct PressureEvents {
     trigger: Option<psi_trigger::PsiTrigger>,
     #[cfg(target_os = "macos")]
     source: Option<macos::pressure_source::MemoryPressureSource>,
+    /// What was set up, or why nothing was, for [`PressureEvents::status`].
+    detail: String,
 }
 
 impl PressureEvents {
@@ -147,27 +149,45 @@ impl PressureEvents {
             match psi_trigger::PsiTrigger::register(path) {
                 Ok(t) => {
                     let note = format!("PSI trigger \"{}\" on {}", t.spec(), path.display());
-                    (Self { trigger: Some(t) }, Ok(note))
+                    let detail = note.clone();
+                    (
+                        Self {
+                            trigger: Some(t),
+                            detail,
+                        },
+                        Ok(note),
+                    )
                 }
-                Err(e) => (Self { trigger: None }, Err(e.to_string())),
+                Err(e) => (
+                    Self {
+                        trigger: None,
+                        detail: format!("{e}; the daemon polls every tick instead"),
+                    },
+                    Err(e.to_string()),
+                ),
             }
         }
         #[cfg(target_os = "macos")]
         {
             let source = macos::pressure_source::MemoryPressureSource::open();
+            let note =
+                "a dispatch memory-pressure source (the pressure sysctl is still read every tick)";
             (
                 Self {
                     source: Some(source),
+                    detail: note.to_string(),
                 },
-                Ok("a dispatch memory-pressure source (the pressure sysctl is still read every tick)"
-                    .to_string()),
+                Ok(note.to_string()),
             )
         }
         #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         {
+            let why = "no memory-pressure notification on this OS; polling every tick";
             (
-                Self {},
-                Err("no memory-pressure notification on this OS; polling every tick".to_string()),
+                Self {
+                    detail: why.to_string(),
+                },
+                Err(why.to_string()),
             )
         }
     }
@@ -179,6 +199,23 @@ impl PressureEvents {
             trigger: None,
             #[cfg(target_os = "macos")]
             source: None,
+            detail: "no memory-pressure notification was set up; polling every tick".to_string(),
+        }
+    }
+
+    /// How the notification stands, for `/metrics` and the API. Not
+    /// applicable where the OS has none, or (Linux) when the kernel refused
+    /// a trigger to a daemon that is not root.
+    pub fn status(&self) -> crate::model::CollectorStatus {
+        let up = self.is_active();
+        let possible = cfg!(any(target_os = "linux", target_os = "macos"))
+            && crate::sys::this_process::running_as_root();
+        crate::model::CollectorStatus {
+            name: "pressure-events".to_string(),
+            up,
+            detail: self.detail.clone(),
+            errors: 0,
+            applicable: up || possible,
         }
     }
 

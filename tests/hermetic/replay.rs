@@ -116,6 +116,7 @@ fn snapshot(ms: u64, footprint: u64) -> Snapshot {
             up: true,
             detail: "1 GPU: NVIDIA H100 80GB HBM3".into(),
             errors: 0,
+            applicable: true,
         }],
         notes: vec!["a note".into()],
     }

@@ -207,6 +207,7 @@ pub fn probe(settings: &GpuConfig) -> CollectorStatus {
             up: false,
             detail: detail.to_string(),
             errors: 0,
+            applicable: false,
         };
     };
     let mut status = GpuMonitor::new(collector).poll(Instant::now()).status;

@@ -50,6 +50,9 @@ enum State {
     Closed {
         retry_at: Option<Instant>,
         reason: String,
+        /// The machine has nothing to read (no NVIDIA driver): down by
+        /// nature, not failing.
+        absent: bool,
     },
     Open,
 }
@@ -73,6 +76,7 @@ impl GpuMonitor {
             state: State::Closed {
                 retry_at: None,
                 reason: "not opened yet".to_string(),
+                absent: false,
             },
             retry_after: RETRY_AFTER,
             errors: 0,
@@ -96,9 +100,14 @@ impl GpuMonitor {
     /// read it if it is open.
     pub fn poll(&mut self, now: Instant) -> Poll {
         let mut log = Vec::new();
-        if let State::Closed { retry_at, reason } = &self.state {
+        if let State::Closed {
+            retry_at,
+            reason,
+            absent,
+        } = &self.state
+        {
             if retry_at.is_some_and(|at| now < at) {
-                let status = self.status(false, reason.clone());
+                let status = self.status(false, reason.clone(), !absent);
                 return Poll {
                     devices: Vec::new(),
                     status,
@@ -124,7 +133,7 @@ impl GpuMonitor {
                     } else {
                         LogLevel::Warn
                     };
-                    return self.went_down(now, e.message, level, log);
+                    return self.went_down(now, e.message, e.no_driver, level, log);
                 }
             }
         }
@@ -148,7 +157,7 @@ impl GpuMonitor {
                     detail.push_str(p);
                 }
                 self.last_problems = problems;
-                let status = self.status(true, detail);
+                let status = self.status(true, detail, true);
                 Poll {
                     devices,
                     status,
@@ -159,7 +168,7 @@ impl GpuMonitor {
                 self.collector.close();
                 self.last_problems.clear();
                 let reason = format!("stopped working: {e}");
-                self.went_down(now, reason, LogLevel::Warn, log)
+                self.went_down(now, reason, false, LogLevel::Warn, log)
             }
         }
     }
@@ -168,6 +177,7 @@ impl GpuMonitor {
         &mut self,
         now: Instant,
         reason: String,
+        absent: bool,
         level: LogLevel,
         mut log: Vec<LogLine>,
     ) -> Poll {
@@ -184,10 +194,11 @@ impl GpuMonitor {
             });
             self.logged_down = Some(reason.clone());
         }
-        let status = self.status(false, reason.clone());
+        let status = self.status(false, reason.clone(), !absent);
         self.state = State::Closed {
             retry_at: Some(now + self.retry_after),
             reason,
+            absent,
         };
         Poll {
             devices: Vec::new(),
@@ -196,12 +207,13 @@ impl GpuMonitor {
         }
     }
 
-    fn status(&self, up: bool, detail: String) -> CollectorStatus {
+    fn status(&self, up: bool, detail: String, applicable: bool) -> CollectorStatus {
         CollectorStatus {
             name: self.name().to_string(),
             up,
             detail,
             errors: self.errors,
+            applicable,
         }
     }
 }
@@ -235,6 +247,8 @@ mod tests {
         for tick in 0..600 {
             let poll = m.poll(t0 + Duration::from_millis(250 * tick));
             assert!(!poll.status.up);
+            assert!(!poll.status.applicable, "no driver is not a failure");
+            assert_eq!(poll.status.errors, 1, "one failed open, not one per tick");
             assert_eq!(
                 poll.status.detail,
                 "libnvidia-ml.so.1 not found (no NVIDIA driver)"
@@ -338,6 +352,10 @@ mod tests {
         }));
         let down = m.poll(t0 + Duration::from_secs(1));
         assert!(!down.status.up);
+        assert!(
+            down.status.applicable,
+            "a GPU that stops working is a failure"
+        );
         assert_eq!(
             down.status.detail,
             "stopped working: NVIDIA driver is not loaded"
