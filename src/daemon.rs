@@ -454,11 +454,14 @@ impl Daemon {
                 Depth::Full => sampler.sample(),
                 Depth::Light => sampler.sample_light(&watched),
             };
-            let result = sampled.map(|snap| {
+            let result = sampled.map(|mut snap| {
                 let suspects = PostMortems::suspects(&tracked, &snap);
                 let observed = causes
                     .as_mut()
-                    .map(|c| c.poll(snap.taken_at, &suspects))
+                    .map(|c| {
+                        snap.collectors.extend(c.collectors());
+                        c.poll(snap.taken_at, &tracked, &suspects)
+                    })
                     .unwrap_or_default();
                 (snap, observed)
             });

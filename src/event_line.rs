@@ -169,6 +169,23 @@ pub fn postmortem(event: &Event) -> Option<String> {
             ),
             None => format!("died: ended by headroom's signal {sizes}"),
         },
+        ExitCauseKind::Crashed => {
+            let signal = cause.signal.as_deref().unwrap_or("a fatal signal");
+            let place = cause
+                .library
+                .as_deref()
+                .map(|l| format!(" in {}", printable(l)))
+                .unwrap_or_default();
+            format!(
+                "died: crashed: {}{place}{}",
+                printable(signal),
+                verdict(cause, process.footprint, *peak_footprint)
+            )
+        }
+        ExitCauseKind::GpuError => format!(
+            "died after a GPU error{}",
+            verdict(cause, process.footprint, *peak_footprint)
+        ),
         ExitCauseKind::Exited => format!("ended: exited by itself {sizes}"),
         ExitCauseKind::Unknown => format!("ended {sizes}, cause unknown"),
     };
@@ -204,6 +221,25 @@ pub fn postmortem(event: &Event) -> Option<String> {
         printable(&cause.how)
     );
     Some(printable(&sentence).into_owned())
+}
+
+
+/// `at X (peak Y)`, or, where the record shows memory was not the reason,
+/// `; not memory: X at its last sample (peak Y)`.
+fn verdict(cause: &crate::event::ExitCause, footprint: u64, peak: u64) -> String {
+    if cause.not_memory {
+        format!(
+            "; not memory: {} at its last sample (peak {})",
+            format_bytes(footprint),
+            format_bytes(peak)
+        )
+    } else {
+        format!(
+            " at {} (peak {})",
+            format_bytes(footprint),
+            format_bytes(peak)
+        )
+    }
 }
 
 /// `850 ms`, `6.0 s`, `3 min 20 s`, `2 h 5 min`.
@@ -424,6 +460,7 @@ mod tests {
                           the machine ran out of memory"
                         .into(),
                     detail: Some("Out of memory: Killed process 48113 (python3)".into()),
+                    ..ExitCause::default()
                 }),
             },
         }
@@ -455,7 +492,7 @@ mod tests {
             *cause = Some(ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: "no OOM-killer record for it in /dev/kmsg".into(),
-                detail: None,
+                ..ExitCause::default()
             });
             *headroom_action = None;
             *last_growth_bytes_per_second = Some(0.0);

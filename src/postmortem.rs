@@ -9,20 +9,30 @@
 //! ended. Its cause, most direct evidence first:
 //!
 //! 1. **The OS's record of a memory kill** ([`MemoryKill`]: the Linux OOM
-//!    killer's line in `/dev/kmsg`) for its pid and name, read after it was
-//!    first seen (so a kill of an earlier process with the same pid is
-//!    never blamed on it): `oom-killer` (or `jetsam`).
-//! 2. **headroom's own signal**: a signal headroom delivered after the last
+//!    killer's line in `/dev/kmsg`, jetsam's in macOS's unified log) for
+//!    its pid and name, read after it was first seen (so a kill of an
+//!    earlier process with the same pid is never blamed on it):
+//!    `oom-killer` or `jetsam`.
+//! 2. **The OS's record of a crash** ([`Crash`]: a fault line in
+//!    `/dev/kmsg`, a macOS crash report), matched the same way: `crashed`,
+//!    naming the signal and the library, and saying that memory was not the
+//!    reason, with the footprint at the last sample (unless the record says
+//!    it was: a Metal command buffer that failed for want of GPU memory).
+//! 3. **headroom's own signal**: a signal headroom delivered after the last
 //!    sample that saw the process alive (or a SIGKILL at any time):
 //!    `signal-by-headroom`, naming the rule and step.
-//! 3. **Its exit status**, where the OS kept one for the daemon to read (a
+//! 4. **A GPU fault** ([`GpuFault`]: an NVIDIA Xid naming its pid) before
+//!    it ended: `gpu-error`, with what the Xid means.
+//! 5. **Its exit status**, where the OS kept one for the daemon to read (a
 //!    zombie's `/proc/[pid]/stat` on Linux): an exit code is `exited`; a
 //!    signal nobody owns up to stays `unknown`, with the signal named.
-//! 4. Otherwise `unknown`, with what was looked at and found silent.
+//! 6. Otherwise `unknown`, with what was looked at and found silent.
 //!
-//! A process gone without a record is judged one sample later, not at once,
-//! so that a kill record logged a moment after the process vanished, or the
-//! outcome of a signal headroom was still delivering, is not missed.
+//! A process gone without a record is judged one sample later, not at once
+//! (and no sooner than the OS's record lag, [`Observed::record_lag`]: a
+//! macOS crash report takes seconds to be written), so that a record logged
+//! a moment after the process vanished, or the outcome of a signal headroom
+//! was still delivering, is not missed.
 //!
 //! Children of a watched ML process (DataLoader workers, model-server
 //! workers) come and go with their parent's work: their ends are reported
@@ -39,7 +49,7 @@ use crate::history::{GROWTH_WINDOW, History};
 use crate::model::Action;
 use crate::model::{COMM_LEN, ProcessId, ProcessSample, Snapshot, Timestamp};
 use crate::policy::Decision;
-use crate::sample::{Ended, Killer, MemoryKill, Observed};
+use crate::sample::{Crash, Ended, GpuFault, Killer, MemoryKill, Observed};
 
 /// How long kill records are kept for matching.
 pub const KEEP_KILLS: Duration = Duration::from_secs(600);
@@ -82,6 +92,10 @@ pub struct PostMortems {
     dead: HashSet<ProcessId>,
     pending: Vec<Pending>,
     kills: VecDeque<MemoryKill>,
+    crashes: VecDeque<Crash>,
+    gpu_faults: VecDeque<GpuFault>,
+    /// How long after an end its record may still arrive (the latest poll's).
+    record_lag: Duration,
     /// The last action carried out on each tracked process.
     last_action: HashMap<ProcessId, ActionTaken>,
     /// The last signal delivered to each, and the last SIGKILL.
@@ -182,15 +196,10 @@ impl PostMortems {
         silence: &str,
     ) -> Vec<Event> {
         let now = snap.taken_at;
-        self.kills.extend(observed.kills);
-        while self.kills.len() > MAX_KILLS
-            || self
-                .kills
-                .front()
-                .is_some_and(|k| now.since(k.read_at) > KEEP_KILLS)
-        {
-            self.kills.pop_front();
-        }
+        keep_recent(&mut self.kills, observed.kills, now, |k| k.read_at);
+        keep_recent(&mut self.crashes, observed.crashes, now, |c| c.read_at);
+        keep_recent(&mut self.gpu_faults, observed.gpu_faults, now, |g| g.read_at);
+        self.record_lag = observed.record_lag;
 
         let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
         let pending: HashSet<ProcessId> = self.pending.iter().map(|p| p.id).collect();
@@ -231,9 +240,13 @@ impl PostMortems {
                 .is_some_and(|since| now.since(*since) < OUTCOME_WAIT);
             let direct = matches!(
                 cause.kind,
-                ExitCauseKind::OomKiller | ExitCauseKind::Jetsam | ExitCauseKind::SignalByHeadroom
+                ExitCauseKind::OomKiller
+                    | ExitCauseKind::Jetsam
+                    | ExitCauseKind::SignalByHeadroom
+                    | ExitCauseKind::Crashed
             );
-            if !direct && (p.waited == 0 || waiting) {
+            let lagging = now.since(p.ended_at) < self.record_lag;
+            if !direct && (p.waited == 0 || waiting || lagging) {
                 p.waited += 1;
                 self.pending.push(p);
                 continue;
@@ -308,14 +321,15 @@ impl PostMortems {
 
     fn cause_of(&self, p: &Pending, t: &Tracked, silence: &str) -> ExitCause {
         let pid = t.process.pid;
+        let uid_fits = |uid: Option<u32>| match (uid, t.process.uid) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
         let kill = self.kills.iter().rev().find(|k| {
             k.pid == pid
                 && same_command(&k.name, &t.process.name)
                 && k.read_at >= t.first_seen
-                && match (k.uid, t.process.uid) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => true,
-                }
+                && uid_fits(k.uid)
         });
         let status = p
             .status
@@ -338,6 +352,73 @@ impl PostMortems {
                     k.source, k.pid, k.name, k.scope
                 ),
                 detail: Some(k.message.clone()),
+                ..ExitCause::default()
+            };
+        }
+        let gpu = self.gpu_faults.iter().rev().find(|g| {
+            g.pid == pid
+                && (g.name.is_empty() || same_command(&g.name, &t.process.name))
+                && g.read_at >= t.first_seen
+        });
+        let gpu_words = |g: &GpuFault| {
+            format!(
+                "{} recorded NVIDIA Xid {}{} on {} for pid {} ({})",
+                witness(&g.source),
+                g.code,
+                g.meaning.map(|m| format!(" ({m})")).unwrap_or_default(),
+                g.device,
+                g.pid,
+                g.name
+            )
+        };
+        let crash = self
+            .crashes
+            .iter()
+            .filter(|c| {
+                c.pid == pid
+                    && (c.thread.is_some() || same_command(&c.name, &t.process.name))
+                    && c.read_at >= t.first_seen
+                    && uid_fits(c.uid)
+            })
+            .max_by_key(|c| (c.library.is_some(), c.read_at));
+        if let Some(c) = crash {
+            let thread = c
+                .thread
+                .as_ref()
+                .map(|(tid, name)| format!(", in its thread {name} (tid {tid})"))
+                .unwrap_or_default();
+            let library = c
+                .library
+                .as_deref()
+                .map(|l| format!(" in {l}"))
+                .unwrap_or_default();
+            let signal = c
+                .signal
+                .as_deref()
+                .map(|s| format!(", which ends it with {s}"))
+                .unwrap_or_default();
+            let notes: String = c.notes.iter().map(|n| format!("; {n}")).collect();
+            let memory = c
+                .memory
+                .as_deref()
+                .map(|m| format!("; {m}"))
+                .unwrap_or_default();
+            let earlier = gpu
+                .map(|g| format!("; before that, {}", gpu_words(g)))
+                .unwrap_or_default();
+            return ExitCause {
+                kind: ExitCauseKind::Crashed,
+                how: format!(
+                    "{} recorded a crash of pid {} ({}){thread}: {}{library}{signal}{notes}{memory}{earlier}{status}",
+                    witness(&c.source),
+                    c.pid,
+                    t.process.name,
+                    c.fault
+                ),
+                detail: Some(c.message.clone()),
+                signal: c.signal.clone(),
+                library: c.library.clone(),
+                not_memory: c.memory.is_none(),
             };
         }
         let signal = self
@@ -358,7 +439,16 @@ impl PostMortems {
                     s.rule,
                     s.step + 1
                 ),
-                detail: None,
+                ..ExitCause::default()
+            };
+        }
+        if let Some(g) = gpu {
+            return ExitCause {
+                kind: ExitCauseKind::GpuError,
+                how: format!("{}, and it ended after{status}", gpu_words(g)),
+                detail: Some(g.message.clone()),
+                not_memory: true,
+                ..ExitCause::default()
             };
         }
         match &p.status {
@@ -368,7 +458,7 @@ impl PostMortems {
                     "its exit status, read from {} before its parent collected it: {}",
                     e.source, e.status
                 ),
-                detail: None,
+                ..ExitCause::default()
             },
             Some(e) => ExitCause {
                 kind: ExitCauseKind::Unknown,
@@ -376,16 +466,42 @@ impl PostMortems {
                     "its exit status, read from {} before its parent collected it: {}, but nothing says who sent the signal: {silence}, and headroom sent it none",
                     e.source, e.status
                 ),
-                detail: None,
+                ..ExitCause::default()
             },
             None => ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: format!(
                     "{silence}, headroom sent it no signal, and it was gone before its exit status could be read (only its parent learns that)"
                 ),
-                detail: None,
+                ..ExitCause::default()
             },
         }
+    }
+}
+
+/// Where a record was read, in words: `the kernel log (/dev/kmsg)`, `the
+/// crash report /Library/Logs/DiagnosticReports/….ips`.
+fn witness(source: &str) -> String {
+    if source.ends_with(".ips") {
+        format!("the crash report {source}")
+    } else if source == "/dev/kmsg" {
+        format!("the kernel log ({source})")
+    } else {
+        source.to_string()
+    }
+}
+
+/// Add `new` to `kept` and drop what is older than [`KEEP_KILLS`] or beyond
+/// [`MAX_KILLS`].
+fn keep_recent<T>(
+    kept: &mut VecDeque<T>,
+    new: Vec<T>,
+    now: Timestamp,
+    read_at: impl Fn(&T) -> Timestamp,
+) {
+    kept.extend(new);
+    while kept.len() > MAX_KILLS || kept.front().is_some_and(|r| now.since(read_at(r)) > KEEP_KILLS) {
+        kept.pop_front();
     }
 }
 
@@ -496,6 +612,7 @@ mod tests {
         let observed = Observed {
             kills: vec![oom_kill(42, 11_000)],
             ended: Vec::new(),
+            ..Observed::default()
         };
         run.feed(snap(11_000, vec![]), observed);
         let cause = run.cause().clone();
@@ -526,6 +643,7 @@ mod tests {
             Observed {
                 kills: vec![oom_kill(42, 0)],
                 ended: Vec::new(),
+                ..Observed::default()
             },
         );
         run.feed(snap(1000, vec![kernel(42, GIB)]), Observed::default());
@@ -603,6 +721,7 @@ mod tests {
         let observed = Observed {
             kills: vec![oom_kill(42, 8000)],
             ended: Vec::new(),
+            ..Observed::default()
         };
         run.feed(snap(8000, vec![]), observed);
         assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
@@ -661,6 +780,7 @@ mod tests {
                     status: status.clone(),
                     source: "/proc/42/stat".into(),
                 }],
+                ..Observed::default()
             };
             assert_eq!(
                 PostMortems::suspects(&run.pm.tracked(), &snap(3000, vec![zombie.clone()])),
@@ -712,6 +832,7 @@ mod tests {
             Observed {
                 kills: vec![kill],
                 ended: Vec::new(),
+                ..Observed::default()
             },
         );
         assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);

@@ -21,7 +21,9 @@ pub mod probe;
 pub mod psi_trigger;
 pub mod replay;
 
-pub use exit_causes::{Ended, ExitCauses, ExitStatus, Killer, MemoryKill, Observed, exit_causes};
+pub use exit_causes::{
+    Crash, Ended, ExitCauses, ExitStatus, GpuFault, Killer, MemoryKill, Observed, exit_causes,
+};
 
 /// Why a whole sample failed. Per-process failures never get here: they are
 /// counted in [`crate::model::CollectorErrors`].
