@@ -225,11 +225,11 @@ pub fn postmortem(event: &Event) -> Option<String> {
 
 
 /// `at X (peak Y)`, or, where the record shows memory was not the reason,
-/// `; not memory: X at its last sample (peak Y)`.
+/// `; not for want of memory: X at its last sample (peak Y)`.
 fn verdict(cause: &crate::event::ExitCause, footprint: u64, peak: u64) -> String {
     if cause.not_memory {
         format!(
-            "; not memory: {} at its last sample (peak {})",
+            "; not for want of memory: {} at its last sample (peak {})",
             format_bytes(footprint),
             format_bytes(peak)
         )

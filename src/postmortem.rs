@@ -838,6 +838,200 @@ mod tests {
         assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
     }
 
+    fn segfault(pid: u32, read_at: u64, library: Option<&str>) -> Crash {
+        Crash {
+            pid,
+            name: "python3".into(),
+            signal: Some("SIGSEGV".into()),
+            fault: "segfault at 0 ip 00007f93b040e0f9 sp 00007ffd54545408 error 4".into(),
+            library: library.map(str::to_string),
+            source: "/dev/kmsg".into(),
+            message: "python3[42]: segfault at 0 …".into(),
+            read_at: Timestamp(read_at),
+            ..Crash::default()
+        }
+    }
+
+    fn xid31(pid: u32, read_at: u64) -> GpuFault {
+        GpuFault {
+            pid,
+            name: "python3".into(),
+            code: 31,
+            meaning: crate::sample::linux::kmsg_crash::xid_meaning(31),
+            device: "PCI:0000:0a:00".into(),
+            source: "/dev/kmsg".into(),
+            message: "NVRM: Xid (PCI:0000:0a:00): 31, pid=42, name=python3, …".into(),
+            read_at: Timestamp(read_at),
+        }
+    }
+
+    #[test]
+    fn a_crash_is_named_at_once_with_signal_library_and_not_memory() {
+        let mut run = Run::new();
+        growing(&mut run, 3000);
+        let observed = Observed {
+            // The fatal-signal record (no library) and the fault line: the
+            // one naming the library wins.
+            crashes: vec![segfault(42, 4000, Some("libtensorflow_framework.so.2")), segfault(42, 4000, None)],
+            ..Observed::default()
+        };
+        run.feed(snap(4000, vec![]), observed);
+        let cause = run.cause().clone();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert_eq!(cause.signal.as_deref(), Some("SIGSEGV"));
+        assert_eq!(cause.library.as_deref(), Some("libtensorflow_framework.so.2"));
+        assert!(cause.not_memory);
+        assert!(
+            cause.how.starts_with("the kernel log (/dev/kmsg) recorded a crash of pid 42 (python3): segfault at 0 ip 00007f93b040e0f9 sp 00007ffd54545408 error 4 in libtensorflow_framework.so.2, which ends it with SIGSEGV"),
+            "{}",
+            cause.how
+        );
+        let line = crate::event_line::postmortem(&run.events[0]).unwrap();
+        assert!(
+            line.contains("died: crashed: SIGSEGV in libtensorflow_framework.so.2; not for want of memory: 3.9 GiB at its last sample (peak 3.9 GiB)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_crash_in_a_thread_is_its_process_s() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let mut c = segfault(42, 3000, Some("libtorch_cpu.so"));
+        c.name = "pt_autograd_0".into();
+        c.thread = Some((4243, "pt_autograd_0".into()));
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                crashes: vec![c],
+                ..Observed::default()
+            },
+        );
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert!(
+            cause.how.contains("pid 42 (python3), in its thread pt_autograd_0 (tid 4243)"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn a_crash_of_another_process_with_the_pid_is_not_blamed() {
+        let mut run = Run::new();
+        // pid 42 crashed before this kernel was first seen.
+        run.feed(
+            snap(0, vec![]),
+            Observed {
+                crashes: vec![segfault(42, 0, None)],
+                ..Observed::default()
+            },
+        );
+        run.feed(snap(1000, vec![kernel(42, GIB)]), Observed::default());
+        // A crash under the same pid with another name: not this process.
+        let mut other = segfault(42, 2000, None);
+        other.name = "bash".into();
+        run.feed(
+            snap(2000, vec![]),
+            Observed {
+                crashes: vec![other],
+                ..Observed::default()
+            },
+        );
+        run.feed(snap(3000, vec![]), Observed::default());
+        assert_eq!(run.cause().kind, ExitCauseKind::Unknown);
+    }
+
+    #[test]
+    fn a_gpu_fault_waits_for_a_crash_then_names_the_xid() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                gpu_faults: vec![xid31(42, 3000)],
+                ..Observed::default()
+            },
+        );
+        assert!(run.events.is_empty(), "a crash record may still come");
+        run.feed(snap(4000, vec![]), Observed::default());
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::GpuError);
+        assert!(cause.not_memory);
+        assert!(
+            cause.how.starts_with("the kernel log (/dev/kmsg) recorded NVIDIA Xid 31 (GPU memory page fault"),
+            "{}",
+            cause.how
+        );
+        assert!(cause.how.ends_with("for pid 42 (python3), and it ended after"), "{}", cause.how);
+    }
+
+    #[test]
+    fn a_crash_after_a_gpu_fault_is_a_crash_that_recalls_it() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                gpu_faults: vec![xid31(42, 2500)],
+                crashes: vec![segfault(42, 3000, Some("libcuda.so.1"))],
+                ..Observed::default()
+            },
+        );
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert!(cause.how.contains("; before that, the kernel log (/dev/kmsg) recorded NVIDIA Xid 31"), "{}", cause.how);
+    }
+
+    #[test]
+    fn a_crash_the_report_blames_on_gpu_memory_is_not_said_to_be_not_memory() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let mut c = segfault(42, 3000, Some("libsystem_kernel.dylib"));
+        c.signal = Some("SIGABRT".into());
+        c.source = "/Users/ada/Library/Logs/DiagnosticReports/Python-2026-01-01-000000.ips".into();
+        c.memory = Some("its Metal command buffer failed for want of GPU memory".into());
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                crashes: vec![c],
+                ..Observed::default()
+            },
+        );
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert!(!cause.not_memory);
+        assert!(cause.how.starts_with("the crash report /Users/ada/"), "{}", cause.how);
+        assert!(cause.how.contains("; its Metal command buffer failed for want of GPU memory"), "{}", cause.how);
+    }
+
+    #[test]
+    fn a_record_lag_holds_an_unknown_verdict_until_it_passes() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let lag = || Observed {
+            record_lag: Duration::from_secs(15),
+            ..Observed::default()
+        };
+        run.feed(snap(3000, vec![]), lag());
+        run.feed(snap(4000, vec![]), lag());
+        run.feed(snap(10_000, vec![]), lag());
+        assert!(run.events.is_empty(), "a crash report may still be written");
+        // The report arrives 12 s after the end: a crash, not "unknown".
+        let mut c = segfault(42, 15_000, Some("libtensorflow_framework.2.dylib"));
+        c.source = "/Library/Logs/DiagnosticReports/python3-x.ips".into();
+        run.feed(
+            snap(15_000, vec![]),
+            Observed {
+                crashes: vec![c],
+                record_lag: Duration::from_secs(15),
+                ..Observed::default()
+            },
+        );
+        assert_eq!(run.cause().kind, ExitCauseKind::Crashed);
+        assert_eq!(run.events[0].at, Timestamp(3000), "when it was found gone");
+    }
+
     #[test]
     fn names_match_across_the_kernels_cut() {
         assert!(same_command("ipykernel_launc", "ipykernel_launcher"));
