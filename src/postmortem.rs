@@ -857,7 +857,7 @@ mod tests {
             pid,
             name: "python3".into(),
             code: 31,
-            meaning: crate::sample::linux::kmsg_crash::xid_meaning(31),
+            meaning: Some("GPU memory page fault: the GPU program touched an address it has no mapping for"),
             device: "PCI:0000:0a:00".into(),
             source: "/dev/kmsg".into(),
             message: "NVRM: Xid (PCI:0000:0a:00): 31, pid=42, name=python3, …".into(),
