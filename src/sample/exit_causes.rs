@@ -551,9 +551,88 @@ pub fn jetsam_kill(k: super::macos::jetsam::JetsamKill, read_at: Timestamp) -> M
     }
 }
 
+/// `headroom doctor`'s check of what post-mortems can learn on this machine.
+pub fn doctor_check() -> crate::model::Check {
+    #[cfg(target_os = "linux")]
+    {
+        let kmsg = super::linux::kmsg::KmsgReader::open(std::path::Path::new("/dev/kmsg"))
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        let trace = std::fs::read_to_string(EXCEPTION_TRACE)
+            .ok()
+            .and_then(|t| parse_exception_trace(&t));
+        linux_check(kmsg, trace)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        macos_check(crate::sys::this_process::running_as_root())
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        crate::model::Check::not_applicable(
+            "post-mortems",
+            "this OS keeps no record of how processes end that headroom can read",
+        )
+    }
+}
+
+/// The Linux check from what was found: whether `/dev/kmsg` opened, and
+/// `debug.exception-trace`.
+pub fn linux_check(kmsg: Result<(), String>, exception_trace: Option<bool>) -> crate::model::Check {
+    use crate::model::Check;
+    match (kmsg, exception_trace) {
+        (Err(e), _) => Check::warn(
+            "post-mortems",
+            format!("/dev/kmsg is not readable ({e}): OOM kills, crashes and GPU faults of watched processes go unrecorded and their post-mortems say \"cause unknown\""),
+            "run the daemon as root (sudo headroom service install --system) or give it CAP_SYSLOG",
+        ),
+        (Ok(()), Some(false)) => Check::warn(
+            "post-mortems",
+            "OOM kills and NVIDIA Xid errors are read from /dev/kmsg, but debug.exception-trace is 0: the kernel logs no segfaults or illegal instructions, so crashes are not recorded",
+            "sysctl debug.exception-trace=1 (and debug.exception-trace = 1 in /etc/sysctl.d/ to keep it)",
+        ),
+        (Ok(()), _) => Check::ok(
+            "post-mortems",
+            "OOM kills, crashes (segfaults, illegal instructions, general protection faults) and NVIDIA Xid errors are read from /dev/kmsg",
+        ),
+    }
+}
+
+/// The macOS check: as root, jetsam kills and everyone's crash reports;
+/// as a user, only that user's crash reports.
+pub fn macos_check(root: bool) -> crate::model::Check {
+    use crate::model::Check;
+    if root {
+        Check::ok(
+            "post-mortems",
+            "jetsam kills followed as the kernel logs them (log stream); crash reports read from /Library/Logs/DiagnosticReports and every user's ~/Library/Logs/DiagnosticReports",
+        )
+    } else {
+        Check::warn(
+            "post-mortems",
+            "as a user, only your own crash reports are read: jetsam kills are not followed (log stream shows the kernel's entries only to an administrator), so a jetsam kill is a post-mortem with an unknown cause",
+            "install the system service to follow jetsam kills: sudo headroom service install --system",
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_doctor_says_what_post_mortems_miss_and_what_to_do() {
+        use crate::model::CheckStatus;
+        let ok = linux_check(Ok(()), Some(true));
+        assert_eq!(ok.status, CheckStatus::Ok);
+        let off = linux_check(Ok(()), Some(false));
+        assert_eq!(off.status, CheckStatus::Warn);
+        assert!(off.next.unwrap().starts_with("sysctl debug.exception-trace=1"));
+        let denied = linux_check(Err("Permission denied (os error 13)".into()), Some(true));
+        assert!(denied.detail.contains("Permission denied"));
+        assert_eq!(macos_check(true).status, CheckStatus::Ok);
+        assert!(macos_check(false).detail.contains("jetsam kills are not followed"));
+    }
 
     #[test]
     fn exception_trace_is_read_as_on_or_off() {
