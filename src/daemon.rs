@@ -459,8 +459,10 @@ impl Daemon {
                 let observed = causes
                     .as_mut()
                     .map(|c| {
-                        snap.collectors.extend(c.collectors());
-                        c.poll(snap.taken_at, &tracked, &suspects)
+                        let statuses = c.collectors();
+                        let observed = c.poll(&snap, &tracked, &suspects);
+                        snap.collectors.extend(statuses);
+                        observed
                     })
                     .unwrap_or_default();
                 (snap, observed)

@@ -223,7 +223,6 @@ pub fn postmortem(event: &Event) -> Option<String> {
     Some(printable(&sentence).into_owned())
 }
 
-
 /// `at X (peak Y)`, or, where the record shows memory was not the reason,
 /// `; not for want of memory: X at its last sample (peak Y)`.
 fn verdict(cause: &crate::event::ExitCause, footprint: u64, peak: u64) -> String {

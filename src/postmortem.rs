@@ -198,7 +198,9 @@ impl PostMortems {
         let now = snap.taken_at;
         keep_recent(&mut self.kills, observed.kills, now, |k| k.read_at);
         keep_recent(&mut self.crashes, observed.crashes, now, |c| c.read_at);
-        keep_recent(&mut self.gpu_faults, observed.gpu_faults, now, |g| g.read_at);
+        keep_recent(&mut self.gpu_faults, observed.gpu_faults, now, |g| {
+            g.read_at
+        });
         self.record_lag = observed.record_lag;
 
         let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
@@ -500,7 +502,11 @@ fn keep_recent<T>(
     read_at: impl Fn(&T) -> Timestamp,
 ) {
     kept.extend(new);
-    while kept.len() > MAX_KILLS || kept.front().is_some_and(|r| now.since(read_at(r)) > KEEP_KILLS) {
+    while kept.len() > MAX_KILLS
+        || kept
+            .front()
+            .is_some_and(|r| now.since(read_at(r)) > KEEP_KILLS)
+    {
         kept.pop_front();
     }
 }
@@ -857,7 +863,9 @@ mod tests {
             pid,
             name: "python3".into(),
             code: 31,
-            meaning: Some("GPU memory page fault: the GPU program touched an address it has no mapping for"),
+            meaning: Some(
+                "GPU memory page fault: the GPU program touched an address it has no mapping for",
+            ),
             device: "PCI:0000:0a:00".into(),
             source: "/dev/kmsg".into(),
             message: "NVRM: Xid (PCI:0000:0a:00): 31, pid=42, name=python3, …".into(),
@@ -872,14 +880,20 @@ mod tests {
         let observed = Observed {
             // The fatal-signal record (no library) and the fault line: the
             // one naming the library wins.
-            crashes: vec![segfault(42, 4000, Some("libtensorflow_framework.so.2")), segfault(42, 4000, None)],
+            crashes: vec![
+                segfault(42, 4000, Some("libtensorflow_framework.so.2")),
+                segfault(42, 4000, None),
+            ],
             ..Observed::default()
         };
         run.feed(snap(4000, vec![]), observed);
         let cause = run.cause().clone();
         assert_eq!(cause.kind, ExitCauseKind::Crashed);
         assert_eq!(cause.signal.as_deref(), Some("SIGSEGV"));
-        assert_eq!(cause.library.as_deref(), Some("libtensorflow_framework.so.2"));
+        assert_eq!(
+            cause.library.as_deref(),
+            Some("libtensorflow_framework.so.2")
+        );
         assert!(cause.not_memory);
         assert!(
             cause.how.starts_with("the kernel log (/dev/kmsg) recorded a crash of pid 42 (python3): segfault at 0 ip 00007f93b040e0f9 sp 00007ffd54545408 error 4 in libtensorflow_framework.so.2, which ends it with SIGSEGV"),
@@ -910,7 +924,9 @@ mod tests {
         let cause = run.cause();
         assert_eq!(cause.kind, ExitCauseKind::Crashed);
         assert!(
-            cause.how.contains("pid 42 (python3), in its thread pt_autograd_0 (tid 4243)"),
+            cause
+                .how
+                .contains("pid 42 (python3), in its thread pt_autograd_0 (tid 4243)"),
             "{}",
             cause.how
         );
@@ -959,11 +975,19 @@ mod tests {
         assert_eq!(cause.kind, ExitCauseKind::GpuError);
         assert!(cause.not_memory);
         assert!(
-            cause.how.starts_with("the kernel log (/dev/kmsg) recorded NVIDIA Xid 31 (GPU memory page fault"),
+            cause.how.starts_with(
+                "the kernel log (/dev/kmsg) recorded NVIDIA Xid 31 (GPU memory page fault"
+            ),
             "{}",
             cause.how
         );
-        assert!(cause.how.ends_with("for pid 42 (python3), and it ended after"), "{}", cause.how);
+        assert!(
+            cause
+                .how
+                .ends_with("for pid 42 (python3), and it ended after"),
+            "{}",
+            cause.how
+        );
     }
 
     #[test]
@@ -980,7 +1004,13 @@ mod tests {
         );
         let cause = run.cause();
         assert_eq!(cause.kind, ExitCauseKind::Crashed);
-        assert!(cause.how.contains("; before that, the kernel log (/dev/kmsg) recorded NVIDIA Xid 31"), "{}", cause.how);
+        assert!(
+            cause
+                .how
+                .contains("; before that, the kernel log (/dev/kmsg) recorded NVIDIA Xid 31"),
+            "{}",
+            cause.how
+        );
     }
 
     #[test]
@@ -1001,8 +1031,18 @@ mod tests {
         let cause = run.cause();
         assert_eq!(cause.kind, ExitCauseKind::Crashed);
         assert!(!cause.not_memory);
-        assert!(cause.how.starts_with("the crash report /Users/ada/"), "{}", cause.how);
-        assert!(cause.how.contains("; its Metal command buffer failed for want of GPU memory"), "{}", cause.how);
+        assert!(
+            cause.how.starts_with("the crash report /Users/ada/"),
+            "{}",
+            cause.how
+        );
+        assert!(
+            cause
+                .how
+                .contains("; its Metal command buffer failed for want of GPU memory"),
+            "{}",
+            cause.how
+        );
     }
 
     #[test]

@@ -98,11 +98,11 @@ impl Kernel {
                 .spawn()
                 .expect("start ipykernel"),
         );
-        support::wait_for(Duration::from_secs(60), "the kernel's connection file", || {
-            std::fs::metadata(&connection)
-                .ok()
-                .filter(|m| m.len() > 0)
-        });
+        support::wait_for(
+            Duration::from_secs(60),
+            "the kernel's connection file",
+            || std::fs::metadata(&connection).ok().filter(|m| m.len() > 0),
+        );
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jupyter/drive_kernel.py");
         let mut driver: Child = Command::new(&python)
@@ -206,10 +206,15 @@ fn a_kernel_that_segfaults_in_a_thread_gets_a_crash_postmortem() {
     assert_eq!(cause["not_memory"], true, "{cause}");
     let how = cause["how"].as_str().unwrap();
     assert!(
-        how.starts_with(&format!("the kernel log (/dev/kmsg) recorded a crash of pid {pid} ")),
+        how.starts_with(&format!(
+            "the kernel log (/dev/kmsg) recorded a crash of pid {pid} "
+        )),
         "{how}"
     );
-    assert!(how.contains(", in its thread "), "the thread was told apart: {how}");
+    assert!(
+        how.contains(", in its thread "),
+        "the thread was told apart: {how}"
+    );
     assert!(
         cause["detail"]
             .as_str()
@@ -228,23 +233,34 @@ fn a_kernel_that_segfaults_in_a_thread_gets_a_crash_postmortem() {
         "{line}"
     );
     // Published with the next sample after the journal has it.
-    support::wait_for(Duration::from_secs(10), "the post-mortem in the API", || {
-        let (_, events) = daemon.get("/api/v1/events");
-        events.contains("\"kind\":\"crashed\"").then_some(())
-    });
+    support::wait_for(
+        Duration::from_secs(10),
+        "the post-mortem in the API",
+        || {
+            let (_, events) = daemon.get("/api/v1/events");
+            events.contains("\"kind\":\"crashed\"").then_some(())
+        },
+    );
     // At least this one: the daemon watches every ML process on the
     // machine, the other tests' crashing kernels too.
-    support::wait_for(Duration::from_secs(10), "the crash counted in the metrics", || {
-        let (_, metrics) = daemon.get("/metrics");
-        let count: f64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("headroom_process_exits_total{cause=\"crashed\"} "))?
-            .parse()
-            .ok()?;
-        (count >= 1.0).then_some(())
-    });
+    support::wait_for(
+        Duration::from_secs(10),
+        "the crash counted in the metrics",
+        || {
+            let (_, metrics) = daemon.get("/metrics");
+            let count: f64 = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("headroom_process_exits_total{cause=\"crashed\"} "))?
+                .parse()
+                .ok()?;
+            (count >= 1.0).then_some(())
+        },
+    );
     let (_, snapshot) = daemon.get("/api/v1/snapshot");
-    assert!(snapshot.contains("\"kernel-log\""), "the collector is listed: {snapshot}");
+    assert!(
+        snapshot.contains("\"kernel-log\""),
+        "the collector is listed: {snapshot}"
+    );
     drop(kernel.driver);
 }
 
@@ -268,7 +284,8 @@ fn a_kernel_that_hits_an_illegal_instruction_gets_a_sigill_postmortem() {
     assert_eq!(cause["library"], "libcrashing_op.so", "{cause}");
     let how = cause["how"].as_str().unwrap();
     assert!(
-        how.contains(&format!("recorded a crash of pid {pid} (")) && how.contains("trap invalid opcode in libcrashing_op.so, which ends it with SIGILL"),
+        how.contains(&format!("recorded a crash of pid {pid} ("))
+            && how.contains("trap invalid opcode in libcrashing_op.so, which ends it with SIGILL"),
         "{how}"
     );
     assert!(!how.contains("in its thread"), "the main thread: {how}");
@@ -351,11 +368,19 @@ fn a_kernel_the_oom_killer_takes_keeps_its_oom_postmortem() {
     assert_eq!(cause["kind"], "oom-killer", "{ended}");
     let how = cause["how"].as_str().unwrap();
     assert!(
-        how.starts_with(&format!("/dev/kmsg recorded the kernel's OOM killer killing pid {pid} ")),
+        how.starts_with(&format!(
+            "/dev/kmsg recorded the kernel's OOM killer killing pid {pid} "
+        )),
         "{how}"
     );
     assert!(how.contains("memory cgroup"), "{how}");
-    assert!(cause.get("not_memory").is_none(), "memory was the reason: {cause}");
+    assert!(
+        cause.get("not_memory").is_none(),
+        "memory was the reason: {cause}"
+    );
     let line = headroom_events(sandbox.path());
-    assert!(line.contains("died: killed by the kernel OOM killer at "), "{line}");
+    assert!(
+        line.contains("died: killed by the kernel OOM killer at "),
+        "{line}"
+    );
 }

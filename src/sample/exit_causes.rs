@@ -278,7 +278,6 @@ struct MacSources {
     reports: super::macos::crash_reports::CrashReportScanner,
     /// Scan for crash reports until then (a watched process just ended).
     scan_until: Option<std::time::Instant>,
-    last_tracked: HashSet<ProcessId>,
 }
 
 /// How long crash reports are looked for after a watched process ends,
@@ -341,7 +340,8 @@ pub fn exit_causes() -> (ExitCauses, Result<String, String>) {
         );
         let reports = crash_reports::CrashReportScanner::new(dirs, std::time::SystemTime::now());
         let jetsam = if root {
-            jetsam_stream::JetsamStream::start().map_err(|e| format!("cannot start the log stream thread: {e}"))
+            jetsam_stream::JetsamStream::start()
+                .map_err(|e| format!("cannot start the log stream thread: {e}"))
         } else {
             Err(jetsam_stream::not_followed())
         };
@@ -361,7 +361,6 @@ pub fn exit_causes() -> (ExitCauses, Result<String, String>) {
                     jetsam,
                     reports,
                     scan_until: None,
-                    last_tracked: HashSet::new(),
                 }),
                 silence,
             },
@@ -431,7 +430,12 @@ impl ExitCauses {
                     errors: 0,
                 },
             };
-            let dirs: Vec<String> = mac.reports.dirs().iter().map(|d| d.display().to_string()).collect();
+            let dirs: Vec<String> = mac
+                .reports
+                .dirs()
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
             let mut detail = format!("crash reports read from {}", dirs.join(", "));
             if let Some(why) = &mac.reports.last_error {
                 detail.push_str(&format!("; the last one refused: {why}"));
@@ -450,16 +454,18 @@ impl ExitCauses {
         }
     }
 
-    /// What was recorded since the last poll (`now` stamps it as read), and
-    /// which of `suspects` (processes listed with no memory left) are dead
-    /// and how they ended. `tracked` are the processes post-mortems watch.
-    /// Never blocks; a failing read is counted and logged, never fatal.
+    /// What was recorded since the last poll (stamped as read at the time
+    /// `snap` was taken), and which of `suspects` (processes listed with no
+    /// memory left) are dead and how they ended. `tracked` are the
+    /// processes post-mortems watch. Never blocks; a failing read is counted
+    /// and logged, never fatal.
     pub fn poll(
         &mut self,
-        now: Timestamp,
+        snap: &crate::model::Snapshot,
         tracked: &HashSet<ProcessId>,
         suspects: &[ProcessId],
     ) -> Observed {
+        let now = snap.taken_at;
         #[cfg(target_os = "linux")]
         {
             let records = self.kmsg.as_mut().map(|k| k.poll(now)).unwrap_or_default();
@@ -505,11 +511,13 @@ impl ExitCauses {
                     .collect(),
                 Err(_) => Vec::new(),
             };
+            // A watched process gone from this sample: its crash report, if
+            // any, is written in the next seconds.
             let instant = std::time::Instant::now();
-            if mac.last_tracked.iter().any(|p| !tracked.contains(p)) {
+            let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+            if tracked.iter().any(|p| !present.contains(p)) {
                 mac.scan_until = Some(instant + REPORT_WAIT);
             }
-            mac.last_tracked = tracked.clone();
             let crashes = match mac.scan_until {
                 Some(until) if instant <= until => mac.reports.scan(now),
                 _ => Vec::new(),
@@ -532,10 +540,7 @@ impl ExitCauses {
 /// A jetsam kill as a [`MemoryKill`].
 pub fn jetsam_kill(k: super::macos::jetsam::JetsamKill, read_at: Timestamp) -> MemoryKill {
     let scope = match &k.reason {
-        Some(r) => format!(
-            "{} ({r})",
-            super::macos::jetsam::reason_words(r)
-        ),
+        Some(r) => format!("{} ({r})", super::macos::jetsam::reason_words(r)),
         None => "jetsam named no reason".to_string(),
     };
     MemoryKill {
@@ -583,7 +588,9 @@ pub fn linux_check(kmsg: Result<(), String>, exception_trace: Option<bool>) -> c
     match (kmsg, exception_trace) {
         (Err(e), _) => Check::warn(
             "post-mortems",
-            format!("/dev/kmsg is not readable ({e}): OOM kills, crashes and GPU faults of watched processes go unrecorded and their post-mortems say \"cause unknown\""),
+            format!(
+                "/dev/kmsg is not readable ({e}): OOM kills, crashes and GPU faults of watched processes go unrecorded and their post-mortems say \"cause unknown\""
+            ),
             "run the daemon as root (sudo headroom service install --system) or give it CAP_SYSLOG",
         ),
         (Ok(()), Some(false)) => Check::warn(
@@ -627,11 +634,19 @@ mod tests {
         assert_eq!(ok.status, CheckStatus::Ok);
         let off = linux_check(Ok(()), Some(false));
         assert_eq!(off.status, CheckStatus::Warn);
-        assert!(off.next.unwrap().starts_with("sysctl debug.exception-trace=1"));
+        assert!(
+            off.next
+                .unwrap()
+                .starts_with("sysctl debug.exception-trace=1")
+        );
         let denied = linux_check(Err("Permission denied (os error 13)".into()), Some(true));
         assert!(denied.detail.contains("Permission denied"));
         assert_eq!(macos_check(true).status, CheckStatus::Ok);
-        assert!(macos_check(false).detail.contains("jetsam kills are not followed"));
+        assert!(
+            macos_check(false)
+                .detail
+                .contains("jetsam kills are not followed")
+        );
     }
 
     #[test]
@@ -650,7 +665,10 @@ mod tests {
         .unwrap();
         let m = jetsam_kill(k, Timestamp(3));
         assert_eq!((m.pid, m.killer), (901, Killer::Jetsam));
-        assert_eq!(m.scope, "the machine ran short of free memory pages (vm-pageshortage)");
+        assert_eq!(
+            m.scope,
+            "the machine ran short of free memory pages (vm-pageshortage)"
+        );
         assert_eq!(m.resident_bytes, Some(1 << 20));
     }
 }

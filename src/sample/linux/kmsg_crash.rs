@@ -163,8 +163,12 @@ fn trap_signal(kind: &str) -> Option<i32> {
         "invalid opcode" => libc::SIGILL,
         "divide error" | "coprocessor segment overrun" => libc::SIGFPE,
         "int3" => libc::SIGTRAP,
-        "general protection fault" | "general protection" | "bounds" | "invalid TSS"
-        | "overflow" | "control protection" => libc::SIGSEGV,
+        "general protection fault"
+        | "general protection"
+        | "bounds"
+        | "invalid TSS"
+        | "overflow"
+        | "control protection" => libc::SIGSEGV,
         "stack segment" | "segment not present" | "alignment check" => libc::SIGBUS,
         _ => return None,
     })
@@ -174,10 +178,7 @@ fn trap_signal(kind: &str) -> Option<i32> {
 /// words (up to the error code) and the library.
 fn fault_and_library<'a>(rest: &'a str, error_key: &str) -> Option<(&'a str, Option<String>)> {
     let at = rest.find(error_key)? + error_key.len();
-    let code_len = rest[at..]
-        .bytes()
-        .take_while(u8::is_ascii_hexdigit)
-        .count();
+    let code_len = rest[at..].bytes().take_while(u8::is_ascii_hexdigit).count();
     let end = at + code_len;
     let fault = &rest[..end];
     let tail = &rest[end..];
@@ -278,11 +279,15 @@ fn parse_xid(rest: &str) -> Option<KernelLine> {
 /// job is likely to meet.
 pub fn xid_meaning(code: u32) -> Option<&'static str> {
     Some(match code {
-        13 => "Graphics Engine Exception: the GPU program faulted (an out-of-range access, an illegal instruction)",
+        13 => {
+            "Graphics Engine Exception: the GPU program faulted (an out-of-range access, an illegal instruction)"
+        }
         31 => "GPU memory page fault: the GPU program touched an address it has no mapping for",
         32 => "Invalid or corrupted push buffer stream",
         43 => "GPU stopped processing: the program's work was stopped after a fault",
-        45 => "Preemptive cleanup, due to previous errors: the work was ended because of an earlier fault",
+        45 => {
+            "Preemptive cleanup, due to previous errors: the work was ended because of an earlier fault"
+        }
         48 => "Double Bit ECC Error: an uncorrectable GPU memory error",
         61 => "Internal micro-controller breakpoint/warning",
         62 => "Internal micro-controller halt",
@@ -293,7 +298,9 @@ pub fn xid_meaning(code: u32) -> Option<&'static str> {
         74 => "NVLINK Error",
         79 => "GPU has fallen off the bus: the GPU stopped answering the host",
         92 => "High single-bit ECC error rate",
-        94 => "Contained ECC error: an uncorrectable memory error, contained to the program that touched it",
+        94 => {
+            "Contained ECC error: an uncorrectable memory error, contained to the program that touched it"
+        }
         95 => "Uncontained ECC error: an uncorrectable memory error that could not be contained",
         109 => "Context Switch Timeout Error",
         119 => "GSP RPC Timeout",
@@ -327,7 +334,12 @@ pub struct CrashJoiner {
 
 impl CrashJoiner {
     /// Take in one message; the record it completes, if any.
-    pub fn feed(&mut self, message: &str, source: &Path, read_at: Timestamp) -> Option<KernelRecord> {
+    pub fn feed(
+        &mut self,
+        message: &str,
+        source: &Path,
+        read_at: Timestamp,
+    ) -> Option<KernelRecord> {
         let source = source.display().to_string();
         if let Some(w) = &mut self.waiting {
             w.age += 1;
@@ -357,7 +369,9 @@ impl CrashJoiner {
                 comm,
                 pid: Some(pid),
                 signal,
-            } => Some(KernelRecord::Crash(fatal(pid, comm, signal, message, source, read_at))),
+            } => Some(KernelRecord::Crash(fatal(
+                pid, comm, signal, message, source, read_at,
+            ))),
             KernelLine::FatalSignal {
                 comm,
                 pid: None,
@@ -373,7 +387,9 @@ impl CrashJoiner {
             }
             KernelLine::DumpHead { pid, comm, .. } => {
                 let w = self.waiting.take_if(|w| w.comm == comm)?;
-                Some(KernelRecord::Crash(fatal(pid, comm, w.signal, &w.message, source, read_at)))
+                Some(KernelRecord::Crash(fatal(
+                    pid, comm, w.signal, &w.message, source, read_at,
+                )))
             }
             KernelLine::Xid {
                 device,
@@ -395,7 +411,14 @@ impl CrashJoiner {
     }
 }
 
-fn fatal(pid: u32, comm: String, signal: i32, message: &str, source: String, read_at: Timestamp) -> Crash {
+fn fatal(
+    pid: u32,
+    comm: String,
+    signal: i32,
+    message: &str,
+    source: String,
+    read_at: Timestamp,
+) -> Crash {
     Crash {
         pid,
         name: comm,
@@ -458,7 +481,10 @@ mod tests {
         );
         assert_eq!((c.source.as_str(), c.read_at), ("/dev/kmsg", Timestamp(9)));
         // libc, when Python reads address 0 through ctypes.
-        assert_eq!(crash_of(&records, 15507).library.as_deref(), Some("libc.so.6"));
+        assert_eq!(
+            crash_of(&records, 15507).library.as_deref(),
+            Some("libc.so.6")
+        );
     }
 
     #[test]
@@ -500,7 +526,11 @@ mod tests {
             ("crash", Some("SIGABRT"))
         );
         assert_eq!(abort.fault, "fatal signal 6");
-        assert!(abort.message.ends_with("potentially unexpected fatal signal 6."));
+        assert!(
+            abort
+                .message
+                .ends_with("potentially unexpected fatal signal 6.")
+        );
         let bus = crash_of(&records, 17659);
         assert_eq!(bus.signal.as_deref(), Some("SIGBUS"));
         // The SIGILL above came twice: its trap line, then its fatal signal.
@@ -572,10 +602,12 @@ mod tests {
         let faults: Vec<GpuFault> = XIDS
             .lines()
             .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|m| match joiner.feed(m, Path::new("/dev/kmsg"), Timestamp(0)) {
-                Some(KernelRecord::Gpu(g)) => Some(g),
-                _ => None,
-            })
+            .filter_map(
+                |m| match joiner.feed(m, Path::new("/dev/kmsg"), Timestamp(0)) {
+                    Some(KernelRecord::Gpu(g)) => Some(g),
+                    _ => None,
+                },
+            )
             .collect();
         let mmu = faults.iter().find(|g| g.code == 31).expect("Xid 31");
         assert_eq!(

@@ -37,7 +37,8 @@ impl Threads {
         self.poll += 1;
         let now = self.poll;
         for pid in pids {
-            let Ok(entries) = std::fs::read_dir(proc_root.join(pid.to_string()).join("task")) else {
+            let Ok(entries) = std::fs::read_dir(proc_root.join(pid.to_string()).join("task"))
+            else {
                 continue;
             };
             for tid in entries

@@ -268,7 +268,10 @@ mod tests {
             r.first_own_library.as_deref(),
             Some("_tkinter.cpython-39-darwin.so")
         );
-        assert_eq!(r.translated, None, "an Intel Mac's report has no translated field");
+        assert_eq!(
+            r.translated, None,
+            "an Intel Mac's report has no translated field"
+        );
         assert_eq!(r.messages, vec!["abort() called".to_string()]);
     }
 
@@ -280,17 +283,28 @@ mod tests {
             "\"terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)\"",
         );
         let r = parse_ips(&body).unwrap();
-        assert!(r.gpu_out_of_memory().unwrap().contains("Insufficient Memory"));
+        assert!(
+            r.gpu_out_of_memory()
+                .unwrap()
+                .contains("Insufficient Memory")
+        );
     }
 
     #[test]
     fn a_truncated_report_is_an_error_not_a_crash() {
         let cut = &ROSETTA_SIGILL[..ROSETTA_SIGILL.len() / 2];
-        assert!(matches!(parse_ips(cut), Err(IpsError::Body(_))), "{:?}", parse_ips(cut));
+        assert!(
+            matches!(parse_ips(cut), Err(IpsError::Body(_))),
+            "{:?}",
+            parse_ips(cut)
+        );
         let header_only = ROSETTA_SIGILL.lines().next().unwrap();
         assert!(matches!(parse_ips(header_only), Err(IpsError::Body(_))));
         assert_eq!(parse_ips(""), Err(IpsError::Empty));
-        assert!(matches!(parse_ips("Process: x [1]\n"), Err(IpsError::Header(_))));
+        assert!(matches!(
+            parse_ips("Process: x [1]\n"),
+            Err(IpsError::Header(_))
+        ));
     }
 
     #[test]

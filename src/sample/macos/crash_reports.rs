@@ -106,6 +106,8 @@ impl CrashReportScanner {
                     continue;
                 };
                 if meta.modified().is_ok_and(|m| m < self.since) {
+                    // Older than the daemon: never read, never looked at again.
+                    self.remember(path);
                     continue;
                 }
                 budget -= 1;
@@ -176,13 +178,12 @@ pub fn crash_of(report: &CrashReport, path: &Path, read_at: Timestamp) -> Crash 
             "the first frame of the crashing thread outside macOS's own libraries is in {own}"
         ));
     }
-    notes.extend(
-        report
-            .messages
-            .iter()
-            .take(3)
-            .map(|m| format!("the report says: {}", m.chars().take(300).collect::<String>())),
-    );
+    notes.extend(report.messages.iter().take(3).map(|m| {
+        format!(
+            "the report says: {}",
+            m.chars().take(300).collect::<String>()
+        )
+    }));
     let fault = match (&report.exception, &report.signal, &report.subtype) {
         (Some(e), Some(s), Some(sub)) => format!("{e} ({s}): {sub}"),
         (Some(e), Some(s), None) => format!("{e} ({s})"),
@@ -251,23 +252,43 @@ mod tests {
     #[test]
     fn new_reports_are_read_once_each() {
         let dir = dir_with(&[
-            ("monero-wallet-gui-2021-12-15-115109.ips", &owned(ROSETTA_SIGILL)),
+            (
+                "monero-wallet-gui-2021-12-15-115109.ips",
+                &owned(ROSETTA_SIGILL),
+            ),
             ("Python-2026-08-16-151218.ips", &owned(PYTHON_SIGABRT)),
             ("notes.txt", "not a report"),
         ]);
-        let mut scanner = CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
         let mut crashes = scanner.scan(Timestamp(5));
         crashes.sort_by_key(|c| c.pid);
         assert_eq!(crashes.len(), 2, "{crashes:#?}");
         let sigill = &crashes[0];
-        assert_eq!((sigill.pid, sigill.name.as_str()), (5657, "monero-wallet-gui"));
+        assert_eq!(
+            (sigill.pid, sigill.name.as_str()),
+            (5657, "monero-wallet-gui")
+        );
         assert_eq!(sigill.signal.as_deref(), Some("SIGILL"));
         assert_eq!(sigill.fault, "EXC_BAD_INSTRUCTION (SIGILL)");
-        assert!(sigill.notes[0].starts_with("it ran translated by Rosetta (X86-64 code"), "{:?}", sigill.notes);
-        assert!(sigill.source.ends_with("monero-wallet-gui-2021-12-15-115109.ips"));
+        assert!(
+            sigill.notes[0].starts_with("it ran translated by Rosetta (X86-64 code"),
+            "{:?}",
+            sigill.notes
+        );
+        assert!(
+            sigill
+                .source
+                .ends_with("monero-wallet-gui-2021-12-15-115109.ips")
+        );
         let abort = &crashes[1];
         assert_eq!(abort.library.as_deref(), Some("libsystem_kernel.dylib"));
-        assert!(abort.notes.iter().any(|n| n.ends_with("is in _tkinter.cpython-39-darwin.so")));
+        assert!(
+            abort
+                .notes
+                .iter()
+                .any(|n| n.ends_with("is in _tkinter.cpython-39-darwin.so"))
+        );
         assert_eq!(abort.read_at, Timestamp(5));
         assert!(scanner.scan(Timestamp(6)).is_empty(), "read once");
         assert_eq!(scanner.errors, 0);
@@ -285,11 +306,15 @@ mod tests {
     fn a_truncated_report_is_counted_with_its_reason() {
         let cut = &ROSETTA_SIGILL[..ROSETTA_SIGILL.len() / 3];
         let dir = dir_with(&[("cut.ips", cut)]);
-        let mut scanner = CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
         assert!(scanner.scan(Timestamp(0)).is_empty());
         assert_eq!(scanner.errors, 1);
         let why = scanner.last_error.clone().unwrap();
-        assert!(why.contains("cut.ips") && why.contains("truncated"), "{why}");
+        assert!(
+            why.contains("cut.ips") && why.contains("truncated"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -302,7 +327,8 @@ mod tests {
             return;
         }
         let dir = dir_with(&[("forged.ips", ROSETTA_SIGILL)]);
-        let mut scanner = CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
         assert!(scanner.scan(Timestamp(0)).is_empty());
         assert!(scanner.last_error.unwrap().contains("refused"));
     }
@@ -313,7 +339,8 @@ mod tests {
         let target = dir.path().join("real.txt");
         std::fs::write(&target, owned(ROSETTA_SIGILL)).unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join("link.ips")).unwrap();
-        let mut scanner = CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
         assert!(scanner.scan(Timestamp(0)).is_empty());
         assert!(scanner.last_error.unwrap().contains("symbolic link"));
     }
@@ -325,8 +352,14 @@ mod tests {
         let system = Path::new("/Library/Logs/DiagnosticReports");
         let as_root = report_dirs(system, users.path(), None, true);
         assert_eq!(as_root[0], system);
-        assert_eq!(as_root[1], users.path().join("ada/Library/Logs/DiagnosticReports"));
+        assert_eq!(
+            as_root[1],
+            users.path().join("ada/Library/Logs/DiagnosticReports")
+        );
         let as_user = report_dirs(system, users.path(), Some(Path::new("/Users/bo")), false);
-        assert_eq!(as_user[1], Path::new("/Users/bo/Library/Logs/DiagnosticReports"));
+        assert_eq!(
+            as_user[1],
+            Path::new("/Users/bo/Library/Logs/DiagnosticReports")
+        );
     }
 }

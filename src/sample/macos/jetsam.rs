@@ -90,7 +90,10 @@ struct Entry {
 pub fn parse_stream_line(line: &str) -> StreamLine {
     let line = line.trim_end_matches(['\n', '\r']);
     if line.len() > MAX_LINE {
-        return StreamLine::Invalid(format!("a line of {} bytes (at most {MAX_LINE})", line.len()));
+        return StreamLine::Invalid(format!(
+            "a line of {} bytes (at most {MAX_LINE})",
+            line.len()
+        ));
     }
     if line.is_empty() || line.starts_with("Filtering the log data") {
         return StreamLine::Other;
@@ -250,7 +253,8 @@ mod tests {
 
     /// Real kernel lines published by others, each after the line naming
     /// its source.
-    const PUBLIC: &str = include_str!("../../../tests/fixtures/jetsam/public-memorystatus-lines.txt");
+    const PUBLIC: &str =
+        include_str!("../../../tests/fixtures/jetsam/public-memorystatus-lines.txt");
 
     fn public(source: &str) -> Vec<&'static str> {
         let mut lines = PUBLIC.lines();
@@ -288,14 +292,21 @@ mod tests {
         assert_eq!(kill.reason.as_deref(), Some("per-process-limit"));
         assert_eq!(kill.priority, Some(3));
         assert_eq!(kill.footprint_bytes, Some(2_331_079 * 1024));
-        assert_eq!(reason_words("per-process-limit"), "it went over its own memory limit");
+        assert_eq!(
+            reason_words("per-process-limit"),
+            "it went over its own memory limit"
+        );
     }
 
     #[test]
     fn the_newer_form_with_age_rf_and_type_is_read() {
         let lines = public("KeyboardSpike");
         let kills: Vec<JetsamKill> = lines.iter().filter_map(|l| parse_kill_message(l)).collect();
-        assert_eq!(kills.len(), 1, "the limit and band lines are not kills: {kills:#?}");
+        assert_eq!(
+            kills.len(),
+            1,
+            "the limit and band lines are not kills: {kills:#?}"
+        );
         let k = &kills[0];
         assert_eq!((k.pid, k.name.as_str()), (994, "KeyboardSpike"));
         assert_eq!(k.reason.as_deref(), Some("per-process-limit"));
@@ -307,16 +318,26 @@ mod tests {
     fn the_xnu_forms_are_each_read() {
         // The format strings of xnu-11417.101.15, filled in.
         let top = parse_kill_message("memorystatus: killing_top_process pid 901 [Python] (vm-pageshortage 0 86s rf:-) 41943040KB - memorystatus_available_pages: 5021 compressor_size:2304000").unwrap();
-        assert_eq!((top.pid, top.reason.as_deref()), (901, Some("vm-pageshortage")));
+        assert_eq!(
+            (top.pid, top.reason.as_deref()),
+            (901, Some("vm-pageshortage"))
+        );
         assert_eq!(top.footprint_bytes, Some(41_943_040 * 1024));
         let aggressive = parse_kill_message("memorystatus: killing_top_process_aggressive3 pid 77 [Python] (proc-thrashing 10 5s rf:- - memorystatus_available_pages: 12").unwrap();
-        assert_eq!((aggressive.pid, aggressive.reason.as_deref()), (77, Some("proc-thrashing")));
+        assert_eq!(
+            (aggressive.pid, aggressive.reason.as_deref()),
+            (77, Some("proc-thrashing"))
+        );
         let idle = parse_kill_message("memorystatus: killing_idle_process pid 386 [wallpaperexportd] jetsam_reason->osr_code: 9").unwrap();
         assert_eq!((idle.pid, idle.reason), (386, None));
-        let low_swap = parse_kill_message("memorystatus: killing largest compressed process Python [4242] 30720 MB").unwrap();
+        let low_swap = parse_kill_message(
+            "memorystatus: killing largest compressed process Python [4242] 30720 MB",
+        )
+        .unwrap();
         assert_eq!((low_swap.pid, low_swap.name.as_str()), (4242, "Python"));
         assert_eq!(low_swap.footprint_bytes, Some(30720 << 20));
-        let swap = parse_kill_message("memorystatus: killing Python [4243] due to swap exhaustion").unwrap();
+        let swap = parse_kill_message("memorystatus: killing Python [4243] due to swap exhaustion")
+            .unwrap();
         assert_eq!((swap.pid, swap.reason.as_deref()), (4243, Some("low-swap")));
     }
 
@@ -367,8 +388,14 @@ mod tests {
         let entry = include_str!("../../../tests/fixtures/jetsam/ndjson-kernel-entry.json");
         let one_line: serde_json::Value = serde_json::from_str(entry).unwrap();
         assert_eq!(parse_stream_line(&one_line.to_string()), StreamLine::Other);
-        assert!(matches!(parse_stream_line("log: Must be admin to run 'stream' command"), StreamLine::Invalid(_)));
-        assert!(matches!(parse_stream_line("{\"eventMessage\": 3"), StreamLine::Invalid(_)));
+        assert!(matches!(
+            parse_stream_line("log: Must be admin to run 'stream' command"),
+            StreamLine::Invalid(_)
+        ));
+        assert!(matches!(
+            parse_stream_line("{\"eventMessage\": 3"),
+            StreamLine::Invalid(_)
+        ));
         let long = format!("{{\"eventMessage\":\"{}\"}}", "x".repeat(MAX_LINE));
         assert!(matches!(parse_stream_line(&long), StreamLine::Invalid(_)));
     }

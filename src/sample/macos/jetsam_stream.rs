@@ -154,7 +154,9 @@ fn follow(
                     .and_then(|e| {
                         let mut text = String::new();
                         e.take(4096).read_to_string(&mut text).ok()?;
-                        text.lines().find(|l| !l.trim().is_empty()).map(str::to_string)
+                        text.lines()
+                            .find(|l| !l.trim().is_empty())
+                            .map(str::to_string)
                     })
                     .unwrap_or_default();
                 let exit = slot
@@ -163,7 +165,14 @@ fn follow(
                     .and_then(|mut s| s.take())
                     .and_then(|mut c| c.wait().ok())
                     .map_or_else(|| "an unknown status".to_string(), |s| s.to_string());
-                format!("{LOG} stream (pid {pid}) ended with {exit}{}", if complaint.is_empty() { String::new() } else { format!(": {complaint}") })
+                format!(
+                    "{LOG} stream (pid {pid}) ended with {exit}{}",
+                    if complaint.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {complaint}")
+                    }
+                )
             }
         };
         if stop.load(Ordering::SeqCst) {
@@ -176,7 +185,10 @@ fn follow(
             s.up = false;
             s.pid = None;
             s.restarts += 1;
-            s.down_because = Some(format!("{why}; starting it again in {} s", backoff.as_secs()));
+            s.down_because = Some(format!(
+                "{why}; starting it again in {} s",
+                backoff.as_secs()
+            ));
         });
         std::thread::sleep(backoff);
         backoff = (backoff * 2).min(BACKOFF_MAX);
