@@ -478,6 +478,34 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_error_says_not_for_want_of_memory_and_how() {
+        use crate::event::{ExitCause, ExitCauseKind};
+        let mut e = oom_postmortem();
+        if let EventKind::Exited {
+            cause,
+            headroom_action,
+            last_growth_bytes_per_second,
+            ..
+        } = &mut e.kind
+        {
+            *cause = Some(ExitCause {
+                kind: ExitCauseKind::GpuError,
+                how: "the kernel log (/dev/kmsg) recorded NVIDIA Xid 79 for pid 48113 (python3), and it ended after".into(),
+                not_memory: true,
+                ..ExitCause::default()
+            });
+            *headroom_action = None;
+            *last_growth_bytes_per_second = None;
+        }
+        assert_eq!(
+            postmortem(&e).unwrap(),
+            "train.ipynb (kernel 3f2a…, pid 48113) died after a GPU error; not for want of \
+             memory: 41.2 GiB at its last sample (peak 41.5 GiB). How: the kernel log \
+             (/dev/kmsg) recorded NVIDIA Xid 79 for pid 48113 (python3), and it ended after"
+        );
+    }
+
+    #[test]
     fn an_unknown_cause_says_so_and_why() {
         use crate::event::{ExitCause, ExitCauseKind};
         let mut e = oom_postmortem();
