@@ -345,6 +345,46 @@ mod tests {
         assert!(scanner.last_error.unwrap().contains("symbolic link"));
     }
 
+    /// On a Mac: a process that dies of SIGSEGV leaves a report that the
+    /// scanner finds and matches to its pid.
+    #[cfg(target_os = "macos")]
+    #[test]
+    fn a_real_crash_on_this_mac_is_found_by_its_pid() {
+        let since = SystemTime::now();
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", "kill -SEGV $$"])
+            .status()
+            .unwrap();
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        assert_eq!(signal, Some(libc::SIGSEGV));
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let dirs = report_dirs(
+            Path::new("/Library/Logs/DiagnosticReports"),
+            Path::new("/Users"),
+            home.as_deref(),
+            me() == 0,
+        );
+        let mut scanner = CrashReportScanner::new(dirs, since);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        loop {
+            let found = scanner
+                .scan(Timestamp(0))
+                .into_iter()
+                .find(|c| c.name == "sh" && c.signal.as_deref() == Some("SIGSEGV"));
+            if let Some(c) = found {
+                assert!(c.source.ends_with(".ips"), "{c:?}");
+                assert!(c.fault.starts_with("EXC_"), "{c:?}");
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no crash report for sh within 90 s (errors: {:?})",
+                scanner.last_error
+            );
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+
     #[test]
     fn the_directories_are_the_systems_and_the_users() {
         let users = tempfile::tempdir().unwrap();
