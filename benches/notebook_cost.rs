@@ -8,8 +8,9 @@
 //!   (nothing ended) after a minute of history in which the kernels grew:
 //!   also on every sample.
 //! - **poll**: `ExitCauses::poll` with nothing new in `/dev/kmsg` and no
-//!   suspects: the read that returns `EAGAIN`, on the sampler's blocking
-//!   thread after every sample (without root: the no-op).
+//!   suspects: the read that returns `EAGAIN` and, as root, the listing of
+//!   the watched kernels' threads (`/proc/[pid]/task`), on the sampler's
+//!   blocking thread after every sample (without root: the no-op).
 //! - **lookup**: `jupyter::look_up` of one runtime directory with one server
 //!   (a loopback HTTP server answering 20 sessions): what the lookup thread
 //!   does when a new kernel appears, never on the sample path.
@@ -107,9 +108,12 @@ fn main() {
 
     let (mut causes, note) = exit_causes();
     println!("exit causes: {note:?}");
+    // With the kernels the post-mortems watch: as root, their threads are
+    // listed each poll to tell which process a crashing thread belongs to.
+    let tracked = pm.tracked();
     let poll = time(iters, || {
         let started = Instant::now();
-        let _ = causes.poll(snap.taken_at, &[]);
+        let _ = causes.poll(&snap, &tracked, &[]);
         started.elapsed()
     });
 

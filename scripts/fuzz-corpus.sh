@@ -15,7 +15,7 @@ fx=tests/fixtures
 # Inputs that once crashed a target (regression-*) stay.
 mkdir -p "$corpus"
 find "$corpus" -type f ! -name 'regression-*' -delete
-mkdir -p "$corpus"/{proc_files,macos_kern,config,units,journal,http_query,kmsg,jupyter}
+mkdir -p "$corpus"/{proc_files,macos_kern,config,units,journal,http_query,kmsg,jupyter,kmsg_crash,jetsam,crash_report}
 
 # seed TARGET NAME SELECTOR-BYTE [FILE]: the byte, then FILE (or stdin).
 seed() {
@@ -112,6 +112,21 @@ cp "$fx/kmsg/memcg-v1-oom-6.18.txt" "$corpus/kmsg/memcg-v1-oom-6.18"
 grep -v '^#' "$fx/kmsg/public-oom-messages.txt" | grep -v '^$' >"$corpus/kmsg/public-messages"
 grep -v '^#' "$fx/kmsg/public-oom-messages.txt" | grep -v '^$' |
   awk '{ printf "3,%d,%d,-;%s\n", NR, NR * 1000, $0 }' >"$corpus/kmsg/public-records"
+
+# --- kernel log crash and Xid lines (a stream of records / messages) --------
+grep -v '^#' "$fx/kmsg/crashes-6.18.txt" >"$corpus/kmsg_crash/crashes-6.18"
+grep -v '^#' "$fx/kmsg/public-xid-messages.txt" | grep -v '^$' >"$corpus/kmsg_crash/public-xid-messages"
+
+# --- log stream --style ndjson lines (one per line) ------------------------
+jq -c . "$fx/jetsam/ndjson-kernel-entry.json" >"$corpus/jetsam/ndjson-kernel-entry"
+grep -v '^#' "$fx/jetsam/public-memorystatus-lines.txt" | grep -v '^$' >"$corpus/jetsam/public-messages"
+grep -v '^#' "$fx/jetsam/public-memorystatus-lines.txt" | grep -v '^$' |
+  while IFS= read -r m; do jq -cn --arg m "$m" '{eventMessage: $m, processID: 0}'; done >"$corpus/jetsam/public-as-ndjson"
+
+# --- macOS crash reports (.ips) ---------------------------------------------
+for f in "$fx"/ips/*.ips; do
+  cp "$f" "$corpus/crash_report/$(basename "$f" .ips)"
+done
 
 # --- Jupyter (0 server file, 1 sessions answer, 2 url, 3 runtime file name) -
 # jupyter_server 2.21.1's runtime file (token replaced), the classic

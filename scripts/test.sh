@@ -79,6 +79,10 @@ need_debian=(
   "/usr/bin/setfacl acl"
   # libFuzzer's C++ sources, built by the fuzz targets (scripts/fuzz.sh).
   "/usr/bin/c++ g++"
+  # The native library real kernels crash in (tests/environment/crash_postmortems.rs).
+  "/usr/bin/cc gcc"
+  # JSON seeds of the jetsam fuzz target (scripts/fuzz-corpus.sh).
+  "/usr/bin/jq jq"
   # HTTP load in the soak test (tests/environment/soak.rs, scripts/soak.sh).
   "/usr/bin/wrk wrk"
 )

@@ -268,10 +268,8 @@ impl Daemon {
                     }
                     notebooks.annotate(&mut snap);
                     // The daemon's own collectors, next to the sampler's.
+                    // (The exit-cause sources add theirs while sampling.)
                     snap.collectors.push(self.events.status());
-                    if let Some(causes) = &self.exit_causes {
-                        snap.collectors.push(causes.status());
-                    }
                     snap.collectors.push(notebooks.status());
                     cadence.sampled(Reading::of(&snap, started.into_std()), depth);
                     // After every sample: a process a light tick saw for
@@ -471,11 +469,16 @@ impl Daemon {
                 Depth::Full => sampler.sample(),
                 Depth::Light => sampler.sample_light(&watched),
             };
-            let result = sampled.map(|snap| {
+            let result = sampled.map(|mut snap| {
                 let suspects = PostMortems::suspects(&tracked, &snap);
                 let observed = causes
                     .as_mut()
-                    .map(|c| c.poll(snap.taken_at, &suspects))
+                    .map(|c| {
+                        let statuses = c.collectors();
+                        let observed = c.poll(&snap, &tracked, &suspects);
+                        snap.collectors.extend(statuses);
+                        observed
+                    })
                     .unwrap_or_default();
                 (snap, observed)
             });

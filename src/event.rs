@@ -173,7 +173,7 @@ pub struct ActionTaken {
 }
 
 /// Why a process ended, as far as it could be learned.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExitCause {
     pub kind: ExitCauseKind,
     /// How the cause was learned (or why it could not be), in words: the
@@ -183,10 +183,23 @@ pub struct ExitCause {
     /// process …` line).
     #[serde(default)]
     pub detail: Option<String>,
+    /// For a crash: the signal that ended it (`SIGSEGV`, `SIGILL`), as the
+    /// record names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// For a crash: the library or program the faulting instruction was in
+    /// (`libtensorflow_framework.so.2`), as the record names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// The record shows that running out of memory was not the reason (a
+    /// crash, a GPU fault): the post-mortem says so, with the footprint at
+    /// the last sample.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_memory: bool,
 }
 
 /// The kinds of [`ExitCause`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExitCauseKind {
     /// headroom's own signal ended it.
@@ -195,18 +208,39 @@ pub enum ExitCauseKind {
     OomKiller,
     /// macOS's jetsam.
     Jetsam,
+    /// It crashed: the OS recorded a fatal fault in it (a segfault, an
+    /// illegal instruction, a general protection fault: the kernel log on
+    /// Linux; a crash report on macOS).
+    Crashed,
+    /// The GPU driver recorded a fault in its GPU work (an NVIDIA Xid
+    /// naming its pid), and it ended after.
+    GpuError,
     /// It exited by itself (its exit status says so).
     Exited,
     /// Nothing says why.
+    #[default]
     Unknown,
 }
 
 impl ExitCauseKind {
+    /// Every kind, for metrics that list each one from the start.
+    pub const ALL: [ExitCauseKind; 7] = [
+        ExitCauseKind::OomKiller,
+        ExitCauseKind::SignalByHeadroom,
+        ExitCauseKind::Jetsam,
+        ExitCauseKind::Crashed,
+        ExitCauseKind::GpuError,
+        ExitCauseKind::Exited,
+        ExitCauseKind::Unknown,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ExitCauseKind::SignalByHeadroom => "signal-by-headroom",
             ExitCauseKind::OomKiller => "oom-killer",
             ExitCauseKind::Jetsam => "jetsam",
+            ExitCauseKind::Crashed => "crashed",
+            ExitCauseKind::GpuError => "gpu-error",
             ExitCauseKind::Exited => "exited",
             ExitCauseKind::Unknown => "unknown",
         }

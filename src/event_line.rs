@@ -169,6 +169,23 @@ pub fn postmortem(event: &Event) -> Option<String> {
             ),
             None => format!("died: ended by headroom's signal {sizes}"),
         },
+        ExitCauseKind::Crashed => {
+            let signal = cause.signal.as_deref().unwrap_or("a fatal signal");
+            let place = cause
+                .library
+                .as_deref()
+                .map(|l| format!(" in {}", printable(l)))
+                .unwrap_or_default();
+            format!(
+                "died: crashed: {}{place}{}",
+                printable(signal),
+                verdict(cause, process.footprint, *peak_footprint)
+            )
+        }
+        ExitCauseKind::GpuError => format!(
+            "died after a GPU error{}",
+            verdict(cause, process.footprint, *peak_footprint)
+        ),
         ExitCauseKind::Exited => format!("ended: exited by itself {sizes}"),
         ExitCauseKind::Unknown => format!("ended {sizes}, cause unknown"),
     };
@@ -204,6 +221,24 @@ pub fn postmortem(event: &Event) -> Option<String> {
         printable(&cause.how)
     );
     Some(printable(&sentence).into_owned())
+}
+
+/// `at X (peak Y)`, or, where the record shows memory was not the reason,
+/// `; not for want of memory: X at its last sample (peak Y)`.
+fn verdict(cause: &crate::event::ExitCause, footprint: u64, peak: u64) -> String {
+    if cause.not_memory {
+        format!(
+            "; not for want of memory: {} at its last sample (peak {})",
+            format_bytes(footprint),
+            format_bytes(peak)
+        )
+    } else {
+        format!(
+            " at {} (peak {})",
+            format_bytes(footprint),
+            format_bytes(peak)
+        )
+    }
 }
 
 /// `850 ms`, `6.0 s`, `3 min 20 s`, `2 h 5 min`.
@@ -424,6 +459,7 @@ mod tests {
                           the machine ran out of memory"
                         .into(),
                     detail: Some("Out of memory: Killed process 48113 (python3)".into()),
+                    ..ExitCause::default()
                 }),
             },
         }
@@ -442,6 +478,34 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_error_says_not_for_want_of_memory_and_how() {
+        use crate::event::{ExitCause, ExitCauseKind};
+        let mut e = oom_postmortem();
+        if let EventKind::Exited {
+            cause,
+            headroom_action,
+            last_growth_bytes_per_second,
+            ..
+        } = &mut e.kind
+        {
+            *cause = Some(ExitCause {
+                kind: ExitCauseKind::GpuError,
+                how: "the kernel log (/dev/kmsg) recorded NVIDIA Xid 79 for pid 48113 (python3), and it ended after".into(),
+                not_memory: true,
+                ..ExitCause::default()
+            });
+            *headroom_action = None;
+            *last_growth_bytes_per_second = None;
+        }
+        assert_eq!(
+            postmortem(&e).unwrap(),
+            "train.ipynb (kernel 3f2a…, pid 48113) died after a GPU error; not for want of \
+             memory: 41.2 GiB at its last sample (peak 41.5 GiB). How: the kernel log \
+             (/dev/kmsg) recorded NVIDIA Xid 79 for pid 48113 (python3), and it ended after"
+        );
+    }
+
+    #[test]
     fn an_unknown_cause_says_so_and_why() {
         use crate::event::{ExitCause, ExitCauseKind};
         let mut e = oom_postmortem();
@@ -455,7 +519,7 @@ mod tests {
             *cause = Some(ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: "no OOM-killer record for it in /dev/kmsg".into(),
-                detail: None,
+                ..ExitCause::default()
             });
             *headroom_action = None;
             *last_growth_bytes_per_second = Some(0.0);

@@ -120,16 +120,10 @@ fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
     let exits = counter(
         reg,
         "headroom_process_exits_total",
-        "Watched processes that ended since the daemon started, by the cause their post-mortem found (oom-killer, signal-by-headroom, jetsam, exited, unknown).",
+        "Watched processes that ended since the daemon started, by the cause their post-mortem found (oom-killer, signal-by-headroom, jetsam, crashed, gpu-error, exited, unknown).",
         &["cause"],
     )?;
-    for kind in [
-        ExitCauseKind::OomKiller,
-        ExitCauseKind::SignalByHeadroom,
-        ExitCauseKind::Jetsam,
-        ExitCauseKind::Exited,
-        ExitCauseKind::Unknown,
-    ] {
+    for kind in ExitCauseKind::ALL {
         exits.with_label_values(&[kind.as_str()]);
     }
     for (cause, n) in &state.actions.exits {
@@ -1031,13 +1025,13 @@ mod tests {
             headroom_action: None,
             cause: Some(ExitCause {
                 kind,
-                how: String::new(),
-                detail: None,
+                ..ExitCause::default()
             }),
         };
         for kind in [
             ExitCauseKind::OomKiller,
             ExitCauseKind::OomKiller,
+            ExitCauseKind::Crashed,
             ExitCauseKind::Unknown,
         ] {
             state.add_event(Event {
@@ -1052,5 +1046,7 @@ mod tests {
         );
         assert!(text.contains("headroom_process_exits_total{cause=\"unknown\"} 1"));
         assert!(text.contains("headroom_process_exits_total{cause=\"signal-by-headroom\"} 0"));
+        assert!(text.contains("headroom_process_exits_total{cause=\"crashed\"} 1"));
+        assert!(text.contains("headroom_process_exits_total{cause=\"gpu-error\"} 0"));
     }
 }

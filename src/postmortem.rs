@@ -9,20 +9,30 @@
 //! ended. Its cause, most direct evidence first:
 //!
 //! 1. **The OS's record of a memory kill** ([`MemoryKill`]: the Linux OOM
-//!    killer's line in `/dev/kmsg`) for its pid and name, read after it was
-//!    first seen (so a kill of an earlier process with the same pid is
-//!    never blamed on it): `oom-killer` (or `jetsam`).
-//! 2. **headroom's own signal**: a signal headroom delivered after the last
+//!    killer's line in `/dev/kmsg`, jetsam's in macOS's unified log) for
+//!    its pid and name, read after it was first seen (so a kill of an
+//!    earlier process with the same pid is never blamed on it):
+//!    `oom-killer` or `jetsam`.
+//! 2. **The OS's record of a crash** ([`Crash`]: a fault line in
+//!    `/dev/kmsg`, a macOS crash report), matched the same way: `crashed`,
+//!    naming the signal and the library, and saying that memory was not the
+//!    reason, with the footprint at the last sample (unless the record says
+//!    it was: a Metal command buffer that failed for want of GPU memory).
+//! 3. **headroom's own signal**: a signal headroom delivered after the last
 //!    sample that saw the process alive (or a SIGKILL at any time):
 //!    `signal-by-headroom`, naming the rule and step.
-//! 3. **Its exit status**, where the OS kept one for the daemon to read (a
+//! 4. **A GPU fault** ([`GpuFault`]: an NVIDIA Xid naming its pid) before
+//!    it ended: `gpu-error`, with what the Xid means.
+//! 5. **Its exit status**, where the OS kept one for the daemon to read (a
 //!    zombie's `/proc/[pid]/stat` on Linux): an exit code is `exited`; a
 //!    signal nobody owns up to stays `unknown`, with the signal named.
-//! 4. Otherwise `unknown`, with what was looked at and found silent.
+//! 6. Otherwise `unknown`, with what was looked at and found silent.
 //!
-//! A process gone without a record is judged one sample later, not at once,
-//! so that a kill record logged a moment after the process vanished, or the
-//! outcome of a signal headroom was still delivering, is not missed.
+//! A process gone without a record is judged one sample later, not at once
+//! (and no sooner than the OS's record lag, [`Observed::record_lag`]: a
+//! macOS crash report takes seconds to be written), so that a record logged
+//! a moment after the process vanished, or the outcome of a signal headroom
+//! was still delivering, is not missed.
 //!
 //! Children of a watched ML process (DataLoader workers, model-server
 //! workers) come and go with their parent's work: their ends are reported
@@ -39,7 +49,7 @@ use crate::history::{GROWTH_WINDOW, History};
 use crate::model::Action;
 use crate::model::{COMM_LEN, ProcessId, ProcessSample, Snapshot, Timestamp};
 use crate::policy::Decision;
-use crate::sample::{Ended, Killer, MemoryKill, Observed};
+use crate::sample::{Crash, Ended, GpuFault, Killer, MemoryKill, Observed};
 
 /// How long kill records are kept for matching.
 pub const KEEP_KILLS: Duration = Duration::from_secs(600);
@@ -82,6 +92,10 @@ pub struct PostMortems {
     dead: HashSet<ProcessId>,
     pending: Vec<Pending>,
     kills: VecDeque<MemoryKill>,
+    crashes: VecDeque<Crash>,
+    gpu_faults: VecDeque<GpuFault>,
+    /// How long after an end its record may still arrive (the latest poll's).
+    record_lag: Duration,
     /// The last action carried out on each tracked process.
     last_action: HashMap<ProcessId, ActionTaken>,
     /// The last signal delivered to each, and the last SIGKILL.
@@ -182,15 +196,12 @@ impl PostMortems {
         silence: &str,
     ) -> Vec<Event> {
         let now = snap.taken_at;
-        self.kills.extend(observed.kills);
-        while self.kills.len() > MAX_KILLS
-            || self
-                .kills
-                .front()
-                .is_some_and(|k| now.since(k.read_at) > KEEP_KILLS)
-        {
-            self.kills.pop_front();
-        }
+        keep_recent(&mut self.kills, observed.kills, now, |k| k.read_at);
+        keep_recent(&mut self.crashes, observed.crashes, now, |c| c.read_at);
+        keep_recent(&mut self.gpu_faults, observed.gpu_faults, now, |g| {
+            g.read_at
+        });
+        self.record_lag = observed.record_lag;
 
         let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
         let pending: HashSet<ProcessId> = self.pending.iter().map(|p| p.id).collect();
@@ -231,9 +242,13 @@ impl PostMortems {
                 .is_some_and(|since| now.since(*since) < OUTCOME_WAIT);
             let direct = matches!(
                 cause.kind,
-                ExitCauseKind::OomKiller | ExitCauseKind::Jetsam | ExitCauseKind::SignalByHeadroom
+                ExitCauseKind::OomKiller
+                    | ExitCauseKind::Jetsam
+                    | ExitCauseKind::SignalByHeadroom
+                    | ExitCauseKind::Crashed
             );
-            if !direct && (p.waited == 0 || waiting) {
+            let lagging = now.since(p.ended_at) < self.record_lag;
+            if !direct && (p.waited == 0 || waiting || lagging) {
                 p.waited += 1;
                 self.pending.push(p);
                 continue;
@@ -308,14 +323,15 @@ impl PostMortems {
 
     fn cause_of(&self, p: &Pending, t: &Tracked, silence: &str) -> ExitCause {
         let pid = t.process.pid;
+        let uid_fits = |uid: Option<u32>| match (uid, t.process.uid) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
         let kill = self.kills.iter().rev().find(|k| {
             k.pid == pid
                 && same_command(&k.name, &t.process.name)
                 && k.read_at >= t.first_seen
-                && match (k.uid, t.process.uid) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => true,
-                }
+                && uid_fits(k.uid)
         });
         let status = p
             .status
@@ -338,6 +354,73 @@ impl PostMortems {
                     k.source, k.pid, k.name, k.scope
                 ),
                 detail: Some(k.message.clone()),
+                ..ExitCause::default()
+            };
+        }
+        let gpu = self.gpu_faults.iter().rev().find(|g| {
+            g.pid == pid
+                && (g.name.is_empty() || same_command(&g.name, &t.process.name))
+                && g.read_at >= t.first_seen
+        });
+        let gpu_words = |g: &GpuFault| {
+            format!(
+                "{} recorded NVIDIA Xid {}{} on {} for pid {} ({})",
+                witness(&g.source),
+                g.code,
+                g.meaning.map(|m| format!(" ({m})")).unwrap_or_default(),
+                g.device,
+                g.pid,
+                g.name
+            )
+        };
+        let crash = self
+            .crashes
+            .iter()
+            .filter(|c| {
+                c.pid == pid
+                    && (c.thread.is_some() || same_command(&c.name, &t.process.name))
+                    && c.read_at >= t.first_seen
+                    && uid_fits(c.uid)
+            })
+            .max_by_key(|c| (c.library.is_some(), c.read_at));
+        if let Some(c) = crash {
+            let thread = c
+                .thread
+                .as_ref()
+                .map(|(tid, name)| format!(", in its thread {name} (tid {tid})"))
+                .unwrap_or_default();
+            let library = c
+                .library
+                .as_deref()
+                .map(|l| format!(" in {l}"))
+                .unwrap_or_default();
+            let signal = c
+                .signal
+                .as_deref()
+                .map(|s| format!(", which ends it with {s}"))
+                .unwrap_or_default();
+            let notes: String = c.notes.iter().map(|n| format!("; {n}")).collect();
+            let memory = c
+                .memory
+                .as_deref()
+                .map(|m| format!("; {m}"))
+                .unwrap_or_default();
+            let earlier = gpu
+                .map(|g| format!("; before that, {}", gpu_words(g)))
+                .unwrap_or_default();
+            return ExitCause {
+                kind: ExitCauseKind::Crashed,
+                how: format!(
+                    "{} recorded a crash of pid {} ({}){thread}: {}{library}{signal}{notes}{memory}{earlier}{status}",
+                    witness(&c.source),
+                    c.pid,
+                    t.process.name,
+                    c.fault
+                ),
+                detail: Some(c.message.clone()),
+                signal: c.signal.clone(),
+                library: c.library.clone(),
+                not_memory: c.memory.is_none(),
             };
         }
         let signal = self
@@ -358,7 +441,16 @@ impl PostMortems {
                     s.rule,
                     s.step + 1
                 ),
-                detail: None,
+                ..ExitCause::default()
+            };
+        }
+        if let Some(g) = gpu {
+            return ExitCause {
+                kind: ExitCauseKind::GpuError,
+                how: format!("{}, and it ended after{status}", gpu_words(g)),
+                detail: Some(g.message.clone()),
+                not_memory: true,
+                ..ExitCause::default()
             };
         }
         match &p.status {
@@ -368,7 +460,7 @@ impl PostMortems {
                     "its exit status, read from {} before its parent collected it: {}",
                     e.source, e.status
                 ),
-                detail: None,
+                ..ExitCause::default()
             },
             Some(e) => ExitCause {
                 kind: ExitCauseKind::Unknown,
@@ -376,16 +468,46 @@ impl PostMortems {
                     "its exit status, read from {} before its parent collected it: {}, but nothing says who sent the signal: {silence}, and headroom sent it none",
                     e.source, e.status
                 ),
-                detail: None,
+                ..ExitCause::default()
             },
             None => ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: format!(
                     "{silence}, headroom sent it no signal, and it was gone before its exit status could be read (only its parent learns that)"
                 ),
-                detail: None,
+                ..ExitCause::default()
             },
         }
+    }
+}
+
+/// Where a record was read, in words: `the kernel log (/dev/kmsg)`, `the
+/// crash report /Library/Logs/DiagnosticReports/….ips`.
+fn witness(source: &str) -> String {
+    if source.ends_with(".ips") {
+        format!("the crash report {source}")
+    } else if source == "/dev/kmsg" {
+        format!("the kernel log ({source})")
+    } else {
+        source.to_string()
+    }
+}
+
+/// Add `new` to `kept` and drop what is older than [`KEEP_KILLS`] or beyond
+/// [`MAX_KILLS`].
+fn keep_recent<T>(
+    kept: &mut VecDeque<T>,
+    new: Vec<T>,
+    now: Timestamp,
+    read_at: impl Fn(&T) -> Timestamp,
+) {
+    kept.extend(new);
+    while kept.len() > MAX_KILLS
+        || kept
+            .front()
+            .is_some_and(|r| now.since(read_at(r)) > KEEP_KILLS)
+    {
+        kept.pop_front();
     }
 }
 
@@ -496,6 +618,7 @@ mod tests {
         let observed = Observed {
             kills: vec![oom_kill(42, 11_000)],
             ended: Vec::new(),
+            ..Observed::default()
         };
         run.feed(snap(11_000, vec![]), observed);
         let cause = run.cause().clone();
@@ -526,6 +649,7 @@ mod tests {
             Observed {
                 kills: vec![oom_kill(42, 0)],
                 ended: Vec::new(),
+                ..Observed::default()
             },
         );
         run.feed(snap(1000, vec![kernel(42, GIB)]), Observed::default());
@@ -603,6 +727,7 @@ mod tests {
         let observed = Observed {
             kills: vec![oom_kill(42, 8000)],
             ended: Vec::new(),
+            ..Observed::default()
         };
         run.feed(snap(8000, vec![]), observed);
         assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
@@ -661,6 +786,7 @@ mod tests {
                     status: status.clone(),
                     source: "/proc/42/stat".into(),
                 }],
+                ..Observed::default()
             };
             assert_eq!(
                 PostMortems::suspects(&run.pm.tracked(), &snap(3000, vec![zombie.clone()])),
@@ -712,9 +838,238 @@ mod tests {
             Observed {
                 kills: vec![kill],
                 ended: Vec::new(),
+                ..Observed::default()
             },
         );
         assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
+    }
+
+    fn segfault(pid: u32, read_at: u64, library: Option<&str>) -> Crash {
+        Crash {
+            pid,
+            name: "python3".into(),
+            signal: Some("SIGSEGV".into()),
+            fault: "segfault at 0 ip 00007f93b040e0f9 sp 00007ffd54545408 error 4".into(),
+            library: library.map(str::to_string),
+            source: "/dev/kmsg".into(),
+            message: "python3[42]: segfault at 0 …".into(),
+            read_at: Timestamp(read_at),
+            ..Crash::default()
+        }
+    }
+
+    fn xid31(pid: u32, read_at: u64) -> GpuFault {
+        GpuFault {
+            pid,
+            name: "python3".into(),
+            code: 31,
+            meaning: Some(
+                "GPU memory page fault: the GPU program touched an address it has no mapping for",
+            ),
+            device: "PCI:0000:0a:00".into(),
+            source: "/dev/kmsg".into(),
+            message: "NVRM: Xid (PCI:0000:0a:00): 31, pid=42, name=python3, …".into(),
+            read_at: Timestamp(read_at),
+        }
+    }
+
+    #[test]
+    fn a_crash_is_named_at_once_with_signal_library_and_not_memory() {
+        let mut run = Run::new();
+        growing(&mut run, 3000);
+        let observed = Observed {
+            // The fatal-signal record (no library) and the fault line: the
+            // one naming the library wins.
+            crashes: vec![
+                segfault(42, 4000, Some("libtensorflow_framework.so.2")),
+                segfault(42, 4000, None),
+            ],
+            ..Observed::default()
+        };
+        run.feed(snap(4000, vec![]), observed);
+        let cause = run.cause().clone();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert_eq!(cause.signal.as_deref(), Some("SIGSEGV"));
+        assert_eq!(
+            cause.library.as_deref(),
+            Some("libtensorflow_framework.so.2")
+        );
+        assert!(cause.not_memory);
+        assert!(
+            cause.how.starts_with("the kernel log (/dev/kmsg) recorded a crash of pid 42 (python3): segfault at 0 ip 00007f93b040e0f9 sp 00007ffd54545408 error 4 in libtensorflow_framework.so.2, which ends it with SIGSEGV"),
+            "{}",
+            cause.how
+        );
+        let line = crate::event_line::postmortem(&run.events[0]).unwrap();
+        assert!(
+            line.contains("died: crashed: SIGSEGV in libtensorflow_framework.so.2; not for want of memory: 3.9 GiB at its last sample (peak 3.9 GiB)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_crash_in_a_thread_is_its_process_s() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let mut c = segfault(42, 3000, Some("libtorch_cpu.so"));
+        c.name = "pt_autograd_0".into();
+        c.thread = Some((4243, "pt_autograd_0".into()));
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                crashes: vec![c],
+                ..Observed::default()
+            },
+        );
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert!(
+            cause
+                .how
+                .contains("pid 42 (python3), in its thread pt_autograd_0 (tid 4243)"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn a_crash_of_another_process_with_the_pid_is_not_blamed() {
+        let mut run = Run::new();
+        // pid 42 crashed before this kernel was first seen.
+        run.feed(
+            snap(0, vec![]),
+            Observed {
+                crashes: vec![segfault(42, 0, None)],
+                ..Observed::default()
+            },
+        );
+        run.feed(snap(1000, vec![kernel(42, GIB)]), Observed::default());
+        // A crash under the same pid with another name: not this process.
+        let mut other = segfault(42, 2000, None);
+        other.name = "bash".into();
+        run.feed(
+            snap(2000, vec![]),
+            Observed {
+                crashes: vec![other],
+                ..Observed::default()
+            },
+        );
+        run.feed(snap(3000, vec![]), Observed::default());
+        assert_eq!(run.cause().kind, ExitCauseKind::Unknown);
+    }
+
+    #[test]
+    fn a_gpu_fault_waits_for_a_crash_then_names_the_xid() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                gpu_faults: vec![xid31(42, 3000)],
+                ..Observed::default()
+            },
+        );
+        assert!(run.events.is_empty(), "a crash record may still come");
+        run.feed(snap(4000, vec![]), Observed::default());
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::GpuError);
+        assert!(cause.not_memory);
+        assert!(
+            cause.how.starts_with(
+                "the kernel log (/dev/kmsg) recorded NVIDIA Xid 31 (GPU memory page fault"
+            ),
+            "{}",
+            cause.how
+        );
+        assert!(
+            cause
+                .how
+                .ends_with("for pid 42 (python3), and it ended after"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn a_crash_after_a_gpu_fault_is_a_crash_that_recalls_it() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                gpu_faults: vec![xid31(42, 2500)],
+                crashes: vec![segfault(42, 3000, Some("libcuda.so.1"))],
+                ..Observed::default()
+            },
+        );
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert!(
+            cause
+                .how
+                .contains("; before that, the kernel log (/dev/kmsg) recorded NVIDIA Xid 31"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn a_crash_the_report_blames_on_gpu_memory_is_not_said_to_be_not_memory() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let mut c = segfault(42, 3000, Some("libsystem_kernel.dylib"));
+        c.signal = Some("SIGABRT".into());
+        c.source = "/Users/ada/Library/Logs/DiagnosticReports/Python-2026-01-01-000000.ips".into();
+        c.memory = Some("its Metal command buffer failed for want of GPU memory".into());
+        run.feed(
+            snap(3000, vec![]),
+            Observed {
+                crashes: vec![c],
+                ..Observed::default()
+            },
+        );
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert!(!cause.not_memory);
+        assert!(
+            cause.how.starts_with("the crash report /Users/ada/"),
+            "{}",
+            cause.how
+        );
+        assert!(
+            cause
+                .how
+                .contains("; its Metal command buffer failed for want of GPU memory"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn a_record_lag_holds_an_unknown_verdict_until_it_passes() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let lag = || Observed {
+            record_lag: Duration::from_secs(15),
+            ..Observed::default()
+        };
+        run.feed(snap(3000, vec![]), lag());
+        run.feed(snap(4000, vec![]), lag());
+        run.feed(snap(10_000, vec![]), lag());
+        assert!(run.events.is_empty(), "a crash report may still be written");
+        // The report arrives 12 s after the end: a crash, not "unknown".
+        let mut c = segfault(42, 15_000, Some("libtensorflow_framework.2.dylib"));
+        c.source = "/Library/Logs/DiagnosticReports/python3-x.ips".into();
+        run.feed(
+            snap(15_000, vec![]),
+            Observed {
+                crashes: vec![c],
+                record_lag: Duration::from_secs(15),
+                ..Observed::default()
+            },
+        );
+        assert_eq!(run.cause().kind, ExitCauseKind::Crashed);
+        assert_eq!(run.events[0].at, Timestamp(3000), "when it was found gone");
     }
 
     #[test]

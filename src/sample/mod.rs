@@ -21,7 +21,9 @@ pub mod probe;
 pub mod psi_trigger;
 pub mod replay;
 
-pub use exit_causes::{Ended, ExitCauses, ExitStatus, Killer, MemoryKill, Observed, exit_causes};
+pub use exit_causes::{
+    Crash, Ended, ExitCauses, ExitStatus, GpuFault, Killer, MemoryKill, Observed, exit_causes,
+};
 
 /// Why a whole sample failed. Per-process failures never get here: they are
 /// counted in [`crate::model::CollectorErrors`].
@@ -91,20 +93,17 @@ pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Samp
     }
 }
 
-/// This OS's collector checks for `headroom doctor`, each run once.
+/// This OS's collector checks for `headroom doctor`, each run once, and
+/// what post-mortems can learn here ([`exit_causes::doctor_check`]).
 pub fn doctor_checks() -> Vec<crate::model::Check> {
     #[cfg(target_os = "linux")]
-    {
-        linux::doctor::checks()
-    }
+    let mut checks = linux::doctor::checks();
     #[cfg(target_os = "macos")]
-    {
-        macos::doctor::checks()
-    }
+    let mut checks = macos::doctor::checks();
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-    {
-        vec![fallback::doctor_check()]
-    }
+    let mut checks = vec![fallback::doctor_check()];
+    checks.push(exit_causes::doctor_check());
+    checks
 }
 
 /// Facts about this machine for the head of `headroom doctor`'s report

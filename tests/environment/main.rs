@@ -37,6 +37,7 @@ mod support;
 
 mod actuator;
 mod attacks;
+mod crash_postmortems;
 mod http_router;
 mod journal;
 mod jupyter;

@@ -382,7 +382,7 @@ fn a_real_prometheus_evaluates_every_dashboard_query_and_alert() {
             .collect();
         rules.iter().all(|r| r["health"] == "ok").then_some(rules)
     });
-    assert_eq!(rules.len(), 7, "{rules:?}");
+    assert_eq!(rules.len(), 10, "{rules:?}");
     for rule in &rules {
         let expr = rule["query"].as_str().expect("query");
         assert_eq!(rule["lastError"].as_str().unwrap_or_default(), "", "{expr}");

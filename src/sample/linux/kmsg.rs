@@ -17,6 +17,9 @@
 //! before 4.19), and [`OomJoiner`] joins them into one [`MemoryKill`] per
 //! victim.
 //!
+//! The same records tell of crashes and GPU faults:
+//! [`crate::sample::linux::kmsg_crash`] reads those.
+//!
 //! [`KmsgReader`] is the edge: it opens the device non-blocking and seeks to
 //! its end (kills from before the daemon started concern no process it
 //! watched), then each [`KmsgReader::read_new`] reads whatever records
@@ -35,7 +38,8 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::model::Timestamp;
-use crate::sample::exit_causes::{Killer, MemoryKill};
+use crate::sample::exit_causes::{Crash, GpuFault, Killer, MemoryKill};
+use crate::sample::linux::kmsg_crash::{CrashJoiner, KernelRecord};
 
 /// The longest record the kernel hands out (`CONSOLE_EXT_LOG_MAX`); a read
 /// with a smaller buffer fails with `EINVAL`.
@@ -256,6 +260,16 @@ impl OomJoiner {
     }
 }
 
+/// What the kernel logged since the last read about how processes end.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KernelRecords {
+    pub kills: Vec<MemoryKill>,
+    /// Faults and fatal signals ([`crate::sample::linux::kmsg_crash`]).
+    pub crashes: Vec<Crash>,
+    /// NVIDIA Xid errors naming a process.
+    pub gpu_faults: Vec<GpuFault>,
+}
+
 /// Reads new records from `/dev/kmsg` without ever blocking.
 #[derive(Debug)]
 pub struct KmsgReader {
@@ -263,6 +277,7 @@ pub struct KmsgReader {
     path: PathBuf,
     buf: Vec<u8>,
     joiner: OomJoiner,
+    crashes: CrashJoiner,
     /// Records overwritten before they could be read, since opening.
     pub lost: u64,
 }
@@ -281,6 +296,7 @@ impl KmsgReader {
             path: path.to_path_buf(),
             buf: vec![0; RECORD_MAX],
             joiner: OomJoiner::default(),
+            crashes: CrashJoiner::default(),
             lost: 0,
         })
     }
@@ -307,20 +323,28 @@ impl KmsgReader {
         Ok(())
     }
 
-    /// The OOM kills logged since the last call.
-    pub fn read_new(&mut self, read_at: Timestamp) -> std::io::Result<Vec<MemoryKill>> {
-        let mut kills = Vec::new();
+    /// The OOM kills, crashes and GPU faults logged since the last call.
+    pub fn read_new(&mut self, read_at: Timestamp) -> std::io::Result<KernelRecords> {
+        let mut out = KernelRecords::default();
         let mut joiner = std::mem::take(&mut self.joiner);
+        let mut crashes = std::mem::take(&mut self.crashes);
         let path = self.path.clone();
         let result = self.read_records(|raw| {
-            if let Some(record) = parse_record(raw)
-                && let Some(kill) = joiner.feed(record.message, &path, read_at)
-            {
-                kills.push(kill);
+            let Some(record) = parse_record(raw) else {
+                return;
+            };
+            if let Some(kill) = joiner.feed(record.message, &path, read_at) {
+                out.kills.push(kill);
+            }
+            match crashes.feed(record.message, &path, read_at) {
+                Some(KernelRecord::Crash(c)) => out.crashes.push(c),
+                Some(KernelRecord::Gpu(g)) => out.gpu_faults.push(g),
+                None => {}
             }
         });
         self.joiner = joiner;
-        result.map(|()| kills)
+        self.crashes = crashes;
+        result.map(|()| out)
     }
 }
 
@@ -526,6 +550,6 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_secs(3));
         }
-        assert!(reader.read_new(Timestamp(0)).unwrap().is_empty());
+        assert!(reader.read_new(Timestamp(0)).unwrap().kills.is_empty());
     }
 }

@@ -72,8 +72,10 @@
 
 pub mod doctor;
 pub mod kmsg;
+pub mod kmsg_crash;
 mod proc_reader;
 mod sys;
+pub mod threads;
 pub mod zombie;
 
 use std::collections::HashMap;

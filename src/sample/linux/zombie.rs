@@ -47,7 +47,7 @@ pub fn decode(status: i64) -> ExitStatus {
 }
 
 /// `9` → `SIGKILL`, for the signals a post-mortem is likely to meet.
-fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     let name = match signal {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",

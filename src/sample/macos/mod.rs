@@ -15,15 +15,22 @@
 //! | [`gpu_stats`] | IOAccelerator `PerformanceStatistics`, `IOUserClientCreator` |
 //! | [`exits`] | a zombie's `p_xstat` → how it ended |
 //! | [`acl`] | extended ACL entries → the write rights they grant |
+//! | [`jetsam`] | `log stream --style ndjson` lines → jetsam kills |
+//! | [`crash_report`] | `.ips` crash reports → exception, signal, library, Rosetta |
+//! | [`crash_reports`] | the report directories → new reports, believed or refused |
 //!
+//! `jetsam_stream` keeps the `log stream` child that feeds [`jetsam`].
 //! The FFI layers (`ffi_mach`, `ffi_proc`, `iokit`, `pressure_source`) hold
 //! all of the `unsafe`, each block with its `// SAFETY:` reasoning, and hand
 //! plain values to the pure functions. [`MacSampler`] ties them together;
 //! `probe::MacProbe` reads the machine-wide figures alone for the daemon's
 //! system probe; [`doctor`] checks each collector once for `headroom doctor`.
 
+pub mod crash_report;
+pub mod crash_reports;
 pub mod exits;
 pub mod gpu_stats;
+pub mod jetsam;
 pub mod pressure;
 pub mod procargs;
 pub mod vm;
@@ -34,6 +41,8 @@ pub mod doctor;
 pub(crate) mod ffi_mach;
 #[cfg(target_os = "macos")]
 pub(crate) mod iokit;
+#[cfg(target_os = "macos")]
+pub mod jetsam_stream;
 #[cfg(target_os = "macos")]
 pub mod pressure_source;
 #[cfg(target_os = "macos")]
