@@ -11,6 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+mod shared;
+pub use shared::{Argv, SharedStr};
+
 /// Wall-clock instant, milliseconds since the Unix epoch.
 ///
 /// Serialized as a plain integer so traces and the JSON API stay compact and
@@ -299,11 +302,14 @@ pub struct ProcessSample {
     pub id: ProcessId,
     pub ppid: u32,
     pub uid: Option<u32>,
-    pub user: Option<String>,
-    pub name: String,
-    pub exe: Option<String>,
+    /// The owner's name, the command name, the executable and the command
+    /// line are shared with the sampler's record of the process and with
+    /// earlier snapshots (see [`SharedStr`]): a tick copies no text.
+    pub user: Option<SharedStr>,
+    pub name: SharedStr,
+    pub exe: Option<SharedStr>,
     #[serde(default)]
-    pub argv: Vec<String>,
+    pub argv: Argv,
     pub started_at: Option<Timestamp>,
     /// Memory this process is responsible for: on Linux RssAnon + RssShmem +
     /// VmSwap; on macOS `ri_phys_footprint` (includes Metal buffers).
@@ -331,7 +337,7 @@ impl ProcessSample {
     /// A process known by its identity, parent and name only: no owner, no
     /// command line, no memory figures, no workload. Samplers fill in what
     /// they read; examples and replayed traces start from here.
-    pub fn new(id: ProcessId, ppid: u32, name: impl Into<String>) -> Self {
+    pub fn new(id: ProcessId, ppid: u32, name: impl Into<SharedStr>) -> Self {
         Self {
             id,
             ppid,
@@ -339,7 +345,7 @@ impl ProcessSample {
             user: None,
             name: name.into(),
             exe: None,
-            argv: Vec::new(),
+            argv: Argv::default(),
             started_at: None,
             footprint: 0,
             peak_footprint: None,

@@ -85,8 +85,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::model::{
-    CollectorErrors, Detail, Pressure, ProcessId, ProcessSample, Snapshot, Timestamp, Workload,
-    WorkloadKind,
+    Argv, CollectorErrors, Detail, Pressure, ProcessId, ProcessSample, SharedStr, Snapshot,
+    Timestamp, Workload, WorkloadKind,
 };
 use crate::sample::{SampleError, Sampler};
 use crate::workload::{self, ProcessFacts};
@@ -210,10 +210,11 @@ struct Tracked {
     kernel_thread: bool,
     ppid: u32,
     uid: Option<u32>,
-    user: Option<String>,
-    name: String,
-    exe: Option<String>,
-    argv: Vec<String>,
+    /// The text every snapshot shares while the identity lives.
+    user: Option<SharedStr>,
+    name: SharedStr,
+    exe: Option<SharedStr>,
+    argv: Argv,
     started_at: Option<Timestamp>,
     workload: Workload,
     libraries: Vec<String>,
@@ -567,7 +568,8 @@ impl LinuxSampler {
         let start = match self.io.reader.read_pid(pid, "stat") {
             Ok(data) => match procfs::parse_stat(data) {
                 Some(st)
-                    if st.start_ticks == t.start && String::from_utf8_lossy(st.comm) == t.name =>
+                    if st.start_ticks == t.start
+                        && *String::from_utf8_lossy(st.comm) == *t.name =>
                 {
                     t.ppid = st.ppid;
                     return true;
@@ -802,7 +804,7 @@ impl Io {
                 Some(st) => (
                     st.start_ticks,
                     st.ppid,
-                    String::from_utf8_lossy(st.comm).into_owned(),
+                    SharedStr::from(String::from_utf8_lossy(st.comm).into_owned()),
                     st.is_kernel_thread(),
                 ),
                 None => {
@@ -848,19 +850,23 @@ impl Io {
             .reader
             .read_pid_prefix(pid, "cmdline", procfs::CMDLINE_READ)
         {
-            Ok(data) => procfs::parse_cmdline(data),
+            Ok(data) => Argv::from(procfs::parse_cmdline(data)),
             Err(Failure::Vanished) => {
                 count(errors, Failure::Vanished);
                 return None;
             }
             Err(f) => {
                 count(errors, f);
-                Vec::new()
+                Argv::default()
             }
         };
         // Unreadable for other users' processes unless root, and for
         // zombies: that is normal, not a collector error.
-        let exe = self.reader.read_pid_link(pid, "exe").ok();
+        let exe = self
+            .reader
+            .read_pid_link(pid, "exe")
+            .ok()
+            .map(SharedStr::from);
         let uid = status.map(|s| s.uid);
         let user = uid.and_then(|uid| self.users.name(uid));
         let started_at = self.boot_time.flatten().map(|boot| {
@@ -1000,7 +1006,7 @@ fn count(errors: &mut CollectorErrors, f: Failure) {
 #[derive(Debug)]
 struct UserNames {
     path: PathBuf,
-    names: HashMap<u32, String>,
+    names: HashMap<u32, SharedStr>,
     loaded: bool,
     modified: Option<SystemTime>,
 }
@@ -1021,11 +1027,17 @@ impl UserNames {
             .and_then(|m| m.modified())
             .ok();
         self.names = std::fs::read_to_string(&self.path)
-            .map(|text| procfs::parse_passwd(&text))
+            .map(|text| {
+                procfs::parse_passwd(&text)
+                    .into_iter()
+                    .map(|(uid, name)| (uid, SharedStr::from(name)))
+                    .collect()
+            })
             .unwrap_or_default();
     }
 
-    fn name(&mut self, uid: u32) -> Option<String> {
+    /// The name of `uid`; every process of one user shares its text.
+    fn name(&mut self, uid: u32) -> Option<SharedStr> {
         if !self.loaded {
             self.load();
         }

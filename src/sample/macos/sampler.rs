@@ -36,8 +36,8 @@ use super::ffi_proc::{self, Rusage};
 use super::proc_info::{self, Failure};
 use super::{gpu_stats, iokit, pressure, procargs, vm};
 use crate::model::{
-    CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
-    Snapshot, SystemMemory, Timestamp, Workload,
+    Argv, CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
+    SharedStr, Snapshot, SystemMemory, Timestamp, Workload,
 };
 use crate::sample::fallback::{CRITICAL_AVAILABLE_PERCENT, WARN_AVAILABLE_PERCENT};
 use crate::sample::{SampleError, Sampler};
@@ -57,7 +57,7 @@ pub struct MacSampler {
     args_buf: Vec<u8>,
     known: HashMap<u32, Known>,
     users: Option<Users>,
-    user_names: HashMap<u32, Option<String>>,
+    user_names: HashMap<u32, Option<SharedStr>>,
 }
 
 /// What was read once for a process identity.
@@ -66,9 +66,9 @@ struct Known {
     start_micros: u64,
     ppid: u32,
     uid: Option<u32>,
-    name: String,
-    exe: Option<String>,
-    argv: Vec<String>,
+    name: SharedStr,
+    exe: Option<SharedStr>,
+    argv: Argv,
     workload: Workload,
     /// Read at least [`SETTLE`] after the process started.
     settled: bool,
@@ -127,7 +127,7 @@ impl MacSampler {
         ))
     }
 
-    fn user_name(&mut self, uid: u32, refreshed: &mut bool) -> Option<String> {
+    fn user_name(&mut self, uid: u32, refreshed: &mut bool) -> Option<SharedStr> {
         if let Some(name) = self.user_names.get(&uid) {
             return name.clone();
         }
@@ -142,7 +142,7 @@ impl MacSampler {
             .users
             .as_ref()
             .and_then(|users| users.iter().find(|u| **u.id() == uid))
-            .map(|u| u.name().to_owned());
+            .map(|u| SharedStr::from(u.name()));
         self.user_names.insert(uid, name.clone());
         name
     }
@@ -226,9 +226,9 @@ impl MacSampler {
             start_micros,
             ppid,
             uid,
-            name,
-            exe,
-            argv,
+            name: name.into(),
+            exe: exe.map(SharedStr::from),
+            argv: argv.into(),
             workload,
             settled: age >= SETTLE,
         })
