@@ -289,9 +289,14 @@ mod tests {
     #[test]
     fn compares_with_plain_strings_both_ways() {
         let name = SharedStr::from("sshd");
-        assert!(name == "sshd" && "sshd" == name && name == *"sshd");
-        assert!(name == "sshd".to_string() && "sshd".to_string() == name);
-        assert!(name != "sshd-session");
+        let literal: &str = "sshd";
+        let owned: String = literal.to_string();
+        assert_eq!(name, literal);
+        assert_eq!(literal, name);
+        assert!(PartialEq::<str>::eq(&name, literal));
+        assert_eq!(name, owned);
+        assert_eq!(owned, name);
+        assert_ne!(name, "sshd-session");
         let argv = Argv::from(["sleep", "30"]);
         assert!(argv == ["sleep", "30"] && argv != ["sleep"]);
         assert!(argv == vec!["sleep", "30"]);
