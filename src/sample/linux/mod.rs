@@ -53,9 +53,12 @@
 //! per-process limit matches). A process listed for the first time gets its
 //! first-sight read (so a new notebook kernel is seen at once) and its
 //! `statm` re-read on the light ticks after, until a full tick ranks it; one no
-//! longer listed is forgotten (one that exits while no pid is handed out is
-//! dropped at the next full tick), and every other one is reported with the
-//! values read before ([`Detail::Estimated`] unless they were exact). The
+//! longer listed, or found gone when re-read, is forgotten (one that exits
+//! while no pid is handed out and is not re-read is dropped at the next
+//! listing), and every other one is reported with the values read before
+//! ([`Detail::Estimated`] unless they were exact): a tick that does not list
+//! carries the last listing as it stands, without a pass over every
+//! process. The
 //! round-robin identity check waits for the next full tick, so a pid reused
 //! in between (without a kept `statm` file that would tell) keeps the old
 //! identity until then. The daemon decides which ticks are light
