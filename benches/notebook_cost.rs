@@ -126,7 +126,10 @@ fn main() {
         // Problems with no message are "cleared" markers: this file and
         // its server are fine again.
         assert_eq!(found.len(), 20, "{problems:?}");
-        assert!(problems.iter().all(|p| p.message.is_empty()), "{problems:?}");
+        assert!(
+            problems.iter().all(|p| p.message.is_empty()),
+            "{problems:?}"
+        );
         took
     });
 

@@ -167,6 +167,9 @@ impl Daemon {
             crate::sample::probe::available_floor,
         );
         let mut watched: Arc<[u32]> = Arc::from([]);
+        // The snapshot the last one replaced, let go of on the sampler's
+        // thread (see `sample_once`).
+        let mut retired: Option<Arc<Snapshot>> = None;
         let mut next_tick = Instant::now();
         let mut next_probe: Option<Instant> = None;
         let mut fast_until: Option<Instant> = None;
@@ -259,7 +262,12 @@ impl Daemon {
             let started = Instant::now();
             let depth = depth.unwrap_or_else(|| cadence.depth(cause, started.into_std(), normal));
             let outcome = self
-                .sample_once(depth, Arc::clone(&watched), postmortems.tracked())
+                .sample_once(
+                    depth,
+                    Arc::clone(&watched),
+                    postmortems.tracked(),
+                    retired.take(),
+                )
                 .await?;
             let (level, evaluation) = match outcome {
                 Ok((mut snap, observed)) => {
@@ -279,7 +287,7 @@ impl Daemon {
                     let level = snap.pressure.level;
                     self.tx.send_modify(|s| {
                         s.counters.wake_lateness = lateness;
-                        s.publish(snap);
+                        retired = s.publish(snap);
                     });
                     let evaluation = self.decide(&mut policy, ctx, &pipeline, &mut postmortems);
                     self.report_ends(&mut postmortems, observed, &pipeline);
@@ -454,17 +462,25 @@ impl Daemon {
 
     /// One sample on the blocking pool, then what the OS recorded about the
     /// ends of the `tracked` processes (see [`PostMortems::suspects`]).
+    ///
+    /// `retired`, the snapshot the latest one replaced, is let go of there
+    /// too, first: unless a reader still holds it, that frees its process
+    /// list and releases the text each process shares with the sampler,
+    /// work that would otherwise sit on the loop between a sample and the
+    /// policy, on another CPU than the one that last touched that text.
     async fn sample_once(
         &mut self,
         depth: Depth,
         watched: Arc<[u32]>,
         tracked: HashSet<ProcessId>,
+        retired: Option<Arc<Snapshot>>,
     ) -> Result<Result<(Snapshot, Observed), SampleError>, DaemonError> {
         let Some(mut sampler) = self.sampler.take() else {
             return Err(DaemonError::SamplerCrashed("no sampler".into()));
         };
         let mut causes = self.exit_causes.take();
         let joined = tokio::task::spawn_blocking(move || {
+            drop(retired);
             let sampled = match depth {
                 Depth::Full => sampler.sample(),
                 Depth::Light => sampler.sample_light(&watched),

@@ -37,8 +37,8 @@ impl ProcessRef {
         Self {
             pid: p.id.pid,
             start: p.id.start,
-            name: p.name.clone(),
-            user: p.user.clone(),
+            name: p.name.to_string(),
+            user: p.user.as_ref().map(ToString::to_string),
             uid: p.uid,
             workload: p.workload.kind,
             footprint: p.footprint,

@@ -322,11 +322,16 @@ impl History {
             largest.select_nth_unstable_by(cut - 1, |a, b| b.0.cmp(&a.0));
         }
         largest.truncate(cut);
-        let is_largest = |id: &ProcessId| largest.iter().any(|(_, l)| l == id);
+        // Sorted identities, searched by bisection: per process a few
+        // comparisons instead of a scan of the largest and a hash lookup.
+        let mut largest: Vec<ProcessId> = largest.into_iter().map(|(_, id)| id).collect();
+        largest.sort_unstable();
+        let mut known: Vec<ProcessId> = self.processes.keys().copied().collect();
+        known.sort_unstable();
 
         for p in &snap.processes {
-            let watched = p.workload.is_ml() || is_largest(&p.id);
-            if !watched && !self.processes.contains_key(&p.id) {
+            let watched = p.workload.is_ml() || largest.binary_search(&p.id).is_ok();
+            if !watched && known.binary_search(&p.id).is_err() {
                 continue;
             }
             let track = self.processes.entry(p.id).or_default();

@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 mod action;
 mod check;
+mod shared;
 pub use action::{Action, SignalName};
 pub use check::{Check, CheckStatus};
+pub use shared::{Argv, SharedStr};
 
 /// Wall-clock instant, milliseconds since the Unix epoch.
 ///
@@ -314,11 +316,14 @@ pub struct ProcessSample {
     pub id: ProcessId,
     pub ppid: u32,
     pub uid: Option<u32>,
-    pub user: Option<String>,
-    pub name: String,
-    pub exe: Option<String>,
+    /// The owner's name, the command name, the executable and the command
+    /// line are shared with the sampler's record of the process and with
+    /// earlier snapshots (see [`SharedStr`]): a tick copies no text.
+    pub user: Option<SharedStr>,
+    pub name: SharedStr,
+    pub exe: Option<SharedStr>,
     #[serde(default)]
-    pub argv: Vec<String>,
+    pub argv: Argv,
     pub started_at: Option<Timestamp>,
     /// Memory this process is responsible for: on Linux RssAnon + RssShmem +
     /// VmSwap; on macOS `ri_phys_footprint` (includes Metal buffers).
@@ -346,7 +351,7 @@ impl ProcessSample {
     /// A process known by its identity, parent and name only: no owner, no
     /// command line, no memory figures, no workload. Samplers fill in what
     /// they read; examples and replayed traces start from here.
-    pub fn new(id: ProcessId, ppid: u32, name: impl Into<String>) -> Self {
+    pub fn new(id: ProcessId, ppid: u32, name: impl Into<SharedStr>) -> Self {
         Self {
             id,
             ppid,
@@ -354,7 +359,7 @@ impl ProcessSample {
             user: None,
             name: name.into(),
             exe: None,
-            argv: Vec::new(),
+            argv: Argv::default(),
             started_at: None,
             footprint: 0,
             peak_footprint: None,

@@ -203,7 +203,13 @@ impl PostMortems {
         });
         self.record_lag = observed.record_lag;
 
-        let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+        // Nothing tracked and nothing dead (an idle machine): no set of
+        // every listed process to build.
+        let present: HashSet<ProcessId> = if self.tracked.is_empty() && self.dead.is_empty() {
+            HashSet::new()
+        } else {
+            snap.processes.iter().map(|p| p.id).collect()
+        };
         let pending: HashSet<ProcessId> = self.pending.iter().map(|p| p.id).collect();
         for ended in observed.ended {
             if self.tracked.contains_key(&ended.id)

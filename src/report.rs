@@ -187,7 +187,8 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
     for p in &shown {
         let user = p
             .user
-            .clone()
+            .as_ref()
+            .map(ToString::to_string)
             .or_else(|| p.uid.map(|u| u.to_string()))
             .unwrap_or_else(|| "?".into());
         let mut footprint = format_bytes(p.footprint);
@@ -291,7 +292,7 @@ mod tests {
         let p = ProcessSample {
             uid: Some(1000),
             user: Some("ada".into()),
-            argv: vec!["python3".into(), "-m".into(), "ipykernel_launcher".into()],
+            argv: crate::model::Argv::from(["python3", "-m", "ipykernel_launcher"]),
             footprint: 1 << 30,
             resident: 1 << 30,
             workload: Workload {

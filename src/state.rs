@@ -216,12 +216,14 @@ impl State {
     /// Take in a new snapshot: record it in the history and make it the latest.
     ///
     /// The history is copied only if a reader still holds the previous one.
-    pub fn publish(&mut self, snap: Snapshot) {
+    /// Returns the snapshot it replaced, for the caller to let go of where
+    /// it suits (the daemon does so on the sampler's thread).
+    pub fn publish(&mut self, snap: Snapshot) -> Option<Arc<Snapshot>> {
         let (snap_errors, snap_micros) = (snap.errors, snap.sample_micros);
         let mut history = std::mem::take(&mut self.history);
         Arc::make_mut(&mut history).record(&snap);
         self.history = history;
-        self.snapshot = Some(Arc::new(snap));
+        let replaced = self.snapshot.replace(Arc::new(snap));
         self.snapshot_json = Arc::default();
         self.counters.samples += 1;
         let e = &mut self.counters.collector_errors;
@@ -232,6 +234,7 @@ impl State {
         e.kernel_threads += new.kernel_threads;
         self.counters.sample_durations.observe(snap_micros);
         self.last_error = None;
+        replaced
     }
 
     /// Take in an event after it was journaled.
@@ -339,6 +342,22 @@ mod tests {
         assert!(Arc::ptr_eq(&before, &state.snapshot_json), "same snapshot");
         state.publish(Snapshot::default());
         assert!(!Arc::ptr_eq(&before, &state.snapshot_json));
+    }
+
+    #[test]
+    fn publishing_hands_back_the_snapshot_it_replaced() {
+        let mut state = State::new(Config::default(), None, Timestamp(0));
+        assert!(state.publish(Snapshot::default()).is_none());
+        let first = state.snapshot.clone().expect("published");
+        let replaced = state.publish(Snapshot {
+            taken_at: Timestamp(1),
+            ..Snapshot::default()
+        });
+        assert!(replaced.is_some_and(|r| Arc::ptr_eq(&r, &first)));
+        assert_eq!(
+            state.snapshot.as_ref().map(|s| s.taken_at),
+            Some(Timestamp(1))
+        );
     }
 
     #[test]

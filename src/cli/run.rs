@@ -67,8 +67,12 @@ pub fn run_daemon(
         ),
         None => platform_sampler(&config.gpu),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // The daemon loop is the runtime's only task (the HTTP server has a
+    // runtime and thread of its own; samples, probes and actions run on
+    // blocking threads): one thread drives it, its timers and its pressure
+    // events, so a tick wakes this thread alone instead of a worker that
+    // then wakes another.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .thread_name("headroom")
         .enable_all()
         .build()

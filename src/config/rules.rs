@@ -880,7 +880,7 @@ mod tests {
             uid: Some(1000),
             user: Some("ana".into()),
             exe: Some("/usr/bin/python3".into()),
-            argv: vec!["python3".into(), "train.py".into()],
+            argv: Argv::from(["python3", "train.py"]),
             workload: Workload {
                 kind,
                 ..Workload::default()

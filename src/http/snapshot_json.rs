@@ -344,8 +344,8 @@ mod tests {
     fn process(pid: u32, uid: u32) -> ProcessSample {
         let mut p = ProcessSample::new(ProcessId { pid, start: 1 }, 1, format!("p{pid}"));
         p.uid = Some(uid);
-        p.argv = vec![format!("/secret/{pid}")];
-        p.exe = Some(format!("/bin/p{pid}"));
+        p.argv = vec![format!("/secret/{pid}")].into();
+        p.exe = Some(format!("/bin/p{pid}").into());
         p.footprint = u64::from(pid) << 20;
         p
     }

@@ -30,8 +30,7 @@ use tokio::sync::OnceCell;
 
 use crate::config::Config;
 use crate::event::{Event, EventKind, ProcessRef};
-use crate::model::Action;
-use crate::model::{ProcessSample, Workload};
+use crate::model::{Action, Argv, ProcessSample, Workload};
 
 /// What replaces each hidden hook argument.
 pub const REDACTED: &str = "[redacted]";
@@ -179,7 +178,7 @@ impl Sight {
 pub fn redact_process(p: &ProcessSample) -> ProcessSample {
     ProcessSample {
         exe: None,
-        argv: Vec::new(),
+        argv: Argv::default(),
         workload: redact_workload(&p.workload),
         ..p.clone()
     }
@@ -274,13 +273,13 @@ mod tests {
         p.uid = Some(uid);
         p.user = Some("ana".into());
         p.exe = Some("/usr/bin/python3.12".into());
-        p.argv = vec![
-            "python".into(),
-            "-m".into(),
-            "ipykernel_launcher".into(),
-            "-f".into(),
-            "/home/ana/kernel-3f2a.json".into(),
-        ];
+        p.argv = Argv::from([
+            "python",
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "/home/ana/kernel-3f2a.json",
+        ]);
         p.footprint = 5 << 30;
         p.workload = Workload {
             kind: WorkloadKind::Jupyter,

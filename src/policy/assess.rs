@@ -6,12 +6,11 @@
 //! Nothing here keeps state: the ladder and the cooldowns live in
 //! [`super::PolicyState`], which only `evaluate` touches.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use super::Context;
 use super::limits::{self, ConditionCheck, LimitCheck};
-use super::protection::{self, Protection};
+use super::protection::{self, HardProtected, Protection};
 use crate::config::{Config, Rule, Step};
 use crate::history::History;
 use crate::model::Action;
@@ -49,7 +48,7 @@ pub(super) struct RuleRun<'a> {
     pub ctx: Context,
     pub now: Timestamp,
     /// The hard-wired protected pids (see [`protection::hard_protected`]).
-    pub hard: &'a HashSet<u32>,
+    pub hard: &'a HardProtected<'a>,
 }
 
 /// One matching process as the rule sees it.
@@ -103,7 +102,7 @@ impl<'a> RuleRun<'a> {
                 None,
             );
         }
-        match protection::protection(p, &self.config.protect, self.hard, self.ctx.self_pid) {
+        match protection::protection(p, &self.config.protect, self.hard.get(), self.ctx.self_pid) {
             Protection::Protected(why) => (
                 Some(NotActing {
                     hold: Hold::Protected,

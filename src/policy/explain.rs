@@ -9,8 +9,6 @@
 //! (its [`super::RuleStatus`]); here every rule is judged as if it had
 //! not acted yet.
 
-use std::collections::HashSet;
-
 use super::assess::{self, RuleRun};
 use super::limits::Reading;
 use super::{Context, select};
@@ -76,7 +74,7 @@ pub fn explain(
     now: Timestamp,
     p: &ProcessSample,
 ) -> Vec<RuleVerdict> {
-    let hard: HashSet<u32> = super::protection::hard_protected(snap, ctx.self_pid);
+    let hard = super::protection::HardProtected::new(snap, ctx.self_pid);
     config
         .rules
         .iter()
@@ -127,7 +125,7 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
             Some(v) if v.id == p.id => Selection::This,
             Some(v) => Selection::Other {
                 pid: v.id.pid,
-                name: v.name.clone(),
+                name: v.name.to_string(),
             },
             None => Selection::Nobody,
         }
@@ -170,7 +168,7 @@ mod tests {
                 kind: WorkloadKind::Jupyter,
                 ..Workload::default()
             },
-            argv: vec!["python3".into(), "-m".into(), "ipykernel_launcher".into()],
+            argv: Argv::from(["python3", "-m", "ipykernel_launcher"]),
             ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3")
         }
     }

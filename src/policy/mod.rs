@@ -150,8 +150,8 @@ pub fn evaluate(
     now: Timestamp,
 ) -> Evaluation {
     let mut out = Evaluation::default();
-    let hard = protection::hard_protected(snap, ctx.self_pid);
-    let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+    // Worked out only if a rule matches a process.
+    let hard = protection::HardProtected::new(snap, ctx.self_pid);
 
     // What belongs to rules that no longer exist (config reload) is dropped.
     let cooldowns: HashMap<&str, Duration> = config
@@ -177,8 +177,11 @@ pub fn evaluate(
     }
 
     // What belongs to processes that have gone, and cooldowns that are over.
-    state.ladders.retain(|(_, id), _| present.contains(id));
-    state.not_acting.retain(|(_, id), _| present.contains(id));
+    if !state.ladders.is_empty() || !state.not_acting.is_empty() {
+        let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+        state.ladders.retain(|(_, id), _| present.contains(id));
+        state.not_acting.retain(|(_, id), _| present.contains(id));
+    }
     let running = |rule: &str, at: Timestamp| {
         cooldowns
             .get(rule)

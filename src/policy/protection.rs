@@ -9,6 +9,7 @@
 //! hard-wired part again right before each signal, and checks every member
 //! of a process group it signals against the rule's [`Reach`].
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
@@ -34,6 +35,37 @@ pub fn hard_protected(snap: &Snapshot, self_pid: u32) -> HashSet<u32> {
         pid = parent;
     }
     set
+}
+
+/// [`hard_protected`] of one snapshot, worked out when first asked for:
+/// most evaluations match no process a rule could act on, and then the walk
+/// up the process tree (a map of every process's parent) is not needed.
+pub struct HardProtected<'a> {
+    snap: &'a Snapshot,
+    self_pid: u32,
+    set: OnceCell<HashSet<u32>>,
+}
+
+impl<'a> HardProtected<'a> {
+    pub fn new(snap: &'a Snapshot, self_pid: u32) -> Self {
+        Self {
+            snap,
+            self_pid,
+            set: OnceCell::new(),
+        }
+    }
+
+    /// The protected pids (see [`hard_protected`]).
+    pub fn get(&self) -> &HashSet<u32> {
+        self.set
+            .get_or_init(|| hard_protected(self.snap, self.self_pid))
+    }
+
+    /// Whether the set was worked out.
+    #[cfg(test)]
+    fn is_known(&self) -> bool {
+        self.set.get().is_some()
+    }
 }
 
 /// Whether `[protect]` protects a process, and why (or why not).
@@ -265,6 +297,19 @@ mod tests {
         let hard = hard_protected(&s, 70);
         assert!(hard.contains(&60) && hard.contains(&50) && hard.contains(&1));
         assert!(!hard.contains(&80), "a sibling is not an ancestor");
+    }
+
+    #[test]
+    fn the_lazy_set_is_worked_out_on_first_use_and_is_the_same() {
+        let s = snap(vec![
+            proc(1, 0, "systemd"),
+            proc(60, 1, "bash"),
+            proc(70, 60, "headroom"),
+        ]);
+        let lazy = HardProtected::new(&s, 70);
+        assert!(!lazy.is_known());
+        assert_eq!(lazy.get(), &hard_protected(&s, 70));
+        assert!(lazy.is_known());
     }
 
     #[test]

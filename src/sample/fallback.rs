@@ -36,8 +36,8 @@ use sysinfo::{
 
 use super::{SampleError, Sampler};
 use crate::model::{
-    CollectorErrors, Detail, Pressure, PressureLevel, ProcessId, ProcessSample, Snapshot, Swap,
-    SystemMemory, Timestamp,
+    Argv, CollectorErrors, Detail, Pressure, PressureLevel, ProcessId, ProcessSample, SharedStr,
+    Snapshot, Swap, SystemMemory, Timestamp,
 };
 use crate::workload::{ProcessFacts, classify};
 
@@ -56,7 +56,7 @@ pub struct SysinfoSampler {
     system: Option<System>,
     users: Option<Users>,
     /// User names by uid; `None` for a uid the user list does not know.
-    user_names: HashMap<Uid, Option<String>>,
+    user_names: HashMap<Uid, Option<SharedStr>>,
     /// What was read once per process, by pid.
     known: HashMap<u32, Known>,
 }
@@ -66,9 +66,9 @@ struct Known {
     start: u64,
     /// Read when the process was at least [`SETTLE_SECS`] old.
     settled: bool,
-    name: String,
-    exe: Option<String>,
-    argv: Vec<String>,
+    name: SharedStr,
+    exe: Option<SharedStr>,
+    argv: Argv,
     uid: Option<Uid>,
     workload: crate::model::Workload,
 }
@@ -85,7 +85,7 @@ impl SysinfoSampler {
 
     /// The user name for `uid`, refreshing the user list at most once per
     /// sample (`refreshed`) when the uid was not seen before.
-    fn user_name(&mut self, uid: &Uid, refreshed: &mut bool) -> Option<String> {
+    fn user_name(&mut self, uid: &Uid, refreshed: &mut bool) -> Option<SharedStr> {
         if let Some(name) = self.user_names.get(uid) {
             return name.clone();
         }
@@ -100,7 +100,7 @@ impl SysinfoSampler {
             .users
             .as_ref()
             .and_then(|users| users.get_user_by_id(uid))
-            .map(|user| user.name().to_owned());
+            .map(|user| SharedStr::from(user.name()));
         self.user_names.insert(uid.clone(), name.clone());
         name
     }
@@ -293,9 +293,9 @@ fn read_known(process: &Process, now_secs: u64) -> Known {
     Known {
         start,
         settled: now_secs.saturating_sub(start) >= SETTLE_SECS,
-        name,
-        exe,
-        argv,
+        name: name.into(),
+        exe: exe.map(SharedStr::from),
+        argv: argv.into(),
         uid: process.user_id().cloned(),
         workload,
     }

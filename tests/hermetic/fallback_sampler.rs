@@ -147,7 +147,7 @@ fn uid_and_user_name_match_proc_and_passwd() {
     let snap = sampler.sample().unwrap();
     let p = me(&snap);
     assert_eq!(p.uid, Some(uid));
-    assert_eq!(p.user, name);
+    assert_eq!(p.user.as_deref(), name.as_deref());
 }
 
 #[test]

@@ -217,7 +217,7 @@ fn process(pid: u32, footprint: u64) -> ProcessSample {
         uid: Some(1000),
         user: Some("ana".into()),
         exe: Some("/usr/bin/python3".into()),
-        argv: vec!["python3".into(), "-m".into(), "ipykernel_launcher".into()],
+        argv: Argv::from(["python3", "-m", "ipykernel_launcher"]),
         footprint,
         resident: footprint,
         workload: Workload {

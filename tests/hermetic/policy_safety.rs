@@ -39,7 +39,7 @@ fn arb_process() -> impl Strategy<Value = ProcessSample> {
     )
         .prop_map(|(pid, ppid, uid, name, footprint, kind)| ProcessSample {
             uid,
-            argv: vec![NAMES[name].to_string()],
+            argv: Argv::from([NAMES[name]]),
             footprint,
             resident: footprint,
             workload: Workload {
@@ -78,7 +78,7 @@ const CONTROL_RULE: &str = "footprint = \"1GiB\"\nother_users = true\nactions = 
 fn control(pid: u32, name: &str) -> ProcessSample {
     ProcessSample {
         uid: Some(1001),
-        argv: vec!["control-process".to_string()],
+        argv: Argv::from(["control-process"]),
         footprint: 64 * GIB,
         resident: 64 * GIB,
         ..ProcessSample::new(ProcessId { pid, start: 7 }, 99, name)

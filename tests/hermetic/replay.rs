@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use headroom::model::{
-    CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Pressure,
+    Argv, CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Pressure,
     PressureLevel, ProcessId, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory, Timestamp,
     Workload, WorkloadKind,
 };
@@ -20,13 +20,13 @@ fn kernel(pid: u32, footprint: u64) -> ProcessSample {
         uid: Some(1000),
         user: Some("ada".into()),
         exe: Some("/usr/bin/python3.11".into()),
-        argv: vec![
-            "python".into(),
-            "-m".into(),
-            "ipykernel_launcher".into(),
-            "-f".into(),
-            "/run/user/1000/jupyter/runtime/kernel-42.json".into(),
-        ],
+        argv: Argv::from([
+            "python",
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "/run/user/1000/jupyter/runtime/kernel-42.json",
+        ]),
         started_at: Some(Timestamp(1_700_000_000_000)),
         footprint,
         peak_footprint: Some(footprint + GIB),

@@ -23,14 +23,15 @@ pub fn users_snapshot(pad: usize) -> Snapshot {
         let mut p = ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3");
         p.uid = Some(uid);
         p.user = Some(user.into());
-        p.exe = Some(format!("/home/{user}/venv/bin/python3"));
+        p.exe = Some(format!("/home/{user}/venv/bin/python3").into());
         p.argv = vec![
-            "python3".into(),
+            "python3".to_string(),
             "-m".into(),
             "ipykernel_launcher".into(),
             format!("--token=SECRET-{user}"),
             "x".repeat(pad),
-        ];
+        ]
+        .into();
         p.footprint = u64::from(pid) << 20;
         p.resident = p.footprint;
         p.workload.kind = WorkloadKind::Jupyter;

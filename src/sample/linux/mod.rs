@@ -53,9 +53,12 @@
 //! per-process limit matches). A process listed for the first time gets its
 //! first-sight read (so a new notebook kernel is seen at once) and its
 //! `statm` re-read on the light ticks after, until a full tick ranks it; one no
-//! longer listed is forgotten (one that exits while no pid is handed out is
-//! dropped at the next full tick), and every other one is reported with the
-//! values read before ([`Detail::Estimated`] unless they were exact). The
+//! longer listed, or found gone when re-read, is forgotten (one that exits
+//! while no pid is handed out and is not re-read is dropped at the next
+//! listing), and every other one is reported with the values read before
+//! ([`Detail::Estimated`] unless they were exact): a tick that does not list
+//! carries the last listing as it stands, without a pass over every
+//! process. The
 //! round-robin identity check waits for the next full tick, so a pid reused
 //! in between (without a kept `statm` file that would tell) keeps the old
 //! identity until then. The daemon decides which ticks are light
@@ -78,16 +81,15 @@ mod sys;
 pub mod threads;
 pub mod zombie;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::model::{
-    CollectorErrors, Detail, Pressure, ProcessId, ProcessSample, Snapshot, Timestamp, Workload,
-    WorkloadKind,
+    Argv, CollectorErrors, Detail, Pressure, ProcessId, ProcessSample, SharedStr, Snapshot,
+    Timestamp, Workload, WorkloadKind,
 };
 use crate::sample::{SampleError, Sampler};
 use crate::workload::{self, ProcessFacts};
@@ -122,39 +124,27 @@ const RESCAN_INTERVAL: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct LinuxSampler {
     io: Io,
-    tracked: HashMap<u32, Tracked, BuildHasherDefault<PidHasher>>,
+    /// By pid: walked in pid order to build a snapshot, entries side by
+    /// side in memory (a hash table's order is scattered, and with a few
+    /// hundred bytes per process each lookup there missed the cache).
+    tracked: BTreeMap<u32, Tracked>,
     tick: u64,
     scratch: Scratch,
     /// How many `statm` files may be kept open, and how many are.
     held_budget: usize,
     held: usize,
-    /// A full tick has listed the processes: light ticks may follow.
-    listed: bool,
+    /// The tick the processes were last listed (0: never; light ticks
+    /// follow the first listing). A tracked process belongs to this tick's
+    /// snapshot if it was seen at that listing or since (`seen >=
+    /// listed_at`), so a light tick that does not list carries every known
+    /// process without touching its entry.
+    listed_at: u64,
+    /// Kernel threads counted at that listing, counted again by the light
+    /// ticks that carry it.
+    listed_kernel_threads: u64,
     /// The last pid handed out (`/proc/loadavg`) when the processes were
     /// last listed.
     last_pid: Option<u32>,
-}
-
-/// Hashes a pid with one multiplication (Fibonacci hashing) instead of
-/// SipHash: pids are not attacker-chosen keys in any useful sense, and the
-/// map is looked up a few times per process per tick.
-#[derive(Debug, Default, Clone, Copy)]
-struct PidHasher(u64);
-
-impl Hasher for PidHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
 }
 
 /// Reused per-tick lists, kept to avoid reallocating them every tick.
@@ -165,6 +155,8 @@ struct Scratch {
     ranking: Vec<(u64, u32)>,
     /// Classified ML / Python processes: exact every tick.
     interesting: Vec<u32>,
+    /// A light tick's listing, kept apart until it succeeds.
+    listing: Vec<u32>,
     /// Processes in this tick's identity-check slot.
     verify: Vec<u32>,
     /// Python processes still waiting for a framework to show up.
@@ -211,10 +203,11 @@ struct Tracked {
     kernel_thread: bool,
     ppid: u32,
     uid: Option<u32>,
-    user: Option<String>,
-    name: String,
-    exe: Option<String>,
-    argv: Vec<String>,
+    /// The text every snapshot shares while the identity lives.
+    user: Option<SharedStr>,
+    name: SharedStr,
+    exe: Option<SharedStr>,
+    argv: Argv,
     started_at: Option<Timestamp>,
     workload: Workload,
     libraries: Vec<String>,
@@ -251,12 +244,13 @@ impl LinuxSampler {
                 boot_time: None,
                 users: UserNames::new(PathBuf::from("/etc/passwd")),
             },
-            tracked: HashMap::default(),
+            tracked: BTreeMap::new(),
             tick: 0,
             scratch: Scratch::default(),
             held_budget: default_held_budget(),
             held: 0,
-            listed: false,
+            listed_at: 0,
+            listed_kernel_threads: 0,
             last_pid: None,
         }
     }
@@ -284,6 +278,7 @@ impl LinuxSampler {
     fn sample_processes(&mut self, errors: &mut CollectorErrors) {
         let tick = self.tick;
         self.last_pid = self.read_last_pid();
+        self.listed_at = tick;
         let mut s = std::mem::take(&mut self.scratch);
         if self.io.reader.list_pids(&mut s.pids).is_err() {
             self.last_pid = None;
@@ -300,6 +295,7 @@ impl LinuxSampler {
             self.observe(pid, &mut s, errors);
         }
         s.pids = pids;
+        self.listed_kernel_threads = errors.kernel_threads;
 
         // Exact detail for the largest and the interesting processes.
         if s.ranking.len() > TOP_EXACT {
@@ -321,7 +317,7 @@ impl LinuxSampler {
             if self
                 .tracked
                 .get(&pid)
-                .is_some_and(|t| t.seen == tick && t.status_tick != tick)
+                .is_some_and(|t| t.seen >= self.listed_at && t.status_tick != tick)
             {
                 self.check_identity(pid, errors);
             }
@@ -329,12 +325,16 @@ impl LinuxSampler {
 
         // Python processes that may have imported a framework since.
         for &pid in &s.rescan {
-            if let Some(t) = self.tracked.get_mut(&pid).filter(|t| t.seen == tick) {
+            if let Some(t) = self
+                .tracked
+                .get_mut(&pid)
+                .filter(|t| t.seen >= self.listed_at)
+            {
                 self.io.rescan_if_due(pid, t, errors);
             }
         }
 
-        self.end_tick(s);
+        self.end_tick(s, true);
     }
 
     /// A light tick (see the module doc): list the processes, carry the
@@ -344,13 +344,15 @@ impl LinuxSampler {
     fn sample_light_processes(&mut self, watched: &[u32], errors: &mut CollectorErrors) {
         let tick = self.tick;
         let mut s = std::mem::take(&mut self.scratch);
-        let mut pids = std::mem::take(&mut s.pids);
         let last_pid = self.read_last_pid();
         // No pid handed out since the last listing: no process was created.
         let unchanged = last_pid.is_some() && last_pid == self.last_pid;
-        let listed = !unchanged && self.io.reader.list_pids(&mut pids).is_ok();
+        let listed = !unchanged && self.io.reader.list_pids(&mut s.listing).is_ok();
         if listed {
             self.last_pid = last_pid;
+            self.listed_at = tick;
+            std::mem::swap(&mut s.pids, &mut s.listing);
+            let pids = std::mem::take(&mut s.pids);
             for &pid in &pids {
                 match self.tracked.get_mut(&pid) {
                     Some(t) => {
@@ -362,22 +364,17 @@ impl LinuxSampler {
                     None => self.observe(pid, &mut s, errors),
                 }
             }
+            s.pids = pids;
+            self.listed_kernel_threads = errors.kernel_threads;
         } else {
             if !unchanged {
                 errors.unreadable += 1;
                 self.last_pid = None;
             }
-            // Carry what the last listing had.
-            for t in self.tracked.values_mut() {
-                if t.seen == tick.saturating_sub(1) {
-                    t.seen = tick;
-                    if t.kernel_thread {
-                        errors.kernel_threads += 1;
-                    }
-                }
-            }
+            // What the last listing had is carried: its entries are still
+            // seen at or after `listed_at`, and its pids in `s.pids`.
+            errors.kernel_threads += self.listed_kernel_threads;
         }
-        s.pids = pids;
         s.light.clear();
         s.light.extend(s.interesting.iter().copied());
         s.light.extend(watched.iter().copied());
@@ -400,22 +397,35 @@ impl LinuxSampler {
             previous = Some(pid);
         }
 
-        self.end_tick(s);
+        self.end_tick(s, listed);
     }
 
-    /// Forget what was not seen this tick, count the files kept by the
-    /// rest, and put the scratch space back.
-    fn end_tick(&mut self, s: Scratch) {
-        let tick = self.tick;
-        let mut held = 0;
-        self.tracked.retain(|_, t| {
-            let keep = t.seen == tick;
-            held += usize::from(keep && t.statm_file.is_some());
-            keep
-        });
-        self.held = held;
+    /// After a listing, forget what it did not list and count the files
+    /// kept by the rest; put the scratch space back.
+    fn end_tick(&mut self, s: Scratch, listed: bool) {
+        if listed {
+            let listed_at = self.listed_at;
+            let mut held = 0;
+            self.tracked.retain(|_, t| {
+                let keep = t.seen >= listed_at;
+                held += usize::from(keep && t.statm_file.is_some());
+                keep
+            });
+            self.held = held;
+        }
         self.io.reader.trim();
         self.scratch = s;
+    }
+
+    /// Forget a process found gone.
+    fn forget(&mut self, pid: u32) {
+        if self
+            .tracked
+            .remove(&pid)
+            .is_some_and(|t| t.statm_file.is_some())
+        {
+            self.held = self.held.saturating_sub(1);
+        }
     }
 
     /// The last pid handed out, from `/proc/loadavg`; `None` if unreadable.
@@ -430,11 +440,11 @@ impl LinuxSampler {
     /// Re-read `statm` of a process carried into this light tick (one
     /// listed for the first time was just read in full).
     fn reread_statm(&mut self, pid: u32, errors: &mut CollectorErrors) {
-        let tick = self.tick;
+        let listed_at = self.listed_at;
         let Some(t) = self
             .tracked
             .get_mut(&pid)
-            .filter(|t| t.seen == tick && !t.kernel_thread)
+            .filter(|t| t.seen >= listed_at && !t.kernel_thread)
         else {
             return;
         };
@@ -445,9 +455,10 @@ impl LinuxSampler {
         match read {
             Ok(statm) => t.statm = statm,
             // Gone (or, through a kept file, its pid reused): out of this
-            // snapshot; the next full tick sorts out which.
+            // snapshot; a process that took the pid is read in full when
+            // listed.
             Err(Failure::Vanished) => {
-                t.seen = 0;
+                self.forget(pid);
                 count(errors, Failure::Vanished);
             }
             Err(f) => count(errors, f),
@@ -533,7 +544,7 @@ impl LinuxSampler {
         if !self
             .tracked
             .get(&pid)
-            .is_some_and(|t| t.seen == tick && t.status_tick != tick && !t.kernel_thread)
+            .is_some_and(|t| t.seen >= self.listed_at && t.status_tick != tick && !t.kernel_thread)
         {
             return;
         }
@@ -549,7 +560,7 @@ impl LinuxSampler {
                 None => count(errors, Failure::Unreadable),
             },
             Err(Failure::Vanished) => {
-                t.seen = 0;
+                self.forget(pid);
                 count(errors, Failure::Vanished);
             }
             Err(f) => count(errors, f),
@@ -559,7 +570,7 @@ impl LinuxSampler {
     /// Re-read `stat` of a tracked process. Returns true if the identity is
     /// unchanged; on a new identity (pid reuse, or exec under a new name) the
     /// entry is replaced by a fresh first-sight read and false is returned;
-    /// if the process is gone it is marked unseen and false is returned.
+    /// if the process is gone it is forgotten and false is returned.
     fn check_identity(&mut self, pid: u32, errors: &mut CollectorErrors) -> bool {
         let tick = self.tick;
         let Some(t) = self.tracked.get_mut(&pid) else {
@@ -568,7 +579,8 @@ impl LinuxSampler {
         let start = match self.io.reader.read_pid(pid, "stat") {
             Ok(data) => match procfs::parse_stat(data) {
                 Some(st)
-                    if st.start_ticks == t.start && String::from_utf8_lossy(st.comm) == t.name =>
+                    if st.start_ticks == t.start
+                        && *String::from_utf8_lossy(st.comm) == *t.name =>
                 {
                     t.ppid = st.ppid;
                     return true;
@@ -580,7 +592,7 @@ impl LinuxSampler {
                 }
             },
             Err(Failure::Vanished) => {
-                t.seen = 0;
+                self.forget(pid);
                 count(errors, Failure::Vanished);
                 return false;
             }
@@ -605,16 +617,13 @@ impl LinuxSampler {
         false
     }
 
-    /// The processes of this tick, in listing order, as samples.
+    /// The processes of this tick, in pid order, as samples.
     fn build_processes(&mut self) -> Vec<ProcessSample> {
         let tick = self.tick;
         let page = self.io.page_size;
-        let mut out = Vec::with_capacity(self.scratch.pids.len());
-        for pid in &self.scratch.pids {
-            let Some(t) = self.tracked.get_mut(pid) else {
-                continue;
-            };
-            if t.seen != tick || t.kernel_thread {
+        let mut out = Vec::with_capacity(self.tracked.len());
+        for (pid, t) in &mut self.tracked {
+            if t.seen < self.listed_at || t.kernel_thread {
                 continue;
             }
             let statm_resident = t.statm.resident.saturating_mul(page);
@@ -733,11 +742,10 @@ impl LinuxSampler {
         }
 
         match light {
-            Some(watched) if self.listed => self.sample_light_processes(watched, &mut errors),
-            _ => {
-                self.sample_processes(&mut errors);
-                self.listed = true;
+            Some(watched) if self.listed_at > 0 => {
+                self.sample_light_processes(watched, &mut errors)
             }
+            _ => self.sample_processes(&mut errors),
         }
         let processes = self.build_processes();
 
@@ -803,7 +811,7 @@ impl Io {
                 Some(st) => (
                     st.start_ticks,
                     st.ppid,
-                    String::from_utf8_lossy(st.comm).into_owned(),
+                    SharedStr::from(String::from_utf8_lossy(st.comm).into_owned()),
                     st.is_kernel_thread(),
                 ),
                 None => {
@@ -849,19 +857,23 @@ impl Io {
             .reader
             .read_pid_prefix(pid, "cmdline", procfs::CMDLINE_READ)
         {
-            Ok(data) => procfs::parse_cmdline(data),
+            Ok(data) => Argv::from(procfs::parse_cmdline(data)),
             Err(Failure::Vanished) => {
                 count(errors, Failure::Vanished);
                 return None;
             }
             Err(f) => {
                 count(errors, f);
-                Vec::new()
+                Argv::default()
             }
         };
         // Unreadable for other users' processes unless root, and for
         // zombies: that is normal, not a collector error.
-        let exe = self.reader.read_pid_link(pid, "exe").ok();
+        let exe = self
+            .reader
+            .read_pid_link(pid, "exe")
+            .ok()
+            .map(SharedStr::from);
         let uid = status.map(|s| s.uid);
         let user = uid.and_then(|uid| self.users.name(uid));
         let started_at = self.boot_time.flatten().map(|boot| {
@@ -1001,7 +1013,7 @@ fn count(errors: &mut CollectorErrors, f: Failure) {
 #[derive(Debug)]
 struct UserNames {
     path: PathBuf,
-    names: HashMap<u32, String>,
+    names: HashMap<u32, SharedStr>,
     loaded: bool,
     modified: Option<SystemTime>,
 }
@@ -1022,11 +1034,17 @@ impl UserNames {
             .and_then(|m| m.modified())
             .ok();
         self.names = std::fs::read_to_string(&self.path)
-            .map(|text| procfs::parse_passwd(&text))
+            .map(|text| {
+                procfs::parse_passwd(&text)
+                    .into_iter()
+                    .map(|(uid, name)| (uid, SharedStr::from(name)))
+                    .collect()
+            })
             .unwrap_or_default();
     }
 
-    fn name(&mut self, uid: u32) -> Option<String> {
+    /// The name of `uid`; every process of one user shares its text.
+    fn name(&mut self, uid: u32) -> Option<SharedStr> {
         if !self.loaded {
             self.load();
         }
@@ -1184,6 +1202,55 @@ mod tests {
         assert!(sampler.sample_light(&[]).unwrap().process(2000).is_none());
         std::fs::write(&loadavg, "0.00 0.00 0.00 1/42 2000\n").unwrap();
         assert!(sampler.sample_light(&[]).unwrap().process(2000).is_some());
+    }
+
+    #[test]
+    fn light_ticks_without_a_listing_carry_it_and_leave_out_what_they_find_gone() {
+        let tree = FakeProc::busy();
+        std::fs::write(tree.0.path().join("loadavg"), "0.00 0.00 0.00 1/41 1039\n").unwrap();
+        // A kernel thread (PF_KTHREAD in the flags): counted, never listed.
+        tree.process(2, "kthreadd", 0, 0);
+        let stat = tree.0.path().join("2/stat");
+        let text = std::fs::read_to_string(&stat).unwrap();
+        std::fs::write(&stat, text.replace(" 4194304 ", " 2129984 ")).unwrap();
+        let mut sampler = tree.sampler().with_held_files(0);
+        let full = sampler.sample().unwrap();
+        assert_eq!(full.errors.kernel_threads, 1);
+        for _ in 0..3 {
+            let light = sampler.sample_light(&[]).unwrap();
+            assert_eq!(light.processes.len(), full.processes.len());
+            assert_eq!(light.errors.kernel_threads, 1);
+        }
+        // The Python process is re-read on light ticks: found gone, it is
+        // left out from then on, and forgotten.
+        std::fs::remove_file(tree.0.path().join("100/statm")).unwrap();
+        let before = sampler.tracked_count();
+        for _ in 0..2 {
+            let light = sampler.sample_light(&[]).unwrap();
+            assert!(light.process(100).is_none());
+            assert_eq!(light.processes.len(), full.processes.len() - 1);
+        }
+        assert_eq!(sampler.tracked_count(), before - 1);
+    }
+
+    #[test]
+    fn a_pid_found_gone_on_a_light_tick_and_reused_is_a_new_process() {
+        let tree = FakeProc::busy();
+        let loadavg = tree.0.path().join("loadavg");
+        std::fs::write(&loadavg, "0.00 0.00 0.00 1/41 1039\n").unwrap();
+        let mut sampler = tree.sampler().with_held_files(0);
+        sampler.sample().unwrap();
+        std::fs::remove_dir_all(tree.0.path().join("100")).unwrap();
+        assert!(sampler.sample_light(&[]).unwrap().process(100).is_none());
+        // Another process gets pid 100 (a later start time).
+        tree.process(100, "node", 100, 400);
+        let stat = tree.0.path().join("100/stat");
+        let text = std::fs::read_to_string(&stat).unwrap();
+        std::fs::write(&stat, text.replace(" 30134 ", " 99999 ")).unwrap();
+        std::fs::write(&loadavg, "0.00 0.00 0.00 1/41 100\n").unwrap();
+        let light = sampler.sample_light(&[]).unwrap();
+        let p = light.process(100).expect("the new process is listed");
+        assert_eq!((p.name.as_str(), p.id.start), ("node", 99999));
     }
 
     #[test]

@@ -56,8 +56,8 @@ use super::ffi_mach::{self, VmInfoReader};
 use super::gpu_stats::{ClientSightings, UserClient};
 use super::{gpu_stats, iokit, pressure, procargs, vm};
 use crate::model::{
-    CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
-    Snapshot, SystemMemory, Timestamp, Workload,
+    Argv, CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
+    SharedStr, Snapshot, SystemMemory, Timestamp, Workload,
 };
 use crate::sample::{SampleError, Sampler};
 use crate::sys::macos_ffi_proc::{self as ffi_proc, Rusage};
@@ -79,7 +79,7 @@ pub struct MacSampler {
     args_buf: Vec<u8>,
     known: HashMap<u32, Known>,
     users: Option<Users>,
-    user_names: HashMap<u32, Option<String>>,
+    user_names: HashMap<u32, Option<SharedStr>>,
     gpu_sightings: ClientSightings,
 }
 
@@ -89,9 +89,9 @@ struct Known {
     start_micros: u64,
     ppid: u32,
     owner: Option<Owner>,
-    name: String,
-    exe: Option<String>,
-    argv: Vec<String>,
+    name: SharedStr,
+    exe: Option<SharedStr>,
+    argv: Argv,
     workload: Workload,
     /// Read at least [`SETTLE`] after the process started.
     settled: bool,
@@ -156,7 +156,7 @@ impl MacSampler {
         ))
     }
 
-    fn user_name(&mut self, uid: u32, refreshed: &mut bool) -> Option<String> {
+    fn user_name(&mut self, uid: u32, refreshed: &mut bool) -> Option<SharedStr> {
         if let Some(name) = self.user_names.get(&uid) {
             return name.clone();
         }
@@ -171,7 +171,7 @@ impl MacSampler {
             .users
             .as_ref()
             .and_then(|users| users.iter().find(|u| **u.id() == uid))
-            .map(|u| u.name().to_owned());
+            .map(|u| SharedStr::from(u.name()));
         self.user_names.insert(uid, name.clone());
         name
     }
@@ -279,9 +279,9 @@ impl MacSampler {
             start_micros,
             ppid,
             owner,
-            name,
-            exe,
-            argv,
+            name: name.into(),
+            exe: exe.map(SharedStr::from),
+            argv: argv.into(),
             workload,
             settled,
         })
