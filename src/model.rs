@@ -424,7 +424,15 @@ impl ArgvCap {
             self.cut = true;
             return;
         }
-        let room = ARGV_MAX_BYTES.saturating_sub(self.kept_bytes + 1);
+        // What is left, less this argument's NUL: an empty argument needs
+        // one byte too.
+        let Some(room) = ARGV_MAX_BYTES
+            .saturating_sub(self.kept_bytes)
+            .checked_sub(1)
+        else {
+            self.cut = true;
+            return;
+        };
         // The cap is on the text kept: a byte that is not UTF-8 becomes a
         // three-byte replacement character, so measure after converting
         // (and convert no more than could fit).
@@ -779,6 +787,18 @@ mod tests {
             argv.last().unwrap(),
             &format!("…[argv truncated: {total} bytes]")
         );
+    }
+
+    #[test]
+    fn empty_arguments_past_a_full_cap_are_cut_too() {
+        // Arguments that fill the cap to the byte, then empty ones: each
+        // would need a NUL more than the cap holds.
+        let full = vec![b'a'; ARGV_MAX_BYTES - 1];
+        let argv = capped(&[&full, b"", b"", b""], false);
+        let kept: usize = argv[..argv.len() - 1].iter().map(|a| a.len() + 1).sum();
+        assert_eq!(kept, ARGV_MAX_BYTES);
+        assert_eq!(argv.len(), 2, "the full argument and the mark");
+        assert!(argv[1].starts_with(ARGV_TRUNCATED));
     }
 
     #[test]
