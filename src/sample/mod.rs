@@ -264,3 +264,19 @@ impl PressureEvents {
         std::future::pending().await
     }
 }
+
+/// For tests of parsers fed from published captures: the lines of `text`
+/// after the `#` comment line that names `source`, up to the next blank or
+/// comment line. Fails the test if no comment names `source`.
+#[cfg(test)]
+pub(crate) fn fixture_block(text: &'static str, source: &str) -> Vec<&'static str> {
+    let mut lines = text.lines();
+    let found = lines
+        .by_ref()
+        .any(|l| l.starts_with('#') && l.contains(source));
+    assert!(found, "no block from {source}");
+    lines
+        .skip_while(|l| l.starts_with('#'))
+        .take_while(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}

@@ -257,15 +257,7 @@ mod tests {
         include_str!("../../../tests/fixtures/jetsam/public-memorystatus-lines.txt");
 
     fn public(source: &str) -> Vec<&'static str> {
-        let mut lines = PUBLIC.lines();
-        let found = lines
-            .by_ref()
-            .any(|l| l.starts_with('#') && l.contains(source));
-        assert!(found, "no block from {source}");
-        lines
-            .skip_while(|l| l.starts_with('#'))
-            .take_while(|l| !l.is_empty() && !l.starts_with('#'))
-            .collect()
+        crate::sample::fixture_block(PUBLIC, source)
     }
 
     /// `line` as `log stream --style ndjson` writes a kernel entry: the
