@@ -21,6 +21,8 @@
 //! assert_eq!(snap.system.used, 32 << 30);
 //! ```
 //!
+//! [`kernel`] starts from a Jupyter kernel instead of a bare process.
+//!
 //! A built process is `pid@1`, child of pid 1, named `p<pid>`, with no owner,
 //! no command line, no memory figures and no workload ([`ProcessSample::new`]
 //! with those values). A built snapshot has `test` as its source, no
@@ -38,6 +40,16 @@ pub fn process(pid: u32) -> ProcessBuilder {
         1,
         format!("p{pid}"),
     ))
+}
+
+/// A Jupyter kernel as a sampler classifies one: pid `pid`, named `python3`,
+/// command line `python3 -m ipykernel_launcher`, workload kind jupyter; the
+/// other defaults as [`process`]'s.
+pub fn kernel(pid: u32) -> ProcessBuilder {
+    process(pid)
+        .name("python3")
+        .argv(["python3", "-m", "ipykernel_launcher"])
+        .kind(WorkloadKind::Jupyter)
 }
 
 /// A snapshot taken `at_ms` milliseconds after the Unix epoch, with the
@@ -321,6 +333,15 @@ mod tests {
         assert_eq!(p.workload.kind, WorkloadKind::Jupyter);
         assert_eq!(p.workload.kernel_id.as_deref(), Some("k"));
         assert_eq!(p.workload.notebook, None);
+    }
+
+    #[test]
+    fn a_kernel_is_a_classified_ipykernel() {
+        let k = kernel(9).build();
+        assert_eq!((k.id.pid, &*k.name), (9, "python3"));
+        assert_eq!(k.argv, ["python3", "-m", "ipykernel_launcher"]);
+        assert_eq!(k.workload.kind, WorkloadKind::Jupyter);
+        assert!(k.workload.is_ml());
     }
 
     #[test]
