@@ -29,8 +29,8 @@
 //! processes, and every figure zero or unknown ([`Snapshot::default`]).
 
 use super::{
-    Argv, Detail, Framework, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
-    SharedStr, Snapshot, Swap, SystemMemory, Timestamp, Workload, WorkloadKind,
+    Argv, CollectorErrors, Detail, Framework, GpuDevice, Pressure, PressureLevel, ProcessId,
+    ProcessSample, SharedStr, Snapshot, Swap, SystemMemory, Timestamp, Workload, WorkloadKind,
 };
 
 /// A process with pid `pid` and the defaults of the [module](self).
@@ -261,6 +261,12 @@ impl SnapshotBuilder {
     /// The whole pressure figure at once.
     pub fn pressure(mut self, pressure: Pressure) -> Self {
         self.0.pressure = pressure;
+        self
+    }
+
+    /// What could not be read in this pass.
+    pub fn errors(mut self, errors: CollectorErrors) -> Self {
+        self.0.errors = errors;
         self
     }
 
