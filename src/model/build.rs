@@ -178,6 +178,12 @@ impl ProcessBuilder {
         self
     }
 
+    /// The evidence for the classification, in words.
+    pub fn evidence<S: Into<String>>(mut self, evidence: impl IntoIterator<Item = S>) -> Self {
+        self.0.workload.evidence = evidence.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// The whole classification at once.
     pub fn workload(mut self, workload: Workload) -> Self {
         self.0.workload = workload;
