@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support;
-use crate::support::hog::{HEADROOM, HOG, ROOT_REASON, Running, Sandbox, rule_status};
+use crate::support::hog::{Daemon, HEADROOM, HOG, ROOT_REASON, Running, Sandbox, rule_status};
 use crate::support::{NOBODY, need_root, need_tools};
 
 #[test]
@@ -26,7 +26,7 @@ fn a_protected_process_is_never_signalled() {
     // cover, matched by the same rule.
     let control = sb.path("hog-control");
     std::os::unix::fs::symlink(HOG, &control).expect("link the control hog");
-    let (_d, _) = sb.start(
+    let _d = sb.start(
         &format!(
             "[[rule]]\nname = \"hog\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
              actions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nargv = \"{}\"\n\n\
@@ -115,7 +115,8 @@ fn a_users_process_named_sshd_is_signalled_and_roots_is_protected() {
              actions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nargv = \"{}\"\n",
         argv_of(&[&user_sshd, &root_sshd])
     ));
-    let (_d, addr) = Running::started(&["run", "--config", cfg.to_str().expect("utf-8")]);
+    let d = Daemon::run(&["run", "--config", cfg.to_str().expect("utf-8")]);
+    let addr = d.addr;
 
     let mut user = Running::hog_command({
         let mut c = as_nobody(&user_sshd);
@@ -206,7 +207,7 @@ fn a_process_group_step_leaves_roots_member_alone() {
     let sb = Sandbox::new("group-root");
     let shared = shared_dir("group-root");
     let user_hog = hog_copy(shared.path(), "hog-group-root", Some(NOBODY));
-    let (_d, _) = sb.start(
+    let _d = sb.start(
         &format!(
             "[[rule]]\nname = \"group\"\nroot = false\nother_users = true\nfootprint = \"100MiB\"\n\
              actions = [{{ signal = \"SIGTERM\", process_group = true }}]\n[rule.match]\nargv = \"{}\"\n",
@@ -244,7 +245,7 @@ fn a_process_group_step_leaves_a_protected_member_alone() {
     // Root's `sleep`, under a protected name.
     let root_sshd = sb.path("sshd");
     std::fs::copy("/bin/sleep", &root_sshd).expect("copy sleep");
-    let (_d, _) = sb.start(
+    let _d = sb.start(
         &format!(
             "[[rule]]\nname = \"group\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
              actions = [{{ signal = \"SIGTERM\", process_group = true }}]\n[rule.match]\nargv = \"{}\"\n",
@@ -271,7 +272,7 @@ fn a_process_group_step_leaves_a_protected_member_alone() {
 fn a_rule_without_root_holds_roots_process_and_says_why_once() {
     need_root();
     let sb = Sandbox::new("held-root");
-    let (mut d, addr) = sb.start(
+    let mut d = sb.start(
         &format!(
             "[[rule]]\nname = \"hog\"\nroot = false\nother_users = true\nfootprint = \"100MiB\"\n\
              actions = [{{ signal = \"SIGINT\" }}]\n[rule.match]\nargv = \"{}\"\n",
@@ -279,6 +280,7 @@ fn a_rule_without_root_holds_roots_process_and_says_why_once() {
         ),
         &[],
     );
+    let addr = d.addr;
     let mut hog = Running::hog(
         &sb.hog,
         &["--rate", "max", "--max", "200MiB", "--catch", "INT"],
