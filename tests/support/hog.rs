@@ -14,7 +14,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-pub const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
+/// The `headroom` binary ([`super::BIN`]).
+pub const HEADROOM: &str = super::BIN;
 pub const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
 
 /// A child whose output lines (stdout or stderr) arrive on a channel.
