@@ -166,7 +166,8 @@ mod tests {
         kernel(pid).uid(uid).user(user).footprint(footprint)
     }
 
-    fn snap(processes: impl IntoIterator<Item = ProcessBuilder>) -> Snapshot {
+    /// `processes` on a 20 GiB machine with half of it available.
+    fn on_20_gib(processes: impl IntoIterator<Item = ProcessBuilder>) -> Snapshot {
         snapshot(1_000)
             .memory(20 * GIB, 10 * GIB)
             .processes(processes)
@@ -196,7 +197,7 @@ mod tests {
             "[[rule]]\nname = \"pg\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
              [rule.match]\nworkload = [\"jupyter\"]\nname = \"^postgres\"\n",
         );
-        let s = snap([owned_kernel(10, 1000, GIB)]);
+        let s = on_20_gib([owned_kernel(10, 1000, GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(!v.matches);
         assert_eq!(v.clauses[0].clause, Clause::Workload);
@@ -214,7 +215,7 @@ mod tests {
             "[[rule]]\nname = \"nb\"\nfootprint = \"80%\"\nroot = true\nactions = [{ signal = \
              \"SIGINT\", require_handler = true }, { notify = true, after = \"2s\" }]\n",
         );
-        let s = snap([owned_kernel(10, 0, 17 * GIB)]);
+        let s = on_20_gib([owned_kernel(10, 0, 17 * GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(v.matches && v.holds, "{v:?}");
         assert_eq!(v.limits[0].what, "footprint");
@@ -230,7 +231,7 @@ mod tests {
         let c = config(
             "[[rule]]\nname = \"tte\"\ntime_to_exhaustion = \"30s\"\nroot = true\nactions = [{ notify = true }]\n",
         );
-        let s = snap([owned_kernel(10, 0, GIB)]);
+        let s = on_20_gib([owned_kernel(10, 0, GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(!v.holds);
         assert!(v.limits[0].value.starts_with("not known"), "{v:?}");
@@ -241,7 +242,7 @@ mod tests {
         let c = config(
             "[[rule]]\nname = \"nb\"\nfootprint = \"1GiB\"\nother_users = true\nactions = [{ notify = true }]\n",
         );
-        let s = snap([owned_kernel(10, 0, 2 * GIB)]);
+        let s = on_20_gib([owned_kernel(10, 0, 2 * GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(v.holds);
         assert_eq!(
@@ -259,7 +260,7 @@ mod tests {
             "[[rule]]\nname = \"tight\"\nroot = true\nother_users = true\nactions = [{ notify = \
              true }]\n[rule.match]\nworkload = [\"jupyter\"]\n[rule.when]\npressure = \"warn\"\n",
         );
-        let mut s = snap([owned_kernel(10, 0, GIB), owned_kernel(11, 1000, 3 * GIB)]);
+        let mut s = on_20_gib([owned_kernel(10, 0, GIB), owned_kernel(11, 1000, 3 * GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(!v.holds, "pressure normal");
         assert_eq!(v.conditions[0].value, "normal");

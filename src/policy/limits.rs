@@ -370,7 +370,7 @@ mod tests {
     }
 
     /// A 16 GiB machine with half of it available.
-    fn snap() -> SnapshotBuilder {
+    fn half_free() -> SnapshotBuilder {
         snapshot(0).memory(16 * GIB, 8 * GIB)
     }
 
@@ -380,7 +380,7 @@ mod tests {
             &rule("footprint = \"50%\""),
             &process(5).name("python3").footprint(9 * GIB).build(),
             None,
-            &snap().build(),
+            &half_free().build(),
             Timestamp(0),
         );
         assert_eq!(c.readings.len(), 1);
@@ -397,7 +397,7 @@ mod tests {
             &rule("growth = \"1GiB/10s\"\ntime_to_exhaustion = \"30s\""),
             &process(5).name("python3").footprint(GIB).build(),
             None,
-            &snap().build(),
+            &half_free().build(),
             Timestamp(0),
         );
         let values: Vec<&str> = c.readings.iter().map(|r| r.value.as_str()).collect();
@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn a_condition_reads_each_clause() {
-        let s = snap().pressure_level(PressureLevel::Warn).build();
+        let s = half_free().pressure_level(PressureLevel::Warn).build();
         let when = SystemCondition {
             pressure: Some(PressureLevel::Critical),
             available_below: Some(SizeLimit::Percent(60.0)),

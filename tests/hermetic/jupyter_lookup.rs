@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use headroom::jupyter::{Mapped, ProblemLog, apply, look_up};
-use headroom::model::{ProcessSample, Snapshot, Timestamp, WorkloadKind, build};
+use headroom::model::{ProcessSample, WorkloadKind, build};
 
 use crate::support::jupyter::{SESSIONS, lines_of, server_file_of};
 
@@ -211,16 +211,13 @@ fn kernel(pid: u32, uid: u32, kernel_id: &str) -> ProcessSample {
 
 #[test]
 fn apply_names_trusted_kernels_and_reports_unknown_ones() {
-    let mut snap = Snapshot {
-        taken_at: Timestamp(0),
-        source: "test".into(),
-        processes: vec![
+    let mut snap = build::snapshot(0)
+        .processes([
             kernel(10, 1000, "k-ada"),
             kernel(11, 1001, "k-ada"),
             kernel(12, 1000, "k-new"),
-        ],
-        ..Snapshot::default()
-    };
+        ])
+        .build();
     let map = HashMap::from([(
         "k-ada".to_string(),
         Mapped {

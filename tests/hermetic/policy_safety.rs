@@ -122,14 +122,13 @@ proptest! {
             let mut processes: Vec<_> = processes.into_iter().filter(|p| seen.insert(p.id.pid)).collect();
             let control_pid = CONTROL_PID + t as u32;
             processes.push(control(control_pid, NAMES[control_name]));
-            let snap = Snapshot {
-                taken_at: Timestamp(1_000 + t as u64 * 1000),
-                source: "prop".into(),
-                system: SystemMemory { total: 64 * GIB, available: 8 * GIB, used: 56 * GIB, free: GIB, ..SystemMemory::default() },
-                pressure: Pressure { level, ..Pressure::default() },
-                processes: processes.clone(),
-                ..Snapshot::default()
-            };
+            let snap = build::snapshot(1_000 + t as u64 * 1000)
+                .source("prop")
+                .memory(64 * GIB, 8 * GIB)
+                .free(GIB)
+                .pressure_level(level)
+                .processes(processes.clone())
+                .build();
             // The daemon's ancestors, walking the snapshot's parent links.
             let mut ancestors = HashSet::new();
             let mut pid = self_pid;
