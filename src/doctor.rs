@@ -217,25 +217,18 @@ mod tests {
 
     #[test]
     fn ml_work_under_rosetta_is_a_warning_with_what_to_install() {
-        use crate::model::{Framework, ProcessId, ProcessSample, WorkloadKind};
-        let mut kernel = ProcessSample::new(
-            ProcessId {
-                pid: 4242,
-                start: 1,
-            },
-            1,
-            "python3.9",
-        );
-        kernel.workload.kind = WorkloadKind::Jupyter;
-        kernel.workload.frameworks = vec![Framework::Tensorflow];
+        use crate::model::build::{process, snapshot};
+        use crate::model::{Framework, WorkloadKind};
+        let mut kernel = process(4242)
+            .name("python3.9")
+            .kind(WorkloadKind::Jupyter)
+            .frameworks([Framework::Tensorflow])
+            .build();
         crate::workload::mark_translated(&mut kernel.workload);
-        let mut shell = ProcessSample::new(ProcessId { pid: 77, start: 1 }, 1, "zsh");
+        let mut shell = process(77).name("zsh").build();
         crate::workload::mark_translated(&mut shell.workload);
-        let native = ProcessSample::new(ProcessId { pid: 5, start: 1 }, 1, "python3");
-        let mut snap = Snapshot {
-            processes: vec![kernel, shell, native],
-            ..Snapshot::default()
-        };
+        let native = process(5).name("python3").build();
+        let mut snap = snapshot(0).processes([kernel, shell, native]).build();
         let check = translated_ml(&snap).expect("a translated ML process");
         assert_eq!(check.status, CheckStatus::Warn);
         assert_eq!(check.name, "rosetta-ml");

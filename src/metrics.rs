@@ -692,42 +692,38 @@ impl Collector for Durations {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::model::build::{ProcessBuilder, SnapshotBuilder, process, snapshot};
     use crate::model::*;
 
-    fn process(pid: u32, footprint: u64, kind: WorkloadKind) -> ProcessSample {
-        ProcessSample {
-            uid: Some(1000),
-            footprint,
-            resident: footprint,
-            swapped: Some(0),
-            workload: Workload {
-                kind,
-                ..Workload::default()
-            },
-            ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, format!("p{pid}"))
-        }
+    /// A process of uid 1000 with its footprint resident and no swap.
+    fn sampled(pid: u32, footprint: u64, kind: WorkloadKind) -> ProcessBuilder {
+        process(pid)
+            .uid(1000)
+            .footprint(footprint)
+            .resident(footprint)
+            .swapped(0)
+            .kind(kind)
     }
 
-    fn snapshot(at_ms: u64, processes: Vec<ProcessSample>) -> Snapshot {
-        Snapshot {
-            taken_at: Timestamp(at_ms),
-            source: "test".into(),
-            sample_micros: 1500,
-            system: SystemMemory {
+    /// A 16 GiB machine under some pressure with every figure set, at `at_ms`.
+    fn machine(at_ms: u64) -> SnapshotBuilder {
+        snapshot(at_ms)
+            .sample_micros(1500)
+            .system(SystemMemory {
                 total: 16 << 30,
                 available: 8 << 30,
                 used: 8 << 30,
                 free: 1 << 30,
                 app: Some(6 << 30),
                 ..SystemMemory::default()
-            },
-            swap: Swap {
+            })
+            .swap_figures(Swap {
                 total: 2 << 30,
                 used: 0,
                 swapped_in_bytes: Some(4096),
                 swapped_out_bytes: Some(8192),
-            },
-            pressure: Pressure {
+            })
+            .pressure(Pressure {
                 level: PressureLevel::Warn,
                 psi: Some(Psi {
                     some: PsiLine {
@@ -737,14 +733,11 @@ mod tests {
                     full: None,
                 }),
                 free_percent: None,
-            },
-            processes,
-            errors: CollectorErrors {
+            })
+            .errors(CollectorErrors {
                 permission_denied: 2,
                 ..CollectorErrors::default()
-            },
-            ..Snapshot::default()
-        }
+            })
     }
 
     fn state_with(snaps: Vec<Snapshot>, cap: usize) -> State {
@@ -763,7 +756,7 @@ mod tests {
 
     #[test]
     fn every_family_has_help_and_a_type() {
-        let text = render(&state_with(vec![snapshot(0, vec![])], 50)).unwrap();
+        let text = render(&state_with(vec![machine(0).build()], 50)).unwrap();
         let mut families = 0;
         for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {
             let name = l.split(' ').nth(2).unwrap();
@@ -788,7 +781,7 @@ mod tests {
 
     #[test]
     fn every_collector_reports_up_applicable_and_errors() {
-        let mut snap = snapshot(0, vec![]);
+        let mut snap = machine(0).build();
         snap.collectors = vec![
             CollectorStatus {
                 name: "nvml".into(),
@@ -821,7 +814,7 @@ mod tests {
 
     #[test]
     fn memory_and_pressure_are_in_base_units() {
-        let text = render(&state_with(vec![snapshot(0, vec![])], 50)).unwrap();
+        let text = render(&state_with(vec![machine(0).build()], 50)).unwrap();
         assert_eq!(
             line(&text, "headroom_memory_total_bytes "),
             Some("headroom_memory_total_bytes 17179869184")
@@ -841,7 +834,7 @@ mod tests {
 
     #[test]
     fn collector_errors_add_up_over_samples() {
-        let state = state_with(vec![snapshot(0, vec![]), snapshot(1000, vec![])], 50);
+        let state = state_with(vec![machine(0).build(), machine(1000).build()], 50);
         let text = render(&state).unwrap();
         assert!(text.contains(
             "headroom_collector_errors_total{collector=\"processes\",reason=\"permission_denied\"} 4"
@@ -853,7 +846,7 @@ mod tests {
 
     #[test]
     fn wake_lateness_is_a_histogram_in_seconds() {
-        let mut state = state_with(vec![snapshot(0, vec![])], 50);
+        let mut state = state_with(vec![machine(0).build()], 50);
         for micros in [300, 700, 40_000, 2_000_000] {
             state.counters.wake_lateness.observe(micros);
         }
@@ -868,12 +861,12 @@ mod tests {
     #[test]
     fn only_ml_processes_get_series_and_the_biggest_win_the_cap() {
         let procs = vec![
-            process(10, 100, WorkloadKind::Jupyter),
-            process(11, 300, WorkloadKind::Pytorch),
-            process(12, 200, WorkloadKind::Jax),
-            process(13, 900, WorkloadKind::Other),
+            sampled(10, 100, WorkloadKind::Jupyter),
+            sampled(11, 300, WorkloadKind::Pytorch),
+            sampled(12, 200, WorkloadKind::Jax),
+            sampled(13, 900, WorkloadKind::Other),
         ];
-        let text = render(&state_with(vec![snapshot(0, procs)], 2)).unwrap();
+        let text = render(&state_with(vec![machine(0).processes(procs).build()], 2)).unwrap();
         let series: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with("headroom_process_footprint_bytes{"))
@@ -892,10 +885,10 @@ mod tests {
 
     #[test]
     fn a_kernel_series_carries_its_notebook() {
-        let mut kernel = process(10, 100, WorkloadKind::Jupyter);
-        kernel.workload.kernel_id = Some("3f2a".into());
-        kernel.workload.notebook = Some("work/train.ipynb".into());
-        let text = render(&state_with(vec![snapshot(0, vec![kernel])], 5)).unwrap();
+        let kernel = sampled(10, 100, WorkloadKind::Jupyter)
+            .kernel_id("3f2a")
+            .notebook("work/train.ipynb");
+        let text = render(&state_with(vec![machine(0).process(kernel).build()], 5)).unwrap();
         assert!(
             text.contains(
                 "headroom_process_footprint_bytes{name=\"p10\",notebook=\"work/train.ipynb\",pid=\"10\",workload=\"jupyter\"} 100"
@@ -906,10 +899,10 @@ mod tests {
 
     #[test]
     fn a_kernel_of_another_user_has_no_notebook_label() {
-        let mut kernel = process(10, 100, WorkloadKind::Jupyter);
-        kernel.uid = Some(1000);
-        kernel.workload.notebook = Some("work/train.ipynb".into());
-        let state = state_with(vec![snapshot(1000, vec![kernel])], 50);
+        let kernel = sampled(10, 100, WorkloadKind::Jupyter)
+            .uid(1000)
+            .notebook("work/train.ipynb");
+        let state = state_with(vec![machine(1000).process(kernel).build()], 50);
         let text = render_for(&state, &|uid| uid == Some(1001)).unwrap();
         assert!(
             text.contains(
@@ -926,10 +919,9 @@ mod tests {
     fn a_growing_process_has_a_rate_and_an_exhaustion_time() {
         let snaps = (0..10)
             .map(|s| {
-                snapshot(
-                    s * 1000,
-                    vec![process(7, (1 << 30) + s * (1 << 20), WorkloadKind::Jupyter)],
-                )
+                machine(s * 1000)
+                    .process(sampled(7, (1 << 30) + s * (1 << 20), WorkloadKind::Jupyter))
+                    .build()
             })
             .collect();
         let text = render(&state_with(snaps, 50)).unwrap();
@@ -943,7 +935,7 @@ mod tests {
     #[test]
     fn crossings_and_actions_are_counted_by_rule_action_and_outcome() {
         use crate::event::{Event, EventKind, Outcome, ProcessRef};
-        let mut state = state_with(vec![snapshot(0, vec![])], 50);
+        let mut state = state_with(vec![machine(0).build()], 50);
         let process = ProcessRef {
             pid: 7,
             start: 1,
@@ -1016,9 +1008,9 @@ mod tests {
     #[test]
     fn post_mortems_are_counted_by_cause() {
         use crate::event::{Event, EventKind, ExitCause, ExitCauseKind, ProcessRef};
-        let mut state = state_with(vec![snapshot(0, vec![])], 50);
+        let mut state = state_with(vec![machine(0).build()], 50);
         let ended = |kind| EventKind::Exited {
-            process: ProcessRef::of(&process(7, 1, WorkloadKind::Jupyter)),
+            process: ProcessRef::of(&sampled(7, 1, WorkloadKind::Jupyter).build()),
             last_action: None,
             peak_footprint: 1,
             last_growth_bytes_per_second: None,

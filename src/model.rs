@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 mod action;
+pub mod build;
 mod check;
 mod shared;
 pub use action::{Action, SignalName};

@@ -532,35 +532,24 @@ fn same_command(recorded: &str, sampled: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Workload, WorkloadKind};
+    use crate::model::WorkloadKind;
+    use crate::model::build::{kernel, snapshot};
     use crate::sample::ExitStatus;
 
     const SILENCE: &str = "no OOM-killer record for it in /dev/kmsg";
     const GIB: u64 = 1 << 30;
 
-    fn kernel(pid: u32, footprint: u64) -> ProcessSample {
-        ProcessSample {
-            uid: Some(1000),
-            user: Some("ada".into()),
-            footprint,
-            resident: footprint,
-            workload: Workload {
-                kind: WorkloadKind::Jupyter,
-                kernel_id: Some("3f2a0b1c".into()),
-                notebook: Some("train.ipynb".into()),
-                ..Workload::default()
-            },
-            ..ProcessSample::new(ProcessId { pid, start: 7 }, 1, "python3")
-        }
-    }
-
-    fn snap(at_ms: u64, processes: Vec<ProcessSample>) -> Snapshot {
-        Snapshot {
-            taken_at: Timestamp(at_ms),
-            source: "test".into(),
-            processes,
-            ..Snapshot::default()
-        }
+    /// ada's kernel of notebook `train.ipynb`, pid `pid` started at 7.
+    fn adas_kernel(pid: u32, footprint: u64) -> ProcessSample {
+        kernel(pid)
+            .start(7)
+            .uid(1000)
+            .user("ada")
+            .footprint(footprint)
+            .resident(footprint)
+            .kernel_id("3f2a0b1c")
+            .notebook("train.ipynb")
+            .build()
     }
 
     /// Feeds snapshots through a history and the post-mortems, like the daemon.
@@ -597,7 +586,9 @@ mod tests {
     fn growing(run: &mut Run, until_ms: u64) {
         for t in (0..=until_ms).step_by(1000) {
             run.feed(
-                snap(t, vec![kernel(42, GIB + t * (1 << 20))]),
+                snapshot(t)
+                    .processes([adas_kernel(42, GIB + t * (1 << 20))])
+                    .build(),
                 Observed::default(),
             );
         }
@@ -626,7 +617,7 @@ mod tests {
             ended: Vec::new(),
             ..Observed::default()
         };
-        run.feed(snap(11_000, vec![]), observed);
+        run.feed(snapshot(11_000).build(), observed);
         let cause = run.cause().clone();
         assert_eq!(cause.kind, ExitCauseKind::OomKiller);
         assert!(cause.how.starts_with("/dev/kmsg recorded the kernel's OOM killer killing pid 42 (python3), with 1.0 KiB resident: the machine ran out of memory"), "{}", cause.how);
@@ -651,17 +642,20 @@ mod tests {
         let mut run = Run::new();
         // pid 42 was OOM-killed before this process was first seen.
         run.feed(
-            snap(0, vec![]),
+            snapshot(0).build(),
             Observed {
                 kills: vec![oom_kill(42, 0)],
                 ended: Vec::new(),
                 ..Observed::default()
             },
         );
-        run.feed(snap(1000, vec![kernel(42, GIB)]), Observed::default());
-        run.feed(snap(2000, vec![]), Observed::default());
+        run.feed(
+            snapshot(1000).processes([adas_kernel(42, GIB)]).build(),
+            Observed::default(),
+        );
+        run.feed(snapshot(2000).build(), Observed::default());
         assert!(run.events.is_empty(), "judged one sample later");
-        run.feed(snap(3000, vec![]), Observed::default());
+        run.feed(snapshot(3000).build(), Observed::default());
         let cause = run.cause();
         assert_eq!(cause.kind, ExitCauseKind::Unknown);
         assert!(cause.how.starts_with(SILENCE), "{}", cause.how);
@@ -674,7 +668,7 @@ mod tests {
     }
 
     fn sigint_decision(at: u64) -> (Decision, Event) {
-        let p = ProcessRef::of(&kernel(42, GIB));
+        let p = ProcessRef::of(&adas_kernel(42, GIB));
         let d = Decision {
             rule: "notebook-runaway".into(),
             process: p.clone(),
@@ -711,7 +705,7 @@ mod tests {
         let (d, e) = sigint_decision(3010);
         run.pm.note_decision(&d, Timestamp(3000));
         run.pm.note_event(&e);
-        run.feed(snap(4000, vec![]), Observed::default());
+        run.feed(snapshot(4000).build(), Observed::default());
         let cause = run.cause();
         assert_eq!(cause.kind, ExitCauseKind::SignalByHeadroom);
         assert!(
@@ -729,13 +723,16 @@ mod tests {
         run.pm.note_decision(&d, Timestamp(2000));
         run.pm.note_event(&e);
         // Alive after the SIGINT (the cell was interrupted), then OOM-killed.
-        run.feed(snap(3000, vec![kernel(42, 2 * GIB)]), Observed::default());
+        run.feed(
+            snapshot(3000).processes([adas_kernel(42, 2 * GIB)]).build(),
+            Observed::default(),
+        );
         let observed = Observed {
             kills: vec![oom_kill(42, 8000)],
             ended: Vec::new(),
             ..Observed::default()
         };
-        run.feed(snap(8000, vec![]), observed);
+        run.feed(snapshot(8000).build(), observed);
         assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
         let EventKind::Exited {
             headroom_action,
@@ -755,11 +752,11 @@ mod tests {
         growing(&mut run, 2000);
         let (d, e) = sigint_decision(3100);
         run.pm.note_decision(&d, Timestamp(2000));
-        run.feed(snap(3000, vec![]), Observed::default());
-        run.feed(snap(3050, vec![]), Observed::default());
+        run.feed(snapshot(3000).build(), Observed::default());
+        run.feed(snapshot(3050).build(), Observed::default());
         assert!(run.events.is_empty(), "waiting for the signal's outcome");
         run.pm.note_event(&e);
-        run.feed(snap(3200, vec![]), Observed::default());
+        run.feed(snapshot(3200).build(), Observed::default());
         assert_eq!(run.cause().kind, ExitCauseKind::SignalByHeadroom);
     }
 
@@ -783,7 +780,7 @@ mod tests {
             let mut run = Run::new();
             growing(&mut run, 2000);
             let id = ProcessId { pid: 42, start: 7 };
-            let mut zombie = kernel(42, 0);
+            let mut zombie = adas_kernel(42, 0);
             zombie.resident = 0;
             let observed = Observed {
                 kills: Vec::new(),
@@ -795,11 +792,17 @@ mod tests {
                 ..Observed::default()
             };
             assert_eq!(
-                PostMortems::suspects(&run.pm.tracked(), &snap(3000, vec![zombie.clone()])),
+                PostMortems::suspects(
+                    &run.pm.tracked(),
+                    &snapshot(3000).processes([zombie.clone()]).build()
+                ),
                 vec![id]
             );
-            run.feed(snap(3000, vec![zombie.clone()]), observed);
-            run.feed(snap(4000, vec![zombie.clone()]), Observed::default());
+            run.feed(snapshot(3000).processes([zombie.clone()]).build(), observed);
+            run.feed(
+                snapshot(4000).processes([zombie.clone()]).build(),
+                Observed::default(),
+            );
             let cause = run.cause().clone();
             assert_eq!(cause.kind, kind);
             assert!(cause.how.contains(words), "{}", cause.how);
@@ -812,8 +815,8 @@ mod tests {
                 "the last live footprint"
             );
             // Reaped later: no second post-mortem.
-            run.feed(snap(5000, vec![]), Observed::default());
-            run.feed(snap(6000, vec![]), Observed::default());
+            run.feed(snapshot(5000).build(), Observed::default());
+            run.feed(snapshot(6000).build(), Observed::default());
             assert_eq!(run.events.len(), 1);
         }
     }
@@ -821,26 +824,37 @@ mod tests {
     #[test]
     fn workers_of_an_ml_process_are_reported_only_with_a_cause() {
         let mut run = Run::new();
-        let mut parent = kernel(10, GIB);
+        let mut parent = adas_kernel(10, GIB);
         parent.workload.kind = WorkloadKind::Pytorch;
         let mut worker = parent.clone();
         worker.id.pid = 11;
         worker.ppid = 10;
         run.feed(
-            snap(0, vec![parent.clone(), worker.clone()]),
+            snapshot(0)
+                .processes([parent.clone(), worker.clone()])
+                .build(),
             Observed::default(),
         );
-        run.feed(snap(1000, vec![parent.clone()]), Observed::default());
-        run.feed(snap(2000, vec![parent.clone()]), Observed::default());
+        run.feed(
+            snapshot(1000).processes([parent.clone()]).build(),
+            Observed::default(),
+        );
+        run.feed(
+            snapshot(2000).processes([parent.clone()]).build(),
+            Observed::default(),
+        );
         assert!(run.events.is_empty(), "{:#?}", run.events);
         // A worker the OOM killer took is reported.
         let mut other = worker.clone();
         other.id.pid = 12;
-        run.feed(snap(3000, vec![parent.clone(), other]), Observed::default());
+        run.feed(
+            snapshot(3000).processes([parent.clone(), other]).build(),
+            Observed::default(),
+        );
         let mut kill = oom_kill(12, 4000);
         kill.message = "Killed process 12".into();
         run.feed(
-            snap(4000, vec![parent]),
+            snapshot(4000).processes([parent]).build(),
             Observed {
                 kills: vec![kill],
                 ended: Vec::new(),
@@ -892,7 +906,7 @@ mod tests {
             ],
             ..Observed::default()
         };
-        run.feed(snap(4000, vec![]), observed);
+        run.feed(snapshot(4000).build(), observed);
         let cause = run.cause().clone();
         assert_eq!(cause.kind, ExitCauseKind::Crashed);
         assert_eq!(cause.signal.as_deref(), Some("SIGSEGV"));
@@ -921,7 +935,7 @@ mod tests {
         c.name = "pt_autograd_0".into();
         c.thread = Some((4243, "pt_autograd_0".into()));
         run.feed(
-            snap(3000, vec![]),
+            snapshot(3000).build(),
             Observed {
                 crashes: vec![c],
                 ..Observed::default()
@@ -943,24 +957,27 @@ mod tests {
         let mut run = Run::new();
         // pid 42 crashed before this kernel was first seen.
         run.feed(
-            snap(0, vec![]),
+            snapshot(0).build(),
             Observed {
                 crashes: vec![segfault(42, 0, None)],
                 ..Observed::default()
             },
         );
-        run.feed(snap(1000, vec![kernel(42, GIB)]), Observed::default());
+        run.feed(
+            snapshot(1000).processes([adas_kernel(42, GIB)]).build(),
+            Observed::default(),
+        );
         // A crash under the same pid with another name: not this process.
         let mut other = segfault(42, 2000, None);
         other.name = "bash".into();
         run.feed(
-            snap(2000, vec![]),
+            snapshot(2000).build(),
             Observed {
                 crashes: vec![other],
                 ..Observed::default()
             },
         );
-        run.feed(snap(3000, vec![]), Observed::default());
+        run.feed(snapshot(3000).build(), Observed::default());
         assert_eq!(run.cause().kind, ExitCauseKind::Unknown);
     }
 
@@ -969,14 +986,14 @@ mod tests {
         let mut run = Run::new();
         growing(&mut run, 2000);
         run.feed(
-            snap(3000, vec![]),
+            snapshot(3000).build(),
             Observed {
                 gpu_faults: vec![xid31(42, 3000)],
                 ..Observed::default()
             },
         );
         assert!(run.events.is_empty(), "a crash record may still come");
-        run.feed(snap(4000, vec![]), Observed::default());
+        run.feed(snapshot(4000).build(), Observed::default());
         let cause = run.cause();
         assert_eq!(cause.kind, ExitCauseKind::GpuError);
         assert!(cause.not_memory);
@@ -1001,7 +1018,7 @@ mod tests {
         let mut run = Run::new();
         growing(&mut run, 2000);
         run.feed(
-            snap(3000, vec![]),
+            snapshot(3000).build(),
             Observed {
                 gpu_faults: vec![xid31(42, 2500)],
                 crashes: vec![segfault(42, 3000, Some("libcuda.so.1"))],
@@ -1028,7 +1045,7 @@ mod tests {
         c.source = "/Users/ada/Library/Logs/DiagnosticReports/Python-2026-01-01-000000.ips".into();
         c.memory = Some("its Metal command buffer failed for want of GPU memory".into());
         run.feed(
-            snap(3000, vec![]),
+            snapshot(3000).build(),
             Observed {
                 crashes: vec![c],
                 ..Observed::default()
@@ -1059,15 +1076,15 @@ mod tests {
             record_lag: Duration::from_secs(15),
             ..Observed::default()
         };
-        run.feed(snap(3000, vec![]), lag());
-        run.feed(snap(4000, vec![]), lag());
-        run.feed(snap(10_000, vec![]), lag());
+        run.feed(snapshot(3000).build(), lag());
+        run.feed(snapshot(4000).build(), lag());
+        run.feed(snapshot(10_000).build(), lag());
         assert!(run.events.is_empty(), "a crash report may still be written");
         // The report arrives 12 s after the end: a crash, not "unknown".
         let mut c = segfault(42, 15_000, Some("libtensorflow_framework.2.dylib"));
         c.source = "/Library/Logs/DiagnosticReports/python3-x.ips".into();
         run.feed(
-            snap(15_000, vec![]),
+            snapshot(15_000).build(),
             Observed {
                 crashes: vec![c],
                 record_lag: Duration::from_secs(15),

@@ -288,27 +288,20 @@ mod tests {
 
     #[test]
     fn a_kernels_notebook_leads_its_command() {
-        use crate::model::{ProcessId, Workload, WorkloadKind};
-        let p = ProcessSample {
-            uid: Some(1000),
-            user: Some("ada".into()),
-            argv: crate::model::Argv::from(["python3", "-m", "ipykernel_launcher"]),
-            footprint: 1 << 30,
-            resident: 1 << 30,
-            workload: Workload {
-                kind: WorkloadKind::Jupyter,
-                kernel_id: Some("3f2a".into()),
-                notebook: Some("work/train.ipynb".into()),
-                ..Workload::default()
-            },
-            ..ProcessSample::new(ProcessId { pid: 7, start: 1 }, 1, "python3")
-        };
+        let p = crate::model::build::kernel(7)
+            .uid(1000)
+            .user("ada")
+            .footprint(1 << 30)
+            .resident(1 << 30)
+            .kernel_id("3f2a")
+            .notebook("work/train.ipynb")
+            .build();
         assert_eq!(
             command_column(&p),
             "[work/train.ipynb] python3 -m ipykernel_launcher"
         );
         let plain = ProcessSample {
-            workload: Workload::default(),
+            workload: crate::model::Workload::default(),
             ..p
         };
         assert_eq!(command_column(&plain), "python3 -m ipykernel_launcher");

@@ -512,29 +512,21 @@ mod tests {
     }
 
     fn view(config: &str, uid: u32, footprint: u64) -> View {
-        use crate::model::*;
+        use crate::model::WorkloadKind;
+        use crate::model::build::{process, snapshot};
         let config = Config::from_toml_str(config, "t.toml").unwrap();
-        let process = ProcessSample {
-            uid: Some(uid),
-            user: Some("root".into()),
-            footprint,
-            workload: Workload {
-                kind: WorkloadKind::Jupyter,
-                kernel_id: Some("3f2a".into()),
-                ..Workload::default()
-            },
-            ..ProcessSample::new(ProcessId { pid: 42, start: 1 }, 1, "python3")
-        };
-        let snap = Snapshot {
-            taken_at: Timestamp(1),
-            system: SystemMemory {
-                total: 10 << 30,
-                available: 5 << 30,
-                ..SystemMemory::default()
-            },
-            processes: vec![process.clone()],
-            ..Snapshot::default()
-        };
+        let process = process(42)
+            .uid(uid)
+            .user("root")
+            .name("python3")
+            .footprint(footprint)
+            .kind(WorkloadKind::Jupyter)
+            .kernel_id("3f2a")
+            .build();
+        let snap = snapshot(1)
+            .memory(10 << 30, 5 << 30)
+            .process(process.clone())
+            .build();
         let ctx = Context {
             self_pid: 7,
             self_uid: 0,

@@ -869,24 +869,22 @@ fn compile(p: &Spanned<String>, key: &str, source: &Source<'_>) -> Result<Patter
 mod tests {
     use super::Matcher;
     use crate::config::Config;
-    use crate::model::*;
+    use crate::model::WorkloadKind;
+    use crate::model::build::{ProcessBuilder, process};
 
     fn config(text: &str) -> Result<Config, String> {
         Config::from_toml_str(text, "t.toml").map_err(|e| e.to_string())
     }
 
-    fn process(name: &str, kind: WorkloadKind) -> ProcessSample {
-        ProcessSample {
-            uid: Some(1000),
-            user: Some("ana".into()),
-            exe: Some("/usr/bin/python3".into()),
-            argv: Argv::from(["python3", "train.py"]),
-            workload: Workload {
-                kind,
-                ..Workload::default()
-            },
-            ..ProcessSample::new(ProcessId { pid: 10, start: 1 }, 1, name)
-        }
+    /// ana's `python3 train.py` (pid 10) of `kind`.
+    fn anas(kind: WorkloadKind) -> ProcessBuilder {
+        process(10)
+            .uid(1000)
+            .user("ana")
+            .name("python3")
+            .exe("/usr/bin/python3")
+            .argv(["python3", "train.py"])
+            .kind(kind)
     }
 
     const MINIMAL: &str =
@@ -944,11 +942,10 @@ mod tests {
         )
         .unwrap();
         let m = &c.rules[0].matcher;
-        assert!(m.matches(&process("python3", WorkloadKind::Pytorch)));
-        assert!(!m.matches(&process("python3", WorkloadKind::Jupyter)));
-        assert!(!m.matches(&process("ipython", WorkloadKind::Jax)));
-        let mut other = process("python3", WorkloadKind::Jax);
-        other.user = Some("bo".into());
+        assert!(m.matches(&anas(WorkloadKind::Pytorch).build()));
+        assert!(!m.matches(&anas(WorkloadKind::Jupyter).build()));
+        assert!(!m.matches(&anas(WorkloadKind::Jax).name("ipython").build()));
+        let other = anas(WorkloadKind::Jax).user("bo").build();
         assert!(!m.matches(&other));
     }
 
@@ -960,7 +957,7 @@ mod tests {
         )
         .unwrap();
         let m = &cfg.rules[0].matcher;
-        let mut kernel = process("python3", WorkloadKind::Jupyter);
+        let mut kernel = anas(WorkloadKind::Jupyter).build();
         assert!(!m.matches(&kernel), "notebook not known yet");
         kernel.workload.notebook = Some("experiments/train.ipynb".into());
         assert!(m.matches(&kernel));
@@ -976,7 +973,7 @@ mod tests {
         )
         .unwrap();
         let m = &c.rules[0].matcher;
-        let p = process("python3", WorkloadKind::Jupyter);
+        let p = anas(WorkloadKind::Jupyter).build();
         let clauses = m.clauses(&p);
         let keys: Vec<&str> = clauses.iter().map(|c| c.clause.key()).collect();
         assert_eq!(keys, ["workload", "user", "notebook"]);
@@ -1005,8 +1002,8 @@ mod tests {
         )
         .unwrap();
         let m = &c.rules[0].matcher;
-        assert!(m.matches(&process("python3", WorkloadKind::Jupyter)));
-        assert!(!m.matches(&process("python3", WorkloadKind::Python)));
+        assert!(m.matches(&anas(WorkloadKind::Jupyter).build()));
+        assert!(!m.matches(&anas(WorkloadKind::Python).build()));
     }
 
     #[test]

@@ -339,27 +339,19 @@ impl IntoResponse for Chunks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ProcessId;
+    use crate::model::build::{process, snapshot};
 
-    fn process(pid: u32, uid: u32) -> ProcessSample {
-        let mut p = ProcessSample::new(ProcessId { pid, start: 1 }, 1, format!("p{pid}"));
-        p.uid = Some(uid);
-        p.argv = vec![format!("/secret/{pid}")].into();
-        p.exe = Some(format!("/bin/p{pid}").into());
-        p.footprint = u64::from(pid) << 20;
-        p
-    }
-
-    fn snapshot(owners: &[u32]) -> Arc<Snapshot> {
-        Arc::new(Snapshot {
-            source: "test".into(),
-            processes: owners
-                .iter()
-                .enumerate()
-                .map(|(i, uid)| process(i as u32 + 10, *uid))
-                .collect(),
-            ..Snapshot::default()
-        })
+    /// A snapshot of one process per uid in `owners`, pids from 10 on, each
+    /// with a command line and an executable to hide from others.
+    fn owned_by(owners: &[u32]) -> Arc<Snapshot> {
+        let processes = owners.iter().zip(10u32..).map(|(&uid, pid)| {
+            process(pid)
+                .uid(uid)
+                .argv(vec![format!("/secret/{pid}")])
+                .exe(format!("/bin/p{pid}"))
+                .footprint(u64::from(pid) << 20)
+        });
+        Arc::new(snapshot(0).processes(processes).build())
     }
 
     fn text(chunks: &[Bytes]) -> String {
@@ -375,7 +367,7 @@ mod tests {
 
     #[test]
     fn the_full_form_reads_back_as_the_snapshot() {
-        let snap = snapshot(&[0, 1000, 1001]);
+        let snap = owned_by(&[0, 1000, 1001]);
         let e = encode(&snap, JsonForm::Full);
         let back: Snapshot = serde_json::from_slice(&e.json).unwrap();
         assert_eq!(&back, snap.as_ref());
@@ -387,7 +379,7 @@ mod tests {
 
     #[test]
     fn an_empty_process_list_is_valid_json() {
-        let snap = snapshot(&[]);
+        let snap = owned_by(&[]);
         let e = encode(&snap, JsonForm::Redacted);
         let back: Snapshot = serde_json::from_slice(&e.json).unwrap();
         assert!(back.processes.is_empty());
@@ -395,7 +387,7 @@ mod tests {
 
     #[tokio::test]
     async fn root_gets_the_full_document_in_one_slice() {
-        let snap = snapshot(&[0, 1000, 1001]);
+        let snap = owned_by(&[0, 1000, 1001]);
         let (v, chunks) = document(&snap, Sight::Everything).await;
         assert_eq!(chunks, 1);
         assert_eq!(v["processes"][2]["argv"][0], "/secret/12");
@@ -404,7 +396,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stranger_gets_every_process_redacted() {
-        let snap = snapshot(&[0, 1000, 1001]);
+        let snap = owned_by(&[0, 1000, 1001]);
         let (v, chunks) = document(&snap, Sight::Nothing).await;
         assert_eq!(chunks, 1);
         for p in v["processes"].as_array().unwrap() {
@@ -417,7 +409,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_user_sees_their_own_processes_in_full() {
-        let snap = snapshot(&[1000, 1000, 0, 1001, 1000]);
+        let snap = owned_by(&[1000, 1000, 0, 1001, 1000]);
         let (v, chunks) = document(&snap, Sight::Own(1000)).await;
         let rows = v["processes"].as_array().unwrap();
         let shown: Vec<bool> = rows.iter().map(|p| p.get("redacted").is_none()).collect();
@@ -431,7 +423,7 @@ mod tests {
 
     #[tokio::test]
     async fn rows_extend_the_shared_objects() {
-        let snap = snapshot(&[1000, 1001]);
+        let snap = owned_by(&[1000, 1001]);
         let cache = Arc::new(SnapshotJson::default());
         let forms = Forms::of(&cache, &snap, Sight::Own(1000)).await.unwrap();
         #[derive(Serialize)]

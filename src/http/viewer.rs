@@ -266,36 +266,39 @@ pub fn redact_config(config: &Config) -> Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ProcessId, WorkloadKind};
+    use crate::model::WorkloadKind;
+    use crate::model::build::process;
 
     fn kernel(uid: u32) -> ProcessSample {
-        let mut p = ProcessSample::new(ProcessId { pid: 42, start: 7 }, 1, "python3");
-        p.uid = Some(uid);
-        p.user = Some("ana".into());
-        p.exe = Some("/usr/bin/python3.12".into());
-        p.argv = Argv::from([
-            "python",
-            "-m",
-            "ipykernel_launcher",
-            "-f",
-            "/home/ana/kernel-3f2a.json",
-        ]);
-        p.footprint = 5 << 30;
-        p.workload = Workload {
-            kind: WorkloadKind::Jupyter,
-            frameworks: vec![crate::model::Framework::Pytorch],
-            kernel_id: Some("3f2a".into()),
-            notebook: Some("secret/plans.ipynb".into()),
-            kernel_name: Some("python3".into()),
-            evidence: vec![
-                "argv[2] is ipykernel_launcher".into(),
-                "argv[4] is connection file kernel-3f2a.json".into(),
-                "executable is python3.12".into(),
-                "maps libtorch_cpu.so".into(),
-                "holds 1.0 GiB of GPU memory on GPU 0".into(),
-            ],
-        };
-        p
+        process(42)
+            .start(7)
+            .uid(uid)
+            .user("ana")
+            .name("python3")
+            .exe("/usr/bin/python3.12")
+            .argv([
+                "python",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/home/ana/kernel-3f2a.json",
+            ])
+            .footprint(5 << 30)
+            .workload(Workload {
+                kind: WorkloadKind::Jupyter,
+                frameworks: vec![crate::model::Framework::Pytorch],
+                kernel_id: Some("3f2a".into()),
+                notebook: Some("secret/plans.ipynb".into()),
+                kernel_name: Some("python3".into()),
+                evidence: vec![
+                    "argv[2] is ipykernel_launcher".into(),
+                    "argv[4] is connection file kernel-3f2a.json".into(),
+                    "executable is python3.12".into(),
+                    "maps libtorch_cpu.so".into(),
+                    "holds 1.0 GiB of GPU memory on GPU 0".into(),
+                ],
+            })
+            .build()
     }
 
     #[test]

@@ -151,6 +151,7 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
 mod tests {
     use super::*;
     use crate::config::rules::Clause;
+    use crate::model::build::{ProcessBuilder, kernel, snapshot};
     use crate::model::*;
 
     const GIB: u64 = 1 << 30;
@@ -159,31 +160,18 @@ mod tests {
         Config::from_toml_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn kernel(pid: u32, uid: u32, footprint: u64) -> ProcessSample {
-        ProcessSample {
-            uid: Some(uid),
-            user: Some(if uid == 0 { "root" } else { "ana" }.into()),
-            footprint,
-            workload: Workload {
-                kind: WorkloadKind::Jupyter,
-                ..Workload::default()
-            },
-            argv: Argv::from(["python3", "-m", "ipykernel_launcher"]),
-            ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3")
-        }
+    /// A kernel of `uid` (root or ana) whose footprint is `footprint`.
+    fn owned_kernel(pid: u32, uid: u32, footprint: u64) -> ProcessBuilder {
+        let user = if uid == 0 { "root" } else { "ana" };
+        kernel(pid).uid(uid).user(user).footprint(footprint)
     }
 
-    fn snap(processes: Vec<ProcessSample>) -> Snapshot {
-        Snapshot {
-            taken_at: Timestamp(1_000),
-            system: SystemMemory {
-                total: 20 * GIB,
-                available: 10 * GIB,
-                ..SystemMemory::default()
-            },
-            processes,
-            ..Snapshot::default()
-        }
+    /// `processes` on a 20 GiB machine with half of it available.
+    fn on_20_gib(processes: impl IntoIterator<Item = ProcessBuilder>) -> Snapshot {
+        snapshot(1_000)
+            .memory(20 * GIB, 10 * GIB)
+            .processes(processes)
+            .build()
     }
 
     const ROOT: Context = Context {
@@ -209,7 +197,7 @@ mod tests {
             "[[rule]]\nname = \"pg\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
              [rule.match]\nworkload = [\"jupyter\"]\nname = \"^postgres\"\n",
         );
-        let s = snap(vec![kernel(10, 1000, GIB)]);
+        let s = on_20_gib([owned_kernel(10, 1000, GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(!v.matches);
         assert_eq!(v.clauses[0].clause, Clause::Workload);
@@ -227,7 +215,7 @@ mod tests {
             "[[rule]]\nname = \"nb\"\nfootprint = \"80%\"\nroot = true\nactions = [{ signal = \
              \"SIGINT\", require_handler = true }, { notify = true, after = \"2s\" }]\n",
         );
-        let s = snap(vec![kernel(10, 0, 17 * GIB)]);
+        let s = on_20_gib([owned_kernel(10, 0, 17 * GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(v.matches && v.holds, "{v:?}");
         assert_eq!(v.limits[0].what, "footprint");
@@ -243,7 +231,7 @@ mod tests {
         let c = config(
             "[[rule]]\nname = \"tte\"\ntime_to_exhaustion = \"30s\"\nroot = true\nactions = [{ notify = true }]\n",
         );
-        let s = snap(vec![kernel(10, 0, GIB)]);
+        let s = on_20_gib([owned_kernel(10, 0, GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(!v.holds);
         assert!(v.limits[0].value.starts_with("not known"), "{v:?}");
@@ -254,7 +242,7 @@ mod tests {
         let c = config(
             "[[rule]]\nname = \"nb\"\nfootprint = \"1GiB\"\nother_users = true\nactions = [{ notify = true }]\n",
         );
-        let s = snap(vec![kernel(10, 0, 2 * GIB)]);
+        let s = on_20_gib([owned_kernel(10, 0, 2 * GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(v.holds);
         assert_eq!(
@@ -272,7 +260,7 @@ mod tests {
             "[[rule]]\nname = \"tight\"\nroot = true\nother_users = true\nactions = [{ notify = \
              true }]\n[rule.match]\nworkload = [\"jupyter\"]\n[rule.when]\npressure = \"warn\"\n",
         );
-        let mut s = snap(vec![kernel(10, 0, GIB), kernel(11, 1000, 3 * GIB)]);
+        let mut s = on_20_gib([owned_kernel(10, 0, GIB), owned_kernel(11, 1000, 3 * GIB)]);
         let v = &one(&c, &s, 10)[0];
         assert!(!v.holds, "pressure normal");
         assert_eq!(v.conditions[0].value, "normal");

@@ -359,7 +359,8 @@ pub fn check_condition(when: &SystemCondition, snap: &Snapshot, hysteresis: f64)
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::model::{ProcessId, SystemMemory};
+    use crate::model::PressureLevel;
+    use crate::model::build::{SnapshotBuilder, process, snapshot};
 
     const GIB: u64 = 1 << 30;
 
@@ -368,31 +369,18 @@ mod tests {
         Config::from_toml_str(&text, "t").unwrap().rules[0].clone()
     }
 
-    fn snap() -> Snapshot {
-        Snapshot {
-            system: SystemMemory {
-                total: 16 * GIB,
-                available: 8 * GIB,
-                ..SystemMemory::default()
-            },
-            ..Snapshot::default()
-        }
-    }
-
-    fn process(footprint: u64) -> ProcessSample {
-        ProcessSample {
-            footprint,
-            ..ProcessSample::new(ProcessId { pid: 5, start: 1 }, 1, "python3")
-        }
+    /// A 16 GiB machine with half of it available.
+    fn half_free() -> SnapshotBuilder {
+        snapshot(0).memory(16 * GIB, 8 * GIB)
     }
 
     #[test]
     fn a_percentage_reads_with_what_it_is_a_share_of() {
         let c = check(
             &rule("footprint = \"50%\""),
-            &process(9 * GIB),
+            &process(5).name("python3").footprint(9 * GIB).build(),
             None,
-            &snap(),
+            &half_free().build(),
             Timestamp(0),
         );
         assert_eq!(c.readings.len(), 1);
@@ -407,9 +395,9 @@ mod tests {
     fn growth_without_history_is_not_known_and_does_not_hold() {
         let c = check(
             &rule("growth = \"1GiB/10s\"\ntime_to_exhaustion = \"30s\""),
-            &process(GIB),
+            &process(5).name("python3").footprint(GIB).build(),
             None,
-            &snap(),
+            &half_free().build(),
             Timestamp(0),
         );
         let values: Vec<&str> = c.readings.iter().map(|r| r.value.as_str()).collect();
@@ -426,10 +414,9 @@ mod tests {
 
     #[test]
     fn a_condition_reads_each_clause() {
-        let mut s = snap();
-        s.pressure.level = crate::model::PressureLevel::Warn;
+        let s = half_free().pressure_level(PressureLevel::Warn).build();
         let when = SystemCondition {
-            pressure: Some(crate::model::PressureLevel::Critical),
+            pressure: Some(PressureLevel::Critical),
             available_below: Some(SizeLimit::Percent(60.0)),
             swap_used_above: None,
         };

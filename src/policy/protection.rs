@@ -267,33 +267,19 @@ impl Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::*;
-
-    fn proc(pid: u32, ppid: u32, name: &str) -> ProcessSample {
-        ProcessSample {
-            uid: Some(1000),
-            ..ProcessSample::new(ProcessId { pid, start: 1 }, ppid, name)
-        }
-    }
-
-    fn snap(processes: Vec<ProcessSample>) -> Snapshot {
-        Snapshot {
-            taken_at: Timestamp(0),
-            source: "test".into(),
-            processes,
-            ..Snapshot::default()
-        }
-    }
+    use crate::model::build::{process, snapshot};
 
     #[test]
     fn ancestors_of_the_daemon_are_protected() {
-        let s = snap(vec![
-            proc(1, 0, "systemd"),
-            proc(50, 1, "sshd"),
-            proc(60, 50, "bash"),
-            proc(70, 60, "headroom"),
-            proc(80, 60, "python3"),
-        ]);
+        let s = snapshot(0)
+            .processes([
+                process(1).ppid(0).name("systemd"),
+                process(50).name("sshd"),
+                process(60).ppid(50).name("bash"),
+                process(70).ppid(60).name("headroom"),
+                process(80).ppid(60).name("python3"),
+            ])
+            .build();
         let hard = hard_protected(&s, 70);
         assert!(hard.contains(&60) && hard.contains(&50) && hard.contains(&1));
         assert!(!hard.contains(&80), "a sibling is not an ancestor");
@@ -301,11 +287,13 @@ mod tests {
 
     #[test]
     fn the_lazy_set_is_worked_out_on_first_use_and_is_the_same() {
-        let s = snap(vec![
-            proc(1, 0, "systemd"),
-            proc(60, 1, "bash"),
-            proc(70, 60, "headroom"),
-        ]);
+        let s = snapshot(0)
+            .processes([
+                process(1).ppid(0).name("systemd"),
+                process(60).name("bash"),
+                process(70).ppid(60).name("headroom"),
+            ])
+            .build();
         let lazy = HardProtected::new(&s, 70);
         assert!(!lazy.is_known());
         assert_eq!(lazy.get(), &hard_protected(&s, 70));
@@ -314,7 +302,12 @@ mod tests {
 
     #[test]
     fn a_parent_cycle_in_bad_data_terminates() {
-        let s = snap(vec![proc(10, 20, "a"), proc(20, 10, "b")]);
+        let s = snapshot(0)
+            .processes([
+                process(10).ppid(20).name("a"),
+                process(20).ppid(10).name("b"),
+            ])
+            .build();
         let hard = hard_protected(&s, 10);
         assert!(hard.contains(&20));
     }
@@ -327,7 +320,7 @@ mod tests {
         )
         .unwrap();
         let mut rule = config.rules[0].clone();
-        let mut p = proc(10, 1, "python3");
+        let mut p = process(10).uid(1000).name("python3").build();
         assert!(user_allowed(&rule, &p, 1000));
         assert!(!user_allowed(&rule, &p, 0), "root daemon, user process");
         rule.other_users = true;
@@ -453,15 +446,16 @@ mod tests {
 
     #[test]
     fn hard_protection_comes_before_the_config() {
-        let s = snap(vec![proc(70, 1, "headroom")]);
+        let s = snapshot(0)
+            .processes([process(70).name("headroom")])
+            .build();
         let hard = hard_protected(&s, 70);
-        let me = proc(70, 1, "headroom");
+        let me = process(70).uid(1000).name("headroom").build();
         assert_eq!(
             protection(&me, &protect(""), &hard, 70),
             Protection::Protected("it is headroom itself".into())
         );
-        let mut user_sshd = proc(80, 1, "sshd");
-        user_sshd.uid = Some(1000);
+        let user_sshd = process(80).uid(1000).name("sshd").build();
         assert_eq!(protection_reason(&user_sshd, &protect(""), &hard, 70), None);
     }
 

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{self, Daemon, Reaped};
+use crate::support::hog::Daemon;
+use crate::support::{self, Reaped};
 use serde_json::Value;
 
 /// The native library the crashing cells call.

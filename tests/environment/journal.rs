@@ -8,7 +8,7 @@ use std::time::Duration;
 use headroom::journal::{Journal, JournalOptions};
 
 use crate::support;
-use crate::support::hog::Running;
+use crate::support::hog::Daemon;
 use crate::support::journal::{FORGED, prepared_journal, state_of, untrusted};
 use crate::support::{NOBODY, chmod, need_root};
 
@@ -89,7 +89,8 @@ fn a_root_daemon_refuses_a_journal_a_user_prepared_and_samples_on() {
     )
     .unwrap();
     chmod(&config, 0o644);
-    let (mut d, addr) = Running::started(&["run", "--config", config.to_str().unwrap()]);
+    let mut d = Daemon::run(&["run", "--config", config.to_str().unwrap()]);
+    let addr = d.addr;
     let refused = d
         .seen
         .iter()

@@ -12,6 +12,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::support;
+use crate::support::hog::Daemon;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -19,7 +20,6 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use crate::support::Daemon;
 use serde_json::{Value, json};
 
 const MIB: u64 = 1 << 20;

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support;
-use crate::support::hog::{HEADROOM, HOG, ROOT_REASON, Running, Sandbox, rule_status};
+use crate::support::hog::{Daemon, HEADROOM, HOG, ROOT_REASON, Running, Sandbox, rule_status};
 use crate::support::{NOBODY, need_root, need_tools};
 
 #[test]
@@ -26,12 +26,10 @@ fn a_protected_process_is_never_signalled() {
     // cover, matched by the same rule.
     let control = sb.path("hog-control");
     std::os::unix::fs::symlink(HOG, &control).expect("link the control hog");
-    let (_d, _) = sb.start(
+    let _d = sb.start(
         &format!(
-            "[[rule]]\nname = \"hog\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
-             actions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nargv = \"{}\"\n\n\
-             [protect]\npatterns = [\"^hog-protected\"]\n",
-            argv_of(&[&sb.hog, &control])
+            "{}\n[protect]\npatterns = [\"^hog-protected\"]\n",
+            over_100mib("hog", true, SIGTERM, &[&sb.hog, &control])
         ),
         &[],
     );
@@ -98,6 +96,20 @@ fn argv_of(paths: &[&Path]) -> String {
 
 const HOG_ARGS: [&str; 6] = ["--rate", "max", "--max", "200MiB", "--catch", "TERM"];
 
+const SIGTERM: &str = "{ signal = \"SIGTERM\" }";
+const SIGTERM_TO_GROUP: &str = "{ signal = \"SIGTERM\", process_group = true }";
+
+/// A rule `name` with a footprint limit of 100 MiB and one step, `action`,
+/// on processes started from one of `paths` whoever owns them (root's only
+/// if `root`).
+fn over_100mib(name: &str, root: bool, action: &str, paths: &[&Path]) -> String {
+    format!(
+        "[[rule]]\nname = \"{name}\"\nroot = {root}\nother_users = true\nfootprint = \"100MiB\"\n\
+         actions = [{action}]\n[rule.match]\nargv = \"{}\"\n",
+        argv_of(paths)
+    )
+}
+
 #[test]
 fn a_users_process_named_sshd_is_signalled_and_roots_is_protected() {
     need_root();
@@ -110,12 +122,11 @@ fn a_users_process_named_sshd_is_signalled_and_roots_is_protected() {
     let user_sshd = hog_copy(&user_dir, "sshd", Some(NOBODY));
     // Root's, named the same (the positive control).
     let root_sshd = hog_copy(sb.dir.path(), "sshd", None);
-    let cfg = sb.config(&format!(
-        "[[rule]]\nname = \"renamed\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
-             actions = [{{ signal = \"SIGTERM\" }}]\n[rule.match]\nargv = \"{}\"\n",
-        argv_of(&[&user_sshd, &root_sshd])
-    ));
-    let (_d, addr) = Running::started(&["run", "--config", cfg.to_str().expect("utf-8")]);
+    let d = sb.start(
+        &over_100mib("renamed", true, SIGTERM, &[&user_sshd, &root_sshd]),
+        &[],
+    );
+    let addr = d.addr;
 
     let mut user = Running::hog_command({
         let mut c = as_nobody(&user_sshd);
@@ -200,27 +211,59 @@ impl Group {
     }
 }
 
-#[test]
-fn a_process_group_step_leaves_roots_member_alone() {
+/// A process-group step that has been taken, and what it said.
+struct GroupStep {
+    group: Group,
+    pgid: u32,
+    /// The group leader's pid.
+    leader: u32,
+    /// The journal's detail of the action on the hog.
+    detail: String,
+    /// Kept until the test ends.
+    _daemon: Daemon,
+    _dirs: (Sandbox, tempfile::TempDir),
+}
+
+/// A sandbox tagged `tag`, a daemon on a rule with a process-group step
+/// (on root's processes only if `root`) on the user's hog, and a group led
+/// by root's `leader` (a program the closure puts in place) that the hog
+/// joins, once the hog has had its SIGTERM and the journal says it was done.
+fn group_step(tag: &str, root: bool, leader: impl FnOnce(&Sandbox) -> PathBuf) -> GroupStep {
     need_root();
-    let sb = Sandbox::new("group-root");
-    let shared = shared_dir("group-root");
-    let user_hog = hog_copy(shared.path(), "hog-group-root", Some(NOBODY));
-    let (_d, _) = sb.start(
-        &format!(
-            "[[rule]]\nname = \"group\"\nroot = false\nother_users = true\nfootprint = \"100MiB\"\n\
-             actions = [{{ signal = \"SIGTERM\", process_group = true }}]\n[rule.match]\nargv = \"{}\"\n",
-            argv_of(&[&user_hog])
-        ),
+    let sb = Sandbox::new(tag);
+    let shared = shared_dir(tag);
+    let user_hog = hog_copy(shared.path(), &format!("hog-{tag}"), Some(NOBODY));
+    let leader = leader(&sb);
+    let daemon = sb.start(
+        &over_100mib("group", root, SIGTERM_TO_GROUP, &[&user_hog]),
         &[],
     );
-    // Root's `sleep` leads the group; the user's hog is in it.
-    let mut group = Group::start(Path::new("/bin/sleep"), &user_hog);
+    let mut group = Group::start(&leader, &user_hog);
     let (pgid, leader) = (group.pgid(), group.leader.0.id());
     group.hog.expect_line("signal SIGTERM");
     let action = sb.first_action_on(group.hog.pid());
     assert_eq!(action["outcome"], "done", "{action}");
-    let detail = action["detail"].as_str().unwrap_or_default();
+    let detail = action["detail"].as_str().unwrap_or_default().to_string();
+    GroupStep {
+        group,
+        pgid,
+        leader,
+        detail,
+        _daemon: daemon,
+        _dirs: (sb, shared),
+    }
+}
+
+#[test]
+fn a_process_group_step_leaves_roots_member_alone() {
+    // Root's `sleep` leads the group; the user's hog is in it.
+    let GroupStep {
+        mut group,
+        pgid,
+        leader,
+        detail,
+        ..
+    } = group_step("group-root", false, |_| PathBuf::from("/bin/sleep"));
     assert!(
         group.leader_alive(),
         "root's member of the group was killed"
@@ -237,26 +280,18 @@ fn a_process_group_step_leaves_roots_member_alone() {
 
 #[test]
 fn a_process_group_step_leaves_a_protected_member_alone() {
-    need_root();
-    let sb = Sandbox::new("group-protected");
-    let shared = shared_dir("group-protected");
-    let user_hog = hog_copy(shared.path(), "hog-group-protected", Some(NOBODY));
     // Root's `sleep`, under a protected name.
-    let root_sshd = sb.path("sshd");
-    std::fs::copy("/bin/sleep", &root_sshd).expect("copy sleep");
-    let (_d, _) = sb.start(
-        &format!(
-            "[[rule]]\nname = \"group\"\nroot = true\nother_users = true\nfootprint = \"100MiB\"\n\
-             actions = [{{ signal = \"SIGTERM\", process_group = true }}]\n[rule.match]\nargv = \"{}\"\n",
-            argv_of(&[&user_hog])
-        ),
-        &[],
-    );
-    let mut group = Group::start(&root_sshd, &user_hog);
-    let (pgid, leader) = (group.pgid(), group.leader.0.id());
-    group.hog.expect_line("signal SIGTERM");
-    let action = sb.first_action_on(group.hog.pid());
-    let detail = action["detail"].as_str().unwrap_or_default();
+    let GroupStep {
+        mut group,
+        pgid,
+        leader,
+        detail,
+        ..
+    } = group_step("group-protected", true, |sb| {
+        let root_sshd = sb.path("sshd");
+        std::fs::copy("/bin/sleep", &root_sshd).expect("copy sleep");
+        root_sshd
+    });
     assert!(group.leader_alive(), "the protected member was killed");
     assert!(
         detail.contains(&format!(
@@ -271,14 +306,11 @@ fn a_process_group_step_leaves_a_protected_member_alone() {
 fn a_rule_without_root_holds_roots_process_and_says_why_once() {
     need_root();
     let sb = Sandbox::new("held-root");
-    let (mut d, addr) = sb.start(
-        &format!(
-            "[[rule]]\nname = \"hog\"\nroot = false\nother_users = true\nfootprint = \"100MiB\"\n\
-             actions = [{{ signal = \"SIGINT\" }}]\n[rule.match]\nargv = \"{}\"\n",
-            sb.hog_pattern()
-        ),
+    let mut d = sb.start(
+        &over_100mib("hog", false, "{ signal = \"SIGINT\" }", &[&sb.hog]),
         &[],
     );
+    let addr = d.addr;
     let mut hog = Running::hog(
         &sb.hog,
         &["--rate", "max", "--max", "200MiB", "--catch", "INT"],

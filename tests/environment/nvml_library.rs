@@ -18,7 +18,7 @@ use headroom::sample::gpu::nvml::NvmlCollector;
 use headroom::sample::gpu::{GpuMonitor, RETRY_AFTER};
 
 use crate::support;
-use crate::support::hog::Running;
+use crate::support::hog::Daemon;
 use crate::support::{chmod, need_root};
 
 /// Build, at `library`, a shared library whose constructor writes `marker`
@@ -72,7 +72,8 @@ fn a_root_daemon_does_not_load_a_library_from_a_directory_others_can_write() {
     )
     .unwrap();
     chmod(&config, 0o644);
-    let (mut d, addr) = Running::started(&["run", "--config", config.to_str().unwrap()]);
+    let mut d = Daemon::run(&["run", "--config", config.to_str().unwrap()]);
+    let addr = d.addr;
     let (status, body) = support::get(&format!("http://{addr}/api/v1/snapshot"));
     assert_eq!(status, 200);
     let snap: Snapshot = serde_json::from_str(&body).unwrap();

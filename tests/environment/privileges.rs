@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::support;
-use crate::support::hog::{HEADROOM, Running};
+use crate::support::hog::{Daemon, HEADROOM, Running};
 use crate::support::{chmod, need_root, need_tools, private_dir};
 
 /// The unprivileged account the daemon runs as here.
@@ -237,7 +237,8 @@ fn a_reload_to_a_file_others_can_write_is_rejected_and_the_daemon_runs_on() {
     let config = dir.path().join("headroom.toml");
     write_config(&config, dir.path(), "");
     chmod(&config, 0o644);
-    let (mut d, addr) = Running::started(&["run", "--config", config.to_str().expect("utf-8")]);
+    let mut d = Daemon::run(&["run", "--config", config.to_str().expect("utf-8")]);
+    let addr = d.addr;
     chmod(&config, 0o666);
     d.signal("HUP");
     let line = d.expect_line("config reload rejected");
@@ -330,13 +331,12 @@ fn an_unprivileged_daemon_takes_a_config_anyone_can_write() {
     write_hook(&hook, 0o777);
     write_config(&config, &open, &hook_rule(&hook));
     chmod(&config, 0o666);
-    let mut d = Running::daemon_command(as_user(&[
+    let mut d = Daemon::run_command(as_user(&[
         "run",
         "--config",
         config.to_str().expect("utf-8"),
     ]));
-    let addr = d.http_addr();
-    d.expect_line("first sample:");
+    let addr = d.addr;
     support::wait_for(Duration::from_secs(10), "/healthz 200", || {
         (support::get(&format!("http://{addr}/healthz")).0 == 200).then_some(())
     });

@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use crate::support::{Daemon, Reaped, fake_kernel, free_port, get, tool, wait_for};
+use crate::support::hog::Daemon;
+use crate::support::{Reaped, fake_kernel, free_port, get, tool, wait_for};
 use regex::Regex;
 use serde_json::Value;
 

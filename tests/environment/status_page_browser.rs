@@ -10,8 +10,9 @@ use crate::support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::hog::Daemon;
 use crate::support::{
-    Daemon, Reaped, artifacts_dir, fake_kernel, free_port, sessions_server, tool, wait_for,
+    Reaped, artifacts_dir, fake_kernel, free_port, sessions_server, tool, wait_for,
 };
 use base64::Engine as _;
 use serde_json::{Value, json};

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::hog::{HEADROOM, Running};
+use crate::support::hog::{Daemon, HEADROOM, Running};
 use crate::support::private_dir;
 
 /// Rows checked over all the tables below, at the least: the table is meant
@@ -288,7 +288,8 @@ fn hostile_config_files_are_refused_at_start_and_on_reload() {
 
     // On reload: a running daemon rejects each, keeps its config, serves on.
     place(&path, &text(GOOD_CONFIG));
-    let (mut d, addr) = Running::started(&["run", "--config", path.to_str().expect("utf-8")]);
+    let mut d = Daemon::run(&["run", "--config", path.to_str().expect("utf-8")]);
+    let addr = d.addr;
     wait_healthy(addr);
     for (what, content, want) in &rows {
         place(&path, content);
@@ -445,7 +446,8 @@ fn bad_api_requests_get_their_error_and_the_daemon_serves_on() {
     let dir = private_dir();
     let path = dir.path().join("headroom.toml");
     std::fs::write(&path, GOOD_CONFIG).expect("write");
-    let (mut d, addr) = Running::started(&["run", "--config", path.to_str().expect("utf-8")]);
+    let mut d = Daemon::run(&["run", "--config", path.to_str().expect("utf-8")]);
+    let addr = d.addr;
     wait_healthy(addr);
     let long = format!("/api/v1/processes?{}=1", "q".repeat(16 * 1024));
     // (method, path, Host header, status, the key part of the error)

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::hog::{Running, Sandbox};
+use crate::support::hog::{Daemon, Running, Sandbox};
 use headroom::event::{Event, EventKind};
 use headroom::journal::{Journal, JournalOptions, ReadOutcome, read_events};
 use headroom::model::Timestamp;
@@ -439,7 +439,7 @@ fn the_daemon_killed_while_journaling_keeps_every_event_it_published() {
     }
     // Restarted once more and stopped cleanly: the journal ends with its
     // start and stop, after every event of the killed runs.
-    let (mut d, _) = Running::started(&["run", "--config", cfg]);
+    let mut d = Daemon::run(&["run", "--config", cfg]);
     d.signal("TERM");
     assert_eq!(
         d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),

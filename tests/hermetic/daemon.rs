@@ -5,16 +5,43 @@
 //! and `headroom status` asking it.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::support;
-use crate::support::hog::Running;
-
-const BIN: &str = env!("CARGO_BIN_EXE_headroom");
+use crate::support::hog::{Daemon, HEADROOM, Running, stop_cleanly};
 
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write config");
+}
+
+/// `headroom ARGS` run to its end.
+fn headroom(args: &[&str]) -> Output {
+    Command::new(HEADROOM)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run headroom {args:?}: {e}"))
+}
+
+/// `headroom ARGS`, which must exit with `code`: its stderr.
+#[track_caller]
+fn fails(args: &[&str], code: i32) -> String {
+    let out = headroom(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "headroom {args:?}: {err}");
+    err
+}
+
+/// `headroom ARGS`, which must succeed: its stdout.
+#[track_caller]
+fn succeeds(args: &[&str]) -> String {
+    let out = headroom(args);
+    assert!(
+        out.status.success(),
+        "headroom {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -24,17 +51,13 @@ fn runs_on_the_embedded_default_and_stops_on_sigterm() {
     d.expect_line("first sample:");
     d.signal("HUP");
     d.expect_line("nothing to reload");
-    d.signal("TERM");
+    stop_cleanly(&mut d, "TERM");
     d.expect_line("headroom stopped");
-    let status = d
-        .wait_exit(Duration::from_secs(10))
-        .expect("the daemon exits");
-    assert_eq!(status.code(), Some(0));
 }
 
 #[test]
 fn reloads_on_sighup_and_keeps_the_old_config_when_the_new_one_is_broken() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = support::private_dir();
     let cfg = dir.path().join("headroom.toml");
     write(
         &cfg,
@@ -72,13 +95,7 @@ fn reloads_on_sighup_and_keeps_the_old_config_when_the_new_one_is_broken() {
     // Still sampling after the rejected reload.
     d.expect_line("sample:");
     d.expect_line("sample:");
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(10))
-            .expect("the daemon exits")
-            .code(),
-        Some(0)
-    );
+    stop_cleanly(&mut d, "TERM");
 }
 
 #[test]
@@ -87,98 +104,54 @@ fn sigint_stops_the_daemon_cleanly_too() {
     let line = d.expect_line("first sample:");
     let parsed: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
     assert_eq!(parsed["level"], "INFO");
-    d.signal("INT");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(10))
-            .expect("the daemon exits")
-            .code(),
-        Some(0)
-    );
+    stop_cleanly(&mut d, "INT");
 }
 
 #[test]
 fn a_bad_config_at_start_exits_2_and_names_the_file() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = support::private_dir();
     let cfg = dir.path().join("bad.toml");
     write(&cfg, "[daemon]\nintervall = \"1s\"\n");
-    let out = Command::new(BIN)
-        .args(["run", "--config", cfg.to_str().expect("utf-8")])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["run", "--config", cfg.to_str().expect("utf-8")], 2);
     assert!(err.contains("bad.toml:2"), "{err}");
     assert!(err.contains("intervall"), "{err}");
 }
 
 #[test]
 fn a_missing_config_exits_2() {
-    let out = Command::new(BIN)
-        .args(["run", "--config", "/nonexistent/headroom.toml"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["run", "--config", "/nonexistent/headroom.toml"], 2);
     assert!(err.contains("/nonexistent/headroom.toml"), "{err}");
 }
 
 #[test]
 fn bad_usage_exits_2() {
-    let out = Command::new(BIN)
-        .args(["snapshot", "--bogus"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
+    fails(&["snapshot", "--bogus"], 2);
 }
 
 #[test]
 fn the_printed_default_config_checks_clean() {
-    let printed = Command::new(BIN).arg("print-config").output().expect("run");
-    assert!(printed.status.success());
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let printed = succeeds(&["print-config"]);
+    let dir = support::private_dir();
     let cfg = dir.path().join("default.toml");
-    std::fs::write(&cfg, &printed.stdout).expect("write");
-    let checked = Command::new(BIN)
-        .args(["check-config", cfg.to_str().expect("utf-8")])
-        .output()
-        .expect("run");
-    assert!(
-        checked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&checked.stderr)
-    );
-    let text = String::from_utf8_lossy(&checked.stdout);
+    write(&cfg, &printed);
+    let text = succeeds(&["check-config", cfg.to_str().expect("utf-8")]);
     assert!(text.contains("interval"), "{text}");
 }
 
 #[test]
 fn check_config_rejects_an_invalid_file_with_exit_2() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = support::private_dir();
     let cfg = dir.path().join("broken.toml");
     write(&cfg, "[daemon]\ninterval = \"0s\"\n");
-    let out = Command::new(BIN)
-        .args(["check-config", cfg.to_str().expect("utf-8")])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["check-config", cfg.to_str().expect("utf-8")], 2);
     assert!(err.contains("broken.toml:2"), "{err}");
     assert!(err.contains("daemon.interval"), "{err}");
 }
 
 #[test]
 fn snapshot_json_lists_this_test_process() {
-    let out = Command::new(BIN)
-        .args(["snapshot", "--json"])
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let snap: headroom::model::Snapshot =
-        serde_json::from_slice(&out.stdout).expect("snapshot JSON");
+        serde_json::from_str(&succeeds(&["snapshot", "--json"])).expect("snapshot JSON");
     let me = snap
         .process(std::process::id())
         .expect("the test process is in the snapshot");
@@ -189,12 +162,7 @@ fn snapshot_json_lists_this_test_process() {
 
 #[test]
 fn snapshot_table_shows_memory_and_the_largest_processes() {
-    let out = Command::new(BIN)
-        .args(["snapshot", "--top", "5"])
-        .output()
-        .expect("run");
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = succeeds(&["snapshot", "--top", "5"]);
     assert!(text.starts_with("memory "), "{text}");
     assert!(text.contains("FOOTPRINT"), "{text}");
     let rows = text
@@ -208,46 +176,26 @@ fn snapshot_table_shows_memory_and_the_largest_processes() {
 
 #[test]
 fn record_writes_a_trace_that_replays() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = support::private_dir();
     let trace = dir.path().join("t.jsonl");
-    let out = Command::new(BIN)
-        .args([
-            "record",
-            "--out",
-            trace.to_str().expect("utf-8"),
-            "--duration",
-            "1s",
-            "--interval",
-            "250ms",
-        ])
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(&[
+        "record",
+        "--out",
+        trace.to_str().expect("utf-8"),
+        "--duration",
+        "1s",
+        "--interval",
+        "250ms",
+    ]);
     let snaps = headroom::sample::replay::read_trace(&trace).expect("trace reads back");
     assert!((4..=5).contains(&snaps.len()), "{} snapshots", snaps.len());
     assert!(snaps.windows(2).all(|w| w[0].taken_at < w[1].taken_at));
 }
 
-/// The address in the daemon's `status page: http://ADDR/` line.
-fn status_page_addr(d: &mut Running) -> String {
-    let line = d.expect_line("status page: http://127.0.0.1:");
-    line.split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .expect("an address")
-        .to_string()
-}
-
 #[test]
 fn sigterm_stops_the_daemon_while_an_event_stream_is_open() {
-    let mut d = Running::daemon(&["run"]);
-    let addr = status_page_addr(&mut d);
-    d.expect_line("first sample:");
-    let url = format!("http://{addr}/api/v1/stream");
+    let d = Daemon::run(&["run"]);
+    let url = d.url("/api/v1/stream");
     let reader = std::thread::spawn(move || {
         let mut res = ureq::get(&url).call().expect("the stream answers");
         let mut body = String::new();
@@ -255,64 +203,33 @@ fn sigterm_stops_the_daemon_while_an_event_stream_is_open() {
         body
     });
     std::thread::sleep(Duration::from_millis(1500));
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(10))
-            .expect("the daemon exits")
-            .code(),
-        Some(0)
-    );
+    d.stop_with("TERM");
     let body = reader.join().expect("reader thread");
     assert!(body.contains("event: sample\ndata: {"), "{body}");
 }
 
 #[test]
 fn the_daemon_says_where_its_status_page_is_and_serves_it() {
-    let mut d = Running::daemon(&["run"]);
-    let addr = status_page_addr(&mut d);
-    d.expect_line("first sample:");
-    let status = Command::new(BIN)
-        .args(["status", "--address", &addr, "--top", "3"])
-        .output()
-        .expect("run status");
-    assert!(
-        status.status.success(),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-    let text = String::from_utf8_lossy(&status.stdout);
+    let d = Daemon::run(&["run"]);
+    let text = succeeds(&["status", "--address", &d.addr.to_string(), "--top", "3"]);
     assert!(text.starts_with("memory "), "{text}");
     assert!(text.contains("FOOTPRINT"), "{text}");
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(10))
-            .expect("the daemon exits")
-            .code(),
-        Some(0)
-    );
+    d.stop_with("TERM");
 }
 
 #[test]
 fn metrics_count_how_late_the_loop_woke_for_each_scheduled_sample() {
     let dir = support::private_dir();
-    let cfg = dir.path().join("headroom.toml");
-    write(
-        &cfg,
+    let d = Daemon::start(
+        dir.path(),
         &format!(
             "[daemon]\ninterval = \"100ms\"\njournal = \"{}\"\n",
             dir.path().join("journal.jsonl").display()
         ),
     );
-    let mut d = Running::daemon(&["run", "--config", cfg.to_str().expect("utf-8")]);
-    let addr = status_page_addr(&mut d);
-    d.expect_line("first sample:");
     std::thread::sleep(Duration::from_millis(800));
-    let body = ureq::get(&format!("http://{addr}/metrics"))
-        .call()
-        .expect("/metrics answers")
-        .body_mut()
-        .read_to_string()
-        .expect("a text body");
+    let (code, body) = d.get("/metrics");
+    assert_eq!(code, 200, "/metrics answers: {body}");
     let value = |name: &str| -> f64 {
         body.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
@@ -328,21 +245,14 @@ fn metrics_count_how_late_the_loop_woke_for_each_scheduled_sample() {
         (wakes - samples).abs() <= 1.0,
         "{wakes} wakes, {samples} samples"
     );
-    d.signal("TERM");
-    d.wait_exit(Duration::from_secs(10))
-        .expect("the daemon exits");
+    d.stop_with("TERM");
 }
 
 #[test]
 fn a_port_in_use_exits_1_naming_the_address() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("addr").to_string();
-    let out = Command::new(BIN)
-        .args(["run", "--listen", &addr])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["run", "--listen", &addr], 1);
     assert!(
         err.contains(&addr) && err.contains("already in use"),
         "{err}"
@@ -352,28 +262,15 @@ fn a_port_in_use_exits_1_naming_the_address() {
 
 #[test]
 fn a_remote_listen_address_needs_allow_remote() {
-    let out = Command::new(BIN)
-        .args(["run", "--listen", "0.0.0.0:0"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["run", "--listen", "0.0.0.0:0"], 2);
     assert!(err.contains("not a loopback address"), "{err}");
     assert!(err.contains("--allow-remote"), "{err}");
 }
 
 #[test]
 fn status_without_a_daemon_exits_1_and_says_so() {
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .to_string();
-    let out = Command::new(BIN)
-        .args(["status", "--address", &free])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let free = format!("127.0.0.1:{}", support::free_port());
+    let err = fails(&["status", "--address", &free], 1);
     assert!(
         err.contains(&format!("no headroom daemon answers at {free}")),
         "{err}"

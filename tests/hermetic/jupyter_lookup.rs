@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use headroom::jupyter::{Mapped, ProblemLog, apply, look_up};
-use headroom::model::{ProcessId, ProcessSample, Snapshot, Timestamp, Workload, WorkloadKind};
+use headroom::model::{ProcessSample, WorkloadKind, build};
 
 use crate::support::jupyter::{SESSIONS, lines_of, server_file_of};
 
@@ -199,32 +199,25 @@ fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
 }
 
 fn kernel(pid: u32, uid: u32, kernel_id: &str) -> ProcessSample {
-    ProcessSample {
-        uid: Some(uid),
-        footprint: 1 << 20,
-        resident: 1 << 20,
-        detail: Default::default(),
-        workload: Workload {
-            kind: WorkloadKind::Jupyter,
-            kernel_id: Some(kernel_id.into()),
-            ..Workload::default()
-        },
-        ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3")
-    }
+    build::process(pid)
+        .uid(uid)
+        .name("python3")
+        .footprint(1 << 20)
+        .resident(1 << 20)
+        .kind(WorkloadKind::Jupyter)
+        .kernel_id(kernel_id)
+        .build()
 }
 
 #[test]
 fn apply_names_trusted_kernels_and_reports_unknown_ones() {
-    let mut snap = Snapshot {
-        taken_at: Timestamp(0),
-        source: "test".into(),
-        processes: vec![
+    let mut snap = build::snapshot(0)
+        .processes([
             kernel(10, 1000, "k-ada"),
             kernel(11, 1001, "k-ada"),
             kernel(12, 1000, "k-new"),
-        ],
-        ..Snapshot::default()
-    };
+        ])
+        .build();
     let map = HashMap::from([(
         "k-ada".to_string(),
         Mapped {

@@ -27,10 +27,9 @@ fn event_count(sb: &Sandbox, event: &str, field: &str, value: &str) -> usize {
 
 #[test]
 fn an_absolute_limit_sends_sigint() {
-    let sb = Sandbox::new("absolute");
-    let (_d, _) = sb.start(
-        &sb.rule("footprint = \"300MiB\"\nactions = [{ signal = \"SIGINT\" }]"),
-        &[],
+    let (sb, _d) = Sandbox::with_rule(
+        "absolute",
+        "footprint = \"300MiB\"\nactions = [{ signal = \"SIGINT\" }]",
     );
     let mut hog = Running::hog(
         &sb.hog,
@@ -64,11 +63,9 @@ fn an_absolute_limit_sends_sigint() {
 
 #[test]
 fn an_ignored_sigint_escalates_to_sigterm_then_sigkill_on_schedule() {
-    let sb = Sandbox::new("ladder");
-    let (_d, _) = sb.start(
-        &sb.rule("footprint = \"200MiB\"\nactions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\", after = \"1s\" }, { signal = \"SIGKILL\", after = \"1s\" }]",
-        ),
-        &[],
+    let (sb, _d) = Sandbox::with_rule(
+        "ladder",
+        "footprint = \"200MiB\"\nactions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\", after = \"1s\" }, { signal = \"SIGKILL\", after = \"1s\" }]",
     );
     let mut hog = Running::hog(
         &sb.hog,
@@ -99,12 +96,9 @@ fn an_ignored_sigint_escalates_to_sigterm_then_sigkill_on_schedule() {
 
 #[test]
 fn sigusr1_with_require_handler_skips_a_process_that_does_not_catch_it() {
-    let sb = Sandbox::new("usr1-skip");
-    let (mut d, _) = sb.start(
-        &sb.rule(
-            "footprint = \"100MiB\"\nactions = [{ signal = \"SIGUSR1\", require_handler = true }]",
-        ),
-        &[],
+    let (sb, mut d) = Sandbox::with_rule(
+        "usr1-skip",
+        "footprint = \"100MiB\"\nactions = [{ signal = \"SIGUSR1\", require_handler = true }]",
     );
     let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "200MiB"]);
     hog.expect_line("holding");
@@ -134,12 +128,9 @@ fn sigusr1_with_require_handler_skips_a_process_that_does_not_catch_it() {
 
 #[test]
 fn sigusr1_with_require_handler_reaches_a_process_that_catches_it() {
-    let sb = Sandbox::new("usr1-deliver");
-    let (_d, _) = sb.start(
-        &sb.rule(
-            "footprint = \"100MiB\"\nactions = [{ signal = \"SIGUSR1\", require_handler = true }]",
-        ),
-        &[],
+    let (sb, _d) = Sandbox::with_rule(
+        "usr1-deliver",
+        "footprint = \"100MiB\"\nactions = [{ signal = \"SIGUSR1\", require_handler = true }]",
     );
     let mut hog = Running::hog(
         &sb.hog,
@@ -152,10 +143,11 @@ fn sigusr1_with_require_handler_reaches_a_process_that_catches_it() {
 #[test]
 fn dry_run_sends_nothing_and_journals_everything() {
     let sb = Sandbox::new("dry");
-    let (_d, addr) = sb.start(
+    let d = sb.start(
         &sb.rule("footprint = \"100MiB\"\nactions = [{ signal = \"SIGTERM\" }]"),
         &["--dry-run"],
     );
+    let addr = d.addr;
     let mut hog = Running::hog(
         &sb.hog,
         &["--rate", "max", "--max", "200MiB", "--catch", "TERM"],
@@ -183,10 +175,9 @@ fn dry_run_sends_nothing_and_journals_everything() {
 
 #[test]
 fn cooldown_spaces_repeated_ladders() {
-    let sb = Sandbox::new("cooldown");
-    let (_d, _) = sb.start(
-        &sb.rule("footprint = \"100MiB\"\ncooldown = \"2s\"\nactions = [{ signal = \"SIGINT\" }]"),
-        &[],
+    let (sb, _d) = Sandbox::with_rule(
+        "cooldown",
+        "footprint = \"100MiB\"\ncooldown = \"2s\"\nactions = [{ signal = \"SIGINT\" }]",
     );
     // Catches SIGINT and keeps its memory: the limit keeps holding, so the
     // ladder restarts once per cooldown, never sooner.
@@ -206,7 +197,7 @@ fn cooldown_spaces_repeated_ladders() {
 fn a_reload_that_breaks_the_rules_keeps_the_old_ones() {
     let sb = Sandbox::new("reload");
     let good = sb.rule("footprint = \"100MiB\"\nactions = [{ signal = \"SIGINT\" }]");
-    let (mut d, _) = sb.start(&good, &[]);
+    let mut d = sb.start(&good, &[]);
     let cfg = sb.path("headroom.toml");
     sb.write_config(
         &cfg,
@@ -235,12 +226,9 @@ fn a_reload_that_breaks_the_rules_keeps_the_old_ones() {
 
 #[test]
 fn a_process_group_step_reaches_the_hogs_child() {
-    let sb = Sandbox::new("group");
-    let (_d, _) = sb.start(
-        &sb.rule(
-            "footprint = \"100MiB\"\nactions = [{ signal = \"SIGTERM\", process_group = true }]",
-        ),
-        &[],
+    let (sb, _d) = Sandbox::with_rule(
+        "group",
+        "footprint = \"100MiB\"\nactions = [{ signal = \"SIGTERM\", process_group = true }]",
     );
     // The hog leads a group of its own: the test harness's group is also
     // headroom's, which headroom never signals.
@@ -452,7 +440,8 @@ fn explain_says_which_rule_matches_which_clause_fails_and_why_a_rule_does_not_ac
 #[test]
 fn explain_asks_the_running_daemon_for_its_statuses() {
     let sb = Sandbox::new("explain-daemon");
-    let (_d, addr) = sb.start(&explain_rules(&sb), &[]);
+    let d = sb.start(&explain_rules(&sb), &[]);
+    let addr = d.addr;
     let mut hog = Running::hog(
         &sb.hog,
         &["--rate", "max", "--max", "200MiB", "--catch", "INT"],

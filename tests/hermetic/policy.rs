@@ -10,6 +10,7 @@ use std::time::Duration;
 use headroom::config::Config;
 use headroom::event::EventKind;
 use headroom::history::History;
+use headroom::model::build;
 use headroom::model::*;
 use headroom::policy::{Action, Context, Decision, PolicyState, RuleStatus, SignalName, evaluate};
 use headroom::sample::replay::read_trace;
@@ -212,36 +213,25 @@ fn the_growth_trace_sets_off_a_growth_limit() {
 // Constructed snapshots
 // ---------------------------------------------------------------------------
 
-fn process(pid: u32, footprint: u64) -> ProcessSample {
-    ProcessSample {
-        uid: Some(1000),
-        user: Some("ana".into()),
-        exe: Some("/usr/bin/python3".into()),
-        argv: Argv::from(["python3", "-m", "ipykernel_launcher"]),
-        footprint,
-        resident: footprint,
-        workload: Workload {
-            kind: WorkloadKind::Jupyter,
-            ..Workload::default()
-        },
-        ..ProcessSample::new(ProcessId { pid, start: 100 }, 1, "python3")
-    }
+/// ana's Jupyter kernel, pid `pid` started at 100, of `footprint` bytes.
+fn anas_kernel(pid: u32, footprint: u64) -> ProcessSample {
+    build::kernel(pid)
+        .start(100)
+        .uid(1000)
+        .user("ana")
+        .exe("/usr/bin/python3")
+        .footprint(footprint)
+        .resident(footprint)
+        .build()
 }
 
-fn snapshot(at_secs: u64, processes: Vec<ProcessSample>) -> Snapshot {
-    Snapshot {
-        taken_at: Timestamp(1_000_000 + at_secs * 1000),
-        source: "test".into(),
-        system: SystemMemory {
-            total: 64 * GIB,
-            available: 32 * GIB,
-            used: 32 * GIB,
-            free: 16 * GIB,
-            ..SystemMemory::default()
-        },
-        processes,
-        ..Snapshot::default()
-    }
+/// A 64 GiB machine, half of it available, `at_secs` into the run.
+fn at(at_secs: u64, processes: Vec<ProcessSample>) -> Snapshot {
+    build::snapshot(1_000_000 + at_secs * 1000)
+        .memory(64 * GIB, 32 * GIB)
+        .free(16 * GIB)
+        .processes(processes)
+        .build()
 }
 
 const USER_DAEMON: Context = Context {
@@ -265,7 +255,7 @@ fn signals(run: &Run) -> Vec<(usize, SignalName)> {
 fn a_ladder_escalates_on_schedule_while_the_limit_holds() {
     let mut run = Run::new(config(LADDER), USER_DAEMON);
     for t in 0..20 {
-        run.feed(t as usize, &snapshot(t, vec![process(10, 9 * GIB)]));
+        run.feed(t as usize, &at(t, vec![anas_kernel(10, 9 * GIB)]));
     }
     assert_eq!(
         signals(&run),
@@ -293,7 +283,7 @@ fn a_ladder_waits_while_the_limit_does_not_hold_and_resets_when_it_clears() {
         } else {
             9 * GIB
         };
-        run.feed(t as usize, &snapshot(t, vec![process(10, f)]));
+        run.feed(t as usize, &at(t, vec![anas_kernel(10, f)]));
     }
     assert_eq!(
         signals(&run),
@@ -302,14 +292,14 @@ fn a_ladder_waits_while_the_limit_does_not_hold_and_resets_when_it_clears() {
 
     // Far below (past the margin): cleared; the next crossing is inside
     // the cooldown, so nothing happens until 60 s after the last step.
-    run.feed(12, &snapshot(12, vec![process(10, GIB)]));
+    run.feed(12, &at(12, vec![anas_kernel(10, GIB)]));
     assert!(
         run.events
             .iter()
             .any(|(i, e)| *i == 12 && matches!(e, EventKind::LimitCleared { .. }))
     );
     for t in 13..80 {
-        run.feed(t as usize, &snapshot(t, vec![process(10, 9 * GIB)]));
+        run.feed(t as usize, &at(t, vec![anas_kernel(10, 9 * GIB)]));
     }
     let after: Vec<_> = signals(&run).into_iter().filter(|(i, _)| *i > 12).collect();
     assert_eq!(after.first(), Some(&(69, SignalName::Int)), "{after:?}");
@@ -321,7 +311,7 @@ fn protected_processes_and_the_daemons_ancestors_are_never_chosen() {
         "[[rule]]\nname = \"any\"\nfootprint = \"1GiB\"\nother_users = true\nroot = true\nactions = [{ signal = \"SIGTERM\" }]\n[protect]\nnames = [\"postgres\"]\n",
     );
     let named = |pid: u32, ppid: u32, name: &str, uid: u32| {
-        let mut p = process(pid, 40 * GIB);
+        let mut p = anas_kernel(pid, 40 * GIB);
         p.ppid = ppid;
         p.name = name.into();
         p.uid = Some(uid);
@@ -346,7 +336,7 @@ fn protected_processes_and_the_daemons_ancestors_are_never_chosen() {
         self_uid: 0,
     };
     let mut run = Run::new(cfg.clone(), ctx);
-    run.feed(0, &snapshot(0, procs.clone()));
+    run.feed(0, &at(0, procs.clone()));
     let targets: Vec<u32> = run.decisions.iter().map(|(_, d)| d.process.pid).collect();
     assert_eq!(targets, vec![60, 70, 80]);
 
@@ -365,7 +355,7 @@ fn protected_processes_and_the_daemons_ancestors_are_never_chosen() {
     // Why the protected ones are, in their statuses.
     let mut state = PolicyState::default();
     let mut history = History::new(Duration::from_secs(60));
-    let snap = snapshot(0, procs);
+    let snap = at(0, procs);
     history.record(&snap);
     let out = evaluate(&cfg, &mut state, &history, &snap, ctx, snap.taken_at);
     let status = |pid: u32| {
@@ -404,14 +394,14 @@ fn exe_protection_holds_for_system_accounts_only() {
         "[[rule]]\nname = \"any\"\nfootprint = \"1GiB\"\nother_users = true\nroot = true\nactions = [{ signal = \"SIGTERM\" }]\n[protect]\ndefaults = false\nexes = [\"/usr/sbin/sshd\"]\n",
     );
     let with_exe = |pid: u32, uid: u32| {
-        let mut p = process(pid, 40 * GIB);
+        let mut p = anas_kernel(pid, 40 * GIB);
         p.name = "sshd-session".into();
         p.exe = Some("/usr/sbin/sshd".into());
         p.uid = Some(uid);
         p
     };
     let mut run = Run::new(cfg, ROOT_DAEMON);
-    run.feed(0, &snapshot(0, vec![with_exe(10, 0), with_exe(11, 1000)]));
+    run.feed(0, &at(0, vec![with_exe(10, 0), with_exe(11, 1000)]));
     let targets: Vec<u32> = run.decisions.iter().map(|(_, d)| d.process.pid).collect();
     // A user can make /proc/PID/exe show a root-owned path: their process
     // is not protected by it.
@@ -432,7 +422,7 @@ fn a_decision_carries_its_rules_reach_for_the_actuator() {
         "[[rule]]\nname = \"group\"\nfootprint = \"1GiB\"\nother_users = true\nroot = false\nactions = [{ signal = \"SIGTERM\", process_group = true }]\n[protect]\nnames = [\"my-db\"]\n",
     );
     let mut run = Run::new(cfg.clone(), ROOT_DAEMON);
-    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
+    run.feed(0, &at(0, vec![anas_kernel(10, 9 * GIB)]));
     assert_eq!(run.decisions.len(), 1);
     let reach = &run.decisions[0].1.reach;
     assert!(reach.other_users && !reach.root);
@@ -447,14 +437,14 @@ fn a_decision_carries_its_rules_reach_for_the_actuator() {
 #[test]
 fn other_users_and_root_need_the_rule_to_say_so() {
     let cfg = config(LADDER);
-    let mut mine = process(10, 9 * GIB);
+    let mut mine = anas_kernel(10, 9 * GIB);
     mine.uid = Some(1000);
-    let mut theirs = process(11, 9 * GIB);
+    let mut theirs = anas_kernel(11, 9 * GIB);
     theirs.uid = Some(1001);
-    let mut roots = process(12, 9 * GIB);
+    let mut roots = anas_kernel(12, 9 * GIB);
     roots.uid = Some(0);
     let mut run = Run::new(cfg, USER_DAEMON);
-    run.feed(0, &snapshot(0, vec![mine, theirs, roots]));
+    run.feed(0, &at(0, vec![mine, theirs, roots]));
     let targets: Vec<u32> = run.decisions.iter().map(|(_, d)| d.process.pid).collect();
     assert_eq!(targets, vec![10]);
 }
@@ -472,12 +462,12 @@ fn critical(mut s: Snapshot) -> Snapshot {
 
 #[test]
 fn select_largest_newest_and_fastest_growing() {
-    let mut old_big = process(10, 20 * GIB);
+    let mut old_big = anas_kernel(10, 20 * GIB);
     old_big.id.start = 100;
-    let mut new_small = process(11, 2 * GIB);
+    let mut new_small = anas_kernel(11, 2 * GIB);
     new_small.id.start = 900;
     let grower = |t: u64| {
-        let mut p = process(12, 4 * GIB + t * GIB);
+        let mut p = anas_kernel(12, 4 * GIB + t * GIB);
         p.id.start = 500;
         p
     };
@@ -485,20 +475,20 @@ fn select_largest_newest_and_fastest_growing() {
     let mut run = Run::new(gated("largest"), USER_DAEMON);
     run.feed(
         0,
-        &critical(snapshot(0, vec![old_big.clone(), new_small.clone()])),
+        &critical(at(0, vec![old_big.clone(), new_small.clone()])),
     );
     assert_eq!(run.decisions[0].1.process.pid, 10);
 
     let mut run = Run::new(gated("newest"), USER_DAEMON);
     run.feed(
         0,
-        &critical(snapshot(0, vec![old_big.clone(), new_small.clone()])),
+        &critical(at(0, vec![old_big.clone(), new_small.clone()])),
     );
     assert_eq!(run.decisions[0].1.process.pid, 11);
 
     let mut run = Run::new(gated("fastest-growing"), USER_DAEMON);
     for t in 0..4 {
-        let mut s = snapshot(t, vec![old_big.clone(), new_small.clone(), grower(t)]);
+        let mut s = at(t, vec![old_big.clone(), new_small.clone(), grower(t)]);
         if t == 3 {
             s = critical(s);
         }
@@ -511,8 +501,8 @@ fn select_largest_newest_and_fastest_growing() {
 #[test]
 fn a_gated_rule_takes_one_victim_per_cooldown() {
     let mut run = Run::new(gated("largest"), USER_DAEMON);
-    let a = process(10, 20 * GIB);
-    let b = process(11, 10 * GIB);
+    let a = anas_kernel(10, 20 * GIB);
+    let b = anas_kernel(11, 10 * GIB);
     // Pressure stays critical; the first victim exits at t=2.
     for t in 0..40 {
         let procs = if t < 2 {
@@ -520,7 +510,7 @@ fn a_gated_rule_takes_one_victim_per_cooldown() {
         } else {
             vec![b.clone()]
         };
-        run.feed(t as usize, &critical(snapshot(t, procs)));
+        run.feed(t as usize, &critical(at(t, procs)));
     }
     let victims: Vec<(usize, u32)> = run
         .decisions
@@ -542,7 +532,7 @@ fn dry_run_is_carried_in_the_decision() {
     let mut cfg = config(LADDER);
     cfg.daemon.dry_run = true;
     let mut run = Run::new(cfg, USER_DAEMON);
-    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
+    run.feed(0, &at(0, vec![anas_kernel(10, 9 * GIB)]));
     assert!(run.decisions[0].1.dry_run);
 }
 
@@ -554,7 +544,7 @@ fn time_to_exhaustion_uses_available_memory_plus_free_swap() {
     let mut run = Run::new(cfg, USER_DAEMON);
     // Growing 1 GiB/s with 40 GiB available: exhausted in 40 s, then less.
     for t in 0..16 {
-        let mut s = snapshot(t, vec![process(10, t * GIB)]);
+        let mut s = at(t, vec![anas_kernel(10, t * GIB)]);
         s.system.available = (40 - t) * GIB;
         run.feed(t as usize, &s);
     }
@@ -572,7 +562,7 @@ fn time_to_exhaustion_uses_available_memory_plus_free_swap() {
 
 /// `process` owned by `uid` (named `root` for 0, `ana` else).
 fn owned(pid: u32, uid: u32, footprint: u64) -> ProcessSample {
-    let mut p = process(pid, footprint);
+    let mut p = anas_kernel(pid, footprint);
     p.uid = Some(uid);
     p.user = Some(if uid == 0 { "root" } else { "ana" }.into());
     p
@@ -592,7 +582,7 @@ fn a_roots_kernel_under_a_rule_without_root_is_held_and_says_why_once_per_crossi
     let mut run = Run::new(config(NOTEBOOK_ROOT_FALSE), ROOT_DAEMON);
     // Over 80% of 64 GiB for ten samples, then back down, then over again.
     for t in 0..10 {
-        run.feed(t, &snapshot(t as u64, vec![owned(10, 0, 55 * GIB)]));
+        run.feed(t, &at(t as u64, vec![owned(10, 0, 55 * GIB)]));
         let s = run.status("notebook-runaway", 10);
         assert_eq!(s.state, "crossed, not acting", "at {t}");
         assert_eq!(s.not_acting.as_deref(), Some(ROOT_REASON));
@@ -611,7 +601,7 @@ fn a_roots_kernel_under_a_rule_without_root_is_held_and_says_why_once_per_crossi
         0
     );
 
-    run.feed(10, &snapshot(10, vec![owned(10, 0, GIB)]));
+    run.feed(10, &at(10, vec![owned(10, 0, GIB)]));
     assert_eq!(run.status("notebook-runaway", 10).state, "watching");
     assert_eq!(
         run.status("notebook-runaway", 10).not_acting.as_deref(),
@@ -623,7 +613,7 @@ fn a_roots_kernel_under_a_rule_without_root_is_held_and_says_why_once_per_crossi
         1
     );
     for t in 11..15 {
-        run.feed(t, &snapshot(t as u64, vec![owned(10, 0, 55 * GIB)]));
+        run.feed(t, &at(t as u64, vec![owned(10, 0, 55 * GIB)]));
     }
     let held = run.held();
     assert_eq!(held.len(), 2, "a second crossing, a second event: {held:?}");
@@ -638,7 +628,7 @@ fn another_users_process_under_a_rule_without_other_users_is_held_and_says_why()
     );
     let mut run = Run::new(cfg, ROOT_DAEMON);
     for t in 0..5 {
-        run.feed(t, &snapshot(t as u64, vec![owned(10, 1000, 9 * GIB)]));
+        run.feed(t, &at(t as u64, vec![owned(10, 1000, 9 * GIB)]));
     }
     assert!(run.decisions.is_empty());
     let s = run.status("big", 10);
@@ -674,7 +664,7 @@ fn a_protected_process_over_a_limit_is_held_and_says_why_once() {
     for t in 0..6 {
         run.feed(
             t,
-            &snapshot(t as u64, vec![db.clone(), shell.clone(), me.clone()]),
+            &at(t as u64, vec![db.clone(), shell.clone(), me.clone()]),
         );
     }
     assert!(run.decisions.is_empty(), "{:?}", run.decisions);
@@ -702,7 +692,7 @@ fn a_dry_run_says_so_in_the_status_and_journals_one_crossing() {
          actions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\", after = \"3s\" }]\n",
     );
     let mut run = Run::new(cfg, USER_DAEMON);
-    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
+    run.feed(0, &at(0, vec![anas_kernel(10, 9 * GIB)]));
     let s = run.status("nb", 10).clone();
     assert_eq!(s.state, "step 1/2, dry run");
     let dry = s.not_acting.clone().unwrap_or_default();
@@ -712,7 +702,7 @@ fn a_dry_run_says_so_in_the_status_and_journals_one_crossing() {
     );
     assert_eq!(s.next_step, Some(1));
     for t in 1..8 {
-        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+        run.feed(t, &at(t as u64, vec![anas_kernel(10, 9 * GIB)]));
     }
     let s = run.status("nb", 10);
     assert_eq!(s.state, "done, dry run");
@@ -738,10 +728,10 @@ fn a_crossing_within_the_cooldown_is_held_and_says_until_when() {
          actions = [{ signal = \"SIGINT\" }]\n",
     );
     let mut run = Run::new(cfg, USER_DAEMON);
-    run.feed(0, &snapshot(0, vec![process(10, 9 * GIB)]));
-    run.feed(1, &snapshot(1, vec![process(10, GIB)]));
+    run.feed(0, &at(0, vec![anas_kernel(10, 9 * GIB)]));
+    run.feed(1, &at(1, vec![anas_kernel(10, GIB)]));
     for t in 2..40 {
-        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+        run.feed(t, &at(t as u64, vec![anas_kernel(10, 9 * GIB)]));
     }
     assert_eq!(run.decisions.len(), 1, "one SIGINT, at 0");
     let s = run.status("nb", 10);
@@ -764,7 +754,7 @@ fn a_crossing_within_the_cooldown_is_held_and_says_until_when() {
 
     // The cooldown over and the limit still held: a new ladder.
     for t in 40..61 {
-        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+        run.feed(t, &at(t as u64, vec![anas_kernel(10, 9 * GIB)]));
     }
     let starts: Vec<usize> = run.decisions.iter().map(|(i, _)| *i).collect();
     assert_eq!(starts, vec![0, 60]);
@@ -780,7 +770,7 @@ fn a_finished_ladder_says_when_it_starts_again_and_journals_nothing_more() {
     );
     let mut run = Run::new(cfg, USER_DAEMON);
     for t in 0..10 {
-        run.feed(t, &snapshot(t as u64, vec![process(10, 9 * GIB)]));
+        run.feed(t, &at(t as u64, vec![anas_kernel(10, 9 * GIB)]));
     }
     let s = run.status("nb", 10);
     assert_eq!(s.state, "done");
@@ -812,7 +802,7 @@ fn a_gated_rule_with_nobody_in_reach_holds_the_one_it_would_pick_and_says_why() 
     let procs = vec![owned(10, 0, 4 * GIB), owned(11, 0, 2 * GIB)];
     let mut run = Run::new(config(PRESSURE_ROOT_FALSE), ROOT_DAEMON);
     for t in 0..5 {
-        run.feed(t, &warn(snapshot(t as u64, procs.clone())));
+        run.feed(t, &warn(at(t as u64, procs.clone())));
     }
     assert!(run.decisions.is_empty());
     let s = run.status("pressure-warning", 10);
@@ -826,23 +816,23 @@ fn a_gated_rule_with_nobody_in_reach_holds_the_one_it_would_pick_and_says_why() 
     assert_eq!(run.held(), vec![(0, 10, ROOT_REASON.to_string())]);
 
     // Pressure back to normal, then up again: a second crossing.
-    run.feed(5, &snapshot(5, procs.clone()));
-    run.feed(6, &warn(snapshot(6, procs.clone())));
+    run.feed(5, &at(5, procs.clone()));
+    run.feed(6, &warn(at(6, procs.clone())));
     assert_eq!(run.held().len(), 2);
 }
 
 #[test]
 fn a_gated_rule_in_its_cooldown_holds_the_next_victim_and_says_whom_it_took() {
     let mut run = Run::new(gated("largest"), USER_DAEMON);
-    let a = process(10, 20 * GIB);
-    let b = process(11, 10 * GIB);
+    let a = anas_kernel(10, 20 * GIB);
+    let b = anas_kernel(11, 10 * GIB);
     for t in 0..10 {
         let procs = if t < 2 {
             vec![a.clone(), b.clone()]
         } else {
             vec![b.clone()]
         };
-        run.feed(t, &critical(snapshot(t as u64, procs)));
+        run.feed(t, &critical(at(t as u64, procs)));
     }
     assert_eq!(run.decisions.len(), 1);
     let s = run.status("tight", 11);
@@ -869,9 +859,9 @@ fn a_gated_rule_with_limits_holds_the_processes_it_did_not_pick() {
     for t in 0..4 {
         run.feed(
             t,
-            &critical(snapshot(
+            &critical(at(
                 t as u64,
-                vec![process(10, 20 * GIB), process(11, 10 * GIB)],
+                vec![anas_kernel(10, 20 * GIB), anas_kernel(11, 10 * GIB)],
             )),
         );
     }
@@ -905,7 +895,7 @@ fn the_default_rules_act_on_users_and_roots_notebooks_alike() {
         // Over 80% of 64 GiB: the notebook rule interrupts it, and the
         // half-RAM rule tells about it.
         let mut run = Run::new(default.clone(), ctx);
-        run.feed(0, &snapshot(0, vec![owned(10, uid, 55 * GIB)]));
+        run.feed(0, &at(0, vec![owned(10, uid, 55 * GIB)]));
         let acted: Vec<(&str, String)> = run
             .decisions
             .iter()
@@ -932,7 +922,7 @@ fn the_default_rules_act_on_users_and_roots_notebooks_alike() {
         assert!(run.held().is_empty(), "{setup}: {:?}", run.held());
         // Memory pressure: the largest ML process is named.
         let mut run = Run::new(default, ctx);
-        run.feed(0, &warn(snapshot(0, vec![owned(10, uid, 4 * GIB)])));
+        run.feed(0, &warn(at(0, vec![owned(10, uid, 4 * GIB)])));
         assert_eq!(run.decisions.len(), 1, "{setup}");
         assert_eq!(run.decisions[0].1.rule, "pressure-warning", "{setup}");
     }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use headroom::config::Config;
 use headroom::history::History;
+use headroom::model::build;
 use headroom::model::*;
 use headroom::policy::{Context, PolicyState, evaluate};
 use proptest::prelude::*;
@@ -37,16 +38,18 @@ fn arb_process() -> impl Strategy<Value = ProcessSample> {
         0u64..64 * GIB,
         prop::sample::select(WorkloadKind::ALL.to_vec()),
     )
-        .prop_map(|(pid, ppid, uid, name, footprint, kind)| ProcessSample {
-            uid,
-            argv: Argv::from([NAMES[name]]),
-            footprint,
-            resident: footprint,
-            workload: Workload {
-                kind,
-                ..Workload::default()
-            },
-            ..ProcessSample::new(ProcessId { pid, start: 7 }, ppid, NAMES[name])
+        .prop_map(|(pid, ppid, uid, name, footprint, kind)| {
+            let mut p = build::process(pid)
+                .start(7)
+                .ppid(ppid)
+                .name(NAMES[name])
+                .argv([NAMES[name]])
+                .footprint(footprint)
+                .resident(footprint)
+                .kind(kind)
+                .build();
+            p.uid = uid;
+            p
         })
 }
 
@@ -76,13 +79,15 @@ const CONTROL_PID: u32 = 100;
 const CONTROL_RULE: &str = "footprint = \"1GiB\"\nother_users = true\nactions = [{ signal = \"SIGTERM\" }]\n[rule.match]\nargv = \"^control-process$\"\n";
 
 fn control(pid: u32, name: &str) -> ProcessSample {
-    ProcessSample {
-        uid: Some(1001),
-        argv: Argv::from(["control-process"]),
-        footprint: 64 * GIB,
-        resident: 64 * GIB,
-        ..ProcessSample::new(ProcessId { pid, start: 7 }, 99, name)
-    }
+    build::process(pid)
+        .start(7)
+        .ppid(99)
+        .uid(1001)
+        .name(name)
+        .argv(["control-process"])
+        .footprint(64 * GIB)
+        .resident(64 * GIB)
+        .build()
 }
 
 proptest! {
@@ -117,14 +122,13 @@ proptest! {
             let mut processes: Vec<_> = processes.into_iter().filter(|p| seen.insert(p.id.pid)).collect();
             let control_pid = CONTROL_PID + t as u32;
             processes.push(control(control_pid, NAMES[control_name]));
-            let snap = Snapshot {
-                taken_at: Timestamp(1_000 + t as u64 * 1000),
-                source: "prop".into(),
-                system: SystemMemory { total: 64 * GIB, available: 8 * GIB, used: 56 * GIB, free: GIB, ..SystemMemory::default() },
-                pressure: Pressure { level, ..Pressure::default() },
-                processes: processes.clone(),
-                ..Snapshot::default()
-            };
+            let snap = build::snapshot(1_000 + t as u64 * 1000)
+                .source("prop")
+                .memory(64 * GIB, 8 * GIB)
+                .free(GIB)
+                .pressure_level(level)
+                .processes(processes.clone())
+                .build();
             // The daemon's ancestors, walking the snapshot's parent links.
             let mut ancestors = HashSet::new();
             let mut pid = self_pid;

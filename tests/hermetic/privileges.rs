@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::support;
-use crate::support::hog::{HEADROOM, Running};
+use crate::support::hog::{Daemon, HEADROOM};
 use crate::support::private_dir;
 
 /// `headroom ARGS` to completion.
@@ -80,7 +80,7 @@ fn the_journal_directory_and_file_are_created_private() {
         ),
     )
     .expect("write config");
-    let (mut d, _) = Running::started(&["run", "--config", config.to_str().expect("utf-8")]);
+    let mut d = Daemon::run(&["run", "--config", config.to_str().expect("utf-8")]);
     d.signal("TERM");
     d.wait_exit(Duration::from_secs(10));
     assert_eq!(journal_modes(&journal), (0o700, 0o600));
@@ -131,7 +131,8 @@ fn no_endpoint_changes_state() {
     let dir = private_dir();
     let config = dir.path().join("headroom.toml");
     write_config(&config, dir.path(), "");
-    let (mut d, addr) = Running::started(&["run", "--config", config.to_str().expect("utf-8")]);
+    let mut d = Daemon::run(&["run", "--config", config.to_str().expect("utf-8")]);
+    let addr = d.addr;
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

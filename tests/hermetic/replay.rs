@@ -6,9 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use headroom::model::{
-    Argv, CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Pressure,
-    PressureLevel, ProcessId, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory, Timestamp,
-    Workload, WorkloadKind,
+    CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Pressure,
+    PressureLevel, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory, Timestamp, build,
 };
 use headroom::sample::replay::{ReplaySampler, TraceWriter, read_trace};
 use headroom::sample::{SampleError, Sampler};
@@ -16,43 +15,35 @@ use headroom::sample::{SampleError, Sampler};
 const GIB: u64 = 1 << 30;
 
 fn kernel(pid: u32, footprint: u64) -> ProcessSample {
-    ProcessSample {
-        uid: Some(1000),
-        user: Some("ada".into()),
-        exe: Some("/usr/bin/python3.11".into()),
-        argv: Argv::from([
+    build::kernel(pid)
+        .start(123_456)
+        .uid(1000)
+        .user("ada")
+        .name("python")
+        .exe("/usr/bin/python3.11")
+        .argv([
             "python",
             "-m",
             "ipykernel_launcher",
             "-f",
             "/run/user/1000/jupyter/runtime/kernel-42.json",
-        ]),
-        started_at: Some(Timestamp(1_700_000_000_000)),
-        footprint,
-        peak_footprint: Some(footprint + GIB),
-        resident: footprint / 2,
-        swapped: Some(0),
-        detail: Detail::Estimated,
-        workload: Workload {
-            kind: WorkloadKind::Jupyter,
-            frameworks: vec![Framework::Pytorch, Framework::Cuda],
-            kernel_id: Some("42".into()),
-            evidence: vec!["argv[2] is ipykernel_launcher".into()],
-            ..Workload::default()
-        },
-        ..ProcessSample::new(
-            ProcessId {
-                pid,
-                start: 123_456,
-            },
-            1,
-            "python",
-        )
-    }
+        ])
+        .started_at(Timestamp(1_700_000_000_000))
+        .footprint(footprint)
+        .peak_footprint(footprint + GIB)
+        .resident(footprint / 2)
+        .swapped(0)
+        .detail(Detail::Estimated)
+        .frameworks([Framework::Pytorch, Framework::Cuda])
+        .kernel_id("42")
+        .evidence(["argv[2] is ipykernel_launcher"])
+        .build()
 }
 
-/// A snapshot at `ms` with a kernel of `footprint` bytes, every field set.
-fn snapshot(ms: u64, footprint: u64) -> Snapshot {
+/// A snapshot at `ms` with a kernel of `footprint` bytes, every field set:
+/// written out in full (no `..Default::default()`), so that a field added to
+/// `Snapshot` must be given a value here and is round-tripped too.
+fn every_field(ms: u64, footprint: u64) -> Snapshot {
     Snapshot {
         taken_at: Timestamp(ms),
         source: "linux".into(),
@@ -137,9 +128,9 @@ fn append(path: &Path, text: &str) {
 
 fn three() -> Vec<Snapshot> {
     vec![
-        snapshot(1_700_000_001_000, GIB),
-        snapshot(1_700_000_002_000, 2 * GIB),
-        snapshot(1_700_000_003_000, 3 * GIB),
+        every_field(1_700_000_001_000, GIB),
+        every_field(1_700_000_002_000, 2 * GIB),
+        every_field(1_700_000_003_000, 3 * GIB),
     ]
 }
 
@@ -180,9 +171,9 @@ fn lines_written_before_an_interruption_are_readable_without_finish() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.jsonl");
     let mut w = TraceWriter::create(&path).unwrap();
-    w.write(&snapshot(1000, GIB)).unwrap();
+    w.write(&every_field(1000, GIB)).unwrap();
     // No finish(), writer still open: the line is already in the file.
-    assert_eq!(read_trace(&path).unwrap(), vec![snapshot(1000, GIB)]);
+    assert_eq!(read_trace(&path).unwrap(), vec![every_field(1000, GIB)]);
     drop(w);
 }
 
@@ -315,7 +306,7 @@ fn looped_playback_shifts_timestamps_forward_each_pass() {
 fn looped_file_playback_rewinds_and_skips_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.jsonl");
-    let snaps = vec![snapshot(10_000, GIB), snapshot(15_000, 2 * GIB)];
+    let snaps = vec![every_field(10_000, GIB), every_field(15_000, 2 * GIB)];
     write_trace(&path, &snaps);
     append(&path, "{\"taken_at\": 2");
 

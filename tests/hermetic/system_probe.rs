@@ -8,7 +8,7 @@ use crate::support;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::hog::{Running, Sandbox, parse_signal_line};
+use crate::support::hog::{Daemon, Running, Sandbox, parse_signal_line};
 
 const MIB: u64 = 1 << 20;
 
@@ -34,8 +34,8 @@ fn config(sb: &Sandbox, rules: &str) -> std::path::PathBuf {
     path
 }
 
-fn start(cfg: &Path) -> Running {
-    Running::started(&["run", "--config", cfg.to_str().expect("utf-8")]).0
+fn start(cfg: &Path) -> Daemon {
+    Daemon::run(&["run", "--config", cfg.to_str().expect("utf-8")])
 }
 
 #[test]

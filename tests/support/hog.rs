@@ -1,17 +1,21 @@
 //! The real daemon and the real memory hog as child processes whose output
-//! lines arrive on channels, and a sandbox directory with a config and a
-//! journal, for the limits-and-actions tests: a rule on the sandbox's hog,
-//! the daemon started on it, and what it did to a pid (its journal) and
-//! thinks of it (its API).
+//! lines arrive on channels ([`Running`]); a daemon that has started
+//! ([`Daemon`]: its HTTP address learnt from its log, its first sample
+//! taken), the one way both test tiers start one; and a sandbox directory
+//! with a config and a journal, for the limits-and-actions tests: a rule on
+//! the sandbox's hog, the daemon started on it, and what it did to a pid
+//! (its journal) and thinks of it (its API).
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-pub const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
+/// The `headroom` binary ([`super::BIN`]).
+pub const HEADROOM: &str = super::BIN;
 pub const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
 
 /// A child whose output lines (stdout or stderr) arrive on a channel.
@@ -19,6 +23,8 @@ pub struct Running {
     pub child: Child,
     lines: Receiver<String>,
     pub seen: Vec<String>,
+    /// The output has closed (the child exited or closed it).
+    closed: bool,
 }
 
 fn forward(stream: impl Read + Send + 'static) -> Receiver<String> {
@@ -58,16 +64,8 @@ impl Running {
             child,
             lines,
             seen: Vec::new(),
+            closed: false,
         }
-    }
-
-    /// The daemon, `headroom ARGS`, once it has taken its first sample, and
-    /// its HTTP address: the setup most daemon tests begin with.
-    pub fn started(args: &[&str]) -> (Self, SocketAddr) {
-        let mut d = Self::daemon(args);
-        let addr = d.http_addr();
-        d.expect_line("first sample:");
-        (d, addr)
     }
 
     /// A daemon's HTTP address, from its `status page: http://ADDR/` line.
@@ -115,6 +113,7 @@ impl Running {
             child,
             lines,
             seen: Vec::new(),
+            closed: false,
         }
     }
 
@@ -122,26 +121,40 @@ impl Running {
         self.child.id()
     }
 
-    /// Wait up to `within` for a line containing `needle`.
+    /// Wait up to `within` for a line containing `needle`; `None` once
+    /// `within` has passed or the output has closed.
     pub fn wait_line(&mut self, needle: &str, within: Duration) -> Option<String> {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
-                self.seen.push(line.clone());
-                if line.contains(needle) {
-                    return Some(line);
+            match self.lines.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return Some(line);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.closed = true;
+                    return None;
                 }
             }
         }
         None
     }
 
-    /// Like `wait_line`, but a missing line fails the test with the output so far.
+    /// Like `wait_line` (for up to 30 s), but a missing line fails the test
+    /// with the output so far.
     pub fn expect_line(&mut self, needle: &str) -> String {
-        match self.wait_line(needle, Duration::from_secs(20)) {
+        match self.wait_line(needle, Duration::from_secs(30)) {
             Some(line) => line,
             None => panic!(
-                "no line with {needle:?}; output so far:\n{}",
+                "no line with {needle:?}{}; output so far:\n{}",
+                if self.closed {
+                    " (the output closed)"
+                } else {
+                    ""
+                },
                 self.seen.join("\n")
             ),
         }
@@ -190,6 +203,83 @@ impl Drop for Running {
     }
 }
 
+/// A `headroom run` child that has said where its status page is and taken
+/// its first sample: the setup most daemon tests begin with. Everything of
+/// [`Running`] (its log lines, signals, exit) through `Deref`.
+pub struct Daemon {
+    process: Running,
+    /// Its HTTP address, a loopback port the kernel picked.
+    pub addr: SocketAddr,
+}
+
+impl Daemon {
+    /// `headroom ARGS` (e.g. `run --config PATH`), once started.
+    pub fn run(args: &[&str]) -> Self {
+        Self::started(Running::daemon(args))
+    }
+
+    /// The daemon as `command` starts it (e.g. through `runuser`), once
+    /// started.
+    pub fn run_command(command: Command) -> Self {
+        Self::started(Running::daemon_command(command))
+    }
+
+    /// `headroom run` on `config` (TOML text, written to
+    /// `dir/headroom.toml`), once started.
+    pub fn start(dir: &Path, config: &str) -> Self {
+        let cfg = dir.join("headroom.toml");
+        std::fs::write(&cfg, config).expect("write config");
+        Self::run(&["run", "--config", cfg.to_str().expect("utf-8 path")])
+    }
+
+    /// Wait for `process` to say where its status page is and to take its
+    /// first sample.
+    pub fn started(mut process: Running) -> Self {
+        let addr = process.http_addr();
+        process.expect_line("first sample:");
+        Self { process, addr }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// GET `path`, with status and body; panics if the daemon does not answer.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        super::get(&self.url(path))
+    }
+
+    /// Send `signal` (`"TERM"`, `"INT"`) and assert that the daemon exits 0
+    /// within 10 s.
+    pub fn stop_with(mut self, signal: &str) {
+        stop_cleanly(&mut self.process, signal);
+    }
+}
+
+/// Send `signal` to the daemon `process` and assert that it exits 0 within
+/// 10 s.
+#[track_caller]
+pub fn stop_cleanly(process: &mut Running, signal: &str) {
+    process.signal(signal);
+    let status = process
+        .wait_exit(Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("the daemon did not exit on SIG{signal} within 10 s"));
+    assert_eq!(status.code(), Some(0), "exit on SIG{signal}");
+}
+
+impl Deref for Daemon {
+    type Target = Running;
+    fn deref(&self) -> &Running {
+        &self.process
+    }
+}
+
+impl DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Running {
+        &mut self.process
+    }
+}
+
 /// A temporary directory with a uniquely named link to the hog.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
@@ -224,12 +314,21 @@ impl Sandbox {
     }
 
     /// The daemon on [`Sandbox::config`]`(rest)` with `extra` arguments,
-    /// once it has taken its first sample, and its HTTP address.
-    pub fn start(&self, rest: &str, extra: &[&str]) -> (Running, SocketAddr) {
+    /// once it has taken its first sample.
+    pub fn start(&self, rest: &str, extra: &[&str]) -> Daemon {
         let cfg = self.config(rest);
         let mut args = vec!["run", "--config", cfg.to_str().expect("utf-8")];
         args.extend_from_slice(extra);
-        Running::started(&args)
+        Daemon::run(&args)
+    }
+
+    /// A sandbox tagged `tag` and the daemon on one rule on its hog
+    /// ([`Sandbox::rule`]`(body)`), once started: the setup of most limit
+    /// tests.
+    pub fn with_rule(tag: &str, body: &str) -> (Self, Daemon) {
+        let sb = Self::new(tag);
+        let daemon = sb.start(&sb.rule(body), &[]);
+        (sb, daemon)
     }
 
     /// Write a config: a fast-sampling `[daemon]` journaling into the

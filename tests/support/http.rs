@@ -18,41 +18,33 @@ use tokio::sync::watch;
 /// (65534) and uid 1000, each with a secret on its command line and a
 /// notebook, padded with `pad` bytes of command line each.
 pub fn users_snapshot(pad: usize) -> Snapshot {
-    use headroom::model::{ProcessId, ProcessSample, WorkloadKind};
+    use headroom::model::build::{kernel, snapshot};
     let kernel = |pid: u32, uid: u32, user: &str| {
-        let mut p = ProcessSample::new(ProcessId { pid, start: 1 }, 1, "python3");
-        p.uid = Some(uid);
-        p.user = Some(user.into());
-        p.exe = Some(format!("/home/{user}/venv/bin/python3").into());
-        p.argv = vec![
-            "python3".to_string(),
-            "-m".into(),
-            "ipykernel_launcher".into(),
-            format!("--token=SECRET-{user}"),
-            "x".repeat(pad),
-        ]
-        .into();
-        p.footprint = u64::from(pid) << 20;
-        p.resident = p.footprint;
-        p.workload.kind = WorkloadKind::Jupyter;
-        p.workload.kernel_id = Some(format!("kernel-{user}"));
-        p.workload.notebook = Some(format!("{user}/plans.ipynb"));
-        p.workload.evidence = vec![
-            "argv[2] is ipykernel_launcher".into(),
-            "maps libtorch_cpu.so".into(),
-        ];
-        p
+        kernel(pid)
+            .uid(uid)
+            .user(user)
+            .exe(format!("/home/{user}/venv/bin/python3"))
+            .argv(vec![
+                "python3".to_string(),
+                "-m".into(),
+                "ipykernel_launcher".into(),
+                format!("--token=SECRET-{user}"),
+                "x".repeat(pad),
+            ])
+            .footprint(u64::from(pid) << 20)
+            .resident(u64::from(pid) << 20)
+            .kernel_id(format!("kernel-{user}"))
+            .notebook(format!("{user}/plans.ipynb"))
+            .evidence(["argv[2] is ipykernel_launcher", "maps libtorch_cpu.so"])
     };
-    Snapshot {
-        taken_at: Timestamp::now(),
-        source: "test".into(),
-        processes: vec![
+    snapshot(0)
+        .taken_at(Timestamp::now())
+        .processes([
             kernel(100, 0, "root"),
             kernel(200, 65534, "nobody"),
             kernel(300, 1000, "ana"),
-        ],
-        ..Snapshot::default()
-    }
+        ])
+        .build()
 }
 
 pub fn users_state(pad: usize) -> State {

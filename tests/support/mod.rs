@@ -1,6 +1,6 @@
 //! Shared by both test tiers (`tests/hermetic`, `tests/environment`): start
-//! `headroom run` on a free loopback port and learn the port from its log,
-//! start a helper process the daemon classifies as a Jupyter kernel, signal
+//! `headroom run` on a free loopback port and learn the port from its log
+//! (`hog::Daemon`), start a helper process the daemon classifies as a Jupyter kernel, signal
 //! the tests' own children, pick free ports, and, for the environment tier,
 //! say what a test needs that this machine lacks (root, an installed tool)
 //! and how to get it. Everything started here is killed when dropped.
@@ -16,109 +16,12 @@ pub mod jupyter;
 pub mod sys;
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_headroom");
-
-/// A `headroom run` child serving HTTP on a port picked by the kernel.
-pub struct Daemon {
-    child: Child,
-    lines: Receiver<String>,
-    pub log: Vec<String>,
-    pub addr: SocketAddr,
-}
-
-impl Daemon {
-    /// Start with `config` (TOML text, written to `dir`) and `--listen 127.0.0.1:0`,
-    /// and wait for it to say where its status page is.
-    pub fn start(dir: &Path, config: &str) -> Daemon {
-        let cfg = dir.join("headroom.toml");
-        std::fs::write(&cfg, config).expect("write config");
-        let mut child = Command::new(BIN)
-            .args(["run", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&cfg)
-            .env("HEADROOM_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn headroom run");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut d = Daemon {
-            child,
-            lines,
-            log: Vec::new(),
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        let line = d.expect_line("status page: http://");
-        let url = line
-            .split("status page: http://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .expect("address in the status page line");
-        d.addr = url.parse().expect("socket address");
-        d.expect_line("first sample:");
-        d
-    }
-
-    /// Wait for a log line containing `needle`; panics with the log so far.
-    pub fn expect_line(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut ended = false;
-        while Instant::now() < deadline {
-            match self.lines.recv_timeout(Duration::from_millis(100)) {
-                Ok(line) => {
-                    self.log.push(line.clone());
-                    if line.contains(needle) {
-                        return line;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    ended = true;
-                    break;
-                }
-            }
-        }
-        panic!(
-            "no log line with {needle:?}{}; log so far:\n{}",
-            if ended {
-                " (the daemon closed its stderr)"
-            } else {
-                ""
-            },
-            self.log.join("\n")
-        );
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// GET `path`, with status and body; panics if the daemon does not answer.
-    pub fn get(&self, path: &str) -> (u16, String) {
-        get(&self.url(path))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A plain blocking GET: status and body. Panics if nothing answers.
 pub fn get(url: &str) -> (u16, String) {

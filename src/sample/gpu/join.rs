@@ -245,7 +245,8 @@ fn pid_list(pids: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ProcessId, ProcessSample, Timestamp, Workload, WorkloadKind};
+    use crate::model::WorkloadKind;
+    use crate::model::build::{process, snapshot};
 
     const GIB: u64 = 1 << 30;
 
@@ -292,28 +293,6 @@ mod tests {
             compute: false,
             graphics: true,
             ..compute(pid, memory)
-        }
-    }
-
-    fn process(pid: u32, kind: WorkloadKind) -> ProcessSample {
-        ProcessSample {
-            uid: Some(1000),
-            footprint: GIB,
-            resident: GIB,
-            workload: Workload {
-                kind,
-                ..Workload::default()
-            },
-            ..ProcessSample::new(ProcessId { pid, start: 1 }, 1, format!("p{pid}"))
-        }
-    }
-
-    fn snapshot(processes: Vec<ProcessSample>) -> Snapshot {
-        Snapshot {
-            taken_at: Timestamp(0),
-            source: "test".into(),
-            processes,
-            ..Snapshot::default()
         }
     }
 
@@ -402,10 +381,12 @@ mod tests {
 
     #[test]
     fn join_fills_gpu_memory_evidence_and_cuda() {
-        let mut snap = snapshot(vec![
-            process(100, WorkloadKind::Python),
-            process(200, WorkloadKind::Other),
-        ]);
+        let mut snap = snapshot(0)
+            .processes([
+                process(100).kind(WorkloadKind::Python),
+                process(200).kind(WorkloadKind::Other),
+            ])
+            .build();
         join(
             &mut snap,
             vec![gpu(0, vec![compute(100, Some(8 * GIB))])],
@@ -429,9 +410,10 @@ mod tests {
 
     #[test]
     fn join_adds_up_devices_and_keeps_an_existing_framework_once() {
-        let mut p = process(100, WorkloadKind::Pytorch);
-        p.workload.frameworks = vec![Framework::Pytorch, Framework::Cuda];
-        let mut snap = snapshot(vec![p]);
+        let p = process(100)
+            .kind(WorkloadKind::Pytorch)
+            .frameworks([Framework::Pytorch, Framework::Cuda]);
+        let mut snap = snapshot(0).process(p).build();
         join(
             &mut snap,
             vec![
@@ -454,7 +436,9 @@ mod tests {
 
     #[test]
     fn join_keeps_an_unknown_figure_unknown_and_says_so() {
-        let mut snap = snapshot(vec![process(100, WorkloadKind::Other)]);
+        let mut snap = snapshot(0)
+            .processes([process(100).kind(WorkloadKind::Other)])
+            .build();
         join(
             &mut snap,
             vec![gpu(0, vec![compute(100, None)])],
@@ -472,7 +456,9 @@ mod tests {
 
     #[test]
     fn join_adds_the_known_part_when_one_device_does_not_report() {
-        let mut snap = snapshot(vec![process(100, WorkloadKind::Other)]);
+        let mut snap = snapshot(0)
+            .processes([process(100).kind(WorkloadKind::Other)])
+            .build();
         join(
             &mut snap,
             vec![
@@ -489,7 +475,9 @@ mod tests {
 
     #[test]
     fn a_graphics_context_alone_is_not_ml_work() {
-        let mut snap = snapshot(vec![process(100, WorkloadKind::Other)]);
+        let mut snap = snapshot(0)
+            .processes([process(100).kind(WorkloadKind::Other)])
+            .build();
         join(
             &mut snap,
             vec![gpu(0, vec![graphics(100, Some(300 << 20))])],
@@ -507,7 +495,9 @@ mod tests {
 
     #[test]
     fn a_pid_that_is_not_sampled_is_kept_on_the_device_and_noted() {
-        let mut snap = snapshot(vec![process(100, WorkloadKind::Other)]);
+        let mut snap = snapshot(0)
+            .processes([process(100).kind(WorkloadKind::Other)])
+            .build();
         join(
             &mut snap,
             vec![gpu(
@@ -531,7 +521,9 @@ mod tests {
 
     #[test]
     fn in_a_container_nothing_is_joined_even_where_a_pid_exists() {
-        let mut snap = snapshot(vec![process(100, WorkloadKind::Other)]);
+        let mut snap = snapshot(0)
+            .processes([process(100).kind(WorkloadKind::Other)])
+            .build();
         join(
             &mut snap,
             vec![gpu(0, vec![compute(100, Some(GIB)), compute(200, None)])],
@@ -558,7 +550,7 @@ mod tests {
 
     #[test]
     fn in_a_container_with_an_idle_gpu_there_is_nothing_to_say() {
-        let mut snap = snapshot(vec![]);
+        let mut snap = snapshot(0).build();
         join(
             &mut snap,
             vec![gpu(0, vec![])],
@@ -570,7 +562,7 @@ mod tests {
 
     #[test]
     fn unmatched_pids_without_figures_are_not_said_to_hold_zero() {
-        let mut snap = snapshot(vec![]);
+        let mut snap = snapshot(0).build();
         join(
             &mut snap,
             vec![gpu(0, vec![compute(7, None)])],
@@ -585,7 +577,7 @@ mod tests {
 
     #[test]
     fn many_unmatched_pids_are_cut_to_ten() {
-        let mut snap = snapshot(vec![]);
+        let mut snap = snapshot(0).build();
         let listed = (1..=12).map(|pid| compute(pid, Some(GIB))).collect();
         join(&mut snap, vec![gpu(0, listed)], &PidView::Host);
         assert!(
