@@ -861,3 +861,281 @@ fn log_policy_event(kind: &EventKind) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::event::Outcome;
+    use crate::model::{ProcessSample, SystemMemory};
+
+    const GIB: u64 = 1 << 30;
+
+    /// A rule that acts (by notifying) on any process over 1 GiB, whoever
+    /// owns it.
+    const BIG: &str = "[[rule]]\nname = \"big\"\nfootprint = \"1GiB\"\nother_users = true\n\
+                       root = true\nactions = [{ notify = true }]\n";
+
+    /// Hands out the samples it was given, in order, then fails.
+    struct Scripted(VecDeque<Result<Snapshot, SampleError>>);
+
+    impl Sampler for Scripted {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+
+        fn sample(&mut self) -> Result<Snapshot, SampleError> {
+            self.0.pop_front().unwrap_or(Err(SampleError::EndOfTrace))
+        }
+    }
+
+    /// A machine of 16 GiB, half of it available, at `ms`, with one process
+    /// (pid 4242) of `footprint` bytes.
+    fn machine(ms: u64, footprint: u64) -> Snapshot {
+        Snapshot {
+            taken_at: Timestamp(ms),
+            system: SystemMemory {
+                total: 16 * GIB,
+                available: 8 * GIB,
+                ..SystemMemory::default()
+            },
+            processes: vec![ProcessSample {
+                uid: Some(crate::sys::this_process::effective_uid()),
+                footprint,
+                ..ProcessSample::new(
+                    ProcessId {
+                        pid: 4242,
+                        start: 7,
+                    },
+                    1,
+                    "python3",
+                )
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    /// A dry-run daemon journaling into a directory of its own, started as
+    /// `run` starts it, with no signal handlers.
+    struct Loop {
+        daemon: Daemon,
+        run: Running,
+        published: watch::Receiver<State>,
+        dir: tempfile::TempDir,
+    }
+
+    impl Loop {
+        /// On the config `text` (TOML), sampling `samples` in order.
+        fn start(text: &str, samples: Vec<Result<Snapshot, SampleError>>) -> Self {
+            let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+            std::fs::create_dir_all(&base).expect("target/tmp");
+            let dir = tempfile::tempdir_in(&base).expect("tempdir");
+            let mut config =
+                Config::from_toml_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+            config.daemon.journal = Some(dir.path().join("journal.jsonl"));
+            config.jupyter.enabled = false;
+            let daemon = Daemon::new(
+                RunOptions {
+                    config,
+                    config_path: Some(dir.path().join("headroom.toml")),
+                    force_dry_run: true,
+                },
+                Box::new(Scripted(samples.into())),
+                PressureEvents::none(),
+            );
+            let published = daemon.subscribe();
+            let run = daemon.start();
+            Self {
+                daemon,
+                run,
+                published,
+                dir,
+            }
+        }
+
+        /// One full sample and what follows it.
+        async fn step(&mut self) -> Stepped {
+            self.step_woken_by(None).await
+        }
+
+        /// One full sample woken by a kernel event of `level`.
+        async fn step_woken_by(&mut self, level: Option<PressureLevel>) -> Stepped {
+            self.daemon
+                .step(&mut self.run, Depth::Full, Instant::now(), level)
+                .await
+                .expect("the sampler thread runs")
+        }
+
+        /// Write `text` to the config file and reload it, as on SIGHUP.
+        fn reload(&mut self, text: &str) {
+            let path = self.dir.path().join("headroom.toml");
+            std::fs::write(&path, text).expect("write the config");
+            self.daemon.reload(&mut self.run);
+        }
+
+        /// Stop as `run` does and read back what was journaled.
+        async fn journaled(self) -> Vec<EventKind> {
+            self.daemon.stop(self.run).await.expect("stops");
+            let path = self.dir.path().join("journal.jsonl");
+            let read = crate::journal::read_events(&path, None).expect("read the journal");
+            read.events.into_iter().map(|e| e.kind).collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sample_is_published_with_the_loops_history_holding_it() {
+        let mut l = Loop::start("", vec![Ok(machine(1_000, GIB))]);
+        let stepped = l.step().await;
+        assert_eq!(stepped.level, Some(PressureLevel::Normal));
+        let state = l.published.borrow();
+        let snap = state.snapshot.as_ref().expect("published");
+        assert_eq!(snap.taken_at, Timestamp(1_000));
+        assert_eq!(state.counters.samples, 1);
+        assert!(Arc::ptr_eq(&state.history, l.daemon.working.history()));
+        assert_eq!(state.history.system().len(), 1);
+        assert!(
+            state
+                .history
+                .process(&ProcessId {
+                    pid: 4242,
+                    start: 7
+                })
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn samples_no_reader_holds_the_history_for_record_it_in_place() {
+        let samples = vec![Ok(machine(1_000, GIB)), Ok(machine(2_000, GIB))];
+        let mut l = Loop::start("", samples);
+        l.step().await;
+        let before = Arc::as_ptr(l.daemon.working.history());
+        l.step().await;
+        assert_eq!(Arc::as_ptr(l.daemon.working.history()), before, "copied");
+        assert_eq!(l.published.borrow().history.system().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_reload_replaces_the_loops_config_and_then_publishes_it() {
+        let mut l = Loop::start("", vec![]);
+        l.reload(&format!("[daemon]\nhistory = \"2m\"\n{BIG}"));
+        let working = &l.daemon.working;
+        assert_eq!(working.config().rules.len(), 1);
+        assert!(working.config().daemon.dry_run, "--dry-run survives");
+        assert_eq!(working.history().retention(), Duration::from_secs(120));
+        let state = l.published.borrow();
+        assert!(Arc::ptr_eq(&state.config, working.config()));
+        assert!(Arc::ptr_eq(&state.history, working.history()));
+        assert_eq!(state.counters.reloads, 1);
+    }
+
+    #[tokio::test]
+    async fn a_rejected_reload_keeps_the_loops_config_and_is_counted() {
+        let mut l = Loop::start(BIG, vec![]);
+        l.reload("[daemon]\ninterval = \"5 parsecs\"\n");
+        assert_eq!(l.daemon.working.config().rules.len(), 1);
+        let state = l.published.borrow();
+        assert_eq!(state.counters.reload_failures, 1);
+        assert_eq!(state.counters.reloads, 0);
+    }
+
+    #[tokio::test]
+    async fn the_policy_runs_on_the_loops_config_after_a_reload_not_the_published_one() {
+        let mut l = Loop::start("", vec![Ok(machine(1_000, 2 * GIB))]);
+        l.reload(BIG);
+        // What readers see has no rule; the loop's config has one.
+        let none = Arc::new(Config::from_toml_str("", "t.toml").expect("empty config"));
+        l.daemon.tx.send_modify(|s| s.config = none);
+        let stepped = l.step().await;
+        let rules: Vec<&str> = stepped
+            .evaluation
+            .decisions
+            .iter()
+            .map(|d| d.rule.as_str())
+            .collect();
+        assert_eq!(rules, ["big"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_sample_is_counted_and_the_last_good_snapshot_stays_published() {
+        let failure = SampleError::Parse {
+            path: "/proc/meminfo".into(),
+            reason: "no MemTotal".into(),
+        };
+        let mut l = Loop::start("", vec![Ok(machine(1_000, GIB)), Err(failure)]);
+        l.step().await;
+        let stepped = l.step().await;
+        assert_eq!(stepped.level, None);
+        let state = l.published.borrow();
+        assert_eq!(state.counters.sample_failures, 1);
+        assert_eq!(state.counters.samples, 1);
+        let error = state
+            .last_error
+            .as_deref()
+            .expect("the failure is published");
+        assert!(error.contains("/proc/meminfo"), "{error}");
+        let snap = state.snapshot.as_ref().expect("still published");
+        assert_eq!(snap.taken_at, Timestamp(1_000));
+    }
+
+    #[tokio::test]
+    async fn a_crossing_in_the_snapshot_is_journaled_with_its_dry_run_action() {
+        let mut l = Loop::start(BIG, vec![Ok(machine(1_000, 2 * GIB))]);
+        l.step().await;
+        let events = l.journaled().await;
+        assert!(
+            events.iter().any(|k| matches!(
+                k,
+                EventKind::LimitCrossed { rule, process, .. }
+                    if rule == "big" && process.pid == 4242
+            )),
+            "{events:?}"
+        );
+        assert!(
+            events.iter().any(|k| matches!(
+                k,
+                EventKind::Action { rule, outcome: Outcome::DryRun, dry_run: true, .. }
+                    if rule == "big"
+            )),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_process_under_its_limit_is_journaled_as_nothing() {
+        let mut l = Loop::start(BIG, vec![Ok(machine(1_000, GIB / 2))]);
+        l.step().await;
+        let events = l.journaled().await;
+        assert!(
+            events
+                .iter()
+                .all(|k| matches!(k, EventKind::Started { .. } | EventKind::Stopped)),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_published_rule_statuses_are_the_evaluations() {
+        let mut l = Loop::start(BIG, vec![Ok(machine(1_000, 2 * GIB))]);
+        let stepped = l.step().await;
+        assert!(!stepped.evaluation.statuses.is_empty());
+        let state = l.published.borrow();
+        assert_eq!(*state.rule_statuses, stepped.evaluation.statuses);
+    }
+
+    #[tokio::test]
+    async fn a_kernel_event_raises_the_published_level_and_says_so() {
+        let mut l = Loop::start("", vec![Ok(machine(1_000, GIB))]);
+        let stepped = l.step_woken_by(Some(PressureLevel::Warn)).await;
+        assert_eq!(stepped.level, Some(PressureLevel::Warn));
+        let state = l.published.borrow();
+        let snap = state.snapshot.as_ref().expect("published");
+        assert_eq!(snap.pressure.level, PressureLevel::Warn);
+        assert!(
+            snap.notes.iter().any(|n| n.contains("memory-pressure")),
+            "{:?}",
+            snap.notes
+        );
+    }
+}
