@@ -13,7 +13,7 @@
 //! stop it cleanly.
 //!
 //! Who owns what: the loop owns its config and its history ([`Working`])
-//! and everything it carries from one sample to the next ([`Running`]: the
+//! and everything it carries from one sample to the next (`Running`: the
 //! policy's memory, the post-mortems, the cadence, the pipeline). It hands
 //! the snapshot, the history and the config forward to the policy and the
 //! post-mortems itself. The [`State`] in the `watch` channel is for readers

@@ -1,7 +1,15 @@
-//! The daemon's shared state: the latest snapshot, the recent history and the
-//! effective config, published through a tokio `watch` channel after every
-//! sample. Readers (the CLI's status command, HTTP handlers) only read it and
-//! clone the `Arc`s they need, so they never hold up the sampler.
+//! The daemon's published state: the latest snapshot, the recent history,
+//! the effective config, the rules' statuses, counters and recent events,
+//! published through a tokio `watch` channel for readers (the CLI's status
+//! command, HTTP handlers, metrics). Readers only read it and clone the
+//! `Arc`s they need, so they never hold up the sampler.
+//!
+//! Who owns what: the snapshot, the history and the config belong to the
+//! daemon loop (`daemon::Working`), which hands them to the policy itself
+//! and publishes copies of its `Arc`s here ([`State::publish`],
+//! [`State::replace_config`]); it never reads them back from the state.
+//! The counters, the events the journal handed back and the action counts
+//! exist only here, for readers.
 //!
 //! The snapshot's JSON is made at most once per form and per sample, on
 //! first use, and shared by every reader ([`SnapshotJson`]): a hundred slow
