@@ -31,9 +31,9 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use common::{Children, clock_ticks_per_second, cpu_time, env_usize, quantile};
 use headroom::config::Config;
+use headroom::daemon::Working;
 use headroom::model::Timestamp;
 use headroom::sample::platform_sampler;
-use headroom::state::State;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
@@ -126,9 +126,13 @@ fn main() {
 
     // A daemon's state after 40 samples, 250 ms apart (5 in a smoke test).
     let mut sampler = platform_sampler(&headroom::config::GpuConfig::default());
-    let mut state = State::new(Config::default(), None, Timestamp::now());
+    let mut working = Working::new(Config::default());
+    let mut state = working.initial_state(None, Timestamp::now());
     for _ in 0..samples {
-        state.publish(sampler.sample().expect("sample"));
+        working.record(
+            std::sync::Arc::new(sampler.sample().expect("sample")),
+            &mut state,
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
     let snap = state.snapshot.clone().expect("a snapshot");

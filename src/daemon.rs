@@ -4,13 +4,22 @@
 //! workers), reads there too what the OS recorded about processes that
 //! ended ([`ExitCauses`]), names Jupyter kernels by their notebook from the
 //! latest lookup ([`Notebooks`], no I/O on this path), records the sample in
-//! the history and publishes the new [`State`] through a `watch` channel;
-//! then runs the policy and writes the post-mortems of watched processes
-//! that ended ([`PostMortems`]). It samples at the normal interval while memory
-//! is calm and at the fast interval while pressure is elevated, and wakes at
-//! once when the OS reports pressure (a PSI trigger on Linux). SIGHUP reloads
-//! the config file (a bad new file is rejected and the old config kept);
-//! SIGTERM and SIGINT stop it cleanly.
+//! its history and publishes it; then runs the policy and writes the
+//! post-mortems of watched processes that ended ([`PostMortems`]). It
+//! samples at the normal interval while memory is calm and at the fast
+//! interval while pressure is elevated, and wakes at once when the OS
+//! reports pressure (a PSI trigger on Linux). SIGHUP reloads the config file
+//! (a bad new file is rejected and the old config kept); SIGTERM and SIGINT
+//! stop it cleanly.
+//!
+//! Who owns what: the loop owns its config and its history ([`Working`])
+//! and everything it carries from one sample to the next (`Running`: the
+//! policy's memory, the post-mortems, the cadence, the pipeline). It hands
+//! the snapshot, the history and the config forward to the policy and the
+//! post-mortems itself. The [`State`] in the `watch` channel is for readers
+//! (HTTP, metrics, the CLI): the loop copies `Arc`s into it and counts
+//! there, and never reads its own data back from it. A reload replaces the
+//! loop's config first and then publishes it.
 //!
 //! Between ticks, while a rule's system condition (`[rule.when]`) comes
 //! near, the system probe ([`crate::sample::probe`]) reads the machine-wide
@@ -33,9 +42,10 @@
 
 pub mod cadence;
 pub mod watched;
+pub mod working;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,7 +55,7 @@ use tokio::time::{Instant, sleep_until};
 use tracing::{debug, error, info, trace, warn};
 
 use crate::config::{Config, format_duration};
-use crate::event::EventKind;
+use crate::event::{Event, EventKind};
 use crate::jupyter::Notebooks;
 use crate::model::Action;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
@@ -58,6 +68,7 @@ use crate::sample::probe::{Probe, Reading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::{DurationHistogram, State};
 use cadence::{AfterProbe, Cadence, Cause, Depth};
+pub use working::Working;
 
 /// How long the loop stays at the fast interval after an OS pressure event.
 pub const FAST_AFTER_EVENT: Duration = Duration::from_secs(10);
@@ -80,9 +91,15 @@ pub struct RunOptions {
     pub force_dry_run: bool,
 }
 
-/// A daemon ready to run: the loop's inputs and the state it publishes.
+/// A daemon ready to run: the loop's inputs, its own data and the state it
+/// publishes.
 pub struct Daemon {
-    opts: RunOptions,
+    /// The file to re-read on SIGHUP; `None` runs on the embedded default.
+    config_path: Option<PathBuf>,
+    /// `--dry-run` on the command line: wins over the config, also after reloads.
+    force_dry_run: bool,
+    /// The loop's config and history; the published state holds copies.
+    working: Working,
     sampler: Option<Box<dyn Sampler>>,
     events: PressureEvents,
     tx: watch::Sender<State>,
@@ -94,20 +111,52 @@ pub struct Daemon {
     probe: Option<Box<dyn Probe>>,
 }
 
+/// What one run of the loop carries from one sample to the next, besides
+/// its [`Working`] data.
+struct Running {
+    pipeline: Pipeline,
+    notebooks: Notebooks,
+    ctx: Context,
+    policy: PolicyState,
+    tracker: Tracker,
+    postmortems: PostMortems,
+    cadence: Cadence,
+    /// The pids a light tick reads afresh: those a rule watches.
+    watched: Arc<[u32]>,
+    /// The snapshot the last one replaced, let go of on the sampler's
+    /// thread (see `sample_once`).
+    retired: Option<Arc<Snapshot>>,
+    /// How late each timer wake came, published with the next sample.
+    lateness: DurationHistogram,
+    /// Sampling at the fast interval (published as `fast_mode`).
+    fast: bool,
+}
+
+/// What a sample step leaves for the scheduling of the next one.
+struct Stepped {
+    /// The sample's pressure level; `None` when it failed.
+    level: Option<PressureLevel>,
+    evaluation: Evaluation,
+}
+
 impl Daemon {
-    pub fn new(mut opts: RunOptions, sampler: Box<dyn Sampler>, events: PressureEvents) -> Self {
-        if opts.force_dry_run {
-            opts.config.daemon.dry_run = true;
+    pub fn new(opts: RunOptions, sampler: Box<dyn Sampler>, events: PressureEvents) -> Self {
+        let RunOptions {
+            mut config,
+            config_path,
+            force_dry_run,
+        } = opts;
+        if force_dry_run {
+            config.daemon.dry_run = true;
         }
-        let state = State::new(
-            opts.config.clone(),
-            opts.config_path.clone(),
-            Timestamp::now(),
-        );
+        let working = Working::new(config);
+        let state = working.initial_state(config_path.clone(), Timestamp::now());
         let (tx, _rx) = watch::channel(state);
         let silence = "this daemon reads no record of how processes end";
         Self {
-            opts,
+            config_path,
+            force_dry_run,
+            working,
             sampler: Some(sampler),
             events,
             tx,
@@ -148,35 +197,12 @@ impl Daemon {
             signal(SignalKind::hangup()).map_err(|e| DaemonError::Signal("SIGHUP", e))?;
 
         self.log_start();
-        let mut pipeline = self.start_pipeline();
-        let journal = pipeline.journal_health();
-        self.tx.send_modify(|s| s.journal = journal);
-        let notebooks = Notebooks::start(
-            &self.tx.borrow().config.jupyter,
-            crate::sys::this_process::running_as_root(),
-        );
-        let ctx = Context {
-            self_pid: std::process::id(),
-            self_uid: crate::sys::this_process::effective_uid(),
-        };
-        let mut policy = PolicyState::default();
-        let mut tracker = Tracker::default();
-        let mut postmortems = PostMortems::default();
-        let mut cadence = Cadence::new(
-            gates(&self.tx.borrow().config),
-            crate::sample::probe::available_floor,
-        );
-        let mut watched: Arc<[u32]> = Arc::from([]);
-        // The snapshot the last one replaced, let go of on the sampler's
-        // thread (see `sample_once`).
-        let mut retired: Option<Arc<Snapshot>> = None;
+        let mut run = self.start();
         let mut next_tick = Instant::now();
         let mut next_probe: Option<Instant> = None;
         let mut fast_until: Option<Instant> = None;
         let mut probe_failures: u64 = 0;
         let mut probe_failure_log = RateLimit::default();
-        // How late each timer wake came, published with the next sample.
-        let mut lateness = DurationHistogram::default();
 
         loop {
             let wake = next_probe.map_or(next_tick, |p| p.min(next_tick));
@@ -185,7 +211,7 @@ impl Daemon {
             tokio::select! {
                 _ = sleep_until(wake) => {
                     let late = Instant::now().saturating_duration_since(wake);
-                    lateness.observe(u64::try_from(late.as_micros()).unwrap_or(u64::MAX));
+                    run.lateness.observe(u64::try_from(late.as_micros()).unwrap_or(u64::MAX));
                 }
                 event = self.events.next() => {
                     match event {
@@ -199,32 +225,29 @@ impl Daemon {
                         Err(why) => warn!("{why}"),
                     }
                 }
-                Some(event) = pipeline.journaled.recv() => {
-                    postmortems.note_event(&event);
-                    self.tx.send_modify(|s| s.add_event(event));
+                Some(event) = run.pipeline.journaled.recv() => {
+                    self.journaled(&mut run, event);
                     continue;
                 }
                 _ = sigterm.recv() => { info!("SIGTERM received: shutting down"); break; }
                 _ = sigint.recv() => { info!("SIGINT received: shutting down"); break; }
                 _ = sighup.recv() => {
-                    self.reload(&pipeline);
-                    notebooks.configure(&self.tx.borrow().config.jupyter);
-                    cadence.set_gates(gates(&self.tx.borrow().config));
+                    self.reload(&mut run);
                     continue;
                 }
             }
 
-            let normal = self.tx.borrow().config.daemon.interval;
+            let normal = self.working.config().daemon.interval;
             let mut depth = None;
             if cause == Cause::Tick && Instant::now() < next_tick {
                 // Woken to probe, not to tick.
-                match self.probe_once(cadence.wants_pressure()).await? {
+                match self.probe_once(run.cadence.wants_pressure()).await? {
                     Some(Ok(reading)) => {
                         probe_failures = 0;
                         probe_failure_log.reset();
-                        match cadence.probed(reading, normal) {
+                        match run.cadence.probed(reading, normal) {
                             AfterProbe::Wait => {
-                                next_probe = cadence.next_probe().map(Instant::from_std);
+                                next_probe = run.cadence.next_probe().map(Instant::from_std);
                                 trace!(
                                     "probe: {} available, {} swap used; next in {:?}",
                                     format_bytes(reading.available),
@@ -260,66 +283,19 @@ impl Daemon {
             }
 
             let started = Instant::now();
-            let depth = depth.unwrap_or_else(|| cadence.depth(cause, started.into_std(), normal));
-            let outcome = self
-                .sample_once(
-                    depth,
-                    Arc::clone(&watched),
-                    postmortems.tracked(),
-                    retired.take(),
-                )
-                .await?;
-            let (level, evaluation) = match outcome {
-                Ok((mut snap, observed)) => {
-                    if let Some(level) = event_level {
-                        raise_to_event_level(&mut snap, level);
-                    }
-                    notebooks.annotate(&mut snap);
-                    // The daemon's own collectors, next to the sampler's.
-                    // (The exit-cause sources add theirs while sampling.)
-                    snap.collectors.push(self.events.status());
-                    snap.collectors.push(notebooks.status());
-                    cadence.sampled(Reading::of(&snap, started.into_std()), depth);
-                    // After every sample: a process a light tick saw for
-                    // the first time is watched from the next one on.
-                    watched = watched::watched(&self.tx.borrow().config.rules, &snap);
-                    tracker.observe(&snap, depth);
-                    let level = snap.pressure.level;
-                    self.tx.send_modify(|s| {
-                        s.counters.wake_lateness = lateness;
-                        retired = s.publish(snap);
-                    });
-                    let evaluation = self.decide(&mut policy, ctx, &pipeline, &mut postmortems);
-                    self.report_ends(&mut postmortems, observed, &pipeline);
-                    (Some(level), evaluation)
-                }
-                Err(e) => {
-                    cadence.failed();
-                    // Published before it is logged: a reader who saw the
-                    // log line finds the failure counted.
-                    let msg = e.to_string();
-                    self.tx.send_modify(|s| {
-                        s.counters.wake_lateness = lateness;
-                        s.counters.sample_failures += 1;
-                        s.last_error = Some(msg);
-                    });
-                    tracker.failed(&e);
-                    (None, Evaluation::default())
-                }
-            };
+            let depth =
+                depth.unwrap_or_else(|| run.cadence.depth(cause, started.into_std(), normal));
+            let stepped = self.step(&mut run, depth, started, event_level).await?;
 
             let now = Instant::now();
             let fast = cadence::is_fast(
-                level,
+                stepped.level,
                 fast_until.map(Instant::into_std),
-                evaluation.within_reach,
+                stepped.evaluation.within_reach,
                 now.into_std(),
             );
-            let (was_fast, quick) = {
-                let s = self.tx.borrow();
-                (s.fast_mode, s.config.daemon.fast_interval)
-            };
-            if fast != was_fast {
+            let quick = self.working.config().daemon.fast_interval;
+            if fast != run.fast {
                 if fast {
                     info!(
                         "pressure elevated or a limit within reach: sampling every {}",
@@ -331,29 +307,63 @@ impl Daemon {
                         format_duration(normal)
                     );
                 }
+                run.fast = fast;
                 self.tx.send_modify(|s| s.fast_mode = fast);
             }
             next_tick = Instant::from_std(cadence::next_tick(
                 started.into_std(),
                 now.into_std(),
                 if fast { quick } else { normal },
-                evaluation.next_check,
+                stepped.evaluation.next_check,
             ));
-            if depth == Depth::Light && cadence.full_due() {
+            if depth == Depth::Light && run.cadence.full_due() {
                 // Memory moved since the last full read: read it all now.
                 next_tick = now;
             }
             next_probe = if self.probe.is_some() {
-                cadence.next_probe().map(Instant::from_std)
+                run.cadence.next_probe().map(Instant::from_std)
             } else {
                 None
             };
         }
-        pipeline.record(EventKind::Stopped);
-        // Fold in what the journal already handed back; the rest is on disk.
-        while let Ok(event) = pipeline.journaled.try_recv() {
+        self.stop(run).await
+    }
+
+    /// Start the pipeline, the notebook lookup and what the loop keeps
+    /// between samples.
+    fn start(&self) -> Running {
+        let pipeline = self.start_pipeline();
+        let journal = pipeline.journal_health();
+        self.tx.send_modify(|s| s.journal = journal);
+        let config = self.working.config();
+        let notebooks =
+            Notebooks::start(&config.jupyter, crate::sys::this_process::running_as_root());
+        Running {
+            pipeline,
+            notebooks,
+            ctx: Context {
+                self_pid: std::process::id(),
+                self_uid: crate::sys::this_process::effective_uid(),
+            },
+            policy: PolicyState::default(),
+            tracker: Tracker::default(),
+            postmortems: PostMortems::default(),
+            cadence: Cadence::new(gates(config), crate::sample::probe::available_floor),
+            watched: Arc::from([]),
+            retired: None,
+            lateness: DurationHistogram::default(),
+            fast: false,
+        }
+    }
+
+    /// Journal the stop, hand the readers what the journal already handed
+    /// back (the rest is on disk) and wait for the pipeline's threads.
+    async fn stop(&self, mut run: Running) -> Result<(), DaemonError> {
+        run.pipeline.record(EventKind::Stopped);
+        while let Ok(event) = run.pipeline.journaled.try_recv() {
             self.tx.send_modify(|s| s.add_event(event));
         }
+        let pipeline = run.pipeline;
         tokio::task::spawn_blocking(move || pipeline.shut_down())
             .await
             .map_err(|e| DaemonError::SamplerCrashed(format!("shutting down: {e}")))?;
@@ -361,90 +371,161 @@ impl Daemon {
         Ok(())
     }
 
+    /// An event the journal handed back: for the post-mortems, and for
+    /// readers.
+    fn journaled(&self, run: &mut Running, event: Event) {
+        run.postmortems.note_event(&event);
+        self.tx.send_modify(|s| s.add_event(event));
+    }
+
     /// Start the actuator and journal threads and journal the start.
     fn start_pipeline(&self) -> Pipeline {
-        let state = self.tx.borrow();
-        let d = &state.config.daemon;
+        let config = self.working.config();
+        let d = &config.daemon;
         let path = crate::journal::path_for(d, crate::sys::this_process::running_as_root());
         let opts = crate::journal::JournalOptions::from_config(d);
         let pipeline = Pipeline::start(path, opts);
         pipeline.record(EventKind::Started {
             version: env!("CARGO_PKG_VERSION").to_string(),
-            config: self
-                .opts
-                .config_path
-                .as_ref()
-                .map(|p| p.display().to_string()),
+            config: self.config_path.as_ref().map(|p| p.display().to_string()),
             dry_run: d.dry_run,
         });
-        if state.config.rules.is_empty() {
+        if config.rules.is_empty() {
             warn!("the config has no rules: headroom watches and reports, and acts on nothing");
         }
         pipeline
     }
 
-    /// Run the policy on the latest snapshot; journal its events and hand
-    /// its decisions to the actuator.
-    fn decide(
-        &self,
-        policy: &mut PolicyState,
-        ctx: Context,
-        pipeline: &Pipeline,
-        postmortems: &mut PostMortems,
-    ) -> Evaluation {
-        let evaluation = {
-            let state = self.tx.borrow();
-            let Some(snap) = state.snapshot.clone() else {
-                return Evaluation::default();
-            };
-            evaluate(
-                &state.config,
-                policy,
-                &state.history,
-                &snap,
-                ctx,
-                snap.taken_at,
+    /// One sample at `depth` (started at `started`, woken by a kernel
+    /// pressure event of `event_level` if any) and everything that follows
+    /// it, or the failure counted.
+    async fn step(
+        &mut self,
+        run: &mut Running,
+        depth: Depth,
+        started: Instant,
+        event_level: Option<PressureLevel>,
+    ) -> Result<Stepped, DaemonError> {
+        let outcome = self
+            .sample_once(
+                depth,
+                Arc::clone(&run.watched),
+                run.postmortems.tracked(),
+                run.retired.take(),
             )
-        };
-        let at = self
-            .tx
-            .borrow()
-            .snapshot
-            .as_ref()
-            .map_or_else(Timestamp::now, |s| s.taken_at);
+            .await?;
+        Ok(match outcome {
+            Ok((mut snap, observed)) => {
+                if let Some(level) = event_level {
+                    raise_to_event_level(&mut snap, level);
+                }
+                let level = snap.pressure.level;
+                let evaluation = self.after_sample(run, snap, observed, depth, started);
+                Stepped {
+                    level: Some(level),
+                    evaluation,
+                }
+            }
+            Err(e) => {
+                self.after_failure(run, &e);
+                Stepped {
+                    level: None,
+                    evaluation: Evaluation::default(),
+                }
+            }
+        })
+    }
+
+    /// What follows a good sample: name the notebooks, note the loop's own
+    /// collectors, feed the cadence, record and publish, run the policy and
+    /// report the watched processes that ended.
+    fn after_sample(
+        &mut self,
+        run: &mut Running,
+        mut snap: Snapshot,
+        observed: Observed,
+        depth: Depth,
+        started: Instant,
+    ) -> Evaluation {
+        run.notebooks.annotate(&mut snap);
+        // The daemon's own collectors, next to the sampler's.
+        // (The exit-cause sources add theirs while sampling.)
+        snap.collectors.push(self.events.status());
+        snap.collectors.push(run.notebooks.status());
+        run.cadence
+            .sampled(Reading::of(&snap, started.into_std()), depth);
+        // After every sample: a process a light tick saw for the first time
+        // is watched from the next one on.
+        run.watched = watched::watched(&self.working.config().rules, &snap);
+        run.tracker.observe(&snap, depth);
+        let snap = Arc::new(snap);
+        let lateness = run.lateness;
+        let working = &mut self.working;
+        self.tx.send_modify(|s| {
+            s.counters.wake_lateness = lateness;
+            run.retired = working.record(Arc::clone(&snap), s);
+        });
+        let evaluation = self.decide(run, &snap);
+        self.report_ends(run, &snap, observed);
+        evaluation
+    }
+
+    /// A failed sample: counted and published (the last good snapshot stays
+    /// the latest), logged.
+    fn after_failure(&self, run: &mut Running, e: &SampleError) {
+        run.cadence.failed();
+        // Published before it is logged: a reader who saw the log line
+        // finds the failure counted.
+        let msg = e.to_string();
+        let lateness = run.lateness;
+        self.tx.send_modify(|s| {
+            s.counters.wake_lateness = lateness;
+            s.counters.sample_failures += 1;
+            s.last_error = Some(msg);
+        });
+        run.tracker.failed(e);
+    }
+
+    /// Run the policy on `snap` with the loop's config and history; journal
+    /// its events, hand its decisions to the actuator and publish the
+    /// rules' statuses.
+    fn decide(&self, run: &mut Running, snap: &Snapshot) -> Evaluation {
+        let at = snap.taken_at;
+        let evaluation = evaluate(
+            self.working.config(),
+            &mut run.policy,
+            self.working.history(),
+            snap,
+            run.ctx,
+            at,
+        );
         for kind in &evaluation.events {
             log_policy_event(kind);
-            pipeline.record_at(at, kind.clone());
+            run.pipeline.record_at(at, kind.clone());
         }
         for d in &evaluation.decisions {
-            postmortems.note_decision(d, at);
-            pipeline.act(d.clone());
+            run.postmortems.note_decision(d, at);
+            run.pipeline.act(d.clone());
         }
-        let statuses = std::sync::Arc::new(evaluation.statuses.clone());
+        let statuses = Arc::new(evaluation.statuses.clone());
         self.tx.send_modify(|s| s.rule_statuses = statuses);
         evaluation
     }
 
     /// Journal the post-mortems of the watched processes that ended (and
     /// notify, where `[postmortem] notify` asks for it).
-    fn report_ends(&self, postmortems: &mut PostMortems, observed: Observed, pipeline: &Pipeline) {
-        let (ended, notify, dry_run) = {
-            let state = self.tx.borrow();
-            let Some(snap) = state.snapshot.clone() else {
-                return;
-            };
-            (
-                postmortems.observe(&snap, &state.history, observed, &self.silence),
-                state.config.postmortem.notify,
-                state.config.daemon.dry_run,
-            )
-        };
+    fn report_ends(&self, run: &mut Running, snap: &Snapshot, observed: Observed) {
+        let ended = run
+            .postmortems
+            .observe(snap, self.working.history(), observed, &self.silence);
+        let config = self.working.config();
+        let (notify, dry_run) = (config.postmortem.notify, config.daemon.dry_run);
         for event in ended {
             let sentence = crate::event_line::postmortem(&event).unwrap_or_default();
             if let EventKind::Exited { process, .. } = &event.kind {
                 info!(pid = process.pid, "{sentence}");
                 if notify {
-                    pipeline.act(Decision {
+                    run.pipeline.act(Decision {
                         rule: "postmortem".to_string(),
                         process: process.clone(),
                         step: 0,
@@ -456,7 +537,7 @@ impl Daemon {
                     });
                 }
             }
-            pipeline.record_at(event.at, event.kind);
+            run.pipeline.record_at(event.at, event.kind);
         }
     }
 
@@ -536,9 +617,8 @@ impl Daemon {
     }
 
     fn log_start(&self) {
-        let state = self.tx.borrow();
-        let d = &state.config.daemon;
-        let source = match &self.opts.config_path {
+        let d = &self.working.config().daemon;
+        let source = match &self.config_path {
             Some(p) => p.display().to_string(),
             None => "the embedded default".to_string(),
         };
@@ -556,8 +636,10 @@ impl Daemon {
         );
     }
 
-    fn reload(&mut self, pipeline: &Pipeline) {
-        let Some(path) = self.opts.config_path.clone() else {
+    /// Re-read the config file (SIGHUP); a file that does not load, or that
+    /// a root daemon must refuse, is rejected and the running config kept.
+    fn reload(&mut self, run: &mut Running) {
+        let Some(path) = self.config_path.clone() else {
             info!(
                 "SIGHUP received, but headroom runs on its embedded default config: nothing to reload (start it with --config FILE to use a file)"
             );
@@ -574,27 +656,9 @@ impl Daemon {
             Err(e) => Err(e),
         };
         match loaded {
-            Ok(mut config) => {
-                if self.opts.force_dry_run {
-                    config.daemon.dry_run = true;
-                }
-                // The HTTP server keeps the settings it was started with.
-                let running_http = self.tx.borrow().config.http.clone();
-                if config.http != running_http {
-                    info!(
-                        "[http] changes in {} take effect at restart",
-                        path.display()
-                    );
-                    config.http = running_http;
-                }
-                info!(
-                    "config reloaded from {}: sampling every {} ({} under pressure)",
-                    path.display(),
-                    format_duration(config.daemon.interval),
-                    format_duration(config.daemon.fast_interval)
-                );
-                self.tx.send_modify(|s| s.replace_config(config));
-                pipeline.record(EventKind::ConfigReloaded {
+            Ok(config) => {
+                self.apply_config(run, config, &path);
+                run.pipeline.record(EventKind::ConfigReloaded {
                     path: path.display().to_string(),
                     error: None,
                 });
@@ -602,12 +666,41 @@ impl Daemon {
             Err(e) => {
                 error!("config reload rejected, keeping the previous config: {e}");
                 self.tx.send_modify(|s| s.counters.reload_failures += 1);
-                pipeline.record(EventKind::ConfigReloaded {
+                run.pipeline.record(EventKind::ConfigReloaded {
                     path: path.display().to_string(),
                     error: Some(e.to_string()),
                 });
             }
         }
+    }
+
+    /// Run on `config`, reloaded from `path`, from now on: the loop's copy
+    /// first, then the published one; the notebook lookup and the cadence
+    /// follow it.
+    fn apply_config(&mut self, run: &mut Running, mut config: Config, path: &Path) {
+        if self.force_dry_run {
+            config.daemon.dry_run = true;
+        }
+        // The HTTP server keeps the settings it was started with.
+        let running_http = &self.working.config().http;
+        if config.http != *running_http {
+            info!(
+                "[http] changes in {} take effect at restart",
+                path.display()
+            );
+            config.http = running_http.clone();
+        }
+        info!(
+            "config reloaded from {}: sampling every {} ({} under pressure)",
+            path.display(),
+            format_duration(config.daemon.interval),
+            format_duration(config.daemon.fast_interval)
+        );
+        let working = &mut self.working;
+        self.tx.send_modify(|s| working.replace_config(config, s));
+        let config = self.working.config();
+        run.notebooks.configure(&config.jupyter);
+        run.cadence.set_gates(gates(config));
     }
 }
 
@@ -766,5 +859,283 @@ fn log_policy_event(kind: &EventKind) {
             process.pid
         ),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::event::Outcome;
+    use crate::model::{ProcessSample, SystemMemory};
+
+    const GIB: u64 = 1 << 30;
+
+    /// A rule that acts (by notifying) on any process over 1 GiB, whoever
+    /// owns it.
+    const BIG: &str = "[[rule]]\nname = \"big\"\nfootprint = \"1GiB\"\nother_users = true\n\
+                       root = true\nactions = [{ notify = true }]\n";
+
+    /// Hands out the samples it was given, in order, then fails.
+    struct Scripted(VecDeque<Result<Snapshot, SampleError>>);
+
+    impl Sampler for Scripted {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+
+        fn sample(&mut self) -> Result<Snapshot, SampleError> {
+            self.0.pop_front().unwrap_or(Err(SampleError::EndOfTrace))
+        }
+    }
+
+    /// A machine of 16 GiB, half of it available, at `ms`, with one process
+    /// (pid 4242) of `footprint` bytes.
+    fn machine(ms: u64, footprint: u64) -> Snapshot {
+        Snapshot {
+            taken_at: Timestamp(ms),
+            system: SystemMemory {
+                total: 16 * GIB,
+                available: 8 * GIB,
+                ..SystemMemory::default()
+            },
+            processes: vec![ProcessSample {
+                uid: Some(crate::sys::this_process::effective_uid()),
+                footprint,
+                ..ProcessSample::new(
+                    ProcessId {
+                        pid: 4242,
+                        start: 7,
+                    },
+                    1,
+                    "python3",
+                )
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    /// A dry-run daemon journaling into a directory of its own, started as
+    /// `run` starts it, with no signal handlers.
+    struct Loop {
+        daemon: Daemon,
+        run: Running,
+        published: watch::Receiver<State>,
+        dir: tempfile::TempDir,
+    }
+
+    impl Loop {
+        /// On the config `text` (TOML), sampling `samples` in order.
+        fn start(text: &str, samples: Vec<Result<Snapshot, SampleError>>) -> Self {
+            let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+            std::fs::create_dir_all(&base).expect("target/tmp");
+            let dir = tempfile::tempdir_in(&base).expect("tempdir");
+            let mut config =
+                Config::from_toml_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+            config.daemon.journal = Some(dir.path().join("journal.jsonl"));
+            config.jupyter.enabled = false;
+            let daemon = Daemon::new(
+                RunOptions {
+                    config,
+                    config_path: Some(dir.path().join("headroom.toml")),
+                    force_dry_run: true,
+                },
+                Box::new(Scripted(samples.into())),
+                PressureEvents::none(),
+            );
+            let published = daemon.subscribe();
+            let run = daemon.start();
+            Self {
+                daemon,
+                run,
+                published,
+                dir,
+            }
+        }
+
+        /// One full sample and what follows it.
+        async fn step(&mut self) -> Stepped {
+            self.step_woken_by(None).await
+        }
+
+        /// One full sample woken by a kernel event of `level`.
+        async fn step_woken_by(&mut self, level: Option<PressureLevel>) -> Stepped {
+            self.daemon
+                .step(&mut self.run, Depth::Full, Instant::now(), level)
+                .await
+                .expect("the sampler thread runs")
+        }
+
+        /// Write `text` to the config file and reload it, as on SIGHUP.
+        fn reload(&mut self, text: &str) {
+            let path = self.dir.path().join("headroom.toml");
+            std::fs::write(&path, text).expect("write the config");
+            self.daemon.reload(&mut self.run);
+        }
+
+        /// Stop as `run` does and read back what was journaled.
+        async fn journaled(self) -> Vec<EventKind> {
+            self.daemon.stop(self.run).await.expect("stops");
+            let path = self.dir.path().join("journal.jsonl");
+            let read = crate::journal::read_events(&path, None).expect("read the journal");
+            read.events.into_iter().map(|e| e.kind).collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sample_is_published_with_the_loops_history_holding_it() {
+        let mut l = Loop::start("", vec![Ok(machine(1_000, GIB))]);
+        let stepped = l.step().await;
+        assert_eq!(stepped.level, Some(PressureLevel::Normal));
+        let state = l.published.borrow();
+        let snap = state.snapshot.as_ref().expect("published");
+        assert_eq!(snap.taken_at, Timestamp(1_000));
+        assert_eq!(state.counters.samples, 1);
+        assert!(Arc::ptr_eq(&state.history, l.daemon.working.history()));
+        assert_eq!(state.history.system().len(), 1);
+        assert!(
+            state
+                .history
+                .process(&ProcessId {
+                    pid: 4242,
+                    start: 7
+                })
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn samples_no_reader_holds_the_history_for_record_it_in_place() {
+        let samples = vec![Ok(machine(1_000, GIB)), Ok(machine(2_000, GIB))];
+        let mut l = Loop::start("", samples);
+        l.step().await;
+        let before = Arc::as_ptr(l.daemon.working.history());
+        l.step().await;
+        assert_eq!(Arc::as_ptr(l.daemon.working.history()), before, "copied");
+        assert_eq!(l.published.borrow().history.system().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_reload_replaces_the_loops_config_and_then_publishes_it() {
+        let mut l = Loop::start("", vec![]);
+        l.reload(&format!("[daemon]\nhistory = \"2m\"\n{BIG}"));
+        let working = &l.daemon.working;
+        assert_eq!(working.config().rules.len(), 1);
+        assert!(working.config().daemon.dry_run, "--dry-run survives");
+        assert_eq!(working.history().retention(), Duration::from_secs(120));
+        let state = l.published.borrow();
+        assert!(Arc::ptr_eq(&state.config, working.config()));
+        assert!(Arc::ptr_eq(&state.history, working.history()));
+        assert_eq!(state.counters.reloads, 1);
+    }
+
+    #[tokio::test]
+    async fn a_rejected_reload_keeps_the_loops_config_and_is_counted() {
+        let mut l = Loop::start(BIG, vec![]);
+        l.reload("[daemon]\ninterval = \"5 parsecs\"\n");
+        assert_eq!(l.daemon.working.config().rules.len(), 1);
+        let state = l.published.borrow();
+        assert_eq!(state.counters.reload_failures, 1);
+        assert_eq!(state.counters.reloads, 0);
+    }
+
+    #[tokio::test]
+    async fn the_policy_runs_on_the_loops_config_after_a_reload_not_the_published_one() {
+        let mut l = Loop::start("", vec![Ok(machine(1_000, 2 * GIB))]);
+        l.reload(BIG);
+        // What readers see has no rule; the loop's config has one.
+        let none = Arc::new(Config::from_toml_str("", "t.toml").expect("empty config"));
+        l.daemon.tx.send_modify(|s| s.config = none);
+        let stepped = l.step().await;
+        let rules: Vec<&str> = stepped
+            .evaluation
+            .decisions
+            .iter()
+            .map(|d| d.rule.as_str())
+            .collect();
+        assert_eq!(rules, ["big"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_sample_is_counted_and_the_last_good_snapshot_stays_published() {
+        let failure = SampleError::Parse {
+            path: "/proc/meminfo".into(),
+            reason: "no MemTotal".into(),
+        };
+        let mut l = Loop::start("", vec![Ok(machine(1_000, GIB)), Err(failure)]);
+        l.step().await;
+        let stepped = l.step().await;
+        assert_eq!(stepped.level, None);
+        let state = l.published.borrow();
+        assert_eq!(state.counters.sample_failures, 1);
+        assert_eq!(state.counters.samples, 1);
+        let error = state
+            .last_error
+            .as_deref()
+            .expect("the failure is published");
+        assert!(error.contains("/proc/meminfo"), "{error}");
+        let snap = state.snapshot.as_ref().expect("still published");
+        assert_eq!(snap.taken_at, Timestamp(1_000));
+    }
+
+    #[tokio::test]
+    async fn a_crossing_in_the_snapshot_is_journaled_with_its_dry_run_action() {
+        let mut l = Loop::start(BIG, vec![Ok(machine(1_000, 2 * GIB))]);
+        l.step().await;
+        let events = l.journaled().await;
+        assert!(
+            events.iter().any(|k| matches!(
+                k,
+                EventKind::LimitCrossed { rule, process, .. }
+                    if rule == "big" && process.pid == 4242
+            )),
+            "{events:?}"
+        );
+        assert!(
+            events.iter().any(|k| matches!(
+                k,
+                EventKind::Action { rule, outcome: Outcome::DryRun, dry_run: true, .. }
+                    if rule == "big"
+            )),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_process_under_its_limit_is_journaled_as_nothing() {
+        let mut l = Loop::start(BIG, vec![Ok(machine(1_000, GIB / 2))]);
+        l.step().await;
+        let events = l.journaled().await;
+        assert!(
+            events
+                .iter()
+                .all(|k| matches!(k, EventKind::Started { .. } | EventKind::Stopped)),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_published_rule_statuses_are_the_evaluations() {
+        let mut l = Loop::start(BIG, vec![Ok(machine(1_000, 2 * GIB))]);
+        let stepped = l.step().await;
+        assert!(!stepped.evaluation.statuses.is_empty());
+        let state = l.published.borrow();
+        assert_eq!(*state.rule_statuses, stepped.evaluation.statuses);
+    }
+
+    #[tokio::test]
+    async fn a_kernel_event_raises_the_published_level_and_says_so() {
+        let mut l = Loop::start("", vec![Ok(machine(1_000, GIB))]);
+        let stepped = l.step_woken_by(Some(PressureLevel::Warn)).await;
+        assert_eq!(stepped.level, Some(PressureLevel::Warn));
+        let state = l.published.borrow();
+        let snap = state.snapshot.as_ref().expect("published");
+        assert_eq!(snap.pressure.level, PressureLevel::Warn);
+        assert!(
+            snap.notes.iter().any(|n| n.contains("memory-pressure")),
+            "{:?}",
+            snap.notes
+        );
     }
 }

@@ -743,9 +743,10 @@ mod tests {
     fn state_with(snaps: Vec<Snapshot>, cap: usize) -> State {
         let mut config = Config::default();
         config.http.max_process_series = cap;
-        let mut state = State::new(config, None, Timestamp(0));
+        let mut working = crate::daemon::Working::new(config);
+        let mut state = working.initial_state(None, Timestamp(0));
         for s in snaps {
-            state.publish(s);
+            working.record(std::sync::Arc::new(s), &mut state);
         }
         state
     }

@@ -1,7 +1,15 @@
-//! The daemon's shared state: the latest snapshot, the recent history and the
-//! effective config, published through a tokio `watch` channel after every
-//! sample. Readers (the CLI's status command, HTTP handlers) only read it and
-//! clone the `Arc`s they need, so they never hold up the sampler.
+//! The daemon's published state: the latest snapshot, the recent history,
+//! the effective config, the rules' statuses, counters and recent events,
+//! published through a tokio `watch` channel for readers (the CLI's status
+//! command, HTTP handlers, metrics). Readers only read it and clone the
+//! `Arc`s they need, so they never hold up the sampler.
+//!
+//! Who owns what: the snapshot, the history and the config belong to the
+//! daemon loop (`daemon::Working`), which hands them to the policy itself
+//! and publishes copies of its `Arc`s here ([`State::publish`],
+//! [`State::replace_config`]); it never reads them back from the state.
+//! The counters, the events the journal handed back and the action counts
+//! exist only here, for readers.
 //!
 //! The snapshot's JSON is made at most once per form and per sample, on
 //! first use, and shared by every reader ([`SnapshotJson`]): a hundred slow
@@ -194,14 +202,28 @@ impl DurationHistogram {
 }
 
 impl State {
+    /// The state before the first sample, with a config and an empty
+    /// history of its own: for readers and their tests. The daemon starts
+    /// from [`State::starting`] with the loop's own.
     pub fn new(config: Config, config_path: Option<PathBuf>, started_at: Timestamp) -> Self {
-        let history = History::new(config.daemon.history);
+        let history = Arc::new(History::new(config.daemon.history));
+        Self::starting(Arc::new(config), history, config_path, started_at)
+    }
+
+    /// The state before the first sample, publishing the loop's `config`
+    /// and `history`.
+    pub fn starting(
+        config: Arc<Config>,
+        history: Arc<History>,
+        config_path: Option<PathBuf>,
+        started_at: Timestamp,
+    ) -> Self {
         Self {
             started_at,
-            config: Arc::new(config),
+            config,
             config_path,
             snapshot: None,
-            history: Arc::new(history),
+            history,
             counters: Counters::default(),
             fast_mode: false,
             last_error: None,
@@ -213,17 +235,16 @@ impl State {
         }
     }
 
-    /// Take in a new snapshot: record it in the history and make it the latest.
+    /// Publish a new snapshot and the history the loop recorded it in; the
+    /// snapshot becomes the latest, and the sample is counted.
     ///
-    /// The history is copied only if a reader still holds the previous one.
-    /// Returns the snapshot it replaced, for the caller to let go of where
-    /// it suits (the daemon does so on the sampler's thread).
-    pub fn publish(&mut self, snap: Snapshot) -> Option<Arc<Snapshot>> {
+    /// Only `Arc`s change hands: the loop keeps its own. Returns the
+    /// snapshot this one replaced, for the caller to let go of where it
+    /// suits (the daemon does so on the sampler's thread).
+    pub fn publish(&mut self, snap: Arc<Snapshot>, history: Arc<History>) -> Option<Arc<Snapshot>> {
         let (snap_errors, snap_micros) = (snap.errors, snap.sample_micros);
-        let mut history = std::mem::take(&mut self.history);
-        Arc::make_mut(&mut history).record(&snap);
         self.history = history;
-        let replaced = self.snapshot.replace(Arc::new(snap));
+        let replaced = self.snapshot.replace(snap);
         self.snapshot_json = Arc::default();
         self.counters.samples += 1;
         let e = &mut self.counters.collector_errors;
@@ -235,6 +256,13 @@ impl State {
         self.counters.sample_durations.observe(snap_micros);
         self.last_error = None;
         replaced
+    }
+
+    /// Let go of the published history, so that the loop, recording into
+    /// its own next, copies it only if a reader still holds it. The state
+    /// holds an empty history until the next [`State::publish`].
+    pub fn release_history(&mut self) {
+        self.history = Arc::default();
     }
 
     /// Take in an event after it was journaled.
@@ -282,10 +310,11 @@ impl State {
         events.push_back(event);
     }
 
-    /// Apply a reloaded config.
-    pub fn replace_config(&mut self, config: Config) {
-        Arc::make_mut(&mut self.history).set_retention(config.daemon.history);
-        self.config = Arc::new(config);
+    /// Publish a reloaded config, and the history the loop applied its
+    /// retention to.
+    pub fn replace_config(&mut self, config: Arc<Config>, history: Arc<History>) {
+        self.config = config;
+        self.history = history;
         self.counters.reloads += 1;
     }
 }
@@ -297,6 +326,8 @@ fn action_kind(label: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn encoding(snap: &Arc<Snapshot>, text: &'static str) -> EncodedSnapshot {
@@ -330,34 +361,90 @@ mod tests {
         assert_eq!(&got.json[..], b"second");
     }
 
+    /// Publish `snap` with the state's own history, as a reader's test would.
+    fn publish(state: &mut State, snap: Snapshot) -> Option<Arc<Snapshot>> {
+        let history = Arc::clone(&state.history);
+        state.publish(Arc::new(snap), history)
+    }
+
     #[test]
     fn a_new_snapshot_gets_a_new_cache() {
         let mut state = State::new(Config::default(), None, Timestamp(0));
-        state.publish(Snapshot::default());
+        publish(&mut state, Snapshot::default());
         let before = Arc::clone(&state.snapshot_json);
         state.add_event(Event {
             at: Timestamp(1),
             kind: EventKind::Stopped,
         });
         assert!(Arc::ptr_eq(&before, &state.snapshot_json), "same snapshot");
-        state.publish(Snapshot::default());
+        publish(&mut state, Snapshot::default());
         assert!(!Arc::ptr_eq(&before, &state.snapshot_json));
     }
 
     #[test]
     fn publishing_hands_back_the_snapshot_it_replaced() {
         let mut state = State::new(Config::default(), None, Timestamp(0));
-        assert!(state.publish(Snapshot::default()).is_none());
+        assert!(publish(&mut state, Snapshot::default()).is_none());
         let first = state.snapshot.clone().expect("published");
-        let replaced = state.publish(Snapshot {
-            taken_at: Timestamp(1),
-            ..Snapshot::default()
-        });
+        let replaced = publish(
+            &mut state,
+            Snapshot {
+                taken_at: Timestamp(1),
+                ..Snapshot::default()
+            },
+        );
         assert!(replaced.is_some_and(|r| Arc::ptr_eq(&r, &first)));
         assert_eq!(
             state.snapshot.as_ref().map(|s| s.taken_at),
             Some(Timestamp(1))
         );
+    }
+
+    #[test]
+    fn publishing_stores_the_loops_history_and_counts_the_sample() {
+        let mut state = State::new(Config::default(), None, Timestamp(0));
+        let mut history = History::new(Duration::from_secs(60));
+        let snap = Snapshot {
+            taken_at: Timestamp(5),
+            sample_micros: 700,
+            errors: CollectorErrors {
+                vanished: 2,
+                ..CollectorErrors::default()
+            },
+            ..Snapshot::default()
+        };
+        history.record(&snap);
+        let history = Arc::new(history);
+        state.last_error = Some("an earlier failure".into());
+        state.publish(Arc::new(snap), Arc::clone(&history));
+        assert!(Arc::ptr_eq(&state.history, &history), "not a copy");
+        assert_eq!(state.history.system().len(), 1);
+        assert_eq!(state.counters.samples, 1);
+        assert_eq!(state.counters.collector_errors.vanished, 2);
+        assert_eq!(state.counters.sample_durations.count, 1);
+        assert_eq!(state.last_error, None, "a good sample clears the error");
+    }
+
+    #[test]
+    fn releasing_the_history_drops_the_states_reference() {
+        let mut state = State::new(Config::default(), None, Timestamp(0));
+        let held = Arc::clone(&state.history);
+        assert_eq!(Arc::strong_count(&held), 2);
+        state.release_history();
+        assert_eq!(Arc::strong_count(&held), 1);
+    }
+
+    #[test]
+    fn a_replaced_config_is_published_with_its_history_and_counted() {
+        let mut state = State::new(Config::default(), None, Timestamp(0));
+        let mut config = Config::default();
+        config.daemon.dry_run = !state.config.daemon.dry_run;
+        let config = Arc::new(config);
+        let history = Arc::new(History::new(Duration::from_secs(7)));
+        state.replace_config(Arc::clone(&config), Arc::clone(&history));
+        assert!(Arc::ptr_eq(&state.config, &config));
+        assert!(Arc::ptr_eq(&state.history, &history));
+        assert_eq!(state.counters.reloads, 1);
     }
 
     #[test]

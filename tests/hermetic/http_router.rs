@@ -14,11 +14,13 @@
 //! user, is in the environment tier (`tests/environment/http_router.rs`).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use headroom::config::Config;
+use headroom::daemon::Working;
 use headroom::http::router;
 use headroom::http::viewer::Peer;
 use headroom::model::{Snapshot, Timestamp};
@@ -48,9 +50,10 @@ fn grown(n: usize) -> (State, u32) {
         .expect("the growing script is in the trace")
         .id
         .pid;
-    let mut state = State::new(Config::default(), None, snaps[0].taken_at);
+    let mut working = Working::new(Config::default());
+    let mut state = working.initial_state(None, snaps[0].taken_at);
     for s in snaps.into_iter().take(n) {
-        state.publish(s);
+        working.record(Arc::new(s), &mut state);
     }
     (state, pid)
 }
@@ -323,7 +326,8 @@ async fn healthz_is_ok_while_samples_are_fresh_and_503_when_stale() {
     let (mut state, _) = grown(3);
     let mut fresh = (*state.snapshot.clone().expect("snapshot")).clone();
     fresh.taken_at = Timestamp::now();
-    state.publish(fresh.clone());
+    let history = Arc::clone(&state.history);
+    state.publish(Arc::new(fresh), history);
     let a = get(state.clone(), "/healthz").await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
     assert_eq!(a.json()["status"], "ok");
@@ -714,8 +718,9 @@ mod server {
         for p in &mut snap.processes {
             p.uid = Some(me);
         }
-        let mut state = State::new(Config::default(), None, snap.taken_at);
-        state.publish(snap);
+        let mut working = Working::new(Config::default());
+        let mut state = working.initial_state(None, snap.taken_at);
+        working.record(Arc::new(snap), &mut state);
         state
     }
 

@@ -5,9 +5,11 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
 use headroom::config::Config;
+use headroom::daemon::Working;
 use headroom::http::{Limits, Server};
 use headroom::model::{Snapshot, Timestamp};
 use headroom::state::State;
@@ -49,8 +51,9 @@ pub fn users_snapshot(pad: usize) -> Snapshot {
 
 pub fn users_state(pad: usize) -> State {
     let snap = users_snapshot(pad);
-    let mut state = State::new(Config::default(), None, snap.taken_at);
-    state.publish(snap);
+    let mut working = Working::new(Config::default());
+    let mut state = working.initial_state(None, snap.taken_at);
+    working.record(Arc::new(snap), &mut state);
     state
 }
 
