@@ -254,6 +254,17 @@ impl Cells {
         self.stdin.flush().unwrap();
         self.reply(timeout + Duration::from_secs(10))
     }
+
+    /// A first cell that imports `os` and `time`, sets `variable`, and
+    /// checks that the kernel it ran in is `pid`.
+    fn set_in_kernel(&mut self, pid: u32, variable: &str) {
+        let first = self.run(
+            &format!("import os, time\n{variable}\nprint(os.getpid())"),
+            Duration::from_secs(30),
+        );
+        assert_eq!(first["status"], "ok", "{first}");
+        assert_eq!(first["stdout"].as_str().unwrap().trim(), pid.to_string());
+    }
 }
 
 impl Drop for Cells {
@@ -330,12 +341,7 @@ fn a_runaway_cell_is_interrupted_and_the_kernel_keeps_its_variables() {
     let mut daemon = start_daemon(sandbox.path(), &jupyter, &rule);
     let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
 
-    let first = cells.run(
-        "import os, time\nstate = {'epoch': 3, 'note': 'survives'}\nprint(os.getpid())",
-        Duration::from_secs(30),
-    );
-    assert_eq!(first["status"], "ok", "{first}");
-    assert_eq!(first["stdout"].as_str().unwrap().trim(), pid.to_string());
+    cells.set_in_kernel(pid, "state = {'epoch': 3, 'note': 'survives'}");
 
     // headroom lists the kernel with its notebook.
     let row = listed_with_notebook(&daemon, pid, notebook);
@@ -584,12 +590,7 @@ mod whole_machine {
         let daemon = Daemon::start(sandbox.path(), &config);
         let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
 
-        let first = cells.run(
-            "import os, time\nmodel = {'layers': 12, 'note': 'survives'}\nprint(os.getpid())",
-            Duration::from_secs(30),
-        );
-        assert_eq!(first["status"], "ok", "{first}");
-        assert_eq!(first["stdout"].as_str().unwrap().trim(), pid.to_string());
+        cells.set_in_kernel(pid, "model = {'layers': 12, 'note': 'survives'}");
         listed_with_notebook(&daemon, pid, notebook);
 
         // Growth that would use up available memory and free swap in about
