@@ -41,6 +41,7 @@
 //! evaluated on that very sample; the snapshot's notes say so.
 
 pub mod cadence;
+pub mod sample_log;
 pub mod watched;
 pub mod working;
 
@@ -62,12 +63,13 @@ use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
 use crate::policy::{Context, Decision, Evaluation, PolicyState, Reach, evaluate};
 use crate::postmortem::PostMortems;
+use crate::report::format_bytes;
 use crate::report::rate_limit::RateLimit;
-use crate::report::{format_bytes, printable};
 use crate::sample::probe::{Probe, Reading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::{DurationHistogram, State};
 use cadence::{AfterProbe, Cadence, Cause, Depth};
+use sample_log::{Tracker, log_policy_event};
 pub use working::Working;
 
 /// How long the loop stays at the fast interval after an OS pressure event.
@@ -704,109 +706,6 @@ impl Daemon {
     }
 }
 
-/// Remembers enough between samples to log changes rather than states.
-#[derive(Default)]
-struct Tracker {
-    samples: u64,
-    consecutive_failures: u64,
-    failure_log: RateLimit,
-    level: Option<PressureLevel>,
-    ml: HashSet<ProcessId>,
-}
-
-impl Tracker {
-    fn observe(&mut self, snap: &Snapshot, depth: Depth) {
-        self.samples += 1;
-        if self.consecutive_failures > 0 {
-            info!(
-                "sampling works again after {} failed attempts",
-                self.consecutive_failures
-            );
-            self.consecutive_failures = 0;
-            self.failure_log.reset();
-        }
-        let m = &snap.system;
-        if self.samples == 1 {
-            let ml = snap.processes.iter().filter(|p| p.workload.is_ml()).count();
-            let swap = if snap.swap.total == 0 {
-                "no swap".to_string()
-            } else {
-                format!(
-                    "swap {} used of {}",
-                    format_bytes(snap.swap.used),
-                    format_bytes(snap.swap.total)
-                )
-            };
-            info!(
-                "first sample: {} used of {}, {} available, {swap}, pressure {}; {} processes, {} ML workloads; took {} ms",
-                format_bytes(m.used),
-                format_bytes(m.total),
-                format_bytes(m.available),
-                snap.pressure.level,
-                snap.processes.len(),
-                ml,
-                snap.sample_micros / 1000,
-            );
-        } else {
-            debug!(
-                "sample: {} used, {} available, pressure {}, {} processes, {} µs{}",
-                format_bytes(m.used),
-                format_bytes(m.available),
-                snap.pressure.level,
-                snap.processes.len(),
-                snap.sample_micros,
-                if depth == Depth::Light { ", light" } else { "" }
-            );
-        }
-        let level = snap.pressure.level;
-        if let Some(prev) = self.level
-            && prev != level
-        {
-            let msg = format!(
-                "memory pressure {level} (was {prev}): {} available of {}",
-                format_bytes(m.available),
-                format_bytes(m.total)
-            );
-            if level > prev {
-                warn!("{msg}");
-            } else {
-                info!("{msg}");
-            }
-        }
-        self.level = Some(level);
-
-        let mut seen = HashSet::new();
-        for p in snap.processes.iter().filter(|p| p.workload.is_ml()) {
-            seen.insert(p.id);
-            if !self.ml.contains(&p.id) {
-                info!(
-                    pid = p.id.pid,
-                    workload = p.workload.kind.as_str(),
-                    "watching {} {} (pid {}), footprint {}{}",
-                    p.workload.kind,
-                    printable(&p.name),
-                    p.id.pid,
-                    format_bytes(p.footprint),
-                    p.workload
-                        .evidence
-                        .first()
-                        .map(|e| format!(": {}", printable(e)))
-                        .unwrap_or_default()
-                );
-            }
-        }
-        self.ml = seen;
-    }
-
-    fn failed(&mut self, e: &SampleError) {
-        self.consecutive_failures += 1;
-        let n = self.consecutive_failures;
-        if self.failure_log.due(std::time::Instant::now()).is_some() {
-            error!("sampling failed ({n} in a row): {e}");
-        }
-    }
-}
-
 /// The rules' system conditions, in rule order, for the cadence.
 fn gates(config: &Config) -> Vec<crate::config::SystemCondition> {
     config.rules.iter().filter_map(|r| r.when.clone()).collect()
@@ -825,50 +724,13 @@ fn raise_to_event_level(snap: &mut Snapshot, level: PressureLevel) {
     }
 }
 
-/// Policy events in the log: crossings at warn, the rest at info.
-fn log_policy_event(kind: &EventKind) {
-    match kind {
-        EventKind::LimitCrossed {
-            rule,
-            process,
-            detail,
-        } => warn!(
-            rule = %rule,
-            pid = process.pid,
-            "rule {rule}: {} (pid {}) crossed its limit: {detail}",
-            printable(&process.name),
-            process.pid
-        ),
-        EventKind::LimitHeldNotActing {
-            rule,
-            process,
-            reason,
-            ..
-        } => warn!(
-            rule = %rule,
-            pid = process.pid,
-            "rule {rule}: {} (pid {}) crossed its limit and the rule does not act: {reason}",
-            printable(&process.name),
-            process.pid
-        ),
-        EventKind::LimitCleared { rule, process, .. } => info!(
-            rule = %rule,
-            pid = process.pid,
-            "rule {rule}: {} (pid {}) is back below its limit",
-            printable(&process.name),
-            process.pid
-        ),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
 
     use super::*;
     use crate::event::Outcome;
-    use crate::model::{ProcessSample, SystemMemory};
+    use crate::model::build;
 
     const GIB: u64 = 1 << 30;
 
@@ -893,27 +755,16 @@ mod tests {
     /// A machine of 16 GiB, half of it available, at `ms`, with one process
     /// (pid 4242) of `footprint` bytes.
     fn machine(ms: u64, footprint: u64) -> Snapshot {
-        Snapshot {
-            taken_at: Timestamp(ms),
-            system: SystemMemory {
-                total: 16 * GIB,
-                available: 8 * GIB,
-                ..SystemMemory::default()
-            },
-            processes: vec![ProcessSample {
-                uid: Some(crate::sys::this_process::effective_uid()),
-                footprint,
-                ..ProcessSample::new(
-                    ProcessId {
-                        pid: 4242,
-                        start: 7,
-                    },
-                    1,
-                    "python3",
-                )
-            }],
-            ..Snapshot::default()
-        }
+        build::snapshot(ms)
+            .memory(16 * GIB, 8 * GIB)
+            .process(
+                build::process(4242)
+                    .start(7)
+                    .uid(crate::sys::this_process::effective_uid())
+                    .name("python3")
+                    .footprint(footprint),
+            )
+            .build()
     }
 
     /// A dry-run daemon journaling into a directory of its own, started as

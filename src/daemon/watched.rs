@@ -29,11 +29,7 @@ pub fn watched(rules: &[Rule], snap: &Snapshot) -> Arc<[u32]> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::model::{ProcessId, ProcessSample};
-
-    fn process(pid: u32, name: &str) -> ProcessSample {
-        ProcessSample::new(ProcessId { pid, start: 1 }, 1, name)
-    }
+    use crate::model::build;
 
     fn rules(toml: &str) -> Vec<Rule> {
         Config::from_toml_str(toml, "test.toml").unwrap().rules
@@ -41,14 +37,11 @@ mod tests {
 
     #[test]
     fn processes_matched_by_a_rule_with_a_limit_are_watched() {
-        let snap = Snapshot {
-            processes: vec![
-                process(1, "trainer"),
-                process(2, "cron"),
-                process(3, "trainer-2"),
-            ],
-            ..Snapshot::default()
-        };
+        let snap = build::snapshot(0)
+            .process(build::process(1).name("trainer"))
+            .process(build::process(2).name("cron"))
+            .process(build::process(3).name("trainer-2"))
+            .build();
         let r = rules(
             "[[rule]]\nname = \"t\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n[rule.match]\nname = \"^trainer\"\n",
         );
@@ -57,10 +50,9 @@ mod tests {
 
     #[test]
     fn a_rule_gated_by_a_system_condition_alone_watches_nothing() {
-        let snap = Snapshot {
-            processes: vec![process(1, "trainer")],
-            ..Snapshot::default()
-        };
+        let snap = build::snapshot(0)
+            .process(build::process(1).name("trainer"))
+            .build();
         let r = rules(
             "[[rule]]\nname = \"t\"\nactions = [{ notify = true }]\n[rule.match]\nname = \"^trainer\"\n[rule.when]\navailable_below = \"1GiB\"\n",
         );
