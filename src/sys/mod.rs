@@ -21,8 +21,8 @@
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
 //! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` socket
-//!   layouts behind [`sockets`] on macOS (the layouts and their reading exist everywhere,
-//!   so that they are tested everywhere).
+//!   layouts behind [`sockets`] on macOS (the layouts and their reading
+//!   exist everywhere, so that they are tested everywhere).
 
 pub mod accounts;
 pub mod fd_limit;
