@@ -3,12 +3,12 @@
 //! System figures come from `/proc/meminfo` (the only source whose failure
 //! fails the sample), `/proc/vmstat` (swap paging) and `/proc/pressure/memory`
 //! (PSI; absent on kernels built without it, which is not an error):
-//! [`system_files`].
+//! `system_files.rs`.
 //!
 //! This file wires the parts together. Each has its own file: the per-process
-//! state and the full tick ([`tracker`]), the light tick ([`light_tick`]),
-//! the reads of one process ([`process_reads`], through [`proc_reader`]),
-//! library scans of Python processes ([`library_rescan`]), and user names
+//! state and the full tick (`tracker.rs`), the light tick (`light_tick.rs`),
+//! the reads of one process (`process_reads.rs`, through `proc_reader.rs`),
+//! library scans of Python processes (`library_rescan.rs`), and user names
 //! (the shared [`crate::sample::user_names`], from `/etc/passwd`).
 //!
 //! # The per-process hot path
@@ -73,12 +73,15 @@
 //!
 //! Python processes whose frameworks are imported after start are re-scanned
 //! (`maps`) when they grow by half and by 64 MiB, or every 30 s, until a
-//! framework turns up.
+//! framework turns up (`library_rescan.rs`).
 //!
 //! Per-process failures never fail the sample: a process gone between the
 //! listing and the read is skipped and counted as vanished, EACCES/EPERM
 //! as permission denied (the process is kept with what could be read), and
 //! anything else as unreadable. Identities no longer listed are forgotten.
+//!
+//! [`Detail::Estimated`]: crate::model::Detail::Estimated
+//! [`procfs::parse_cmdline`]: crate::sys::procfs::parse_cmdline
 
 pub mod doctor;
 pub mod kmsg;
