@@ -223,7 +223,7 @@ impl Actuator {
             audience,
             self.opts.notifier_path.as_deref(),
             &self.opts.runtime_dir,
-            || std::fs::read_to_string("/etc/passwd"),
+            || std::fs::read_to_string(crate::sys::passwd::SYSTEM_PASSWD),
         );
         let cmd = match cmd {
             Ok(cmd) => cmd,

@@ -64,6 +64,8 @@ fn platform_command(
 ) -> Result<Command, String> {
     use std::os::unix::process::CommandExt as _;
 
+    use crate::sys::passwd::{SYSTEM_PASSWD, by_uid};
+
     let notifier = find_program("notify-send", search_path)
         .ok_or_else(|| "no desktop notifier: notify-send not found".to_string())?;
     let as_root = audience.own_uid == 0;
@@ -81,12 +83,12 @@ fn platform_command(
                 bus.display()
             ));
         }
-        let text = passwd().map_err(|e| format!("cannot read /etc/passwd: {e}"))?;
-        let entry = passwd_entry(&text, uid)
-            .ok_or_else(|| format!("uid {uid} has no entry in /etc/passwd"))?;
+        let text = passwd().map_err(|e| format!("cannot read {SYSTEM_PASSWD}: {e}"))?;
+        let entry = by_uid(&text, uid)
+            .ok_or_else(|| format!("uid {uid} has no entry in {SYSTEM_PASSWD}"))?;
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &entry.home)
+            .env("HOME", entry.home)
             .env("XDG_RUNTIME_DIR", runtime_dir.join(uid.to_string()))
             .env("DBUS_SESSION_BUS_ADDRESS", bus_address(&bus))
             .uid(uid)
@@ -237,29 +239,6 @@ pub fn find_program(name: &str, search_path: Option<&OsStr>) -> Option<PathBuf> 
         })
 }
 
-/// The fields of one `/etc/passwd` entry a notifier needs.
-#[cfg(any(target_os = "linux", test))]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PasswdEntry {
-    pub gid: u32,
-    pub home: String,
-}
-
-/// Find `uid` in passwd(5) text: `name:x:uid:gid:gecos:home:shell`.
-#[cfg(any(target_os = "linux", test))]
-pub fn passwd_entry(text: &str, uid: u32) -> Option<PasswdEntry> {
-    text.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        if fields.len() < 7 || fields[2].parse::<u32>().ok()? != uid {
-            return None;
-        }
-        Some(PasswdEntry {
-            gid: fields[3].parse().ok()?,
-            home: fields[5].to_string(),
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,22 +307,6 @@ mod tests {
         });
         assert_eq!(quoted[8], "\" & (do shell script \"id\") & \"");
         assert!(quoted[..6].iter().all(|a| !a.contains("shell")));
-    }
-
-    #[test]
-    fn passwd_entries_are_found_by_uid() {
-        let text = "root:x:0:0:root:/root:/bin/bash\n\
-                    # comment\n\
-                    ada:x:1000:1001:Ada,,,:/home/ada:/bin/zsh\n";
-        assert_eq!(
-            passwd_entry(text, 1000),
-            Some(PasswdEntry {
-                gid: 1001,
-                home: "/home/ada".into()
-            })
-        );
-        assert_eq!(passwd_entry(text, 1002), None);
-        assert_eq!(passwd_entry("short:x:5\n", 5), None);
     }
 
     #[test]

@@ -22,18 +22,20 @@
 //! the workload classification are read once per process identity (pid and
 //! start time) and cached; a process seen within its first seconds is read
 //! again on the next tick, in case it was caught between `fork` and `exec`.
-//! User names are looked up in one refresh of the user list when a uid
-//! not seen before appears; a uid the list does not know stays nameless
-//! (`user: None`) without further refreshes.
+//! User names come from sysinfo's account list through
+//! [`UserNames`]: a uid not seen before refreshes the list at most once a
+//! sample; a uid the list does not know stays nameless (`user: None`)
+//! without further refreshes.
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sysinfo::{
     MemoryRefreshKind, Pid, Process, ProcessRefreshKind, ProcessesToUpdate, System, ThreadKind,
-    Uid, UpdateKind, Users,
+    Uid, UpdateKind,
 };
 
+use super::user_names::{SysinfoUsers, UserNames};
 use super::{SampleError, Sampler};
 use crate::model::{
     Argv, CollectorErrors, Detail, Pressure, PressureLevel, ProcessId, ProcessSample, SharedStr,
@@ -54,9 +56,7 @@ const SETTLE_SECS: u64 = 2;
 pub struct SysinfoSampler {
     /// `None` until sysinfo initialises (it is retried every sample).
     system: Option<System>,
-    users: Option<Users>,
-    /// User names by uid; `None` for a uid the user list does not know.
-    user_names: HashMap<Uid, Option<SharedStr>>,
+    users: UserNames<SysinfoUsers<Uid>>,
     /// What was read once per process, by pid.
     known: HashMap<u32, Known>,
 }
@@ -77,32 +77,9 @@ impl SysinfoSampler {
     pub fn new() -> Self {
         Self {
             system: System::new().ok(),
-            users: None,
-            user_names: HashMap::new(),
+            users: UserNames::new(SysinfoUsers::new()),
             known: HashMap::new(),
         }
-    }
-
-    /// The user name for `uid`, refreshing the user list at most once per
-    /// sample (`refreshed`) when the uid was not seen before.
-    fn user_name(&mut self, uid: &Uid, refreshed: &mut bool) -> Option<SharedStr> {
-        if let Some(name) = self.user_names.get(uid) {
-            return name.clone();
-        }
-        if !*refreshed {
-            *refreshed = true;
-            match &mut self.users {
-                Some(users) => users.refresh(),
-                None => self.users = Users::new_with_refreshed_list().ok(),
-            }
-        }
-        let name = self
-            .users
-            .as_ref()
-            .and_then(|users| users.get_user_by_id(uid))
-            .map(|user| SharedStr::from(user.name()));
-        self.user_names.insert(uid.clone(), name.clone());
-        name
     }
 }
 
@@ -221,7 +198,7 @@ impl Sampler for SysinfoSampler {
         self.known = known;
 
         found.sort_unstable_by_key(|&(pid, ..)| pid);
-        let mut refreshed_users = false;
+        self.users.start_sample();
         let mut processes = Vec::with_capacity(found.len());
         for (pid, start, ppid, resident) in found {
             let Some(k) = self.known.get(&pid) else {
@@ -235,7 +212,7 @@ impl Sampler for SysinfoSampler {
                 k.workload.clone(),
             );
             let user = match &uid {
-                Some(uid) => self.user_name(uid, &mut refreshed_users),
+                Some(uid) => self.users.name(uid),
                 None => None,
             };
             processes.push(ProcessSample {

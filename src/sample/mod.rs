@@ -20,6 +20,7 @@ pub mod probe;
 #[cfg(target_os = "linux")]
 pub mod psi_trigger;
 pub mod replay;
+pub mod user_names;
 
 pub use exit_causes::{
     Crash, Ended, ExitCauses, ExitStatus, GpuFault, Killer, MemoryKill, Observed, exit_causes,

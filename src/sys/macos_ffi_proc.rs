@@ -99,8 +99,10 @@ pub struct BsdInfo {
     pub start_micros: u64,
 }
 
-/// `proc_pidinfo(pid, PROC_PIDTBSDINFO)`. Refused with EPERM for other
-/// users' processes unless the caller is root.
+/// `proc_pidinfo(pid, PROC_PIDTBSDINFO)`, the one place headroom makes
+/// this call: the sampler, the signal-identity check, the doctor and
+/// [`super::process_owner`] all read a process's BSD info through here.
+/// Refused with EPERM for other users' processes unless the caller is root.
 pub fn bsd_info(pid: i32) -> Result<BsdInfo, i32> {
     // SAFETY: proc_bsdinfo is plain integers and byte arrays; all-zero is
     // a valid value.

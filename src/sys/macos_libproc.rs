@@ -1,5 +1,4 @@
-//! macOS: whether a process listens on a TCP port, and who a process runs
-//! as, from libproc.
+//! macOS: whether a process listens on a TCP port, from libproc.
 //!
 //! macOS keeps no world-readable table of sockets with their owners (Linux's
 //! `/proc/net/tcp`); what it offers is each process's file descriptors.
@@ -12,8 +11,9 @@
 //! the C layout.
 //!
 //! [`listening_port`] reads one `socket_fdinfo` (a pure function, tested on
-//! every OS); the FFI wrappers ([`pid_listens`], [`pid_uid`]) exist on macOS
-//! only.
+//! every OS); the FFI wrapper ([`pid_listens`]) exists on macOS only. Who
+//! a process runs as comes from `macos_ffi_proc::bsd_info`, the one
+//! caller of `proc_pidinfo(PROC_PIDTBSDINFO)`.
 
 use std::mem::{align_of, offset_of, size_of};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -307,7 +307,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 #[cfg(target_os = "macos")]
-pub use ffi::{pid_listens, pid_uid};
+pub use ffi::pid_listens;
 
 #[cfg(target_os = "macos")]
 mod ffi {
@@ -317,44 +317,6 @@ mod ffi {
     use std::net::IpAddr;
 
     use super::{MAX_FDS, PROC_PIDFDSOCKETINFO, SocketFdinfo, listening_port, reaches};
-
-    /// The effective uid of `pid` (`pbi_uid` of `proc_pidinfo(
-    /// PROC_PIDTBSDINFO)`), or `None` when there is no such process.
-    /// Another user's process needs root (EPERM otherwise).
-    pub fn pid_uid(pid: u32) -> io::Result<Option<u32>> {
-        let Ok(pid) = i32::try_from(pid) else {
-            return Ok(None);
-        };
-        // SAFETY: proc_bsdinfo is integers and byte arrays; all-zero is a
-        // valid value.
-        let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
-        let size = size_of::<libc::proc_bsdinfo>();
-        // SAFETY: `info` is writable for `size` bytes, the size passed; the
-        // kernel writes at most that and returns how much it wrote.
-        let n = unsafe {
-            libc::proc_pidinfo(
-                pid,
-                libc::PROC_PIDTBSDINFO,
-                0,
-                (&raw mut info).cast::<c_void>(),
-                i32::try_from(size).unwrap_or(i32::MAX),
-            )
-        };
-        if n <= 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::ESRCH) => Ok(None),
-                _ => Err(e),
-            };
-        }
-        if usize::try_from(n).unwrap_or(0) < size {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("proc_pidinfo(PROC_PIDTBSDINFO) wrote {n} of {size} bytes"),
-            ));
-        }
-        Ok(Some(info.pbi_uid))
-    }
 
     /// Whether process `pid` holds a TCP socket listening where a
     /// connection to `ip`:`port` arrives. Err when its descriptors cannot
@@ -515,11 +477,5 @@ mod tests {
         assert!(pid_listens(me, loopback, port).unwrap());
         drop(listener);
         assert!(!pid_listens(me, loopback, port).unwrap());
-        use std::os::unix::fs::MetadataExt as _;
-        // A file this process creates is owned by its effective uid.
-        let file = tempfile::NamedTempFile::new().unwrap();
-        let euid = file.as_file().metadata().unwrap().uid();
-        assert_eq!(pid_uid(me).unwrap(), Some(euid));
-        assert_eq!(pid_uid(u32::MAX).unwrap(), None);
     }
 }

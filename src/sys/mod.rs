@@ -13,14 +13,16 @@
 //! - [`state_dirs`]: where this platform keeps a service's state files.
 //! - [`trusted_path`]: whether only root can change a path (with the
 //!   macOS access control lists, [`macos_acl`]).
+//! - [`passwd`]: the entries of `/etc/passwd` (user names, primary group,
+//!   home), for the Linux sampler and the notifier.
 //! - [`procfs`]: the pure parsers of the `/proc` files the Linux sampler,
 //!   probe and actuator read (compiled and tested on every OS).
 //! - [`this_process`]: headroom's own effective uid (every privilege
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
-//! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` layouts
-//!   behind both on macOS (the layouts and their reading exist everywhere,
-//!   so that they are tested everywhere).
+//! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` socket
+//!   layouts behind [`sockets`] on macOS (the layouts and their reading
+//!   exist everywhere, so that they are tested everywhere).
 
 pub mod accounts;
 pub mod fd_limit;
@@ -34,6 +36,7 @@ pub mod macos_libproc;
 pub mod macos_proc_info;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos_sysctl;
+pub mod passwd;
 pub mod process_owner;
 pub mod procfs;
 pub mod residency;

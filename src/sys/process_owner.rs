@@ -26,7 +26,7 @@ pub fn uid_of(pid: u32) -> io::Result<Option<u32>> {
     }
     #[cfg(target_os = "macos")]
     {
-        super::macos_libproc::pid_uid(pid)
+        bsd_uid(pid)
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
@@ -35,6 +35,26 @@ pub fn uid_of(pid: u32) -> io::Result<Option<u32>> {
             io::ErrorKind::Unsupported,
             "this OS does not tell headroom who runs a process",
         ))
+    }
+}
+
+/// [`uid_of`] on macOS: `pbi_uid` of [`super::macos_ffi_proc::bsd_info`].
+/// Another user's process needs root (EPERM otherwise).
+#[cfg(target_os = "macos")]
+fn bsd_uid(pid: u32) -> io::Result<Option<u32>> {
+    let Some(ipid) = super::macos_proc_info::darwin_pid(pid) else {
+        return Ok(None);
+    };
+    match super::macos_ffi_proc::bsd_info(ipid) {
+        Ok(info) => Ok(Some(info.owner.effective)),
+        Err(libc::ESRCH) => Ok(None),
+        Err(errno) => {
+            let e = io::Error::from_raw_os_error(errno);
+            Err(io::Error::new(
+                e.kind(),
+                format!("cannot read who runs process {pid} (proc_pidinfo PROC_PIDTBSDINFO): {e}"),
+            ))
+        }
     }
 }
 
@@ -125,5 +145,11 @@ mod tests {
         let file = tempfile::NamedTempFile::new().unwrap();
         let euid = file.as_file().metadata().unwrap().uid();
         assert_eq!(uid_of(std::process::id()).unwrap(), Some(euid));
+    }
+
+    #[cfg(target_os = "macos")]
+    #[test]
+    fn a_pid_no_darwin_process_can_have_has_no_owner() {
+        assert_eq!(uid_of(u32::MAX).unwrap(), None);
     }
 }

@@ -13,8 +13,6 @@
 //! References: proc(5); the kernel's `Documentation/filesystems/proc.rst` and
 //! `Documentation/accounting/psi.rst`.
 
-use std::collections::HashMap;
-
 use crate::model::{ARGV_MAX_BYTES, ArgvCap, PressureLevel, Psi, PsiLine, Swap, SystemMemory};
 
 /// Bytes in the `kB` unit of `/proc/meminfo` and `/proc/[pid]/status`.
@@ -527,27 +525,6 @@ fn is_shared_object(base: &[u8]) -> bool {
     base.ends_with(b".so") || base.windows(4).any(|w| w == b".so.")
 }
 
-// --- /etc/passwd ----------------------------------------------------------
-
-/// uid → user name from `/etc/passwd` (`name:passwd:uid:gid:gecos:dir:shell`).
-/// Malformed lines are skipped; the first entry for a uid wins.
-pub fn parse_passwd(text: &str) -> HashMap<u32, String> {
-    let mut users = HashMap::new();
-    for line in text.lines() {
-        let mut f = line.split(':');
-        let (Some(name), Some(_), Some(uid)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        if name.is_empty() || name.starts_with('#') {
-            continue;
-        }
-        if let Some(uid) = parse_pid(uid.as_bytes()) {
-            users.entry(uid).or_insert_with(|| name.to_owned());
-        }
-    }
-    users
-}
-
 // --- /proc/self/limits ---------------------------------------------------
 
 /// The soft limit on open files from `/proc/[pid]/limits` (`Max open files`
@@ -1017,15 +994,5 @@ mod tests {
         );
         assert_eq!(parse_max_open_files("Max open files\n"), None);
         assert_eq!(parse_max_open_files(""), None);
-    }
-
-    #[test]
-    fn passwd_maps_uids_to_names() {
-        let users = parse_passwd(
-            "root:x:0:0:root:/root:/bin/bash\n#comment\nbroken\nalice:x:1000:1000::/home/a:/bin/sh\nalice2:x:1000:1000::/:/\n",
-        );
-        assert_eq!(users.get(&0).map(String::as_str), Some("root"));
-        assert_eq!(users.get(&1000).map(String::as_str), Some("alice"));
-        assert_eq!(users.len(), 2);
     }
 }

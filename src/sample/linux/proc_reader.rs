@@ -18,6 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::model::CollectorErrors;
 use crate::sys::procfs;
 
 /// Why a per-process read failed, as the sampler counts it.
@@ -43,6 +44,17 @@ impl Failure {
                 _ => Failure::Unreadable,
             },
         }
+    }
+
+    /// Count this failure in the collector-error counters.
+    #[inline]
+    pub fn count(self, errors: &mut CollectorErrors) {
+        let slot = match self {
+            Failure::Vanished => &mut errors.vanished,
+            Failure::Denied => &mut errors.permission_denied,
+            Failure::Unreadable => &mut errors.unreadable,
+        };
+        *slot = slot.saturating_add(1);
     }
 }
 

@@ -49,8 +49,6 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use sysinfo::Users;
-
 use super::exits::{self, Listing};
 use super::ffi_mach::{self, VmInfoReader};
 use super::gpu_stats::{ClientSightings, UserClient};
@@ -59,6 +57,7 @@ use crate::model::{
     Argv, CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
     SharedStr, Snapshot, SystemMemory, Timestamp, Workload,
 };
+use crate::sample::user_names::{SysinfoUsers, UserNames};
 use crate::sample::{SampleError, Sampler};
 use crate::sys::macos_ffi_proc::{self as ffi_proc, Rusage};
 use crate::sys::macos_kinfo as kinfo;
@@ -78,8 +77,7 @@ pub struct MacSampler {
     pids: Vec<i32>,
     args_buf: Vec<u8>,
     known: HashMap<u32, Known>,
-    users: Option<Users>,
-    user_names: HashMap<u32, Option<SharedStr>>,
+    users: UserNames<SysinfoUsers<u32>>,
     gpu_sightings: ClientSightings,
 }
 
@@ -118,8 +116,7 @@ impl MacSampler {
             pids: Vec::new(),
             args_buf: Vec::new(),
             known: HashMap::new(),
-            users: None,
-            user_names: HashMap::new(),
+            users: UserNames::new(SysinfoUsers::new()),
             gpu_sightings: ClientSightings::default(),
         }
     }
@@ -154,26 +151,6 @@ impl MacSampler {
             stats,
             page_size,
         ))
-    }
-
-    fn user_name(&mut self, uid: u32, refreshed: &mut bool) -> Option<SharedStr> {
-        if let Some(name) = self.user_names.get(&uid) {
-            return name.clone();
-        }
-        if !*refreshed {
-            *refreshed = true;
-            match &mut self.users {
-                Some(users) => users.refresh(),
-                None => self.users = Users::new_with_refreshed_list().ok(),
-            }
-        }
-        let name = self
-            .users
-            .as_ref()
-            .and_then(|users| users.iter().find(|u| **u.id() == uid))
-            .map(|u| SharedStr::from(u.name()));
-        self.user_names.insert(uid, name.clone());
-        name
     }
 
     /// The slow reads for a new identity. `None` if the process vanished.
@@ -298,7 +275,7 @@ impl MacSampler {
         }
         let mut seen = HashSet::with_capacity(pids.len());
         let mut out = Vec::with_capacity(pids.len());
-        let mut refreshed_users = false;
+        self.users.start_sample();
         for &ipid in &pids {
             let Ok(pid) = u32::try_from(ipid) else {
                 continue;
@@ -377,7 +354,7 @@ impl MacSampler {
                 detail: Detail::Exact,
                 workload: k.workload.clone(),
             };
-            sample.user = uid.and_then(|uid| self.user_name(uid, &mut refreshed_users));
+            sample.user = uid.and_then(|uid| self.users.name(&uid));
             out.push(sample);
         }
         self.known.retain(|pid, _| seen.contains(pid));
