@@ -126,7 +126,7 @@ mod tests {
     }
 
     #[test]
-    fn library_scan_lists_mapped_shared_objects_and_stops_when_refused() {
+    fn library_scan_lists_mapped_shared_objects_and_a_gone_process_counts_nothing() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc/basic");
         let mut sampler = LinuxSampler::new(root);
         let mut errors = CollectorErrors::default();
@@ -148,6 +148,36 @@ mod tests {
         };
         sampler.io.scan_libraries(99999, &mut gone, &mut errors);
         assert!(gone.libraries.is_empty());
+        assert_eq!(errors, CollectorErrors::default());
+    }
+
+    #[test]
+    fn a_process_whose_maps_was_refused_is_not_scanned_again() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc/basic");
+        let mut sampler = LinuxSampler::new(root);
+        let mut errors = CollectorErrors::default();
+        let long_ago = Instant::now()
+            .checked_sub(RESCAN_INTERVAL * 2)
+            .unwrap_or_else(Instant::now);
+        let scan = |blocked| LibraryScan {
+            resident_at: 0,
+            at: long_ago,
+            blocked,
+        };
+        // Due by time, maps readable: the positive control scans.
+        let mut open = Tracked {
+            scan: Some(scan(false)),
+            ..Tracked::default()
+        };
+        sampler.io.rescan_if_due(6441, &mut open, &mut errors);
+        assert!(open.libraries.iter().any(|l| l == "libpython3.11.so.1.0"));
+        // The same process once refused: left alone.
+        let mut refused = Tracked {
+            scan: Some(scan(true)),
+            ..Tracked::default()
+        };
+        sampler.io.rescan_if_due(6441, &mut refused, &mut errors);
+        assert!(refused.libraries.is_empty());
         assert_eq!(errors, CollectorErrors::default());
     }
 }
