@@ -157,7 +157,18 @@ mod tests {
                 let woke =
                     tokio::time::timeout(std::time::Duration::from_millis(300), t.wait()).await;
                 if woke.is_ok() {
-                    let after = some_total();
+                    // The file's `total=` is brought up to date by the
+                    // averaging work every 2 s (`PSI_FREQ` in
+                    // `kernel/sched/psi.c`), the trigger's by the poll
+                    // work at once: give the file's figure one period.
+                    let mut after = some_total();
+                    for _ in 0..25 {
+                        if after > before {
+                            break;
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        after = some_total();
+                    }
                     assert!(
                         after > before,
                         "woke with no memory stall: {before:?} → {after:?}"

@@ -9,7 +9,8 @@
 //! - [`residency`]: keeping the daemon resident and last in the OOM killer's
 //!   choice while memory runs out.
 //! - [`sockets`]: which user owns a TCP socket (a listener a Jupyter token is
-//!   about to be sent to, the client end of a loopback HTTP connection).
+//!   about to be sent to, the client end of a loopback HTTP connection), from
+//!   the kernel's socket diagnostics ([`sock_diag`]) or its tables.
 //! - [`state_dirs`]: where this platform keeps a service's state files.
 //! - [`trusted_path`]: whether only root can change a path (with the
 //!   macOS access control lists, [`macos_acl`]).
@@ -26,6 +27,8 @@
 
 pub mod accounts;
 pub mod fd_limit;
+#[cfg(target_os = "linux")]
+pub(crate) mod linux_ffi_sock_diag;
 pub mod macos_acl;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos_ffi_acl;
@@ -40,6 +43,7 @@ pub mod passwd;
 pub mod process_owner;
 pub mod procfs;
 pub mod residency;
+pub mod sock_diag;
 pub mod sockets;
 pub mod state_dirs;
 pub mod this_process;

@@ -6,12 +6,20 @@
 //! connection, so that it shows other users' command lines only to root or
 //! to their owner.
 //!
-//! On Linux the kernel lists every TCP socket of the network namespace in
-//! `/proc/net/tcp` and `/proc/net/tcp6`, with its state and its owner's uid
-//! (`get_tcp4_sock` and `get_tcp6_sock` in `net/ipv4/tcp_ipv4.c` and
-//! `net/ipv6/tcp_ipv6.c`). The tables are read line by line and never held
-//! whole: a user with many connections makes them long. Elsewhere the table
-//! is not available and the functions answer `Ok(None)` / an empty list.
+//! On Linux the kernel's socket diagnostics answer both questions
+//! ([`super::sock_diag`]: the listeners on one port, or one connection by
+//! its four-tuple) in microseconds. Where they are missing or fail, the
+//! kernel's tables are read instead: `/proc/net/tcp` and `/proc/net/tcp6`
+//! list every TCP socket of the network namespace with its state and its
+//! owner's uid (`get_tcp4_sock` and `get_tcp6_sock` in `net/ipv4/tcp_ipv4.c`
+//! and `net/ipv6/tcp_ipv6.c`), read line by line and never held whole (a
+//! user with many connections makes them long), at the cost of a walk of
+//! the whole connection hash table per read. Elsewhere neither is available
+//! and the functions answer `Ok(None)` / an empty list.
+//!
+//! A client's socket counts only while it is open in some process (it has
+//! an inode): a closed one lingers as a `TIME_WAIT` or orphaned entry that
+//! the kernel lists as uid 0, and must not make its client root.
 //!
 //! macOS lists no such table; it lists each process's descriptors instead
 //! (libproc, [`super::macos_libproc`]). [`listeners`] gives what the OS at
@@ -175,12 +183,113 @@ pub fn listener_uids(ip: IpAddr, port: u16) -> io::Result<Option<Vec<u32>>> {
         return Ok(None);
     }
     let ip = canonical(ip);
-    let found = scan(Path::new("/proc"), 64, |e| {
+    let keep = |e: &TcpEntry| {
         e.state == TCP_LISTEN
             && e.local.port() == port
             && (canonical(e.local.ip()) == ip || e.local.ip().is_unspecified())
-    })?;
+    };
+    let found = match diagnosed_listeners(port) {
+        Some(listening) => listening.into_iter().filter(keep).take(64).collect(),
+        None => scan(Path::new("/proc"), 64, keep)?,
+    };
     Ok(Some(found.iter().map(|e| e.uid).collect()))
+}
+
+/// Every TCP socket listening on local `port`, from the kernel's socket
+/// diagnostics; `None` where they are not available or failed (the caller
+/// reads the tables).
+fn diagnosed_listeners(port: u16) -> Option<Vec<TcpEntry>> {
+    #[cfg(target_os = "linux")]
+    {
+        use super::sock_diag::{Family, listeners_request};
+        let mut found = Vec::new();
+        for family in [Family::V4, Family::V6] {
+            let seq = next_seq();
+            let answers = diagnosed(&listeners_request(family, port, seq), seq, MAX_LINES, true)?;
+            if answers.error.is_some() || !answers.done {
+                return None;
+            }
+            found.extend(answers.sockets);
+        }
+        Some(found)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = port;
+        None
+    }
+}
+
+/// The connection whose local end is `client` and remote end `server`,
+/// from the kernel's socket diagnostics: `Some(None)` if there is none,
+/// `None` where the diagnostics are not available or failed.
+fn diagnosed_connection(client: SocketAddr, server: SocketAddr) -> Option<Option<TcpEntry>> {
+    #[cfg(target_os = "linux")]
+    {
+        use super::sock_diag::{Family, exact_request};
+        let (c, s) = (canonical_addr(client), canonical_addr(server));
+        let family = if c.is_ipv4() && s.is_ipv4() {
+            Family::V4
+        } else {
+            Family::V6
+        };
+        let seq = next_seq();
+        let answers = diagnosed(&exact_request(family, c, s, seq), seq, 4, false)?;
+        match answers.error {
+            Some(libc::ENOENT) => Some(None),
+            Some(_) => None,
+            None => Some(
+                answers
+                    .sockets
+                    .into_iter()
+                    .find(|e| same_endpoint(e.local, client) && same_endpoint(e.remote, server)),
+            ),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (client, server);
+        None
+    }
+}
+
+/// One request to the socket diagnostics; `None` (logged at debug) when
+/// they cannot answer or answered nonsense.
+#[cfg(target_os = "linux")]
+fn diagnosed(
+    request: &[u8],
+    seq: u32,
+    limit: usize,
+    dump: bool,
+) -> Option<super::sock_diag::Answers> {
+    match super::linux_ffi_sock_diag::ask(request, seq, limit, dump) {
+        Ok(answers) if !answers.malformed => Some(answers),
+        Ok(_) => {
+            tracing::debug!(
+                "socket diagnostics answered a malformed message; reading /proc/net/tcp"
+            );
+            None
+        }
+        Err(e) => {
+            tracing::debug!("socket diagnostics: {e}; reading /proc/net/tcp");
+            None
+        }
+    }
+}
+
+/// A sequence number for the next request, so that a late answer to an
+/// earlier one is not taken for this one's.
+#[cfg(target_os = "linux")]
+fn next_seq() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEQ: AtomicU32 = AtomicU32::new(1);
+    SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
+/// `addr` with a v4-mapped IPv6 address written as IPv4.
+#[cfg(target_os = "linux")]
+fn canonical_addr(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(canonical(addr.ip()), addr.port())
 }
 
 /// What this OS tells about the sockets listening where a connection to
@@ -222,10 +331,22 @@ pub fn client_uid(client: SocketAddr, server: SocketAddr) -> io::Result<Option<u
     if !tables_available() {
         return Ok(None);
     }
-    let found = scan(Path::new("/proc"), 1, |e| {
-        same_endpoint(e.local, client) && same_endpoint(e.remote, server)
-    })?;
-    Ok(found.first().map(|e| e.uid))
+    let found = match diagnosed_connection(client, server) {
+        Some(found) => found,
+        None => scan(Path::new("/proc"), 1, |e| {
+            same_endpoint(e.local, client) && same_endpoint(e.remote, server)
+        })?
+        .into_iter()
+        .next(),
+    };
+    Ok(found.and_then(open_socket_owner))
+}
+
+/// The owner of a client's socket while a process holds it open; `None`
+/// for a closed one (no inode: `TIME_WAIT`, or orphaned while closing),
+/// which the kernel lists as uid 0.
+fn open_socket_owner(entry: TcpEntry) -> Option<u32> {
+    (entry.inode != 0).then_some(entry.uid)
 }
 
 #[cfg(test)]
@@ -331,6 +452,85 @@ mod tests {
         drop(listener);
         let gone: SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert_eq!(client_uid(gone, server).unwrap(), None);
+    }
+
+    /// The kernel's socket diagnostics answer what the tables answer, on
+    /// real sockets of both families, and a listener dump holds only the
+    /// port asked about (the in-kernel filter works).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_socket_diagnostics_agree_with_the_tables() {
+        let uid = euid_from_proc();
+        for host in ["127.0.0.1:0", "[::1]:0"] {
+            let listener = std::net::TcpListener::bind(host).unwrap();
+            let other = std::net::TcpListener::bind(host).unwrap();
+            let server = listener.local_addr().unwrap();
+            let listening = diagnosed_listeners(server.port()).expect("socket diagnostics");
+            assert!(
+                listening
+                    .iter()
+                    .any(|e| e.local == server && e.uid == uid && e.state == TCP_LISTEN),
+                "{host}: {listening:?}"
+            );
+            let other_port = other.local_addr().unwrap().port();
+            assert!(
+                listening.iter().all(|e| e.local.port() == server.port()),
+                "{host}: port {other_port} listed too: {listening:?}"
+            );
+            let client = std::net::TcpStream::connect(server).unwrap();
+            let (_accepted, seen) = listener.accept().unwrap();
+            let diagnosed = diagnosed_connection(seen, server)
+                .expect("socket diagnostics")
+                .expect("the connection");
+            let scanned = scan(Path::new("/proc"), 1, |e| {
+                same_endpoint(e.local, seen) && same_endpoint(e.remote, server)
+            })
+            .unwrap();
+            assert_eq!(scanned.first(), Some(&diagnosed), "{host}");
+            assert_eq!(diagnosed.uid, uid);
+            assert_ne!(diagnosed.inode, 0);
+            drop(client);
+        }
+    }
+
+    /// A v4 client of a dual-stack listener is seen at a v4-mapped address.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_client_seen_at_a_mapped_address_is_found() {
+        let listener = std::net::TcpListener::bind("[::]:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (accepted, seen) = listener.accept().unwrap();
+        let server = accepted.local_addr().unwrap();
+        assert!(seen.is_ipv6(), "{seen}");
+        assert_eq!(client_uid(seen, server).unwrap(), Some(euid_from_proc()));
+        drop(client);
+    }
+
+    /// A client that closed first leaves its end in TIME_WAIT, which the
+    /// kernel lists as uid 0: it must not make the client root.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_closed_clients_lingering_socket_names_no_one() {
+        use std::io::Read as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let client = std::net::TcpStream::connect(server).unwrap();
+        let (mut accepted, seen) = listener.accept().unwrap();
+        drop(client);
+        // The server reads the client's FIN, then closes: the client's end
+        // goes to TIME_WAIT.
+        assert_eq!(accepted.read(&mut [0u8; 1]).unwrap(), 0);
+        drop(accepted);
+        let lingering = (0..100).find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            diagnosed_connection(seen, server)
+                .expect("socket diagnostics")
+                .filter(|e| e.state == 0x06)
+        });
+        let lingering = lingering.expect("the client's end in TIME_WAIT");
+        assert_eq!((lingering.uid, lingering.inode), (0, 0));
+        assert_eq!(client_uid(seen, server).unwrap(), None);
     }
 
     /// This process's effective uid, from `/proc/self/status` (no FFI here).
