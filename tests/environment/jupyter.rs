@@ -255,6 +255,18 @@ impl Cells {
         self.reply(timeout + Duration::from_secs(10))
     }
 
+    /// Run `code` as a cell that must succeed; the words it printed.
+    fn printed_words(&mut self, code: &str) -> Vec<String> {
+        let reply = self.run(code, Duration::from_secs(30));
+        assert_eq!(reply["status"], "ok", "{reply}");
+        reply["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// A first cell that imports `os` and `time`, sets `variable`, and
     /// checks that the kernel it ran in is `pid`.
     fn set_in_kernel(&mut self, pid: u32, variable: &str) {
@@ -361,18 +373,10 @@ fn a_runaway_cell_is_interrupted_and_the_kernel_keeps_its_variables() {
     );
 
     // The kernel is the same process, and the earlier cell's variable is there.
-    let after = cells.run(
+    let words = cells.printed_words(
         "print(state['note'], state['epoch'], len(chunks) * 16, os.getpid())\ndel chunks",
-        Duration::from_secs(30),
     );
-    assert_eq!(after["status"], "ok", "{after}");
-    let words: Vec<String> = after["stdout"]
-        .as_str()
-        .unwrap()
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(words[..2], ["survives", "3"], "{after}");
+    assert_eq!(words[..2], ["survives", "3"], "{words:?}");
     let allocated_mib: u64 = words[2].parse().unwrap();
     assert!(
         (250..1000).contains(&allocated_mib),
@@ -626,19 +630,11 @@ mod whole_machine {
         );
 
         // The same kernel, with the earlier cell's variable.
-        let after = cells.run(
+        let words = cells.printed_words(
             "held_mib = sum(map(len, tensors)) >> 20\ndel tensors\nimport gc; gc.collect()\n\
              print(model['note'], model['layers'], held_mib, os.getpid())",
-            Duration::from_secs(30),
         );
-        assert_eq!(after["status"], "ok", "{after}");
-        let words: Vec<String> = after["stdout"]
-            .as_str()
-            .unwrap()
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect();
-        assert_eq!(words[..2], ["survives", "12"], "{after}");
+        assert_eq!(words[..2], ["survives", "12"], "{words:?}");
         assert_eq!(words[3], pid.to_string(), "the kernel was not restarted");
         let held: u64 = words[2].parse().unwrap();
         assert!(
