@@ -35,7 +35,7 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use crate::common::{cpu_time, env_usize, quantile};
+    use crate::common::{Row, env_usize, quantile, time_interleaved};
     use std::fs::File;
     use std::hint::black_box;
     use std::io::Read;
@@ -44,13 +44,6 @@ mod linux {
 
     use headroom::sample::probe::Probe;
     use headroom::sample::probe::linux::LinuxProbe;
-
-    struct Row {
-        name: &'static str,
-        what: &'static str,
-        run: Box<dyn FnMut()>,
-        micros: Vec<f64>,
-    }
 
     pub fn main() {
         if !std::env::args().any(|a| a == "--bench") {
@@ -68,82 +61,41 @@ mod linux {
         let mut probe = LinuxProbe::open(Path::new("/proc")).expect("probe");
         let mut probe_psi = LinuxProbe::open(Path::new("/proc")).expect("probe");
         let mut rows = vec![
-            Row {
-                name: "bare",
-                what: "std::fs::read(\"/proc/meminfo\")",
-                run: Box::new(|| {
-                    black_box(std::fs::read("/proc/meminfo").expect("read"));
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "reopen",
-                what: "open + read (reused buffer) + close",
-                run: Box::new(move || {
-                    let mut f = File::open("/proc/meminfo").expect("open");
-                    black_box(f.read(&mut buf).expect("read"));
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "pread",
-                what: "kept open, pread at 0",
-                run: Box::new(move || {
-                    black_box(kept.read_at(&mut buf2, 0).expect("pread"));
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "probe",
-                what: "LinuxProbe::read(false): pread + parse",
-                run: Box::new(move || {
+            Row::new("bare", "std::fs::read(\"/proc/meminfo\")", || {
+                black_box(std::fs::read("/proc/meminfo").expect("read"));
+            }),
+            Row::new("reopen", "open + read (reused buffer) + close", move || {
+                let mut f = File::open("/proc/meminfo").expect("open");
+                black_box(f.read(&mut buf).expect("read"));
+            }),
+            Row::new("pread", "kept open, pread at 0", move || {
+                black_box(kept.read_at(&mut buf2, 0).expect("pread"));
+            }),
+            Row::new(
+                "probe",
+                "LinuxProbe::read(false): pread + parse",
+                move || {
                     black_box(probe.read(false).expect("probe"));
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "probe+psi",
-                what: "LinuxProbe::read(true): + PSI",
-                run: Box::new(move || {
-                    black_box(probe_psi.read(true).expect("probe"));
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "vmstat",
-                what: "/proc/vmstat kept open, pread at 0",
-                run: Box::new(move || {
-                    let mut at = 0;
-                    loop {
-                        let n = vmstat.read_at(&mut buf3, 0).expect("pread");
-                        at += n;
-                        if n < buf3.len() {
-                            break;
-                        }
-                        buf3.resize(buf3.len() * 2, 0);
+                },
+            ),
+            Row::new("probe+psi", "LinuxProbe::read(true): + PSI", move || {
+                black_box(probe_psi.read(true).expect("probe"));
+            }),
+            Row::new("vmstat", "/proc/vmstat kept open, pread at 0", move || {
+                let mut at = 0;
+                loop {
+                    let n = vmstat.read_at(&mut buf3, 0).expect("pread");
+                    at += n;
+                    if n < buf3.len() {
+                        break;
                     }
-                    black_box(at);
-                }),
-                micros: Vec::new(),
-            },
+                    buf3.resize(buf3.len() * 2, 0);
+                }
+                black_box(at);
+            }),
         ];
 
-        // Warm-up.
-        for row in &mut rows {
-            for _ in 0..batch {
-                (row.run)();
-            }
-        }
-        for _ in 0..iters {
-            for row in &mut rows {
-                let t0 = cpu_time();
-                for _ in 0..batch {
-                    (row.run)();
-                }
-                let spent = cpu_time().saturating_sub(t0);
-                row.micros.push(spent.as_secs_f64() * 1e6 / batch as f64);
-            }
-        }
+        time_interleaved(&mut rows, iters, batch);
 
         let bare = quantile(&rows[0].micros, 0.5);
         println!("probe_cost: {iters} batches of {batch} reads; CPU time per read (user + system)");

@@ -37,18 +37,12 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use crate::common::{cpu_time, env_usize, quantile};
+    use crate::common::{Row, env_usize, quantile, time_interleaved};
     use std::hint::black_box;
     use std::net::{TcpListener, TcpStream};
     use std::path::Path;
 
     use headroom::sys::sockets::{self, TCP_LISTEN};
-
-    struct Row {
-        name: &'static str,
-        run: Box<dyn FnMut()>,
-        micros: Vec<f64>,
-    }
 
     pub fn main() {
         if !std::env::args().any(|a| a == "--bench") {
@@ -73,61 +67,49 @@ mod linux {
         assert!(expected.is_some(), "the connection's owner is found");
 
         let mut rows = vec![
-            Row {
-                name: "client (diag)",
-                run: Box::new(move || {
+            Row::new(
+                "client (diag)",
+                "one exact socket-diagnostics request",
+                move || {
                     let uid = sockets::client_uid(client, server).expect("client_uid");
                     assert_eq!(uid, expected);
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "client (tables)",
-                run: Box::new(move || {
+                },
+            ),
+            Row::new(
+                "client (tables)",
+                "scan of /proc/net/tcp{,6} to the match",
+                move || {
                     let found = sockets::scan(Path::new("/proc"), 1, |e| {
                         e.local == client && e.remote == server
                     })
                     .expect("scan");
                     assert_eq!(found.first().map(|e| e.uid), expected);
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "listeners (diag)",
-                run: Box::new(move || {
+                },
+            ),
+            Row::new(
+                "listeners (diag)",
+                "two listener dumps filtered to the port",
+                move || {
                     let uids = sockets::listener_uids(server.ip(), server.port())
                         .expect("listener_uids")
                         .expect("Linux lists listeners");
                     assert_eq!(uids.len(), 1);
-                }),
-                micros: Vec::new(),
-            },
-            Row {
-                name: "listeners (tables)",
-                run: Box::new(move || {
+                },
+            ),
+            Row::new(
+                "listeners (tables)",
+                "scan of /proc/net/tcp{,6} for LISTEN",
+                move || {
                     let found = sockets::scan(Path::new("/proc"), 64, |e| {
                         e.state == TCP_LISTEN && e.local == server
                     })
                     .expect("scan");
                     black_box(found);
-                }),
-                micros: Vec::new(),
-            },
+                },
+            ),
         ];
 
-        for row in &mut rows {
-            (row.run)();
-        }
-        for _ in 0..iters {
-            for row in &mut rows {
-                let t0 = cpu_time();
-                for _ in 0..batch {
-                    (row.run)();
-                }
-                let spent = cpu_time().saturating_sub(t0);
-                row.micros.push(spent.as_secs_f64() * 1e6 / batch as f64);
-            }
-        }
+        time_interleaved(&mut rows, iters, batch);
 
         let tcp = std::fs::read_to_string("/proc/net/tcp").map_or(0, |t| t.lines().count());
         println!(
@@ -136,19 +118,18 @@ mod linux {
             held.len()
         );
         println!();
-        println!("| row | median µs | p90 µs |");
-        println!("|---|---:|---:|");
+        println!("| row | what | median µs | p90 µs |");
+        println!("|---|---|---:|---:|");
         for row in &rows {
             println!(
-                "| {} | {:.1} | {:.1} |",
+                "| {} | {} | {:.1} | {:.1} |",
                 row.name,
-                quantile(&row.micros, 0.5),
+                row.what,
+                row.median(),
                 quantile(&row.micros, 0.9)
             );
         }
-        let ratio = |diag: usize, tables: usize| {
-            quantile(&rows[tables].micros, 0.5) / quantile(&rows[diag].micros, 0.5)
-        };
+        let ratio = |diag: usize, tables: usize| rows[tables].median() / rows[diag].median();
         println!();
         println!(
             "tables / diag: client {:.0}×, listeners {:.0}×",

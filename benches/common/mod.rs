@@ -78,3 +78,49 @@ pub fn median(v: &[f64]) -> f64 {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
+
+/// One contender of a benchmark timed in CPU time per call.
+pub struct Row {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub run: Box<dyn FnMut()>,
+    /// CPU µs per call, one figure per batch.
+    pub micros: Vec<f64>,
+}
+
+impl Row {
+    pub fn new(name: &'static str, what: &'static str, run: impl FnMut() + 'static) -> Self {
+        Self {
+            name,
+            what,
+            run: Box::new(run),
+            micros: Vec::new(),
+        }
+    }
+
+    /// The median CPU µs per call.
+    pub fn median(&self) -> f64 {
+        quantile(&self.micros, 0.5)
+    }
+}
+
+/// Time every row: one warm-up batch each, then `iters` rounds in which
+/// every row runs `batch` calls in turn, so that drift in the machine's
+/// load hits every row alike.
+pub fn time_interleaved(rows: &mut [Row], iters: usize, batch: usize) {
+    for row in rows.iter_mut() {
+        for _ in 0..batch {
+            (row.run)();
+        }
+    }
+    for _ in 0..iters {
+        for row in rows.iter_mut() {
+            let t0 = cpu_time();
+            for _ in 0..batch {
+                (row.run)();
+            }
+            let spent = cpu_time().saturating_sub(t0);
+            row.micros.push(spent.as_secs_f64() * 1e6 / batch as f64);
+        }
+    }
+}
