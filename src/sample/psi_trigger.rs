@@ -7,6 +7,15 @@
 //! kernel signals at most once per window while the stall lasts. Unprivileged
 //! users may only use windows that are multiples of 2 s, so a 2 s window with
 //! the same ratio is tried after the 1 s one.
+//!
+//! A wake is believed only if the file's own `some total=` (microseconds of
+//! stall, read fresh on each read) grew by at least the trigger's threshold
+//! since the trigger was registered or last believed. The kernel can wake a
+//! new 2 s trigger with no stall at all: seen on Linux 6.18 in a process
+//! without `CAP_SYS_RESOURCE`, POLLPRI 0.34 s after registration while the
+//! total stayed the same (the trigger's window starts from a total the
+//! 2 s triggers do not use). Believed, such a wake would report a calm
+//! machine at `warn` and set off `pressure` rules.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -45,6 +54,11 @@ pub struct TriggerError {
 pub struct PsiTrigger {
     fd: AsyncFd<File>,
     spec: &'static str,
+    path: PathBuf,
+    /// The file's `some total=` when registered or last believed.
+    believed_total: Option<u64>,
+    /// Wakes not believed, for the log.
+    spurious: u64,
 }
 
 impl PsiTrigger {
@@ -62,7 +76,15 @@ impl PsiTrigger {
                     let registered =
                         unsafe { AsyncFd::register_with_interest(file, Interest::PRIORITY) };
                     match registered {
-                        Ok(fd) => return Ok(Self { fd, spec }),
+                        Ok(fd) => {
+                            return Ok(Self {
+                                fd,
+                                spec,
+                                path: path.to_path_buf(),
+                                believed_total: some_total(path),
+                                spurious: 0,
+                            });
+                        }
                         Err(e) => last_err = Some(io::Error::from(e)),
                     }
                 }
@@ -81,16 +103,58 @@ impl PsiTrigger {
         self.spec
     }
 
-    /// Wait until the kernel reports the threshold crossed.
+    /// Wait until the kernel reports the threshold crossed and the stall
+    /// total shows it (see the module doc).
     pub async fn wait(&mut self) -> io::Result<()> {
-        let mut guard = self.fd.ready(Interest::PRIORITY).await?;
-        if guard.ready().is_error() {
-            return Err(io::Error::other(
-                "the kernel closed the PSI trigger (the pressure file went away)",
-            ));
+        loop {
+            let mut guard = self.fd.ready(Interest::PRIORITY).await?;
+            if guard.ready().is_error() {
+                return Err(io::Error::other(
+                    "the kernel closed the PSI trigger (the pressure file went away)",
+                ));
+            }
+            guard.clear_ready();
+            let now = some_total(&self.path);
+            if stalled_enough(self.believed_total, now, threshold_micros(self.spec)) {
+                self.believed_total = now;
+                return Ok(());
+            }
+            self.spurious += 1;
+            tracing::debug!(
+                "PSI trigger woke without memory stall (total {now:?} µs, {} such wakes): ignored",
+                self.spurious
+            );
         }
-        guard.clear_ready();
-        Ok(())
+    }
+
+    /// Wakes ignored because the stall total had not grown.
+    pub fn spurious_wakes(&self) -> u64 {
+        self.spurious
+    }
+}
+
+/// `some total=` of the pressure file at `path`: microseconds of stall
+/// since boot; `None` if it cannot be read.
+fn some_total(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    crate::sys::procfs::parse_psi(&text).map(|p| p.some.total_micros)
+}
+
+/// The stall a trigger's spec asks for (`some <stall µs> <window µs>`).
+fn threshold_micros(spec: &str) -> u64 {
+    spec.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether a wake is believed: the stall total grew by `threshold` since
+/// `before`. Where either total is unknown the wake cannot be checked and is
+/// believed, as the kernel meant it.
+fn stalled_enough(before: Option<u64>, now: Option<u64>, threshold: u64) -> bool {
+    match (before, now) {
+        (Some(before), Some(now)) => now.saturating_sub(before) >= threshold,
+        _ => true,
     }
 }
 
@@ -132,46 +196,45 @@ mod tests {
         assert!(PsiTrigger::register(&path).is_err());
     }
 
-    /// `some total=` of `/proc/pressure/memory`: microseconds of stall.
-    fn some_total() -> Option<u64> {
-        let text = std::fs::read_to_string("/proc/pressure/memory").ok()?;
-        let line = text.lines().find(|l| l.starts_with("some "))?;
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix("total="))?
-            .parse()
-            .ok()
+    #[test]
+    fn a_wake_is_believed_only_with_the_stall_it_asks_for() {
+        let t = threshold_micros(TRIGGERS[1]);
+        assert_eq!(t, 300_000);
+        assert_eq!(threshold_micros(TRIGGERS[0]), 150_000);
+        // The kernel's spurious first wake: no growth.
+        assert!(!stalled_enough(Some(287_018_937), Some(287_018_937), t));
+        assert!(!stalled_enough(Some(1_000), Some(1_000 + t - 1), t));
+        assert!(stalled_enough(Some(1_000), Some(1_000 + t), t));
+        // A total that cannot be read: the kernel is believed.
+        assert!(stalled_enough(None, Some(5), t));
+        assert!(stalled_enough(Some(5), None, t));
+    }
+
+    fn system_total() -> Option<u64> {
+        some_total(Path::new("/proc/pressure/memory"))
     }
 
     #[tokio::test]
     async fn a_registered_trigger_wakes_only_on_real_stall() {
-        // Where this kernel accepts triggers, a wake-up means the kernel saw
-        // memory stall since the trigger was registered (the test machine
-        // may be busy: a wake is not an error, a wake without stall is);
-        // where it refuses them, the error says why.
-        // Read before registering: a stall the trigger reports happened
-        // after registration, so after this read too.
-        let before = some_total();
+        // Where this kernel accepts triggers, a wake means the stall total
+        // grew by the trigger's threshold since registration (the test
+        // machine may be busy: a wake is not an error, a wake without that
+        // stall is; this kernel's spurious first wake must not come
+        // through); where it refuses them, the error says why. Read before
+        // registering: a stall the trigger reports happened after
+        // registration, so after this read too.
+        let before = system_total();
         match PsiTrigger::register(Path::new("/proc/pressure/memory")) {
             Ok(mut t) => {
                 assert!(TRIGGERS.contains(&t.spec()));
-                let woke =
-                    tokio::time::timeout(std::time::Duration::from_millis(300), t.wait()).await;
+                let woke = tokio::time::timeout(std::time::Duration::from_secs(2), t.wait()).await;
                 if woke.is_ok() {
-                    // The file's `total=` is brought up to date by the
-                    // averaging work every 2 s (`PSI_FREQ` in
-                    // `kernel/sched/psi.c`), the trigger's by the poll
-                    // work at once: give the file's figure one period.
-                    let mut after = some_total();
-                    for _ in 0..25 {
-                        if after > before {
-                            break;
-                        }
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                        after = some_total();
-                    }
+                    let after = system_total();
+                    let grew = after.zip(before).map(|(a, b)| a.saturating_sub(b));
                     assert!(
-                        after > before,
-                        "woke with no memory stall: {before:?} → {after:?}"
+                        grew >= Some(threshold_micros(t.spec())),
+                        "woke after {grew:?} µs of stall: {before:?} → {after:?} ({} ignored)",
+                        t.spurious_wakes()
                     );
                 }
             }
