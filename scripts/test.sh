@@ -132,6 +132,10 @@ say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 # The environment tier has `test = false`, so --all-targets leaves it out.
 cargo clippy --test environment --locked -- -D warnings
+# The fuzz targets (fuzz/, a crate of their own) call the parsers' public
+# API: linted here with the stable toolchain, so that an API change fails
+# in a minute rather than at the fuzz stage's sanitizer build.
+cargo clippy --manifest-path fuzz/Cargo.toml --bins --locked -- -D warnings
 
 # The unit tests and the hermetic tier: what any contributor's plain
 # `cargo test` runs, with nothing installed.

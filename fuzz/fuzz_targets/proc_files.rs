@@ -63,7 +63,9 @@ fuzz_target!(|data: &[u8]| {
             assert!(libs.windows(2).all(|w| w[0] < w[1]), "sorted, unique");
         }
         9 => {
-            let _ = procfs::parse_passwd(&text);
+            for entry in headroom::sys::passwd::entries(&text) {
+                assert!(!entry.name.is_empty());
+            }
         }
         10 => {
             let _ = procfs::parse_max_open_files(&text);
