@@ -115,6 +115,7 @@ grep -v '^#' "$fx/kmsg/public-oom-messages.txt" | grep -v '^$' |
 
 # --- kernel log crash and Xid lines (a stream of records / messages) --------
 grep -v '^#' "$fx/kmsg/crashes-6.18.txt" >"$corpus/kmsg_crash/crashes-6.18"
+grep -v '^#' "$fx/kmsg/crashes-arm64-6.1.txt" >"$corpus/kmsg_crash/crashes-arm64-6.1"
 grep -v '^#' "$fx/kmsg/public-xid-messages.txt" | grep -v '^$' >"$corpus/kmsg_crash/public-xid-messages"
 
 # --- log stream --style ndjson lines (one per line) ------------------------

@@ -7,7 +7,7 @@
 //!   ([`super::linux::kmsg_crash`]). Needs root or `CAP_SYSLOG` where
 //!   `kernel.dmesg_restrict = 1`; without it, those go unseen and the
 //!   daemon says so once at start. Fault lines are printed only while
-//!   `debug.exception-trace` is 1 (the default); the collector status says
+//!   `debug.exception-trace` is 1 (the default on x86_64, not on arm64); the collector status says
 //!   so when it is 0. A fault in a thread names the thread: the threads of
 //!   the watched processes are remembered ([`super::linux::threads`]) to
 //!   find its process. And the exit status a zombie keeps in
@@ -623,7 +623,7 @@ pub fn linux_check(kmsg: Result<(), String>, exception_trace: Option<bool>) -> c
         ),
         (Ok(()), Some(false)) => Check::warn(
             "post-mortems",
-            "OOM kills and NVIDIA Xid errors are read from /dev/kmsg, but debug.exception-trace is 0: the kernel logs no segfaults or illegal instructions, so crashes are not recorded",
+            "OOM kills and NVIDIA Xid errors are read from /dev/kmsg, but debug.exception-trace is 0 (the default on arm64 kernels): the kernel logs no segfaults or illegal instructions, so crashes are not recorded",
             "sysctl debug.exception-trace=1 (and debug.exception-trace = 1 in /etc/sysctl.d/ to keep it)",
         ),
         (Ok(()), _) => Check::ok(

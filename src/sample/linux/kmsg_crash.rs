@@ -10,9 +10,20 @@
 //! ```
 //!
 //! (`show_signal_msg` in `arch/x86/mm/fault.c`, `show_signal` and
-//! `do_general_protection` in `arch/x86/kernel/traps.c`.) The kernel prints
-//! these only while `debug.exception-trace` (`/proc/sys/debug/exception-trace`,
-//! `show_unhandled_signals`) is 1, the default; only for a signal the
+//! `do_general_protection` in `arch/x86/kernel/traps.c`.) arm64 writes one
+//! form for every fault (`arm64_show_signal` in `arch/arm64/kernel/traps.c`;
+//! captured on Linux 6.1, see `tests/fixtures/kmsg/crashes-arm64-6.1.txt`),
+//! the signal left to the fault's name:
+//!
+//! ```text
+//! python3[82]: unhandled exception: DABT (lower EL), ESR 0x0000000092000044, level 0 translation fault in libcrashing_op.so[ffff90680000+1000]
+//! python3[79]: unhandled exception: undefined instruction in init[aaaac3000000+2000]
+//! ```
+//!
+//! The kernel prints these only while `debug.exception-trace`
+//! (`/proc/sys/debug/exception-trace`, `show_unhandled_signals`) is 1, the
+//! default on x86 but not on arm64, where it is 0 (`headroom doctor` says
+//! so); only for a signal the
 //! process does not handle (Python's `faulthandler`, when enabled, handles
 //! SIGSEGV and re-raises it: no line); and at most about ten every five
 //! seconds (`printk_ratelimit`). With `kernel.print-fatal-signals = 1` (off
@@ -39,10 +50,11 @@
 //! is the faulting *thread*'s (`task_pid_nr`), and the name the thread's:
 //! the reader ([`crate::sample::exit_causes`]) maps it to its process.
 //!
-//! Not recognised (and so never guessed at): arm64's `unhandled exception`
-//! lines (no captured sample here), a SIGBUS from a file mapping read past
-//! its end (the kernel logs nothing), and signals a process raises itself
-//! (`abort()`: nothing unless `print-fatal-signals` is on).
+//! Not recognised (and so never guessed at): arm64 fault names the kernel
+//! kills with SIGKILL or that no table names (their signal is left unknown),
+//! a SIGBUS from a file mapping read past its end (the kernel logs nothing),
+//! and signals a process raises itself (`abort()`: nothing unless
+//! `print-fatal-signals` is on).
 
 use std::path::Path;
 
@@ -107,6 +119,9 @@ pub fn parse_kernel_line(message: &str) -> Option<KernelLine> {
     }
     if message.contains("]: segfault at ") {
         return parse_segfault(message);
+    }
+    if message.contains("]: unhandled ") {
+        return parse_arm64_fault(message);
     }
     // Kernels before the `traps:` prefix: `comm[pid] general protection ip:…`.
     if message.contains("] general protection ") {
@@ -206,6 +221,85 @@ fn mapped_file(text: &str) -> Option<&str> {
             .bytes()
             .all(|b| b.is_ascii_hexdigit() || b == b',' || b == b'+');
     (well_formed && open > 0).then(|| &inner[..open])
+}
+
+/// arm64 (`arm64_show_signal` in `arch/arm64/kernel/traps.c`, 4.19 and
+/// later): `comm[pid]: unhandled exception: [CLASS, ESR 0xESR, ]DESC[ in
+/// LIB[BASE+SIZE]]`, DESC being the fault's name (`level 3 translation
+/// fault`, `undefined instruction`, `User debug trap`, …). Before 4.19:
+/// `comm[pid]: unhandled DESC (SIGNAL) at 0xADDR, esr 0xESR[, in LIB[…]]`.
+fn parse_arm64_fault(message: &str) -> Option<KernelLine> {
+    let (comm, pid, rest) = comm_and_pid(message, ": ")?;
+    let rest = rest.strip_prefix("unhandled ")?;
+    let (fault, signal, library) = match rest.strip_prefix("exception: ") {
+        Some(rest) => {
+            let (fault, library) = match rest.rsplit_once(" in ") {
+                Some((fault, tail)) if mapped_file(tail).is_some() => {
+                    (fault, mapped_file(tail).map(str::to_string))
+                }
+                _ => (rest, None),
+            };
+            let desc = fault
+                .split_once(", ESR 0x")
+                .and_then(|(_, after)| after.split_once(", "))
+                .map_or(fault, |(_, desc)| desc);
+            // An instruction fetch from an unmapped address: the kernel
+            // names the mapping above the pc (`print_vma_addr` takes the
+            // first mapping that ends above it), which the pc is not in.
+            let jumped_to_nowhere =
+                fault.starts_with("IABT") && desc.ends_with("translation fault");
+            let library = library.filter(|_| !jumped_to_nowhere);
+            (fault, arm64_fault_signal(desc), library)
+        }
+        None => {
+            let (desc, after) = rest.split_once(" (")?;
+            let (signal, after) = after.split_once(") at 0x")?;
+            let signal = signal.parse().ok()?;
+            let library = after
+                .split_once(", in ")
+                .and_then(|(_, tail)| mapped_file(tail))
+                .map(str::to_string);
+            (desc, Some(signal), library)
+        }
+    };
+    Some(KernelLine::Fault {
+        pid,
+        comm: comm.to_string(),
+        signal,
+        fault: fault.to_string(),
+        library,
+    })
+}
+
+/// The signal arm64 sends for a fault it names `desc`: the `fault_info`
+/// table of `arch/arm64/mm/fault.c` (data and instruction aborts by their
+/// status code) and the undefined-instruction and breakpoint handlers of
+/// `arch/arm64/kernel/traps.c` and `debug-monitors.c`. Names the table
+/// maps to SIGKILL (parity errors, TLB conflicts, table-walk aborts) and
+/// anything unknown give no signal rather than a guess.
+fn arm64_fault_signal(desc: &str) -> Option<i32> {
+    if desc.contains("(translation table walk)") || desc.contains("parity or ECC") {
+        return None;
+    }
+    let segv = [
+        "translation fault",
+        "access flag fault",
+        "permission fault",
+        "address size fault",
+        "tag check fault",
+        "illegal memory access",
+    ];
+    if segv.iter().any(|k| desc.ends_with(k)) {
+        return Some(libc::SIGSEGV);
+    }
+    Some(match desc {
+        "alignment fault" | "synchronous external abort" | "SP/PC alignment exception" => {
+            libc::SIGBUS
+        }
+        "undefined instruction" => libc::SIGILL,
+        "User debug trap" => libc::SIGTRAP,
+        _ => return None,
+    })
 }
 
 /// `[EXE: ]COMM` or `COMM/PID`, then `N.`.
@@ -506,6 +600,114 @@ mod tests {
         );
         assert_eq!(crash_of(&records, 15499).signal.as_deref(), Some("SIGFPE"));
         assert_eq!(crash_of(&records, 14665).signal.as_deref(), Some("SIGTRAP"));
+    }
+
+    /// Records read on a real arm64 kernel (6.1) while processes crashed;
+    /// the file's head says how.
+    const ARM64: &str = include_str!("../../../tests/fixtures/kmsg/crashes-arm64-6.1.txt");
+
+    fn arm64() -> Vec<KernelRecord> {
+        let mut joiner = CrashJoiner::default();
+        ARM64
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .filter_map(|l| {
+                let r = parse_record(l).expect("every captured line is a record");
+                joiner.feed(r.message, Path::new("/dev/kmsg"), Timestamp(9))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn arm64_faults_name_their_signal_and_library() {
+        let records = arm64();
+        assert_eq!(records.len(), 5, "{records:#?}");
+        let lib = crash_of(&records, 82);
+        assert_eq!(lib.name, "python3");
+        assert_eq!(lib.signal.as_deref(), Some("SIGSEGV"));
+        assert_eq!(lib.library.as_deref(), Some("libcrashing_op.so"));
+        assert_eq!(
+            lib.fault,
+            "DABT (lower EL), ESR 0x0000000092000044, level 0 translation fault"
+        );
+        let exe = crash_of(&records, 78);
+        assert_eq!(exe.signal.as_deref(), Some("SIGSEGV"));
+        assert_eq!(exe.library.as_deref(), Some("init"));
+        let ill = crash_of(&records, 79);
+        assert_eq!(
+            (ill.signal.as_deref(), ill.fault.as_str()),
+            (Some("SIGILL"), "undefined instruction")
+        );
+        assert_eq!(crash_of(&records, 80).signal.as_deref(), Some("SIGTRAP"));
+    }
+
+    #[test]
+    fn an_arm64_jump_to_nowhere_names_no_library() {
+        // The kernel printed `in init[…]`, the mapping above pc 0x1000.
+        let records = arm64();
+        let c = crash_of(&records, 81);
+        assert_eq!(c.signal.as_deref(), Some("SIGSEGV"));
+        assert_eq!(c.library, None);
+        assert!(c.fault.starts_with("IABT (lower EL)"), "{}", c.fault);
+    }
+
+    #[test]
+    fn the_arm64_form_before_4_19_carries_its_signal() {
+        // Quoted in the message of Linux commit 5ee39a71fd89 ("arm64:
+        // Disable unhandled signal log messages by default"), from a 4.15
+        // kernel on QEMU's virt machine.
+        let line = "sigsegv[33]: unhandled level 2 translation fault (11) at 0x00000000, \
+                    esr 0x92000046, in sigsegv[400000+71000]";
+        assert_eq!(
+            parse_kernel_line(line),
+            Some(KernelLine::Fault {
+                pid: 33,
+                comm: "sigsegv".into(),
+                signal: Some(11),
+                fault: "level 2 translation fault".into(),
+                library: Some("sigsegv".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn arm64_fault_names_map_to_the_kernels_signals() {
+        for (desc, signal) in [
+            ("level 3 permission fault", Some(libc::SIGSEGV)),
+            ("level 1 access flag fault", Some(libc::SIGSEGV)),
+            ("synchronous tag check fault", Some(libc::SIGSEGV)),
+            ("alignment fault", Some(libc::SIGBUS)),
+            ("synchronous external abort", Some(libc::SIGBUS)),
+            (
+                "level 0 synchronous external abort (translation table walk)",
+                None,
+            ),
+            ("synchronous parity or ECC error", None),
+            ("unknown or unrecoverable error", None),
+        ] {
+            assert_eq!(arm64_fault_signal(desc), signal, "{desc}");
+        }
+        // Names a process chose cannot move the pid or the library.
+        let line = "a[1] b[77]: unhandled exception: DABT (lower EL), ESR 0x92000046, \
+                    level 2 translation fault in x[9]y.so[7fbd4f0000+6000]";
+        match parse_kernel_line(line) {
+            Some(KernelLine::Fault {
+                pid,
+                comm,
+                library,
+                signal,
+                ..
+            }) => {
+                assert_eq!((pid, comm.as_str()), (77, "a[1] b"));
+                assert_eq!(library.as_deref(), Some("x[9]y.so"));
+                assert_eq!(signal, Some(libc::SIGSEGV));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse_kernel_line("x[abc]: unhandled exception: alignment fault"),
+            None
+        );
     }
 
     #[test]
