@@ -541,8 +541,13 @@ mod tests {
     const XIDS: &str = include_str!("../../../tests/fixtures/kmsg/public-xid-messages.txt");
 
     fn captured() -> Vec<KernelRecord> {
+        records_of(CAPTURED)
+    }
+
+    /// The records a joiner makes of a captured file's `/dev/kmsg` lines.
+    fn records_of(capture: &str) -> Vec<KernelRecord> {
         let mut joiner = CrashJoiner::default();
-        CAPTURED
+        capture
             .lines()
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .filter_map(|l| {
@@ -607,15 +612,7 @@ mod tests {
     const ARM64: &str = include_str!("../../../tests/fixtures/kmsg/crashes-arm64-6.1.txt");
 
     fn arm64() -> Vec<KernelRecord> {
-        let mut joiner = CrashJoiner::default();
-        ARM64
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| {
-                let r = parse_record(l).expect("every captured line is a record");
-                joiner.feed(r.message, Path::new("/dev/kmsg"), Timestamp(9))
-            })
-            .collect()
+        records_of(ARM64)
     }
 
     #[test]
