@@ -13,7 +13,7 @@
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -24,27 +24,7 @@ use crate::support::{chmod, need_root, need_tools, private_dir};
 /// The unprivileged account the daemon runs as here.
 const USER: &str = "headroom-test";
 
-/// `headroom ARGS` to completion.
-fn headroom(args: &[&str]) -> Output {
-    Command::new(HEADROOM)
-        .args(args)
-        .args(["--listen", "127.0.0.1:0"])
-        .output()
-        .expect("run headroom")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A config with a fast interval and a journal in `dir`, then `rest`.
-fn write_config(path: &Path, dir: &Path, rest: &str) {
-    let text = format!(
-        "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n\n{rest}",
-        dir.join("journal.jsonl").display()
-    );
-    std::fs::write(path, text).expect("write config");
-}
+use crate::support::privileges::{headroom, stderr, write_config};
 
 /// A hook program: a shell script that exits 0.
 fn write_hook(path: &Path, mode: u32) {

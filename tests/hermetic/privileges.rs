@@ -8,34 +8,14 @@
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use crate::support;
 use crate::support::hog::{Daemon, HEADROOM};
 use crate::support::private_dir;
 
-/// `headroom ARGS` to completion.
-fn headroom(args: &[&str]) -> Output {
-    Command::new(HEADROOM)
-        .args(args)
-        .args(["--listen", "127.0.0.1:0"])
-        .output()
-        .expect("run headroom")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A config with a fast interval and a journal in `dir`, then `rest`.
-fn write_config(path: &Path, dir: &Path, rest: &str) {
-    let text = format!(
-        "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n\n{rest}",
-        dir.join("journal.jsonl").display()
-    );
-    std::fs::write(path, text).expect("write config");
-}
+use crate::support::privileges::{headroom, stderr, write_config};
 
 #[test]
 fn a_relative_hook_is_refused_for_everyone() {

@@ -13,6 +13,7 @@ pub mod hog;
 pub mod http;
 pub mod journal;
 pub mod jupyter;
+pub mod privileges;
 pub mod sys;
 
 use std::io::{BufRead, BufReader};
