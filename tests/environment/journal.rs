@@ -9,7 +9,9 @@ use headroom::journal::{Journal, JournalOptions};
 
 use crate::support;
 use crate::support::hog::Daemon;
-use crate::support::journal::{FORGED, prepared_journal, state_of, untrusted};
+use crate::support::journal::{
+    FORGED, assert_refused_untouched, prepared_journal, state_of, untrusted,
+};
 use crate::support::{NOBODY, chmod, need_root};
 
 #[test]
@@ -17,26 +19,7 @@ fn a_checked_journal_in_a_directory_another_user_owns_is_refused_untouched() {
     need_root();
     let dir = support::private_dir();
     let path = prepared_journal(dir.path(), Some(NOBODY));
-    let before = state_of(&path);
-    let e = Journal::open_checked(&path, JournalOptions::default(), 0).unwrap_err();
-    let text = e.to_string();
-    assert!(
-        text.starts_with(&format!(
-            "refusing to write the journal {} as root: ",
-            path.display()
-        )),
-        "{text}"
-    );
-    let (what, fix) = untrusted(e);
-    let state = path.parent().unwrap().display().to_string();
-    assert_eq!(
-        what,
-        format!("{state} is owned by uid {NOBODY}, not by root")
-    );
-    assert!(fix.contains(&format!("chown root:root {state}")), "{fix}");
-    assert!(fix.contains("/var/lib/headroom/"), "{fix}");
-    // Not cut, not appended to, not chmodded.
-    assert_eq!(state_of(&path), before);
+    assert_refused_untouched(&path, 0, &format!("is owned by uid {NOBODY}, not by root"));
 }
 
 #[test]

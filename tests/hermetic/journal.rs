@@ -14,7 +14,9 @@ use headroom::journal::{Journal, JournalOptions, read_events};
 use headroom::model::Timestamp;
 
 use crate::support;
-use crate::support::journal::{FORGED, prepared_journal, state_of, untrusted};
+use crate::support::journal::{
+    FORGED, assert_refused_untouched, prepared_journal, state_of, untrusted,
+};
 
 fn event(at: u64) -> Event {
     Event {
@@ -289,27 +291,11 @@ fn a_missing_journal_reads_as_empty() {
 fn a_checked_journal_in_a_directory_others_can_write_is_refused_untouched() {
     let dir = support::private_dir();
     let path = prepared_journal(dir.path(), None);
-    let before = state_of(&path);
-    let uid = headroom::sys::this_process::effective_uid();
-    let e = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err();
-    let text = e.to_string();
-    assert!(
-        text.starts_with(&format!(
-            "refusing to write the journal {} as root: ",
-            path.display()
-        )),
-        "{text}"
+    assert_refused_untouched(
+        &path,
+        headroom::sys::this_process::effective_uid(),
+        "is writable by users other than root (mode 0777)",
     );
-    let (what, fix) = untrusted(e);
-    let state = path.parent().unwrap().display().to_string();
-    assert_eq!(
-        what,
-        format!("{state} is writable by users other than root (mode 0777)")
-    );
-    assert!(fix.contains(&format!("chown root:root {state}")), "{fix}");
-    assert!(fix.contains("/var/lib/headroom/"), "{fix}");
-    // Not cut, not appended to, not chmodded.
-    assert_eq!(state_of(&path), before);
 }
 
 #[test]

@@ -47,3 +47,29 @@ pub fn untrusted(e: JournalError) -> (String, String) {
         other => panic!("expected a refusal, got {other}"),
     }
 }
+
+/// Open the journal at `path` checked, as a daemon whose uid is `uid`
+/// would, and check the refusal: its message, that it names the journal's
+/// directory as `problem` (the rest of `what` after the directory), that
+/// its fix is to give the directory to root, and that the file is left as
+/// it was.
+pub fn assert_refused_untouched(path: &Path, uid: u32, problem: &str) {
+    use headroom::journal::{Journal, JournalOptions};
+    let before = state_of(path);
+    let e = Journal::open_checked(path, JournalOptions::default(), uid).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "refusing to write the journal {} as root: ",
+            path.display()
+        )),
+        "{text}"
+    );
+    let (what, fix) = untrusted(e);
+    let state = path.parent().unwrap().display().to_string();
+    assert_eq!(what, format!("{state} {problem}"));
+    assert!(fix.contains(&format!("chown root:root {state}")), "{fix}");
+    assert!(fix.contains("/var/lib/headroom/"), "{fix}");
+    // Not cut, not appended to, not chmodded.
+    assert_eq!(state_of(path), before);
+}
