@@ -214,15 +214,20 @@ fn main() -> ExitCode {
                 let Some(&(sig, what)) = actions.iter().find(|(s, _)| s.number() == number) else {
                     continue;
                 };
+                // Stop before the footprint is read: read first, a thread
+                // preempted between the two would let the growth run on past
+                // the figure it printed. Stopped first, at most the block
+                // being touched is added after it.
+                if what == OnSignal::Stop {
+                    shared.stop.store(true, Ordering::SeqCst);
+                }
                 say(&format!(
                     "signal {sig} footprint={} at_ms={}",
                     shared.allocated.load(Ordering::SeqCst),
                     shared.began.elapsed().as_millis()
                 ));
-                match what {
-                    OnSignal::Stop => shared.stop.store(true, Ordering::SeqCst),
-                    OnSignal::Ignore => {}
-                    OnSignal::Exit => shared.exit(0),
+                if what == OnSignal::Exit {
+                    shared.exit(0);
                 }
             }
         });
