@@ -21,8 +21,8 @@ use axum::{Extension, Json};
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::gates::Gates;
 use super::query::{self, SortKey, WorkloadFilter};
-use super::server::Gates;
 use super::snapshot_json::{Chunks, Forms, extend_object};
 use super::viewer::{Viewer, redact_config, redact_event};
 use super::{ApiError, Shared, current};
@@ -146,7 +146,7 @@ pub async fn snapshot(
     let state = current(&shared);
     let answer = async {
         let snap = latest(&state)?;
-        let permit = gates.large().await?;
+        let permit = gates.large(viewer.key().await).await?;
         let sight = viewer.sight(&state.config).await;
         let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
         Ok::<_, ApiError>(Chunks::new(forms.document(), Some(permit)))
@@ -263,7 +263,7 @@ pub async fn processes(
                 .then(pa.id.pid.cmp(&pb.id.pid))
         });
         rows.truncate(parsed.limit);
-        let permit = gates.large().await?;
+        let permit = gates.large(viewer.key().await).await?;
         let sight = viewer.sight(&state.config).await;
         let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
         let head = ProcessTable {
@@ -340,7 +340,7 @@ pub async fn process(
             tracked_peak_footprint: track.map(|t| t.peak_footprint),
         };
         let figures = figures(&state, exhaustion_headroom(&snap), p);
-        let permit = gates.large().await?;
+        let permit = gates.large(viewer.key().await).await?;
         let sight = viewer.sight(&state.config).await;
         let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
         let mut chunks = vec![Bytes::from(open_with(&detail, "process")?)];

@@ -8,8 +8,8 @@
 //! runtime of its own, so that HTTP load (a scrape, a stream of clients)
 //! never competes with the sampling loop for the daemon's runtime, and
 //! within bounds ([`server`]): a connection cap kept inside the open-file
-//! limit, header and idle timeouts, small buffers, capped event streams and
-//! large answers.
+//! limit, header and idle timeouts, small buffers, and event streams and
+//! large answers capped, each viewer to a share of them ([`gates`]).
 //!
 //! What each client sees follows what the OS would show it ([`viewer`]):
 //! other users' command lines and notebooks only to root and their owner.
@@ -23,6 +23,7 @@
 //! API reference with examples: `docs/api.md`.
 
 pub mod api;
+pub mod gates;
 pub mod host;
 pub mod query;
 pub mod server;
@@ -47,7 +48,8 @@ use axum::{Extension, Router};
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
 
-pub use server::{Gates, Limits, Registry};
+pub use gates::Gates;
+pub use server::{Limits, Registry};
 
 use crate::state::State as DaemonState;
 

@@ -15,8 +15,9 @@
 //!   also ends an answer its client stopped reading.
 //! - **Small buffers**: at most [`Limits::max_buf_size`] of request head is
 //!   buffered per connection; a longer head gets 431 and the connection ends.
-//! - **Gates** ([`Gates`]): event streams and large answers each have a
-//!   fixed number of permits, so they cannot take all connections or memory.
+//! - **Gates** ([`super::gates`]): event streams and large answers each have
+//!   a fixed number of permits, and each viewer only a share of them, so
+//!   they cannot take all connections or memory, nor one user all of them.
 //!
 //! Each request carries the client's address (`ConnectInfo<SocketAddr>`),
 //! the server's ([`LocalAddr`]) and the connection's [`Peer`], whose uid is
@@ -36,7 +37,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::StatusCode;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
@@ -45,12 +45,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt as _;
 
-use super::ApiError;
 use super::viewer::{LocalAddr, Peer};
 use crate::config::HttpConfig;
 use crate::report::rate_limit::RateLimit;
@@ -64,8 +63,12 @@ pub struct Limits {
     pub max_connections: usize,
     /// `/api/v1/stream` clients at once.
     pub max_streams: usize,
+    /// Of those, the streams one viewer may hold.
+    pub streams_per_viewer: usize,
     /// Answers that carry process lists (snapshot, processes) under way at once.
     pub max_large_responses: usize,
+    /// Of those, the answers one viewer may have under way.
+    pub large_responses_per_viewer: usize,
     /// How long a request waits for a large-answer permit before a 503.
     pub large_response_wait: Duration,
     /// Time allowed for a request head, from when the server starts reading it.
@@ -83,7 +86,9 @@ impl Default for Limits {
         Self {
             max_connections: HttpConfig::DEFAULT_MAX_CONNECTIONS,
             max_streams: 16,
+            streams_per_viewer: 4,
             max_large_responses: 4,
+            large_responses_per_viewer: 1,
             large_response_wait: Duration::from_secs(2),
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
@@ -124,63 +129,6 @@ impl Limits {
         };
         (limits, why)
     }
-}
-
-/// Permits for the answers that hold resources for long: event streams and
-/// answers carrying process lists. Shared by the router's handlers.
-#[derive(Debug)]
-pub struct Gates {
-    streams: Arc<Semaphore>,
-    max_streams: usize,
-    large: Arc<Semaphore>,
-    max_large: usize,
-    large_wait: Duration,
-}
-
-impl Gates {
-    pub fn new(limits: &Limits) -> Arc<Gates> {
-        Arc::new(Gates {
-            streams: Arc::new(Semaphore::new(limits.max_streams)),
-            max_streams: limits.max_streams,
-            large: Arc::new(Semaphore::new(limits.max_large_responses)),
-            max_large: limits.max_large_responses,
-            large_wait: limits.large_response_wait,
-        })
-    }
-
-    /// A permit for one event stream, or 503 when all are taken.
-    pub fn stream(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        Arc::clone(&self.streams).try_acquire_owned().map_err(|_| {
-            busy(format!(
-                "{} event streams are open already, the most this daemon serves at once; \
-                 close one (a status page tab) or try again later",
-                self.max_streams
-            ))
-        })
-    }
-
-    /// A permit for one large answer, waiting a little for one to free up.
-    pub async fn large(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        let acquire = Arc::clone(&self.large).acquire_owned();
-        match tokio::time::timeout(self.large_wait, acquire).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(busy(format!(
-                "{} answers with process lists are being sent already, the most at once; \
-                 try again in a moment",
-                self.max_large
-            ))),
-        }
-    }
-
-    /// Event streams open now.
-    pub fn streams_open(&self) -> usize {
-        self.max_streams
-            .saturating_sub(self.streams.available_permits())
-    }
-}
-
-fn busy(message: String) -> ApiError {
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
 }
 
 /// What a connection refused at the cap reads before it is closed.
@@ -680,26 +628,6 @@ mod tests {
             id: a.id,
         });
         assert_eq!(registry.open(), 0);
-    }
-
-    #[tokio::test]
-    async fn stream_permits_run_out() {
-        let gates = Gates::new(&Limits {
-            max_streams: 1,
-            max_large_responses: 1,
-            large_response_wait: Duration::from_millis(10),
-            ..Limits::default()
-        });
-        let held = gates.stream().unwrap();
-        assert_eq!(gates.streams_open(), 1);
-        let refused = gates.stream().unwrap_err();
-        assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
-        drop(held);
-        assert!(gates.stream().is_ok());
-        let large = gates.large().await.unwrap();
-        assert!(gates.large().await.is_err());
-        drop(large);
-        assert!(gates.large().await.is_ok());
     }
 
     #[tokio::test]

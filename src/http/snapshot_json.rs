@@ -26,9 +26,9 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use serde::Serialize;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::ApiError;
+use super::gates::Permit;
 use super::viewer::{Sight, redact_process};
 use crate::model::{ProcessSample, Snapshot};
 use crate::state::{EncodedSnapshot, JsonForm, SnapshotJson};
@@ -274,11 +274,11 @@ const FRAME: usize = 64 * 1024;
 pub struct Chunks {
     chunks: VecDeque<Bytes>,
     remaining: u64,
-    _permit: Option<OwnedSemaphorePermit>,
+    _permit: Option<Permit>,
 }
 
 impl Chunks {
-    pub fn new(chunks: Vec<Bytes>, permit: Option<OwnedSemaphorePermit>) -> Self {
+    pub fn new(chunks: Vec<Bytes>, permit: Option<Permit>) -> Self {
         let chunks: VecDeque<Bytes> = chunks.into_iter().filter(|c| !c.is_empty()).collect();
         let remaining = chunks.iter().map(|c| c.len() as u64).sum();
         Self {
@@ -444,18 +444,19 @@ mod tests {
     #[tokio::test]
     async fn large_slices_go_out_in_frames_and_the_permit_stays_to_the_end() {
         use http_body_util::BodyExt as _;
-        let gate = Arc::new(tokio::sync::Semaphore::new(1));
-        let permit = Arc::clone(&gate).try_acquire_owned().unwrap();
+        let gates = super::super::Gates::new(&super::super::Limits::default());
+        let viewer = super::super::viewer::ViewerKey::Uid(1000);
+        let permit = gates.large(viewer).await.unwrap();
         let big = Bytes::from(vec![7u8; 3 * FRAME + 5]);
         let mut body = Chunks::new(vec![big, Bytes::from_static(b"!")], Some(permit));
         let mut sizes = Vec::new();
         while let Some(frame) = body.frame().await {
-            assert_eq!(gate.available_permits(), 0, "held while frames remain");
+            assert_eq!(gates.large_under_way(), 1, "held while frames remain");
             sizes.push(frame.unwrap().into_data().unwrap().len());
         }
         assert_eq!(sizes, [FRAME, FRAME, FRAME, 5, 1]);
         drop(body);
-        assert_eq!(gate.available_permits(), 1);
+        assert_eq!(gates.large_under_way(), 0);
     }
 
     #[test]

@@ -19,10 +19,10 @@ use axum::extract::{RawQuery, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::api::SampleEvent;
-use super::server::Gates;
+use super::gates::{Gates, Permit};
+use super::viewer::Viewer;
 use super::{ApiError, Shared, query};
 use crate::model::Timestamp;
 
@@ -32,12 +32,13 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub async fn stream(
     State(shared): State<Shared>,
     Extension(gates): Extension<Arc<Gates>>,
+    viewer: Viewer,
     RawQuery(q): RawQuery,
 ) -> Response {
     if let Err(e) = query::none(q.as_deref()) {
         return ApiError::from(e).into_response();
     }
-    let permit = match gates.stream() {
+    let permit = match gates.stream(viewer.key().await) {
         Ok(permit) => permit,
         Err(e) => return e.into_response(),
     };
@@ -50,10 +51,7 @@ pub async fn stream(
 /// newer one as it is published. Changes that bring no new snapshot
 /// (counters, a config reload) send nothing. The stream's permit is let go
 /// when the stream is dropped.
-fn samples(
-    mut rx: Shared,
-    permit: OwnedSemaphorePermit,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+fn samples(mut rx: Shared, permit: Permit) -> impl Stream<Item = Result<Event, Infallible>> {
     rx.mark_changed();
     let state = (rx, None::<Timestamp>, permit);
     stream::unfold(state, |(mut rx, mut last, permit)| async move {

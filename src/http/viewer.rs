@@ -21,7 +21,7 @@
 //! become readable through the port.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
@@ -106,6 +106,17 @@ async fn lookup(client: SocketAddr, server: SocketAddr) -> Option<u32> {
     }
 }
 
+/// Who a request is counted against in the gates' shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ViewerKey {
+    /// A local client, by the uid owning its socket.
+    Uid(u32),
+    /// A client beyond loopback (`http.allow_remote`), by its address.
+    Remote(IpAddr),
+    /// Every local client whose uid could not be told, together.
+    Unidentified,
+}
+
 /// The viewer of a request, from its [`Peer`] (or, without one, its
 /// [`ConnectInfo`] and [`LocalAddr`]); unknown when neither is there.
 #[derive(Debug, Clone)]
@@ -114,6 +125,17 @@ pub struct Viewer(Peer);
 impl Viewer {
     pub async fn uid(&self) -> Option<u32> {
         self.0.uid().await
+    }
+
+    /// Whose share of the gates ([`super::gates`]) this viewer's requests
+    /// take: its uid, else a remote client's address, else the share of
+    /// every unidentified local client.
+    pub async fn key(&self) -> ViewerKey {
+        match (self.uid().await, self.0.client) {
+            (Some(uid), _) => ViewerKey::Uid(uid),
+            (None, Some(client)) if !client.ip().is_loopback() => ViewerKey::Remote(client.ip()),
+            (None, _) => ViewerKey::Unidentified,
+        }
     }
 
     /// What this viewer may see, given the config's `show_all_users`.

@@ -453,6 +453,82 @@ fn huge_argv_and_unread_snapshots_cost_bounded_memory() {
     f.finish();
 }
 
+#[test]
+fn one_user_holding_streams_and_unread_answers_leaves_others_their_share() {
+    let session = begin("every event stream and large answer held");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    if let Some(d) = start(&mut f, dir.path(), &config(dir.path(), "")) {
+        std::thread::sleep(Duration::from_millis(2500));
+        let port = d.addr.port().to_string();
+        // More streams than the daemon serves at once (16), all held unread.
+        let mut streams = Proc::spawn(attacker_python(&stage, &["streams", &port, "20"]));
+        let (_, got) = streams.expect_line("streams ok=", Duration::from_secs(60));
+        f.note(format!("attacker: 20 event streams asked for: {got}"));
+        f.check(got.contains("streams ok=4 refused=16"), || {
+            format!(
+                "{ATTACKER} was given other than one viewer's share of event streams (4 of \
+                 16): {got}"
+            )
+        });
+        let mut answers = Proc::spawn(attacker_python(
+            &stage,
+            &["noread", &port, "10", "/api/v1/snapshot"],
+        ));
+        let (_, sent) = answers.expect_line("sent", Duration::from_secs(60));
+        f.note(format!("attacker: {sent} snapshot requests, never read"));
+        std::thread::sleep(Duration::from_secs(1));
+        // Root's status page still gets its live stream and its table.
+        match first_stream_event(&d) {
+            Ok(took) => f.note(format!(
+                "root's event stream: first sample after {} ms",
+                took.as_millis()
+            )),
+            Err(e) => f.fail(format!(
+                "root's GET /api/v1/stream while {ATTACKER} holds streams: {e}"
+            )),
+        }
+        let (status, body) = support::get(&d.url("/api/v1/snapshot"));
+        f.check(status == 200, || {
+            format!(
+                "root's GET /api/v1/snapshot while {ATTACKER}'s answers are unread: {status} {}",
+                body.chars().take(300).collect::<String>()
+            )
+        });
+        streams.kill();
+        answers.kill();
+    }
+    f.finish();
+}
+
+/// Opens `/api/v1/stream` as root and reads until its first `sample` event:
+/// how long that took, or what came instead.
+fn first_stream_event(d: &RootDaemon) -> Result<Duration, String> {
+    let started = Instant::now();
+    let mut s = TcpStream::connect(d.addr).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"GET /api/v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .map_err(|e| format!("send: {e}"))?;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&seen);
+        if !text.is_empty() && !text.starts_with("HTTP/1.1 200") && text.contains("\r\n\r\n") {
+            return Err(text.chars().take(400).collect());
+        }
+        if text.contains("event: sample") {
+            return Ok(started.elapsed());
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return Err(format!("closed after {text:?}")),
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(format!("{e} after {text:?}")),
+        }
+    }
+}
+
 /// Root's view of `pid` (one of the huge-argv processes) holds at most
 /// 16 KiB of its argv. Waits up to 10 s for a sample that has the process.
 fn argv_is_capped(f: &mut Findings, d: &RootDaemon, pid: u32) {

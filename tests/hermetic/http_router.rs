@@ -798,9 +798,10 @@ mod server {
     }
 
     #[test]
-    fn event_streams_have_their_own_cap() {
+    fn event_streams_have_their_own_cap_and_each_viewer_a_share() {
         let limits = Limits {
-            max_streams: 2,
+            max_streams: 3,
+            streams_per_viewer: 2,
             ..patient(16)
         };
         let (server, _tx) = start(fresh(), limits);
@@ -816,7 +817,15 @@ mod server {
             .collect();
         let (status, body) = http_get(addr, "/api/v1/stream");
         assert_eq!(status, 503, "{body}");
-        assert!(body.contains("2 event streams are open already"), "{body}");
+        // Every client here is this test's user: its share is what ran out,
+        // and the refusal names whose it is.
+        let me = headroom::sys::this_process::effective_uid();
+        assert!(
+            body.contains(&format!(
+                "uid {me} already has as many event streams open as one viewer gets (2)"
+            )),
+            "{body}"
+        );
         assert_eq!(http_get(addr, "/healthz").0, 200);
     }
 
@@ -927,13 +936,21 @@ mod server {
         let cache = std::sync::Arc::clone(&state.snapshot_json);
         let limits = Limits {
             max_large_responses: 16,
-            idle_timeout: Duration::from_secs(2),
+            large_responses_per_viewer: 16,
+            idle_timeout: Duration::from_secs(3),
             ..Limits::default()
         };
         let (server, _tx) = start(state, limits);
         let addr = server.local_addr();
-        let mut clients: Vec<TcpStream> = (0..10).map(|_| connect(addr)).collect();
-        let lengths: Vec<usize> = clients.iter_mut().map(request_without_reading).collect();
+        // Each connects just before it asks: one left waiting while the
+        // first answer is encoded (slow on a busy machine) would be idle.
+        let mut clients = Vec::new();
+        let mut lengths = Vec::new();
+        for _ in 0..10 {
+            let mut client = connect(addr);
+            lengths.push(request_without_reading(&mut client));
+            clients.push(client);
+        }
         assert!(
             lengths.iter().all(|n| *n == lengths[0] && *n > 12 << 20),
             "{lengths:?}"
@@ -945,7 +962,7 @@ mod server {
             "ten readers of one snapshot share its encoding"
         );
         // Nobody reads for longer than the idle timeout: the server gives up.
-        std::thread::sleep(Duration::from_secs(4));
+        std::thread::sleep(Duration::from_secs(6));
         let mut got = 0usize;
         let mut buf = vec![0u8; 1 << 16];
         loop {
@@ -970,6 +987,8 @@ mod server {
         // ~12 MiB of JSON: more than the sockets buffer between the two ends.
         let limits = Limits {
             max_large_responses: 2,
+            // More than the whole: the server-wide cap is what runs out.
+            large_responses_per_viewer: 3,
             large_response_wait: Duration::from_millis(300),
             ..patient(16)
         };
@@ -989,6 +1008,37 @@ mod server {
         );
         drop(stalled);
         wait_for("the stalled answers to end", || {
+            server.connections().open() == 0
+        });
+        assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);
+    }
+
+    #[test]
+    fn one_viewers_unread_answer_takes_only_its_own_share() {
+        // The default limits: four large answers at once, one per viewer.
+        let limits = Limits {
+            large_response_wait: Duration::from_millis(300),
+            ..patient(16)
+        };
+        let (server, _tx) = start(own_state(4 << 20), limits);
+        let addr = server.local_addr();
+        let mut stalled = connect(addr);
+        request_without_reading(&mut stalled);
+        let (status, body) = http_get(addr, "/api/v1/snapshot");
+        assert_eq!(
+            status, 503,
+            "a second answer for the same user while one is unread"
+        );
+        let me = headroom::sys::this_process::effective_uid();
+        assert!(
+            body.contains(&format!(
+                "uid {me} already has as many answers with process lists under way"
+            )),
+            "{body}"
+        );
+        assert_eq!(http_get(addr, "/healthz").0, 200);
+        drop(stalled);
+        wait_for("the stalled answer to end", || {
             server.connections().open() == 0
         });
         assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);

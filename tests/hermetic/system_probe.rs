@@ -41,7 +41,9 @@ fn start(cfg: &Path) -> Daemon {
 #[test]
 fn an_available_below_rule_signals_the_hog_when_memory_runs_low() {
     let sb = Sandbox::new("available");
-    // 512 MiB below what is available now: the hog's growth crosses it.
+    // 512 MiB below what is available now (more than any test beside it
+    // takes): the hog's growth crosses it, even if the tests and builds
+    // beside it let go of up to 2.5 GiB meanwhile.
     let threshold = available_now().saturating_sub(512 * MIB) / MIB;
     let cfg = config(
         &sb,
@@ -55,14 +57,14 @@ fn an_available_below_rule_signals_the_hog_when_memory_runs_low() {
     let mut d = start(&cfg);
     let mut hog = Running::hog(
         &sb.hog,
-        &["--rate", "256MiB/s", "--max", "2GiB", "--catch", "INT"],
+        &["--rate", "256MiB/s", "--max", "3GiB", "--catch", "INT"],
     );
     let line = hog.expect_line("signal SIGINT");
     let (_, footprint, _) = parse_signal_line(&line).expect("a signal line");
     // What the hog had allocated when the signal came: the figure reported.
     assert!(footprint > 0, "{line}");
     assert!(
-        footprint < 2 << 30,
+        footprint < 3 << 30,
         "signalled only once fully grown: {line}"
     );
     let crossed = d.expect_line("crossed its limit");

@@ -9,6 +9,9 @@ process group).
                                 that never end
     argv N BYTES                N sleeping processes with BYTES of argv each
     noread PORT N PATH          N `GET PATH` requests whose answers are never read
+    streams PORT N              N event streams (`GET /api/v1/stream`), each read
+                                up to its status line, then held open unread:
+                                `streams ok=K refused=R`
     listen                      a loopback listener that reports every byte it gets
     get URL                     one GET: the status, then the body
 
@@ -199,6 +202,29 @@ def noread(port, n, path):
         time.sleep(3600)
 
 
+def streams(port, n):
+    request = b"GET /api/v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    held, ok, refused = [], 0, 0
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(10)
+        try:
+            s.connect(("127.0.0.1", port))
+            s.sendall(request)
+            line = s.recv(64).split(b"\r\n", 1)[0]
+        except OSError as e:
+            say(f"failed {e}")
+            continue
+        if line.startswith(b"HTTP/1.1 200"):
+            ok += 1
+        else:
+            refused += 1
+        held.append(s)
+    say(f"streams ok={ok} refused={refused}")
+    while True:
+        time.sleep(3600)
+
+
 def listen():
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.bind(("127.0.0.1", 0))
@@ -242,6 +268,8 @@ def main():
         argv(int(args[0]), int(args[1]))
     elif cmd == "noread":
         noread(int(args[0]), int(args[1]), args[2])
+    elif cmd == "streams":
+        streams(int(args[0]), int(args[1]))
     elif cmd == "listen":
         listen()
     elif cmd == "get":
