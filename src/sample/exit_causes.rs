@@ -4,9 +4,10 @@
 //!
 //! - Linux: the kernel log, `/dev/kmsg`: the OOM killer's lines
 //!   ([`super::linux::kmsg`]), fatal faults and NVIDIA Xid errors
-//!   ([`super::linux::kmsg_crash`]). Needs root or `CAP_SYSLOG` where
-//!   `kernel.dmesg_restrict = 1`; without it, those go unseen and the
-//!   daemon says so once at start. Fault lines are printed only while
+//!   ([`super::linux::kmsg_crash`]). Needs `CAP_SYSLOG` where
+//!   `kernel.dmesg_restrict = 1` (root has it unless a unit or container
+//!   drops it); without it, those go unseen and the daemon says so once at
+//!   start, with what to do ([`kmsg_step`]). Fault lines are printed only while
 //!   `debug.exception-trace` is 1 (the default on x86_64, not on arm64); the collector status says
 //!   so when it is 0. A fault in a thread names the thread: the threads of
 //!   the watched processes are remembered ([`super::linux::threads`]) to
@@ -323,8 +324,9 @@ pub fn exit_causes() -> (ExitCauses, Result<String, String>) {
             }
             Err(e) => {
                 let why = format!(
-                    "{} is not readable ({e}; it needs root or CAP_SYSLOG), so an OOM kill or a crash would go unseen",
-                    path.display()
+                    "{} is not readable ({e}), so an OOM kill or a crash would go unseen: {}",
+                    path.display(),
+                    kmsg_step(crate::sys::this_process::running_as_root())
                 );
                 (ExitCauses::none(&why), Err(why))
             }
@@ -404,8 +406,9 @@ impl ExitCauses {
         {
             match &self.kmsg {
                 Some(k) => vec![k.status()],
-                // Not open: the kernel log needs root or CAP_SYSLOG, so a
-                // daemon that is not root has nothing to read here.
+                // Not open: the kernel log needs CAP_SYSLOG where
+                // dmesg_restrict is set, so a daemon without it has
+                // nothing to read here.
                 None => vec![CollectorStatus {
                     name: "kernel-log".into(),
                     up: false,
@@ -594,7 +597,7 @@ pub fn doctor_check() -> crate::model::Check {
         let trace = std::fs::read_to_string(EXCEPTION_TRACE)
             .ok()
             .and_then(|t| parse_exception_trace(&t));
-        linux_check(kmsg, trace)
+        linux_check(kmsg, trace, crate::sys::this_process::running_as_root())
     }
     #[cfg(target_os = "macos")]
     {
@@ -609,9 +612,27 @@ pub fn doctor_check() -> crate::model::Check {
     }
 }
 
-/// The Linux check from what was found: whether `/dev/kmsg` opened, and
-/// `debug.exception-trace`.
-pub fn linux_check(kmsg: Result<(), String>, exception_trace: Option<bool>) -> crate::model::Check {
+/// What to do when `/dev/kmsg` cannot be read, for a daemon that is root
+/// or not. Reading it needs `CAP_SYSLOG` where `kernel.dmesg_restrict = 1`
+/// (Debian's and Ubuntu's default): root has it unless a systemd unit or a
+/// container drops it, and systemd's `ProtectKernelLogs=` hides the device.
+pub fn kmsg_step(root: bool) -> &'static str {
+    if root {
+        "keep CAP_SYSLOG in the daemon's capabilities (CapabilityBoundingSet= in a systemd unit; \
+         a container's granted capabilities) and leave ProtectKernelLogs= off, as the unit that \
+         `sudo headroom service install --system` writes does"
+    } else {
+        "run the daemon as root (sudo headroom service install --system) or give it CAP_SYSLOG"
+    }
+}
+
+/// The Linux check from what was found: whether `/dev/kmsg` opened,
+/// `debug.exception-trace`, and whether the daemon is root.
+pub fn linux_check(
+    kmsg: Result<(), String>,
+    exception_trace: Option<bool>,
+    root: bool,
+) -> crate::model::Check {
     use crate::model::Check;
     match (kmsg, exception_trace) {
         (Err(e), _) => Check::warn(
@@ -619,7 +640,7 @@ pub fn linux_check(kmsg: Result<(), String>, exception_trace: Option<bool>) -> c
             format!(
                 "/dev/kmsg is not readable ({e}): OOM kills, crashes and GPU faults of watched processes go unrecorded and their post-mortems say \"cause unknown\""
             ),
-            "run the daemon as root (sudo headroom service install --system) or give it CAP_SYSLOG",
+            kmsg_step(root),
         ),
         (Ok(()), Some(false)) => Check::warn(
             "post-mortems",
@@ -658,17 +679,36 @@ mod tests {
     #[test]
     fn the_doctor_says_what_post_mortems_miss_and_what_to_do() {
         use crate::model::CheckStatus;
-        let ok = linux_check(Ok(()), Some(true));
+        let ok = linux_check(Ok(()), Some(true), true);
         assert_eq!(ok.status, CheckStatus::Ok);
-        let off = linux_check(Ok(()), Some(false));
+        let off = linux_check(Ok(()), Some(false), true);
         assert_eq!(off.status, CheckStatus::Warn);
         assert!(
             off.next
                 .unwrap()
                 .starts_with("sysctl debug.exception-trace=1")
         );
-        let denied = linux_check(Err("Permission denied (os error 13)".into()), Some(true));
+        let denied = linux_check(
+            Err("Permission denied (os error 13)".into()),
+            Some(true),
+            false,
+        );
         assert!(denied.detail.contains("Permission denied"));
+        assert!(denied.next.unwrap().starts_with("run the daemon as root"));
+        // Root refused: its capabilities were cut, and saying "run as
+        // root" would not help.
+        let cut = linux_check(
+            Err("Operation not permitted (os error 1)".into()),
+            None,
+            true,
+        );
+        assert_eq!(cut.status, CheckStatus::Warn);
+        let next = cut.next.unwrap();
+        assert!(
+            next.contains("CAP_SYSLOG") && next.contains("ProtectKernelLogs="),
+            "{next}"
+        );
+        assert!(!next.starts_with("run the daemon as root"), "{next}");
         assert_eq!(macos_check(true).status, CheckStatus::Ok);
         assert!(
             macos_check(false)

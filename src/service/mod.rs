@@ -10,7 +10,7 @@
 //!
 //! | | launchd (macOS) | systemd (Linux) |
 //! |---|---|---|
-//! | `--system` | LaunchDaemon `io.headroom.daemon` in `/Library/LaunchDaemons`, root, every user's processes | `/etc/systemd/system/headroom.service`, root with four capabilities |
+//! | `--system` | LaunchDaemon `io.headroom.daemon` in `/Library/LaunchDaemons`, root, every user's processes | `/etc/systemd/system/headroom.service`, root with five capabilities |
 //! | `--user` | LaunchAgent `io.headroom.agent` in `~/Library/LaunchAgents`, this user's processes | `~/.config/systemd/user/headroom.service` |
 //!
 //! One file per part: `paths.rs` where each manager and scope keeps its

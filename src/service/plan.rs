@@ -155,7 +155,7 @@ pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
         Manager::Systemd => {
             plan.notes.push(match params.scope {
                 Scope::System => format!(
-                    "systemd unit {UNIT_NAME}: runs as root with four capabilities at boot; {} and {} are created by systemd",
+                    "systemd unit {UNIT_NAME}: runs as root with five capabilities at boot; {} and {} are created by systemd",
                     l.state_dir.display(),
                     l.log_dir.display()
                 ),

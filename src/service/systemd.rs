@@ -59,6 +59,9 @@ TimeoutStopSec=10s
 # The sampler keeps /proc/[pid]/statm open between ticks, up to half the
 # soft limit of open files.
 LimitNOFILE=65536
+# The daemon locks its memory (mlockall) so that it stays awake while the
+# machine swaps; its memory is bounded.
+LimitMEMLOCK=infinity
 # Killed last by the OOM killer: headroom is what acts before it has to.
 OOMScoreAdjust=-900
 
@@ -73,20 +76,22 @@ ConfigurationDirectory=headroom
 
 # Root, with only the capabilities it uses: CAP_KILL to signal other
 # users' processes, CAP_SYS_PTRACE to read their /proc/[pid]/maps and exe,
-# CAP_DAC_READ_SEARCH to read their owner-only /proc entries, and
+# CAP_DAC_READ_SEARCH to read their owner-only /proc entries,
 # CAP_SYS_RESOURCE for PSI triggers with a 1 s window (psi.rst: without it,
-# windows must be multiples of 2 s).
-CapabilityBoundingSet=CAP_KILL CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_SYS_RESOURCE
+# windows must be multiples of 2 s), and CAP_SYSLOG to read /dev/kmsg where
+# kernel.dmesg_restrict = 1 (Debian's and Ubuntu's default): the kernel log
+# is where OOM kills, crashes and GPU faults are learned.
+CapabilityBoundingSet=CAP_KILL CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_SYS_RESOURCE CAP_SYSLOG
 NoNewPrivileges=yes
 
 # Sandbox. /proc stays writable (PSI triggers are written to
-# /proc/pressure/memory); no PrivateDevices=, which would hide GPUs.
+# /proc/pressure/memory); no PrivateDevices=, which would hide GPUs; no
+# ProtectKernelLogs=, which would hide /dev/kmsg.
 ProtectSystem=strict
 ProtectHome=read-only
 PrivateTmp=yes
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
-ProtectKernelLogs=yes
 ProtectClock=yes
 ProtectHostname=yes
 RestrictNamespaces=yes
@@ -94,7 +99,9 @@ RestrictRealtime=yes
 RestrictSUIDSGID=yes
 LockPersonality=yes
 SystemCallArchitectures=native
-RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+# AF_NETLINK: the kernel's socket diagnostics tell whose socket an HTTP
+# client or a Jupyter port is.
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
 
 [Install]
 WantedBy=multi-user.target
@@ -158,16 +165,17 @@ mod tests {
     }
 
     #[test]
-    fn the_system_unit_keeps_four_capabilities_and_the_limits() {
+    fn the_system_unit_keeps_five_capabilities_and_the_limits() {
         let unit = systemd_unit(&params(Manager::Systemd, Scope::System)).unwrap();
         assert!(unit.contains(
             "\nExecStart=/usr/local/bin/headroom run --config /etc/headroom/headroom.toml\n"
         ));
         assert!(unit.contains(
-            "\nCapabilityBoundingSet=CAP_KILL CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_SYS_RESOURCE\n"
+            "\nCapabilityBoundingSet=CAP_KILL CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_SYS_RESOURCE CAP_SYSLOG\n"
         ));
         for line in [
             "LimitNOFILE=65536",
+            "LimitMEMLOCK=infinity",
             "UMask=0077",
             "StateDirectory=headroom",
             "StateDirectoryMode=0700",
@@ -182,5 +190,20 @@ mod tests {
             !unit.lines().any(|l| l.starts_with("PrivateDevices=")),
             "GPUs must stay visible"
         );
+        assert!(
+            !unit.lines().any(|l| l.starts_with("ProtectKernelLogs=")),
+            "/dev/kmsg must stay readable: post-mortems read OOM kills and crashes there"
+        );
+        // Every address family the daemon opens a socket of.
+        let families = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("RestrictAddressFamilies="))
+            .expect("address families restricted");
+        for family in ["AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"] {
+            assert!(
+                families.split_whitespace().any(|f| f == family),
+                "{family} (the socket diagnostics need AF_NETLINK)"
+            );
+        }
     }
 }

@@ -25,8 +25,9 @@
 //! watched), then each [`KmsgReader::read_new`] reads whatever records
 //! arrived since: `EAGAIN` means nothing new, `EPIPE` means records were
 //! overwritten in the ring buffer before they were read (counted, and
-//! reading goes on with the oldest one left). Reading needs root or
-//! `CAP_SYSLOG` where `kernel.dmesg_restrict = 1`.
+//! reading goes on with the oldest one left). Reading needs `CAP_SYSLOG`
+//! where `kernel.dmesg_restrict = 1`: root has it unless a unit or a
+//! container drops it.
 //!
 //! The pids in the log are those of the kernel's initial pid namespace: in a
 //! container they are not the pids the container sees (and the container can
