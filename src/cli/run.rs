@@ -165,8 +165,9 @@ fn stay_resident() {
         }
         Ok(None) => {}
         Err(e) => tracing::info!(
-            "{e}; the OOM killer may choose headroom like any process (as root, or with \
-             CAP_SYS_RESOURCE, it would not)"
+            "{e}; the OOM killer may choose headroom like any process: lowering oom_score_adj \
+             needs CAP_SYS_RESOURCE, which root has unless a container or a capability \
+             bounding set drops it (the systemd unit sets OOMScoreAdjust=-900 itself)"
         ),
     }
 }
