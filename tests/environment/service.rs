@@ -57,34 +57,23 @@ fn verify(dir: &Path, unit: &str, user: bool) {
 #[test]
 fn the_systemd_units_pass_systemd_analyze_verify() {
     need_tools(&[("systemd-analyze", "systemd")]);
-    let home = tempfile::tempdir().unwrap();
     for scope in [Scope::System, Scope::User] {
-        let params = Params {
-            manager: Manager::Systemd,
-            scope,
-            binary: Path::new(env!("CARGO_BIN_EXE_headroom"))
-                .canonicalize()
-                .unwrap(),
-            config: Some(valid_config()),
-            home: Some(home.path().to_path_buf()),
-            uid: headroom::sys::this_process::effective_uid(),
-        };
-        let unit = service::systemd_unit(&params).unwrap();
+        let unit = unit_of(scope);
         let dir = tempfile::tempdir().unwrap();
         verify(dir.path(), &unit, scope == Scope::User);
     }
 }
 
-/// The system unit for the built binary and a valid config.
-fn system_unit() -> String {
+/// The unit of `scope` for the built binary and a valid config.
+fn unit_of(scope: Scope) -> String {
     let home = tempfile::tempdir().unwrap();
     service::systemd_unit(&Params {
         manager: Manager::Systemd,
-        scope: Scope::System,
+        scope,
         binary: Path::new(BIN).canonicalize().unwrap(),
         config: Some(valid_config()),
         home: Some(home.path().to_path_buf()),
-        uid: 0,
+        uid: headroom::sys::this_process::effective_uid(),
     })
     .unwrap()
 }
@@ -161,7 +150,7 @@ fn post_mortems_within(bounding: &str) -> String {
 fn the_system_units_capabilities_let_the_daemon_read_the_kernel_log() {
     need_root();
     need_tools(&[("setpriv", "util-linux")]);
-    let unit = system_unit();
+    let unit = unit_of(Scope::System);
     let _restricted = DmesgRestricted::hold();
     let kept = bounding_set(&unit);
     let line = post_mortems_within(&kept);

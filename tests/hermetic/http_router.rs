@@ -995,7 +995,6 @@ mod server {
 
     #[test]
     fn unread_large_answers_hold_their_permit_until_sent() {
-        // ~12 MiB of JSON: more than the sockets buffer between the two ends.
         let limits = Limits {
             max_large_responses: 2,
             // More than the whole: the server-wide cap is what runs out.
@@ -1003,25 +1002,7 @@ mod server {
             large_response_wait: Duration::from_millis(300),
             ..patient(16)
         };
-        let (server, _tx) = start(own_state(4 << 20), limits);
-        let addr = server.local_addr();
-        let mut stalled: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
-        for s in &mut stalled {
-            request_without_reading(s);
-        }
-        let (status, body) = http_get(addr, "/api/v1/snapshot");
-        assert_eq!(status, 503, "a third large answer while two are unread");
-        assert!(body.contains("2 answers with process lists"), "{body}");
-        assert_eq!(
-            http_get(addr, "/healthz").0,
-            200,
-            "small answers are not gated"
-        );
-        drop(stalled);
-        wait_for("the stalled answers to end", || {
-            server.connections().open() == 0
-        });
-        assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);
+        unread_answers_refuse_the_next(limits, 2, "2 answers with process lists");
     }
 
     #[test]
@@ -1031,25 +1012,39 @@ mod server {
             large_response_wait: Duration::from_millis(300),
             ..patient(16)
         };
+        let me = headroom::sys::this_process::effective_uid();
+        unread_answers_refuse_the_next(
+            limits,
+            1,
+            &format!("uid {me} already has as many answers with process lists under way"),
+        );
+    }
+
+    /// With `stalled` snapshots of ~12 MiB (more than the sockets buffer
+    /// between the two ends) asked for and unread, the next snapshot is
+    /// refused with a 503 saying `refusal`, while `/healthz` (not gated)
+    /// answers; once the stalled connections close, snapshots are served
+    /// again.
+    fn unread_answers_refuse_the_next(limits: Limits, stalled: usize, refusal: &str) {
         let (server, _tx) = start(own_state(4 << 20), limits);
         let addr = server.local_addr();
-        let mut stalled = connect(addr);
-        request_without_reading(&mut stalled);
+        let mut clients: Vec<TcpStream> = (0..stalled).map(|_| connect(addr)).collect();
+        for s in &mut clients {
+            request_without_reading(s);
+        }
         let (status, body) = http_get(addr, "/api/v1/snapshot");
         assert_eq!(
             status, 503,
-            "a second answer for the same user while one is unread"
+            "another large answer while {stalled} are unread"
         );
-        let me = headroom::sys::this_process::effective_uid();
-        assert!(
-            body.contains(&format!(
-                "uid {me} already has as many answers with process lists under way"
-            )),
-            "{body}"
+        assert!(body.contains(refusal), "{body}");
+        assert_eq!(
+            http_get(addr, "/healthz").0,
+            200,
+            "small answers are not gated"
         );
-        assert_eq!(http_get(addr, "/healthz").0, 200);
-        drop(stalled);
-        wait_for("the stalled answer to end", || {
+        drop(clients);
+        wait_for("the stalled answers to end", || {
             server.connections().open() == 0
         });
         assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);
