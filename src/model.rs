@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 mod action;
 pub mod build;
 mod check;
+mod job;
 mod shared;
 pub use action::{Action, SignalName};
 pub use check::{Check, CheckStatus};
+pub use job::{Basis, Job, SysvSegment, TmpfsFile, Unowned};
 pub use shared::{Argv, SharedStr};
 
 /// Wall-clock instant, milliseconds since the Unix epoch.
@@ -90,6 +92,14 @@ pub struct Snapshot {
     #[serde(default)]
     pub gpus: Vec<GpuDevice>,
     pub processes: Vec<ProcessSample>,
+    /// Root ML processes and their descendants, memory counted once; every
+    /// member's [`ProcessSample::job`] names its root.
+    #[serde(default)]
+    pub jobs: Vec<Job>,
+    /// Memory no process's footprint holds (tmpfs files nobody maps, SysV
+    /// segments nobody attaches), read now and then.
+    #[serde(default)]
+    pub unowned: Unowned,
     #[serde(default)]
     pub errors: CollectorErrors,
     /// Health of the optional collectors that ran (e.g. `nvml`): up or not, and why.
@@ -105,6 +115,16 @@ impl Snapshot {
     /// The process with this pid, if it was sampled.
     pub fn process(&self, pid: u32) -> Option<&ProcessSample> {
         self.processes.iter().find(|p| p.id.pid == pid)
+    }
+
+    /// The job whose root has this pid.
+    pub fn job(&self, root: u32) -> Option<&Job> {
+        self.jobs.iter().find(|j| j.root.pid == root)
+    }
+
+    /// The job `p` belongs to, as its root or as a worker.
+    pub fn job_of(&self, p: &ProcessSample) -> Option<&Job> {
+        p.job.and_then(|root| self.job(root))
     }
 
     /// Processes ordered by footprint, largest first.
@@ -345,6 +365,17 @@ pub struct ProcessSample {
     pub gpu_client: bool,
     #[serde(default)]
     pub detail: Detail,
+    /// How `footprint` counts memory shared with other processes.
+    #[serde(default)]
+    pub basis: Basis,
+    /// Bytes of tmpfs files and memfds this process holds open without
+    /// mapping them (Linux), included in `footprint`: only it can free them.
+    #[serde(default)]
+    pub held_open: u64,
+    /// The pid of the root of the job this process belongs to (its own pid
+    /// for a root); `None` outside every job.
+    #[serde(default)]
+    pub job: Option<u32>,
     pub workload: Workload,
 }
 
@@ -369,6 +400,9 @@ impl ProcessSample {
             gpu_memory: None,
             gpu_client: false,
             detail: Detail::Exact,
+            basis: Basis::Rss,
+            held_open: 0,
+            job: None,
             workload: Workload::default(),
         }
     }

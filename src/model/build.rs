@@ -189,6 +189,18 @@ impl ProcessBuilder {
         self.0.workload = workload;
         self
     }
+
+    /// How the footprint counts shared memory.
+    pub fn basis(mut self, basis: crate::model::Basis) -> Self {
+        self.0.basis = basis;
+        self
+    }
+
+    /// Bytes of tmpfs files or memfds held open and not mapped.
+    pub fn held_open(mut self, bytes: u64) -> Self {
+        self.0.held_open = bytes;
+        self
+    }
 }
 
 impl From<ProcessBuilder> for ProcessSample {
@@ -278,6 +290,12 @@ impl SnapshotBuilder {
 
     pub fn gpus(mut self, gpus: impl IntoIterator<Item = GpuDevice>) -> Self {
         self.0.gpus = gpus.into_iter().collect();
+        self
+    }
+
+    /// Memory no process holds.
+    pub fn unowned(mut self, unowned: crate::model::Unowned) -> Self {
+        self.0.unowned = unowned;
         self
     }
 

@@ -231,6 +231,9 @@ impl Sampler for SysinfoSampler {
                 gpu_memory: None,
                 gpu_client: false,
                 detail: Detail::Estimated,
+                basis: crate::model::Basis::Rss,
+                held_open: 0,
+                job: None,
                 workload,
             });
         }
@@ -244,6 +247,8 @@ impl Sampler for SysinfoSampler {
             pressure,
             gpus: Vec::new(),
             processes,
+            jobs: Vec::new(),
+            unowned: Default::default(),
             errors,
             collectors: Vec::new(),
             notes: Vec::new(),

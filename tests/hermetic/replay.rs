@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use headroom::model::{
+    Basis, Job, ProcessId, SysvSegment, TmpfsFile, Unowned,
     CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Pressure,
     PressureLevel, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory, Timestamp, build,
 };
@@ -96,6 +97,39 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
             }],
         }],
         processes: vec![kernel(4242, footprint), kernel(4343, footprint / 3)],
+        jobs: vec![Job {
+            root: ProcessId {
+                pid: 4242,
+                start: 1,
+            },
+            members: vec![4242],
+            footprint,
+            gpu_memory: Some(9 * GIB),
+            basis: Basis::Pss,
+        }],
+        unowned: Unowned {
+            known: true,
+            tmpfs_bytes: 5 * GIB,
+            sysv_orphan_bytes: GIB,
+            tmpfs_files: vec![TmpfsFile {
+                path: "/dev/shm/blob".into(),
+                bytes: 5 * GIB,
+                uid: Some(1001),
+                user: Some("mallory".into()),
+                mapped_by: Vec::new(),
+                open_by: Vec::new(),
+            }],
+            sysv_segments: vec![SysvSegment {
+                key: 0x1234,
+                id: 7,
+                bytes: GIB,
+                uid: Some(1001),
+                user: Some("mallory".into()),
+                attached: 0,
+                creator_pid: 77,
+                last_pid: 78,
+            }],
+        },
         errors: CollectorErrors {
             vanished: 1,
             permission_denied: 2,

@@ -171,6 +171,8 @@ impl LinuxSampler {
             pressure: system.pressure,
             gpus: Vec::new(),
             processes,
+            jobs: Vec::new(),
+            unowned: Default::default(),
             errors,
             collectors: Vec::new(),
             notes: Vec::new(),

@@ -468,6 +468,9 @@ impl Tracker {
                 gpu_memory: None,
                 gpu_client: false,
                 detail,
+                basis: crate::model::Basis::Rss,
+                held_open: 0,
+                job: None,
                 workload: t.workload.clone(),
             });
         }

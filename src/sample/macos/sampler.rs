@@ -352,6 +352,9 @@ impl MacSampler {
                 gpu_memory: None,
                 gpu_client,
                 detail: Detail::Exact,
+                basis: crate::model::Basis::PhysFootprint,
+                held_open: 0,
+                job: None,
                 workload: k.workload.clone(),
             };
             sample.user = uid.and_then(|uid| self.users.name(&uid));
@@ -450,6 +453,8 @@ impl Sampler for MacSampler {
             pressure,
             gpus,
             processes,
+            jobs: Vec::new(),
+            unowned: Default::default(),
             errors,
             collectors: Vec::new(),
             notes: Vec::new(),

@@ -1,0 +1,156 @@
+//! Jobs and memory no process owns: the shapes, no logic.
+//!
+//! ML work is a tree of processes: a Jupyter kernel and the workers its cell
+//! forks, a training script and its loader workers, a launcher and its
+//! ranks, a server and its runners. A [`Job`] is a root ML process and its
+//! descendants, with its memory counted once (see [`Basis`]). Each member's
+//! [`ProcessSample::job`](super::ProcessSample::job) names its root.
+//!
+//! [`Unowned`] is memory that no process's footprint holds: tmpfs files
+//! (`/dev/shm`) nobody maps and SysV segments nobody attaches. A machine-wide
+//! rule must not pick a victim for it: signalling a process frees none of it.
+
+use serde::{Deserialize, Serialize};
+
+use super::ProcessId;
+
+/// How a process's footprint counts the memory it shares with others.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Linux: RssAnon + RssShmem + VmSwap. A page shared with another
+    /// process (a forked child's copy-on-write pages) is counted whole in
+    /// each of them.
+    #[default]
+    Rss,
+    /// Linux: the proportional share, from `smaps_rollup`: Pss_Anon +
+    /// Pss_Shmem + SwapPss, kept current between reads by the change in
+    /// RssAnon + RssShmem. A page shared by n processes counts 1/n in each,
+    /// so the members of a job add up to what the job holds.
+    Pss,
+    /// macOS: `ri_phys_footprint`. XNU charges a page to every task that
+    /// has it mapped, so a forked child that has touched its parent's pages
+    /// counts them too (see the README's "Process trees and shared memory").
+    PhysFootprint,
+}
+
+impl Basis {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::Rss => "rss",
+            Basis::Pss => "pss",
+            Basis::PhysFootprint => "phys_footprint",
+        }
+    }
+}
+
+impl std::fmt::Display for Basis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A root ML process and its descendants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// The root's identity; the job is known by it (`id` in the API is the
+    /// root's pid).
+    pub root: ProcessId,
+    /// Every member's pid: the root first, then its descendants in pid
+    /// order.
+    pub members: Vec<u32>,
+    /// The members' footprints added up. Where every member that shares
+    /// memory is counted by its proportional share ([`Basis::Pss`]) shared
+    /// pages are counted once.
+    pub footprint: u64,
+    /// The members' GPU memory added up, where any is known.
+    pub gpu_memory: Option<u64>,
+    /// How the total counts shared pages: `pss` when every member that
+    /// shares anonymous memory with another was read by its proportional
+    /// share, else the weakest basis among the members (`rss` counts shared
+    /// pages once per process that holds them).
+    pub basis: Basis,
+}
+
+impl Job {
+    /// The root's pid.
+    pub fn pid(&self) -> u32 {
+        self.root.pid
+    }
+
+    /// How many members are not the root.
+    pub fn workers(&self) -> usize {
+        self.members.len().saturating_sub(1)
+    }
+}
+
+/// A file in a tmpfs mount (`/dev/shm`, `/run`, a memfd): memory that stays
+/// in RAM (or swap) while the file exists, whoever maps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TmpfsFile {
+    /// Its path (`/dev/shm/blob`); a memfd as `memfd:NAME`.
+    pub path: String,
+    /// Bytes of memory it holds (allocated blocks, not its apparent size).
+    pub bytes: u64,
+    pub uid: Option<u32>,
+    pub user: Option<super::SharedStr>,
+    /// Pids that map it.
+    #[serde(default)]
+    pub mapped_by: Vec<u32>,
+    /// Pids that hold it open without mapping it.
+    #[serde(default)]
+    pub open_by: Vec<u32>,
+}
+
+/// A System V shared memory segment (`/proc/sysvipc/shm`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysvSegment {
+    pub key: i64,
+    pub id: u64,
+    /// Resident bytes (`rss`, plus `swap`).
+    pub bytes: u64,
+    pub uid: Option<u32>,
+    pub user: Option<super::SharedStr>,
+    /// Processes attached now (`nattch`).
+    pub attached: u64,
+    /// The creator's pid and the last attacher's or detacher's.
+    pub creator_pid: u32,
+    pub last_pid: u32,
+}
+
+impl SysvSegment {
+    /// No process is attached: the segment holds its memory until someone
+    /// removes it (`ipcrm -m ID`).
+    pub fn orphan(&self) -> bool {
+        self.attached == 0
+    }
+}
+
+/// Memory that no process's footprint holds, where the sampler can read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unowned {
+    /// Whether the figures were read this sample (they are read now and
+    /// then, not every tick); `false` where the platform has none.
+    #[serde(default)]
+    pub known: bool,
+    /// Bytes in tmpfs files that no process maps or holds open.
+    #[serde(default)]
+    pub tmpfs_bytes: u64,
+    /// Bytes in SysV segments with no process attached.
+    #[serde(default)]
+    pub sysv_orphan_bytes: u64,
+    /// The largest tmpfs files (mapped or not), largest first, capped.
+    #[serde(default)]
+    pub tmpfs_files: Vec<TmpfsFile>,
+    /// SysV segments, largest first, capped.
+    #[serde(default)]
+    pub sysv_segments: Vec<SysvSegment>,
+}
+
+impl Unowned {
+    /// Bytes no process can give back by ending: unmapped, unopened tmpfs
+    /// files and orphaned SysV segments.
+    pub fn bytes(&self) -> u64 {
+        self.tmpfs_bytes.saturating_add(self.sysv_orphan_bytes)
+    }
+}
