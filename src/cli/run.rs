@@ -60,11 +60,11 @@ pub fn run_daemon(
     };
 
     let sampler: Box<dyn Sampler> = match &replay {
-        Some(path) => Box::new(
+        Some(path) => crate::sample::jobs::with_jobs(Box::new(
             ReplaySampler::open(path)
                 .map_err(|e| CliError::Usage(format!("cannot replay {}: {e}", path.display())))?
                 .looped(true),
-        ),
+        )),
         None => platform_sampler(&config.gpu),
     };
     // The daemon loop is the runtime's only task (the HTTP server has a

@@ -13,6 +13,7 @@ pub mod exit_causes;
 pub mod fallback;
 #[cfg(unix)]
 pub mod gpu;
+pub mod jobs;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod macos;
@@ -75,22 +76,22 @@ pub trait Sampler: Send {
 
 /// The native sampler for the OS this binary was built for, with GPU
 /// figures joined in where `gpu_settings` ask for them and the OS has a collector
-/// (NVML on Linux).
+/// (NVML on Linux), and its processes grouped into jobs ([`jobs`]).
 pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Sampler> {
     #[cfg(target_os = "linux")]
     {
-        gpu::wrap(linux::LinuxSampler::new("/proc"), gpu_settings)
+        jobs::with_jobs(gpu::wrap(linux::LinuxSampler::new("/proc"), gpu_settings))
     }
     #[cfg(target_os = "macos")]
     {
         // NVML is Linux-only; the Mac's GPU is read by the sampler itself
         // through IOKit, which needs no settings.
         let _ = gpu_settings;
-        Box::new(macos::MacSampler::new())
+        jobs::with_jobs(Box::new(macos::MacSampler::new()))
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
-        gpu::wrap(fallback::SysinfoSampler::new(), gpu_settings)
+        jobs::with_jobs(gpu::wrap(fallback::SysinfoSampler::new(), gpu_settings))
     }
 }
 

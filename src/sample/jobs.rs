@@ -1,0 +1,384 @@
+//! Jobs: a root ML process and its descendants, memory counted once.
+//!
+//! ML work is a tree of processes: a Jupyter kernel and the workers its cell
+//! forks (a PyTorch `DataLoader`, a `multiprocessing` pool, `joblib`), a
+//! training script and its loader workers, a launcher (`torchrun`,
+//! `accelerate`, `deepspeed`, `mpirun`) and its ranks, a server and its
+//! runners (`ollama serve` → `ollama runner`). [`assemble`] finds them in a
+//! snapshot from the parent links every sampler reads:
+//!
+//! - the **root** of a job is an ML process (a Jupyter kernel, a framework
+//!   job, a model server) with no ML process among its ancestors;
+//! - every descendant of a root is a **worker** of that job, whatever it
+//!   runs; a forked worker of a Jupyter kernel carries the kernel's command
+//!   line (and its connection file), yet only the topmost process with a
+//!   kernel id is the kernel: the worker is classified by what else it runs
+//!   (a framework, else Python), and its evidence says whose worker it is;
+//! - the job's footprint is the members' footprints added up. Members that
+//!   share anonymous memory are counted by their proportional share where
+//!   the sampler read it ([`Basis::Pss`] on Linux), so shared pages count
+//!   once.
+//!
+//! It is a pure function of the snapshot, run on every sample by every
+//! sampler ([`with_jobs`]), and idempotent: a replayed snapshot that
+//! already has its jobs gets the same ones again.
+
+use std::collections::HashMap;
+
+use crate::model::{Basis, Job, ProcessSample, Snapshot, WorkloadKind};
+
+use super::{SampleError, Sampler};
+
+/// Ancestors followed from one process: a parent chain deeper than this is
+/// cut there (a process tree is rarely more than a few dozen deep; a loop
+/// in the links of a torn sample must not hang the sampler).
+const MAX_DEPTH: usize = 256;
+
+/// Group the snapshot's processes into jobs: set each member's `job`,
+/// reclassify the forked workers of Jupyter kernels, and list the jobs
+/// with their totals in `snap.jobs`, largest first.
+pub fn assemble(snap: &mut Snapshot) {
+    let index: HashMap<u32, usize> = snap
+        .processes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id.pid, i))
+        .collect();
+    // Each process's root, worked out once per process along its chain.
+    let mut root_of: Vec<Option<Option<usize>>> = vec![None; snap.processes.len()];
+    for i in 0..snap.processes.len() {
+        find_root(&snap.processes, &index, &mut root_of, i);
+    }
+    let mut members: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, root) in root_of.iter().enumerate() {
+        if let Some(Some(root)) = root {
+            members.entry(*root).or_default().push(i);
+        }
+    }
+    for p in &mut snap.processes {
+        p.job = None;
+    }
+    let mut jobs = Vec::with_capacity(members.len());
+    for (root, mut list) in members {
+        list.sort_by_key(|&i| (i != root, snap.processes[i].id.pid));
+        let root_pid = snap.processes[root].id.pid;
+        let root_words = describe_root(&snap.processes[root]);
+        for &i in &list {
+            let p = &mut snap.processes[i];
+            p.job = Some(root_pid);
+            if i != root {
+                mark_worker(p, root_pid, &root_words);
+            }
+        }
+        jobs.push(total(&snap.processes, root, &list));
+    }
+    jobs.sort_by(|a, b| b.footprint.cmp(&a.footprint).then(a.root.cmp(&b.root)));
+    snap.jobs = jobs;
+}
+
+/// The root of process `i`'s job, if it has one: the topmost ML process
+/// on its chain of parents, itself included.
+fn find_root(
+    procs: &[ProcessSample],
+    index: &HashMap<u32, usize>,
+    memo: &mut [Option<Option<usize>>],
+    i: usize,
+) -> Option<usize> {
+    if let Some(known) = memo[i] {
+        return known;
+    }
+    // The chain from i up, until a process whose root is known, a process
+    // with no sampled parent, or a loop.
+    let mut chain = vec![i];
+    let mut above: Option<usize> = None;
+    let mut cur = i;
+    while chain.len() < MAX_DEPTH {
+        let p = &procs[cur];
+        let Some(&parent) = index.get(&p.ppid) else {
+            break;
+        };
+        if parent == cur || chain.contains(&parent) {
+            break;
+        }
+        if let Some(known) = memo[parent] {
+            above = known;
+            break;
+        }
+        chain.push(parent);
+        cur = parent;
+    }
+    // Walk back down: the topmost ML process seen so far is the root.
+    let mut root = above;
+    for &j in chain.iter().rev() {
+        if root.is_none() && is_root_kind(&procs[j]) {
+            root = Some(j);
+        }
+        memo[j] = Some(root);
+    }
+    root
+}
+
+/// A process that starts a job when no ML process is above it.
+fn is_root_kind(p: &ProcessSample) -> bool {
+    p.workload.is_ml()
+}
+
+/// `jupyter kernel 4821`, `pytorch process 77`: the root as a worker's
+/// evidence names it.
+fn describe_root(p: &ProcessSample) -> String {
+    let what = match p.workload.kind {
+        WorkloadKind::Jupyter => "jupyter kernel",
+        WorkloadKind::LlmServer => "model server",
+        WorkloadKind::Pytorch => "pytorch process",
+        WorkloadKind::Tensorflow => "tensorflow process",
+        WorkloadKind::Jax => "jax process",
+        WorkloadKind::Mlx => "mlx process",
+        WorkloadKind::Python => "python process",
+        WorkloadKind::Other => "process",
+    };
+    format!("{what} {}", p.id.pid)
+}
+
+/// The prefix of a worker's evidence line (public: it quotes pids and
+/// kinds only).
+pub const WORKER_EVIDENCE: &str = "worker of ";
+
+/// Make `p` a worker of the job rooted at `root`: a forked copy of a
+/// Jupyter kernel is not a kernel.
+fn mark_worker(p: &mut ProcessSample, root: u32, root_words: &str) {
+    let w = &mut p.workload;
+    w.evidence.retain(|e| !e.starts_with(WORKER_EVIDENCE));
+    let parent = if p.ppid == root {
+        "its parent".to_string()
+    } else {
+        format!("an ancestor (through parent {})", p.ppid)
+    };
+    w.evidence
+        .push(format!("{WORKER_EVIDENCE}{root_words}: {parent}"));
+    if w.kind == WorkloadKind::Jupyter {
+        w.kind = worker_kind(w, &p.name);
+        w.kernel_id = None;
+        w.notebook = None;
+        w.kernel_name = None;
+    }
+}
+
+/// What a forked worker of a kernel is, without the kernel's connection
+/// file: its first framework in the classifier's order, else Python.
+fn worker_kind(w: &crate::model::Workload, _name: &str) -> WorkloadKind {
+    use crate::model::Framework;
+    for (fw, kind) in [
+        (Framework::Mlx, WorkloadKind::Mlx),
+        (Framework::Jax, WorkloadKind::Jax),
+        (Framework::Pytorch, WorkloadKind::Pytorch),
+        (Framework::Tensorflow, WorkloadKind::Tensorflow),
+    ] {
+        if w.frameworks.contains(&fw) {
+            return kind;
+        }
+    }
+    // A Jupyter kernel's command line was Python's (or another language's
+    // kernel): its forked copy runs the same interpreter.
+    WorkloadKind::Python
+}
+
+/// The job of `root` with these members (root first): totals and basis.
+fn total(procs: &[ProcessSample], root: usize, list: &[usize]) -> Job {
+    let mut footprint = 0u64;
+    let mut gpu: Option<u64> = None;
+    let mut basis = procs[root].basis;
+    for &i in list {
+        let p = &procs[i];
+        footprint = footprint.saturating_add(p.footprint);
+        if let Some(g) = p.gpu_memory {
+            gpu = Some(gpu.unwrap_or(0).saturating_add(g));
+        }
+        basis = weaker(basis, p.basis, list.len() > 1);
+    }
+    Job {
+        root: procs[root].id,
+        members: list.iter().map(|&i| procs[i].id.pid).collect(),
+        footprint,
+        gpu_memory: gpu,
+        basis,
+    }
+}
+
+/// The basis of a total with parts counted on `a` and `b`: a job whose
+/// shared members were read by proportional share is `pss` (its other
+/// members share nothing, so their own pages are their share); on macOS,
+/// `phys_footprint` throughout.
+fn weaker(a: Basis, b: Basis, shared: bool) -> Basis {
+    match (a, b) {
+        (Basis::PhysFootprint, _) | (_, Basis::PhysFootprint) => Basis::PhysFootprint,
+        (Basis::Pss, _) | (_, Basis::Pss) if shared => Basis::Pss,
+        _ => a,
+    }
+}
+
+/// A sampler whose snapshots carry their jobs.
+pub struct WithJobs(Box<dyn Sampler>);
+
+impl Sampler for WithJobs {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn sample(&mut self) -> Result<Snapshot, SampleError> {
+        let mut snap = self.0.sample()?;
+        assemble(&mut snap);
+        Ok(snap)
+    }
+
+    fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
+        let mut snap = self.0.sample_light(watched)?;
+        assemble(&mut snap);
+        Ok(snap)
+    }
+}
+
+/// `sampler`, its snapshots carrying their jobs.
+pub fn with_jobs(sampler: Box<dyn Sampler>) -> Box<dyn Sampler> {
+    Box::new(WithJobs(sampler))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Framework;
+    use crate::model::build::{kernel, process, snapshot};
+
+    const MIB: u64 = 1 << 20;
+
+    /// A kernel (pid 100, under a Jupyter server 50) and `n` forked copies
+    /// of it, each carrying the kernel's command line.
+    fn notebook_with_workers(n: u32) -> Snapshot {
+        let server = process(50).ppid(1).name("jupyter-lab").kind(WorkloadKind::Python);
+        let k = kernel(100)
+            .ppid(50)
+            .kernel_id("abc")
+            .notebook("train.ipynb")
+            .footprint(300 * MIB)
+            .basis(Basis::Pss);
+        let mut s = snapshot(0).process(server).process(k);
+        for i in 0..n {
+            s = s.process(
+                kernel(200 + i)
+                    .ppid(100)
+                    .kernel_id("abc")
+                    .frameworks([Framework::Pytorch])
+                    .footprint(90 * MIB)
+                    .basis(Basis::Pss),
+            );
+        }
+        s.build()
+    }
+
+    #[test]
+    fn only_the_topmost_kernel_is_the_kernel_and_its_forks_are_workers() {
+        let mut s = notebook_with_workers(8);
+        assemble(&mut s);
+        let k = s.process(100).unwrap();
+        assert_eq!(k.workload.kind, WorkloadKind::Jupyter);
+        assert_eq!(k.workload.kernel_id.as_deref(), Some("abc"));
+        assert_eq!(k.job, Some(100));
+        for pid in 200..208 {
+            let w = s.process(pid).unwrap();
+            assert_eq!(w.job, Some(100));
+            assert_eq!(w.workload.kind, WorkloadKind::Pytorch);
+            assert_eq!(w.workload.kernel_id, None);
+            assert_eq!(w.workload.notebook, None);
+            assert!(
+                w.workload
+                    .evidence
+                    .contains(&"worker of jupyter kernel 100: its parent".to_string()),
+                "{:?}",
+                w.workload.evidence
+            );
+        }
+        // The Jupyter server above the kernel is not ML: no job.
+        assert_eq!(s.process(50).unwrap().job, None);
+    }
+
+    #[test]
+    fn a_job_adds_its_members_up_root_first() {
+        let mut s = notebook_with_workers(8);
+        assemble(&mut s);
+        assert_eq!(s.jobs.len(), 1);
+        let j = &s.jobs[0];
+        assert_eq!(j.pid(), 100);
+        assert_eq!(j.members[0], 100);
+        assert_eq!(j.workers(), 8);
+        assert_eq!(j.footprint, 300 * MIB + 8 * 90 * MIB);
+        assert_eq!(j.basis, Basis::Pss);
+    }
+
+    #[test]
+    fn assembling_twice_gives_the_same_jobs() {
+        let mut s = notebook_with_workers(3);
+        assemble(&mut s);
+        let once = s.clone();
+        assemble(&mut s);
+        assert_eq!(s, once);
+    }
+
+    #[test]
+    fn grandchildren_belong_to_the_root_through_a_shell() {
+        let mut s = snapshot(0)
+            .process(process(10).ppid(1).name("torchrun").kind(WorkloadKind::Pytorch))
+            .process(process(11).ppid(10).name("sh").kind(WorkloadKind::Other))
+            .process(process(12).ppid(11).name("python3").kind(WorkloadKind::Pytorch))
+            .build();
+        assemble(&mut s);
+        assert_eq!(s.jobs.len(), 1);
+        assert_eq!(s.jobs[0].members, vec![10, 11, 12]);
+        let rank = s.process(12).unwrap();
+        assert_eq!(rank.workload.kind, WorkloadKind::Pytorch);
+        assert!(
+            rank.workload
+                .evidence
+                .contains(&"worker of pytorch process 10: an ancestor (through parent 11)".into())
+        );
+    }
+
+    #[test]
+    fn processes_outside_any_ml_tree_have_no_job_and_separate_roots_make_separate_jobs() {
+        let mut s = snapshot(0)
+            .process(process(2).ppid(1).name("bash"))
+            .process(process(3).ppid(2).name("vim"))
+            .process(process(20).ppid(2).name("ollama").kind(WorkloadKind::LlmServer).footprint(MIB))
+            .process(process(21).ppid(20).name("ollama").kind(WorkloadKind::LlmServer).footprint(4 * MIB))
+            .process(kernel(30).ppid(2).footprint(2 * MIB))
+            .build();
+        assemble(&mut s);
+        assert_eq!(s.process(3).unwrap().job, None);
+        let pids: Vec<u32> = s.jobs.iter().map(|j| j.pid()).collect();
+        assert_eq!(pids, vec![20, 30], "largest first");
+        assert_eq!(s.job(20).unwrap().footprint, 5 * MIB);
+        // A runner stays a model server: only kernels' forks lose their kind.
+        assert_eq!(s.process(21).unwrap().workload.kind, WorkloadKind::LlmServer);
+    }
+
+    #[test]
+    fn a_loop_in_the_parent_links_ends() {
+        let mut s = snapshot(0)
+            .process(process(5).ppid(6).kind(WorkloadKind::Pytorch))
+            .process(process(6).ppid(5).kind(WorkloadKind::Pytorch))
+            .build();
+        assemble(&mut s);
+        let roots: usize = s.jobs.len();
+        assert!(roots >= 1);
+        assert!(s.processes.iter().all(|p| p.job.is_some()));
+    }
+
+    #[test]
+    fn gpu_memory_adds_up_where_known() {
+        let mut s = snapshot(0)
+            .process(process(10).ppid(1).kind(WorkloadKind::Pytorch).gpu_memory(3 * MIB))
+            .process(process(11).ppid(10).kind(WorkloadKind::Pytorch))
+            .process(process(12).ppid(10).kind(WorkloadKind::Pytorch).gpu_memory(MIB))
+            .build();
+        assemble(&mut s);
+        assert_eq!(s.jobs[0].gpu_memory, Some(4 * MIB));
+    }
+}
