@@ -36,6 +36,8 @@ pub struct History {
     retention: Duration,
     system: VecDeque<SystemPoint>,
     processes: HashMap<ProcessId, ProcessTrack>,
+    /// The totals of jobs with workers, by their root's identity.
+    jobs: HashMap<ProcessId, ProcessTrack>,
 }
 
 impl History {
@@ -90,6 +92,20 @@ impl History {
             track.peak_footprint = track.peak_footprint.max(p.footprint);
             track.last_seen = Some(now);
         }
+        // A job's total is one series whatever its members do: a worker
+        // that starts or ends moves it like any other growth. Its points
+        // are all of one kind, so that growth compares them all.
+        for job in snap.jobs.iter().filter(|j| j.workers() > 0) {
+            let track = self.jobs.entry(job.root).or_default();
+            track.points.push_back(ProcessPoint {
+                at: now,
+                footprint: job.footprint,
+                gpu_memory: job.gpu_memory,
+                detail: crate::model::Detail::Exact,
+            });
+            track.peak_footprint = track.peak_footprint.max(job.footprint);
+            track.last_seen = Some(now);
+        }
         self.prune(now);
     }
 
@@ -99,12 +115,50 @@ impl History {
         while self.system.front().is_some_and(|p| expired(p.at)) {
             self.system.pop_front();
         }
-        self.processes.retain(|_, track| {
-            while track.points.front().is_some_and(|p| expired(p.at)) {
-                track.points.pop_front();
-            }
-            !track.points.is_empty()
-        });
+        for tracks in [&mut self.processes, &mut self.jobs] {
+            tracks.retain(|_, track| {
+                while track.points.front().is_some_and(|p| expired(p.at)) {
+                    track.points.pop_front();
+                }
+                !track.points.is_empty()
+            });
+        }
+    }
+
+    /// The series of the total of the job rooted at `root`, if it has had
+    /// workers within the window.
+    pub fn job(&self, root: &ProcessId) -> Option<&ProcessTrack> {
+        self.jobs.get(root)
+    }
+
+    /// How fast the machine's memory is being taken, in bytes per second
+    /// over the `window` before `now`: the Theil–Sen slope of swap used
+    /// minus available memory, the two figures [`exhaustion_headroom`]
+    /// is made of. `None` with fewer than `min_points` points spanning
+    /// half of the window.
+    pub fn machine_growth(
+        &self,
+        now: Timestamp,
+        window: Duration,
+        min_points: usize,
+    ) -> Option<f64> {
+        let points: Vec<(f64, f64)> = self
+            .system
+            .iter()
+            .filter(|p| p.at <= now && now.since(p.at) <= window)
+            .map(|p| {
+                let before = now.since(p.at).as_secs_f64();
+                (-before, p.swap_used as f64 - p.available as f64)
+            })
+            .collect();
+        if points.len() < min_points.max(2) {
+            return None;
+        }
+        let span = points[points.len() - 1].0 - points[0].0;
+        if span < (window / 2).as_secs_f64() {
+            return None;
+        }
+        theil_sen_slope(&trend::thin(&points, MAX_GROWTH_POINTS))
     }
 
     /// The system series, oldest first.

@@ -405,6 +405,19 @@ fn rule_lines(view: &View, v: &RuleVerdict, status: Option<&RuleStatus>) -> Vec<
     for c in &v.clauses {
         lines.push(format!("  {}", clause_words(c)));
     }
+    if let Some(root) = v.judged_with_job {
+        lines.push(format!(
+            "  judged with its job: it is a worker of pid {root}, which the rule matches too, \
+             and scope = \"job\" judges the job's totals and acts on its root (`headroom \
+             explain {root}`); its own figures follow; scope = \"process\" would judge it alone"
+        ));
+    }
+    if let Some((members, basis)) = v.stands_for_job {
+        lines.push(format!(
+            "  judged on its job: {members} processes (it and its workers), memory counted by \
+             {basis}; an action goes to this process"
+        ));
+    }
     for r in &v.limits {
         lines.push(format!("  {}", reading_words("limit", r)));
     }

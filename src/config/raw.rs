@@ -57,6 +57,7 @@ pub(crate) struct RawRule {
     pub(crate) window: Option<Spanned<HumanDuration>>,
     pub(crate) when: Option<RawWhen>,
     pub(crate) select: Option<Spanned<String>>,
+    pub(crate) scope: Option<Spanned<String>>,
     pub(crate) actions: Option<Spanned<Vec<Spanned<RawStep>>>>,
     pub(crate) cooldown: Option<Spanned<HumanDuration>>,
     pub(crate) hysteresis: Option<Spanned<SizeLimit>>,

@@ -285,6 +285,44 @@ impl Select {
     }
 }
 
+/// What a rule's limits and `select` weigh: a job as a whole, or each
+/// process on its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// A matching job root is judged on its job's totals (every descendant
+    /// counted, shared memory once) and acted on; the workers of a job whose
+    /// root matches are not judged on their own. A matching process outside
+    /// such a job is judged as itself.
+    #[default]
+    Job,
+    /// Every matching process is judged on its own figures, workers too.
+    Process,
+}
+
+impl Scope {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "job" => Some(Scope::Job),
+            "process" => Some(Scope::Process),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Job => "job",
+            Scope::Process => "process",
+        }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Per-process limits; exceeding any one of them sets the rule off.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Limits {
@@ -367,6 +405,8 @@ pub struct Rule {
     /// Set only for rules gated by `when` (default largest there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub select: Option<Select>,
+    /// Jobs or single processes.
+    pub scope: Scope,
     pub actions: Vec<Step>,
     #[serde(with = "units::duration")]
     pub cooldown: Duration,
@@ -614,6 +654,20 @@ fn validate_rule(
             }
         }
     };
+    let scope = match raw.scope {
+        None => Scope::default(),
+        Some(s) => match Scope::parse(s.get_ref()) {
+            Some(scope) => scope,
+            None => {
+                return Err(source.error_at(
+                    s.span(),
+                    &key("scope"),
+                    "expected \"job\" (a job root judged on its job's totals: the process and \
+                     its descendants) or \"process\" (every process on its own)",
+                ));
+            }
+        },
+    };
     let window = match raw.window {
         Some(w) => {
             let d = w.get_ref().0;
@@ -649,6 +703,7 @@ fn validate_rule(
         window,
         when,
         select,
+        scope,
         actions,
         cooldown: raw.cooldown.map_or(DEFAULT_COOLDOWN, |c| c.into_inner().0),
         hysteresis,

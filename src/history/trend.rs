@@ -193,7 +193,7 @@ fn median(values: &mut [f64]) -> Option<f64> {
 }
 
 /// At most `max` of `points`, evenly spaced, the first and last always kept.
-fn thin(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+pub(super) fn thin(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
     let n = points.len();
     if n <= max || max < 2 {
         return points.to_vec();

@@ -6,15 +6,16 @@
 //! Nothing here keeps state: the ladder and the cooldowns live in
 //! [`super::PolicyState`], which only `evaluate` touches.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::Context;
 use super::limits::{self, ConditionCheck, LimitCheck};
 use super::protection::{self, HardProtected, Protection};
-use crate::config::{Config, Rule, Step};
-use crate::history::History;
+use crate::config::{Config, Rule, Scope, Step};
+use crate::history::{History, ProcessTrack};
 use crate::model::Action;
-use crate::model::{ProcessSample, Snapshot, Timestamp};
+use crate::model::{Job, ProcessSample, Snapshot, Timestamp};
 
 /// Why a rule that holds for a process does not act on it. One journal
 /// event per crossing and kind: a new kind within the same crossing (the
@@ -30,6 +31,9 @@ pub enum Hold {
     /// A rule gated by `[rule.when]` took another process less than
     /// `cooldown` ago, or holds for another one now.
     OneAtATime,
+    /// The memory that is short is held by no process (tmpfs files nobody
+    /// maps, orphaned SysV segments): signalling one would free none of it.
+    Unowned,
 }
 
 /// A rule holds (or would hold) for a process and does not act, and why.
@@ -51,9 +55,31 @@ pub(super) struct RuleRun<'a> {
     pub hard: &'a HardProtected<'a>,
 }
 
+/// What a rule judges: a process, or a job root standing for its job
+/// (footprint and GPU memory the job's totals, growth its total's series).
+pub(super) struct Candidate<'a> {
+    pub p: Cow<'a, ProcessSample>,
+    pub track: Option<&'a ProcessTrack>,
+    /// The job it stands for, when it is a root judged on its job.
+    pub job: Option<&'a Job>,
+}
+
+/// How a rule sees a process it matches, under its `scope`.
+pub(super) enum View<'a> {
+    /// Judged as itself, or as its job.
+    Judged(Box<Candidate<'a>>),
+    /// A worker of a job whose root the rule also matches: judged with
+    /// that job, not on its own.
+    WithJob(&'a Job),
+}
+
 /// One matching process as the rule sees it.
 pub(super) struct Assessed<'a> {
     pub p: &'a ProcessSample,
+    /// Its series (its job's, for a root standing for its job).
+    pub track: Option<&'a ProcessTrack>,
+    /// The job it stands for, when it is a root judged on its job.
+    pub job: Option<&'a Job>,
     /// Why the rule may not act on it at all (owner, protection).
     pub out_of_reach: Option<NotActing>,
     /// Why a listed name or path does not protect it (`not protected: …`).
@@ -63,20 +89,84 @@ pub(super) struct Assessed<'a> {
 }
 
 impl<'a> RuleRun<'a> {
-    /// The rule's view of `p`, which must match it.
-    pub fn assess(&self, p: &'a ProcessSample) -> Assessed<'a> {
+    /// How the rule sees `p`, which it must match: a job root with workers
+    /// stands for its job (scope = "job"), a worker of a job whose root the
+    /// rule matches is judged with that job, anything else as itself.
+    pub fn view(&self, p: &'a ProcessSample) -> View<'a> {
+        let own = || Candidate {
+            p: Cow::Borrowed(p),
+            track: self.history.process(&p.id),
+            job: None,
+        };
+        if self.rule.scope == Scope::Process {
+            return View::Judged(Box::new(own()));
+        }
+        let Some(job) = self.snap.job_of(p).filter(|j| j.workers() > 0) else {
+            return View::Judged(Box::new(own()));
+        };
+        if job.root != p.id {
+            let root_matches = self
+                .snap
+                .process(job.pid())
+                .is_some_and(|root| self.rule.matcher.matches(root));
+            return if root_matches {
+                View::WithJob(job)
+            } else {
+                View::Judged(Box::new(own()))
+            };
+        }
+        let mut stand_in = p.clone();
+        stand_in.footprint = job.footprint;
+        stand_in.gpu_memory = job.gpu_memory;
+        View::Judged(Box::new(Candidate {
+            p: Cow::Owned(stand_in),
+            track: self.history.job(&p.id),
+            job: Some(job),
+        }))
+    }
+
+    /// Every process the rule matches, as it judges them (see
+    /// [`Self::view`]), in snapshot order.
+    pub fn candidates(&self) -> Vec<Candidate<'a>> {
+        self.snap
+            .processes
+            .iter()
+            .filter(|p| self.rule.matcher.matches(p))
+            .filter_map(|p| match self.view(p) {
+                View::Judged(c) => Some(*c),
+                View::WithJob(_) => None,
+            })
+            .collect()
+    }
+
+    /// The rule's view of a candidate.
+    pub fn assess<'c>(&self, c: &'c Candidate<'a>) -> Assessed<'c>
+    where
+        'a: 'c,
+    {
+        let p: &'c ProcessSample = &c.p;
         let (out_of_reach, note) = self.reach(p);
         let check = (!self.rule.limits.is_empty()).then(|| {
+            let machine = c.job.and_then(|_| {
+                self.history
+                    .machine_growth(self.now, self.rule.window, limits::MIN_GROWTH_POINTS)
+            });
             limits::check(
                 self.rule,
                 p,
-                self.history.process(&p.id),
+                c.track,
                 self.snap,
                 self.now,
+                limits::Scale {
+                    job: c.job,
+                    machine,
+                },
             )
         });
         Assessed {
             p,
+            track: c.track,
+            job: c.job,
             out_of_reach,
             note,
             check,

@@ -9,7 +9,7 @@
 //! (its [`super::RuleStatus`]); here every rule is judged as if it had
 //! not acted yet.
 
-use super::assess::{self, RuleRun};
+use super::assess::{self, RuleRun, View};
 use super::limits::Reading;
 use super::{Context, select};
 use crate::config::Config;
@@ -53,6 +53,13 @@ pub struct RuleVerdict {
     pub out_of_reach: Option<String>,
     /// Why its steps would be journaled and not carried out, if they would.
     pub dry_run: Option<String>,
+    /// The process is a worker of the job rooted at this pid, which the rule
+    /// matches too: under `scope = "job"` the rule judges that job as a
+    /// whole (see the root's verdict) and not this process on its own.
+    pub judged_with_job: Option<u32>,
+    /// The process is the root of a job with workers and the rule judges
+    /// it on the job's totals: (members, basis of the total).
+    pub stands_for_job: Option<(usize, crate::model::Basis)>,
     /// The ladder, step by step, in words.
     pub ladder: Vec<String>,
 }
@@ -97,31 +104,37 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
     let rule = run.rule;
     let clauses = rule.matcher.clauses(p);
     let matches = rule.matcher.matches(p);
-    let me = run.assess(p);
+    let (candidate, judged_with_job) = match run.view(p) {
+        View::Judged(c) => (*c, None),
+        // Judged with its job: its own figures are still shown.
+        View::WithJob(job) => (
+            assess::Candidate {
+                p: std::borrow::Cow::Borrowed(p),
+                track: run.history.process(&p.id),
+                job: None,
+            },
+            Some(job.pid()),
+        ),
+    };
+    let me = run.assess(&candidate);
+    let stands_for_job = me.job.map(|j| (j.members.len(), j.basis));
     let condition = run.condition();
     let conditions_hold = condition.as_ref().is_none_or(|c| c.holds);
     let limits_hold = me.check.as_ref().is_none_or(|c| c.exceeded.is_some());
-    let holds = matches && conditions_hold && limits_hold;
+    let holds = matches && judged_with_job.is_none() && conditions_hold && limits_hold;
     let selected = (rule.when.is_some() && holds).then(|| {
         // The processes the rule holds for and may act on, as evaluate
         // gathers them, and the one `select` takes.
-        let candidates: Vec<&ProcessSample> = run
-            .snap
-            .processes
+        let all = run.candidates();
+        let candidates: Vec<(&ProcessSample, Option<&crate::history::ProcessTrack>)> = all
             .iter()
-            .filter(|q| rule.matcher.matches(q))
-            .map(|q| run.assess(q))
+            .map(|c| run.assess(c))
             .filter(|a| {
                 a.out_of_reach.is_none() && a.check.as_ref().is_none_or(|c| c.exceeded.is_some())
             })
-            .map(|a| a.p)
+            .map(|a| (a.p, a.track))
             .collect();
-        match select(
-            rule.select.unwrap_or_default(),
-            &candidates,
-            run.history,
-            run.now,
-        ) {
+        match select(rule.select.unwrap_or_default(), &candidates, run.now) {
             Some(v) if v.id == p.id => Selection::This,
             Some(v) => Selection::Other {
                 pid: v.id.pid,
@@ -141,6 +154,8 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
         note: me.note,
         out_of_reach: me.out_of_reach.map(|na| na.reason),
         dry_run: run.dry_run(),
+        judged_with_job,
+        stands_for_job,
         ladder: (0..rule.actions.len())
             .filter_map(|i| assess::numbered_step(rule, i))
             .collect(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::config::{Limits, Rule, SizeLimit, SystemCondition};
 use crate::history::{ProcessTrack, exhaustion_headroom, time_to_exhaustion};
-use crate::model::{ProcessSample, Snapshot, Timestamp};
+use crate::model::{Job, ProcessSample, Snapshot, Timestamp};
 use crate::report::format_bytes;
 
 /// Points needed before a growth rate is trusted for a limit.
@@ -76,14 +76,57 @@ fn no_growth(window: Duration) -> String {
     )
 }
 
-/// Check every per-process limit of `rule` for `p`.
+/// What a process stands for when its limits are checked: itself, or a
+/// job (its figures the job's totals), with the machine's own growth.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scale<'a> {
+    /// The job the process is the root of and stands for.
+    pub job: Option<&'a Job>,
+    /// How fast the machine's memory is being taken over the rule's window,
+    /// bytes per second (known for jobs only).
+    pub machine: Option<f64>,
+}
+
+impl Scale<'_> {
+    /// `job of 9 (kernel + 8 workers, pss) ` before a figure, or nothing.
+    fn prefix(&self) -> String {
+        match self.job {
+            Some(job) => format!(
+                "job of {} ({} + {} worker{}, counted by {}): ",
+                job.members.len(),
+                job.pid(),
+                job.workers(),
+                if job.workers() == 1 { "" } else { "s" },
+                job.basis
+            ),
+            None => String::new(),
+        }
+    }
+
+    /// The growth a job's time to exhaustion is computed from: its own, or
+    /// the machine's where that is faster and the job's own accounts for at
+    /// least half of it (what the machine adds beyond is most likely the
+    /// job's copy-on-write growth that no proportional-share read has seen
+    /// yet). Never later than the machine's own trend says, for a job that
+    /// is what grows.
+    fn exhaustion_growth(&self, own: f64) -> (f64, bool) {
+        match (self.job, self.machine) {
+            (Some(_), Some(m)) if own > 0.0 && m > own && own >= m / 2.0 => (m, true),
+            _ => (own, false),
+        }
+    }
+}
+
+/// Check every per-process limit of `rule` for `p`, standing for `scale`.
 pub fn check(
     rule: &Rule,
     p: &ProcessSample,
     track: Option<&ProcessTrack>,
     snap: &Snapshot,
     now: Timestamp,
+    scale: Scale<'_>,
 ) -> LimitCheck {
+    let prefix = scale.prefix();
     let l: &Limits = &rule.limits;
     let h = rule.hysteresis;
     let mut exceeded = Vec::new();
@@ -99,14 +142,14 @@ pub fn check(
         let over = p.footprint > bytes;
         if over {
             exceeded.push(format!(
-                "footprint {} > {}",
+                "{prefix}footprint {} > {}",
                 format_bytes(p.footprint),
                 format_bytes(bytes)
             ));
         }
         readings.push(Reading {
             what: "footprint",
-            value: format_bytes(p.footprint),
+            value: format!("{prefix}{}", format_bytes(p.footprint)),
             threshold: format!("> {}", size_threshold(limit, snap.system.total, "memory")),
             holds: over,
         });
@@ -135,14 +178,14 @@ pub fn check(
                 let over = used > bytes;
                 if over {
                     exceeded.push(format!(
-                        "GPU memory {} > {}",
+                        "{prefix}GPU memory {} > {}",
                         format_bytes(used),
                         format_bytes(bytes)
                     ));
                 }
                 readings.push(Reading {
                     what: "GPU memory",
-                    value: format_bytes(used),
+                    value: format!("{prefix}{}", format_bytes(used)),
                     threshold: format!("> {}", size_threshold(limit, total, "GPU memory")),
                     holds: over,
                 });
@@ -178,7 +221,7 @@ pub fn check(
                 let over = g > limit;
                 if over {
                     exceeded.push(format!(
-                        "growing {}/s > {}/s over {}",
+                        "{prefix}growing {}/s > {}/s over {}",
                         format_bytes(g as u64),
                         format_bytes(limit as u64),
                         humantime::format_duration(rate.per)
@@ -187,7 +230,7 @@ pub fn check(
                 readings.push(Reading {
                     what: "growth",
                     value: format!(
-                        "{} {}/s over {}",
+                        "{prefix}{} {}/s over {}",
                         if g < 0.0 { "shrinking" } else { "growing" },
                         format_bytes(g.abs() as u64),
                         humantime::format_duration(rate.per)
@@ -215,16 +258,31 @@ pub fn check(
             "memory exhausted within {}",
             humantime::format_duration(limit)
         ));
-        let g = track.and_then(|t| t.growth(now, rule.window, MIN_GROWTH_POINTS));
+        let own = track.and_then(|t| t.growth(now, rule.window, MIN_GROWTH_POINTS));
         let headroom = exhaustion_headroom(snap);
         let threshold = format!("<= {}", humantime::format_duration(limit));
+        let (g, machine_paced) = match own {
+            Some(own) => {
+                let (g, m) = scale.exhaustion_growth(own);
+                (Some(g), m)
+            }
+            None => (None, false),
+        };
+        let pace = if machine_paced {
+            format!(
+                " (the machine's pace; the job's own is {}/s)",
+                format_bytes(own.unwrap_or(0.0).max(0.0) as u64)
+            )
+        } else {
+            String::new()
+        };
         let tte = g.and_then(|g| time_to_exhaustion(headroom, g));
         match (g, tte) {
             (Some(g), Some(tte)) => {
                 let within = tte <= limit;
                 if within {
                     exceeded.push(format!(
-                        "growing {}/s, {} left: exhausted in {:.1}s (limit {})",
+                        "{prefix}growing {}/s{pace}, {} left: exhausted in {:.1}s (limit {})",
                         format_bytes(g as u64),
                         format_bytes(headroom),
                         tte.as_secs_f64(),
@@ -234,7 +292,7 @@ pub fn check(
                 readings.push(Reading {
                     what: "time to exhaustion",
                     value: format!(
-                        "{:.1}s (growing {}/s over {}, {} available plus free swap)",
+                        "{:.1}s ({prefix}growing {}/s{pace} over {}, {} available plus free swap)",
                         tte.as_secs_f64(),
                         format_bytes(g as u64),
                         humantime::format_duration(rule.window),
@@ -277,6 +335,98 @@ pub fn check(
         predicted_crossing,
         readings,
     }
+}
+
+/// Most owners named in a sentence about memory no process owns.
+const NAMED_OWNERS: usize = 3;
+/// Most characters of a path quoted in one: paths are other users' text.
+const PATH_CHARS: usize = 120;
+
+/// The memory no process owns, in words: its total and its largest
+/// holders, with their owners (`/dev/shm/blob 5.0 GiB of mallory, SysV
+/// segment 7 1.0 GiB of bob`). Paths outside `/dev/shm` are not quoted: only
+/// a directory listing anyone may read is repeated to everyone.
+pub fn unowned_words(snap: &Snapshot) -> String {
+    let u = &snap.unowned;
+    let owner = |user: &Option<crate::model::SharedStr>, uid: Option<u32>| match (user, uid) {
+        (Some(user), _) => crate::report::printable(user).into_owned(),
+        (None, Some(uid)) => format!("uid {uid}"),
+        (None, None) => "an unknown user".to_string(),
+    };
+    let mut named: Vec<(u64, String)> = Vec::new();
+    for f in u
+        .tmpfs_files
+        .iter()
+        .filter(|f| f.mapped_by.is_empty() && f.open_by.is_empty())
+    {
+        let path = if f.path.starts_with("/dev/shm/") {
+            let text = crate::report::printable(&f.path);
+            let cut: String = text.chars().take(PATH_CHARS).collect();
+            if cut.len() < text.len() {
+                format!("{cut}…")
+            } else {
+                cut
+            }
+        } else {
+            "a tmpfs file".to_string()
+        };
+        named.push((
+            f.bytes,
+            format!(
+                "{path} {} of {}",
+                format_bytes(f.bytes),
+                owner(&f.user, f.uid)
+            ),
+        ));
+    }
+    for s in u.sysv_segments.iter().filter(|s| s.orphan()) {
+        named.push((
+            s.bytes,
+            format!(
+                "SysV segment {} {} of {} (no process attached; ipcrm -m {} frees it)",
+                s.id,
+                format_bytes(s.bytes),
+                owner(&s.user, s.uid),
+                s.id
+            ),
+        ));
+    }
+    named.sort_by_key(|n| std::cmp::Reverse(n.0));
+    let more = named.len().saturating_sub(NAMED_OWNERS);
+    let mut list: Vec<String> = named.into_iter().take(NAMED_OWNERS).map(|n| n.1).collect();
+    if more > 0 {
+        list.push(format!("{more} more"));
+    }
+    if list.is_empty() {
+        format_bytes(u.bytes())
+    } else {
+        format!("{}: {}", format_bytes(u.bytes()), list.join(", "))
+    }
+}
+
+/// Why a rule gated by `available_below` must not pick a process: memory
+/// no process owns holds at least the whole shortfall, so ending any
+/// process would not bring available memory back above the threshold by
+/// freeing what is held. `None` while the condition does not hold, the
+/// figures are not known, or processes hold part of the shortfall.
+pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<String> {
+    let limit = when.available_below?;
+    let bytes = limit.resolve(snap.system.total);
+    let short = bytes
+        .checked_sub(snap.system.available)
+        .filter(|s| *s > 0)?;
+    let unowned = snap.unowned.bytes();
+    if !snap.unowned.known || unowned < short {
+        return None;
+    }
+    Some(format!(
+        "available memory is short of {} by {}, and memory no process owns holds {}; \
+         signalling a process frees none of it, so the rule picks none: remove the files \
+         (rm) or segments (ipcrm -m ID) that are no longer needed",
+        format_bytes(bytes),
+        format_bytes(short),
+        unowned_words(snap)
+    ))
 }
 
 /// Whether a rule's system condition holds, and whether it has cleared.
@@ -324,6 +474,19 @@ pub fn check_condition(when: &SystemCondition, snap: &Snapshot, hysteresis: f64)
             threshold: format!("< {}", size_threshold(limit, snap.system.total, "memory")),
             holds: ok,
         });
+        if snap.unowned.known && snap.unowned.bytes() > 0 {
+            let short = bytes.saturating_sub(avail);
+            readings.push(Reading {
+                what: "memory no process owns",
+                value: unowned_words(snap),
+                threshold: format!(
+                    "at least the shortfall ({}): then no process is picked, since ending one \
+                     frees none of it",
+                    format_bytes(short)
+                ),
+                holds: ok && snap.unowned.bytes() >= short,
+            });
+        }
     }
     if let Some(limit) = when.swap_used_above {
         let bytes = limit.resolve(snap.swap.total);
@@ -382,6 +545,7 @@ mod tests {
             None,
             &half_free().build(),
             Timestamp(0),
+            Scale::default(),
         );
         assert_eq!(c.readings.len(), 1);
         let r = &c.readings[0];
@@ -399,6 +563,7 @@ mod tests {
             None,
             &half_free().build(),
             Timestamp(0),
+            Scale::default(),
         );
         let values: Vec<&str> = c.readings.iter().map(|r| r.value.as_str()).collect();
         assert_eq!(

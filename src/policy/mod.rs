@@ -44,7 +44,7 @@ pub use protection::{Protection, Reach};
 
 use crate::config::{Config, Select};
 use crate::event::{EventKind, ProcessRef};
-use crate::history::History;
+use crate::history::{History, ProcessTrack};
 use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
 use assess::{Assessed, RuleRun};
 
@@ -197,6 +197,7 @@ pub fn evaluate(
 /// A process a rule holds for: why (in words), and the limit.
 struct Holding<'a> {
     p: &'a ProcessSample,
+    track: Option<&'a ProcessTrack>,
     why: String,
     limit: String,
 }
@@ -204,13 +205,8 @@ struct Holding<'a> {
 /// One rule over the whole snapshot: which processes it holds for, which
 /// of them it acts on and which not (and why), and where each ladder goes.
 fn evaluate_rule(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation) {
-    let assessed: Vec<Assessed<'_>> = run
-        .snap
-        .processes
-        .iter()
-        .filter(|p| run.rule.matcher.matches(p))
-        .map(|p| run.assess(p))
-        .collect();
+    let candidates = run.candidates();
+    let assessed: Vec<Assessed<'_>> = candidates.iter().map(|c| run.assess(c)).collect();
     let (holding, cleared) = if run.rule.limits.is_empty() {
         condition_holders(run, state, out, &assessed)
     } else {
@@ -251,6 +247,34 @@ fn condition_holders<'a>(
         };
         return (Vec::new(), cleared);
     }
+    // Memory no process owns holds the shortfall: no process can give it
+    // back, so none is picked; the one it would pick says why.
+    if let Some(reason) = run
+        .rule
+        .when
+        .as_ref()
+        .and_then(|w| limits::unowned_shortfall(w, run.snap))
+    {
+        let all: Vec<&Assessed<'_>> = assessed.iter().collect();
+        let procs: Vec<(&ProcessSample, Option<&ProcessTrack>)> =
+            all.iter().map(|a| (a.p, a.track)).collect();
+        let would = select(run.rule.select.unwrap_or_default(), &procs, run.now);
+        let held: Vec<&Assessed<'_>> = assessed
+            .iter()
+            .filter(|a| {
+                state.ladders.contains_key(&key(run, a.p)) || would.is_some_and(|w| w.id == a.p.id)
+            })
+            .collect();
+        for ladder in held {
+            let na = NotActing {
+                hold: Hold::Unowned,
+                reason: reason.clone(),
+            };
+            state.ladders.remove(&key(run, ladder.p));
+            hold_without_acting(run, state, out, ladder.p, "held", &condition.detail, &na);
+        }
+        return (Vec::new(), Vec::new());
+    }
     let in_reach: Vec<&Assessed<'_>> = assessed
         .iter()
         .filter(|a| a.out_of_reach.is_none())
@@ -260,18 +284,15 @@ fn condition_holders<'a>(
         .find(|a| state.ladders.contains_key(&key(run, a.p)))
         .copied();
     let pick = |among: &[&'a Assessed<'a>]| {
-        let procs: Vec<&ProcessSample> = among.iter().map(|a| a.p).collect();
-        select(
-            run.rule.select.unwrap_or_default(),
-            &procs,
-            run.history,
-            run.now,
-        )
-        .and_then(|v| among.iter().find(|a| a.p.id == v.id).copied())
+        let procs: Vec<(&ProcessSample, Option<&ProcessTrack>)> =
+            among.iter().map(|a| (a.p, a.track)).collect();
+        select(run.rule.select.unwrap_or_default(), &procs, run.now)
+            .and_then(|v| among.iter().find(|a| a.p.id == v.id).copied())
     };
     if let Some(victim) = ongoing.or_else(|| pick(&in_reach)) {
         let holding = Holding {
             p: victim.p,
+            track: victim.track,
             why: with_note(victim, condition.detail.clone()),
             limit: condition.detail,
         };
@@ -358,6 +379,7 @@ fn limit_holders<'a>(
                     Some(na) => hold_without_acting(run, state, out, a.p, "crossed", &why, na),
                     None => holding.push(Holding {
                         p: a.p,
+                        track: a.track,
                         why: with_note(a, why),
                         limit: check.limit.clone(),
                     }),
@@ -389,14 +411,10 @@ fn one_at_a_time<'a>(
         .iter()
         .position(|h| state.ladders.contains_key(&key(run, h.p)));
     let keep = current.or_else(|| {
-        let procs: Vec<&ProcessSample> = holding.iter().map(|h| h.p).collect();
-        select(
-            run.rule.select.unwrap_or_default(),
-            &procs,
-            run.history,
-            run.now,
-        )
-        .and_then(|v| holding.iter().position(|h| h.p.id == v.id))
+        let procs: Vec<(&ProcessSample, Option<&ProcessTrack>)> =
+            holding.iter().map(|h| (h.p, h.track)).collect();
+        select(run.rule.select.unwrap_or_default(), &procs, run.now)
+            .and_then(|v| holding.iter().position(|h| h.p.id == v.id))
     });
     let Some(keep) = keep else {
         return Vec::new();
@@ -512,7 +530,7 @@ fn in_cooldown(run: &RuleRun<'_>, state: &PolicyState, p: &ProcessSample) -> Opt
 /// Take `held` one step along its ladder: start it (or say why not),
 /// take the step that is due, or wait.
 fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, held: Holding<'_>) {
-    let Holding { p, why, limit } = held;
+    let Holding { p, why, limit, .. } = held;
     let rule = run.rule;
     let key = key(run, p);
     let word = if rule.limits.is_empty() {
@@ -650,34 +668,33 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
     out.decisions.push(decision);
 }
 
-/// Pick one process by the rule's `select`.
+/// Pick one process by the rule's `select`, each candidate with its series
+/// (a job root standing for its job: the job's total and its series, so
+/// that jobs are weighed with their memory counted once).
 fn select<'a>(
     how: Select,
-    candidates: &[&'a ProcessSample],
-    history: &History,
+    candidates: &[(&'a ProcessSample, Option<&ProcessTrack>)],
     now: Timestamp,
 ) -> Option<&'a ProcessSample> {
-    let tie = |a: &&ProcessSample, b: &&ProcessSample| b.id.pid.cmp(&a.id.pid);
-    match how {
+    type Pair<'x, 'y> = (&'x ProcessSample, Option<&'y ProcessTrack>);
+    let tie = |a: &Pair<'_, '_>, b: &Pair<'_, '_>| b.0.id.pid.cmp(&a.0.id.pid);
+    let chosen = match how {
         Select::Largest => candidates
             .iter()
-            .copied()
-            .max_by(|a, b| a.footprint.cmp(&b.footprint).then(tie(a, b))),
+            .max_by(|a, b| a.0.footprint.cmp(&b.0.footprint).then(tie(a, b))),
         Select::Newest => candidates
             .iter()
-            .copied()
-            .max_by(|a, b| a.id.start.cmp(&b.id.start).then(tie(a, b))),
+            .max_by(|a, b| a.0.id.start.cmp(&b.0.id.start).then(tie(a, b))),
         Select::FastestGrowing => {
-            let growth = |p: &ProcessSample| {
-                history
-                    .process(&p.id)
+            let growth = |(p, track): &Pair<'_, '_>| {
+                track
                     .and_then(|t| t.trend(now, limits::PREDICTION_WINDOW, p.started_at))
                     .unwrap_or(f64::NEG_INFINITY)
             };
             candidates
                 .iter()
-                .copied()
                 .max_by(|a, b| growth(a).total_cmp(&growth(b)).then(tie(a, b)))
         }
-    }
+    };
+    chosen.map(|c| c.0)
 }

@@ -253,7 +253,10 @@ mod tests {
     /// A kernel (pid 100, under a Jupyter server 50) and `n` forked copies
     /// of it, each carrying the kernel's command line.
     fn notebook_with_workers(n: u32) -> Snapshot {
-        let server = process(50).ppid(1).name("jupyter-lab").kind(WorkloadKind::Python);
+        let server = process(50)
+            .ppid(1)
+            .name("jupyter-lab")
+            .kind(WorkloadKind::Python);
         let k = kernel(100)
             .ppid(50)
             .kernel_id("abc")
@@ -325,9 +328,19 @@ mod tests {
     #[test]
     fn grandchildren_belong_to_the_root_through_a_shell() {
         let mut s = snapshot(0)
-            .process(process(10).ppid(1).name("torchrun").kind(WorkloadKind::Pytorch))
+            .process(
+                process(10)
+                    .ppid(1)
+                    .name("torchrun")
+                    .kind(WorkloadKind::Pytorch),
+            )
             .process(process(11).ppid(10).name("sh").kind(WorkloadKind::Other))
-            .process(process(12).ppid(11).name("python3").kind(WorkloadKind::Pytorch))
+            .process(
+                process(12)
+                    .ppid(11)
+                    .name("python3")
+                    .kind(WorkloadKind::Pytorch),
+            )
             .build();
         assemble(&mut s);
         assert_eq!(s.jobs.len(), 1);
@@ -346,8 +359,20 @@ mod tests {
         let mut s = snapshot(0)
             .process(process(2).ppid(1).name("bash"))
             .process(process(3).ppid(2).name("vim"))
-            .process(process(20).ppid(2).name("ollama").kind(WorkloadKind::LlmServer).footprint(MIB))
-            .process(process(21).ppid(20).name("ollama").kind(WorkloadKind::LlmServer).footprint(4 * MIB))
+            .process(
+                process(20)
+                    .ppid(2)
+                    .name("ollama")
+                    .kind(WorkloadKind::LlmServer)
+                    .footprint(MIB),
+            )
+            .process(
+                process(21)
+                    .ppid(20)
+                    .name("ollama")
+                    .kind(WorkloadKind::LlmServer)
+                    .footprint(4 * MIB),
+            )
             .process(kernel(30).ppid(2).footprint(2 * MIB))
             .build();
         assemble(&mut s);
@@ -356,7 +381,10 @@ mod tests {
         assert_eq!(pids, vec![20, 30], "largest first");
         assert_eq!(s.job(20).unwrap().footprint, 5 * MIB);
         // A runner stays a model server: only kernels' forks lose their kind.
-        assert_eq!(s.process(21).unwrap().workload.kind, WorkloadKind::LlmServer);
+        assert_eq!(
+            s.process(21).unwrap().workload.kind,
+            WorkloadKind::LlmServer
+        );
     }
 
     #[test]
@@ -374,9 +402,19 @@ mod tests {
     #[test]
     fn gpu_memory_adds_up_where_known() {
         let mut s = snapshot(0)
-            .process(process(10).ppid(1).kind(WorkloadKind::Pytorch).gpu_memory(3 * MIB))
+            .process(
+                process(10)
+                    .ppid(1)
+                    .kind(WorkloadKind::Pytorch)
+                    .gpu_memory(3 * MIB),
+            )
             .process(process(11).ppid(10).kind(WorkloadKind::Pytorch))
-            .process(process(12).ppid(10).kind(WorkloadKind::Pytorch).gpu_memory(MIB))
+            .process(
+                process(12)
+                    .ppid(10)
+                    .kind(WorkloadKind::Pytorch)
+                    .gpu_memory(MIB),
+            )
             .build();
         assemble(&mut s);
         assert_eq!(s.jobs[0].gpu_memory, Some(4 * MIB));

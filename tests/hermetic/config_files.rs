@@ -272,6 +272,10 @@ const INVALID: &[(&str, &str)] = &[
         r#"5:21: rule.nb.actions[0].hook: a hook is a list whose first item is an absolute path to a program, e.g. ["/usr/local/bin/save-checkpoint", "--now"]; it runs without a shell (got ["save-checkpoint.sh"])"#,
     ),
     (
+        "rule_scope_unknown.toml",
+        r#"5:9: rule.nb.scope: expected "job" (a job root judged on its job's totals: the process and its descendants) or "process" (every process on its own) (got "tree")"#,
+    ),
+    (
         "rule_select_without_when.toml",
         r#"5:10: rule.nb.select: select picks one process when a system condition holds; add a [rule.when] condition or remove select (got "newest")"#,
     ),
@@ -289,7 +293,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "rule_unknown_key.toml",
-        r#"4:1: rule[0].limit: unknown key "limit"; expected one of: name, match, footprint, gpu_memory, growth, time_to_exhaustion, window, when, select, actions, cooldown, hysteresis, dry_run, other_users, root"#,
+        r#"4:1: rule[0].limit: unknown key "limit"; expected one of: name, match, footprint, gpu_memory, growth, time_to_exhaustion, window, when, select, scope, actions, cooldown, hysteresis, dry_run, other_users, root"#,
     ),
     (
         "rule_unknown_signal.toml",

@@ -36,6 +36,7 @@ mod gpu_join;
 mod hog;
 mod homebrew_formula;
 mod http_router;
+mod jobs;
 mod journal;
 mod jupyter_lookup;
 mod layers;
