@@ -28,9 +28,23 @@ pub enum Basis {
     /// RssAnon + RssShmem. A page shared by n processes counts 1/n in each,
     /// so the members of a job add up to what the job holds.
     Pss,
-    /// macOS: `ri_phys_footprint`. XNU charges a page to every task that
-    /// has it mapped, so a forked child that has touched its parent's pages
-    /// counts them too (see the README's "Process trees and shared memory").
+    /// macOS: `ri_phys_footprint`, the task's `phys_footprint` ledger
+    /// (`fill_task_rusage`, `osfmk/kern/bsd_kern.c`). XNU charges an
+    /// anonymous page to every task that maps it, whole: the pmap credits
+    /// `internal` and `phys_footprint` for each new mapping of a page whose
+    /// VM object is internal, whoever else maps it
+    /// (`pmap_enter_options_internal` in `osfmk/arm64/sptm/pmap/pmap.c` and
+    /// `osfmk/arm/pmap/pmap.c`, `pmap_enter_options` in
+    /// `osfmk/i386/pmap_x86_common.c`; xnu-11417.101.15). `fork` copies map
+    /// entries, not page tables (`vm_map_fork` in `osfmk/vm/vm_map.c`;
+    /// `pmap_copy` is a no-op), so a forked child starts near zero and is
+    /// charged a page when it first touches it: read, it shares the
+    /// parent's page and both are charged; written, it gets its own copy
+    /// (`vm_fault_page` in `osfmk/vm/vm_fault.c`) and each is charged for
+    /// its own. The members' sum is therefore exact for spawned workers and
+    /// for pages a forked worker wrote, and counts a page a forked worker
+    /// only read once per process that maps it (see the README's "Process
+    /// trees and shared memory").
     PhysFootprint,
 }
 

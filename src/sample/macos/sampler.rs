@@ -352,6 +352,13 @@ impl MacSampler {
                 gpu_memory: None,
                 gpu_client,
                 detail: Detail::Exact,
+                // XNU charges a shared anonymous page whole to each task
+                // that maps it, and macOS reports no proportional share.
+                // A job adds up its members' footprints: exact for spawned
+                // workers (Python's default on macOS) and for pages a
+                // forked worker wrote; pages it only read count once per
+                // process that maps them (an upper bound). The sources,
+                // with citations: `Basis::PhysFootprint`.
                 basis: crate::model::Basis::PhysFootprint,
                 held_open: 0,
                 job: None,
