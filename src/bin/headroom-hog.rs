@@ -17,6 +17,7 @@
 //!
 //! ```text
 //! child pid=4243                     (with --child)
+//! forked pid=4250                    (with --fork, once grown, per child)
 //! locked                             (with --lock)
 //! ready pid=4242
 //! allocated 67108864                 (every 64 MiB)
@@ -93,6 +94,15 @@ struct Args {
     /// than the memory left, they thrash in and out of swap.
     #[arg(long)]
     thrash: bool,
+    /// Once grown, fork this many children that share the held memory
+    /// copy-on-write (like `multiprocessing` fork workers) and wait.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    fork: u32,
+    /// Each forked child writes to every held page at this rate, turning
+    /// shared pages into copies of its own (copy-on-write growth that moves
+    /// no RSS), e.g. 50MiB/s.
+    #[arg(long, value_parser = parse_rate_arg, value_name = "RATE", requires = "fork")]
+    fork_write: Option<Speed>,
 }
 
 /// `--rate`: a rate, or as fast as the machine allows.
@@ -271,6 +281,16 @@ fn main() -> ExitCode {
         "holding {}",
         shared.allocated.load(Ordering::SeqCst)
     ));
+    for _ in 0..args.fork {
+        let rate = args.fork_write.map(Speed::bytes_per_second);
+        match headroom::sys::ffi_fork::fork_sharer(&mut held, rate) {
+            Ok(pid) => say(&format!("forked pid={pid}")),
+            Err(e) => {
+                eprintln!("headroom-hog: --fork: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
     let until = args.hold.map(|hold| Instant::now() + hold);
     if args.thrash {
         // Every held block in turn, until stopped or --hold runs out.

@@ -27,6 +27,8 @@
 
 pub mod accounts;
 pub mod fd_limit;
+#[cfg(unix)]
+pub mod ffi_fork;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_ffi_sock_diag;
 pub mod macos_acl;

@@ -22,6 +22,11 @@ const KIB: u64 = 1024;
 /// (`include/linux/sched.h`): the task is a kernel thread.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 
+/// `PF_FORKNOEXEC` in the same field: the task was forked and has not
+/// called `exec` since, so it still shares its parent's anonymous pages
+/// copy-on-write (a `multiprocessing` fork worker, a `DataLoader` worker).
+pub const PF_FORKNOEXEC: u64 = 0x0000_0040;
+
 // --- numbers --------------------------------------------------------------
 
 /// A non-empty run of ASCII digits as `u64`; `None` on anything else or on
@@ -348,6 +353,67 @@ impl Stat<'_> {
     pub fn is_kernel_thread(&self) -> bool {
         self.flags & PF_KTHREAD != 0
     }
+
+    /// Forked and not exec'd since: it shares pages with its parent.
+    pub fn forked_without_exec(&self) -> bool {
+        self.flags & PF_FORKNOEXEC != 0
+    }
+}
+
+// --- /proc/[pid]/smaps_rollup ----------------------------------------------
+
+/// The proportional set size of a process from `smaps_rollup`, in bytes: a
+/// page mapped by n processes counts 1/n in each (proc.rst, "The
+/// /proc/PID/smaps_rollup file" and "Pss").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pss {
+    pub rss: u64,
+    pub pss_anon: u64,
+    pub pss_shmem: u64,
+    pub swap_pss: u64,
+}
+
+impl Pss {
+    /// The proportional counterpart of the footprint (RssAnon + RssShmem +
+    /// VmSwap): Pss_Anon + Pss_Shmem + SwapPss.
+    pub fn footprint(&self) -> u64 {
+        self.pss_anon
+            .saturating_add(self.pss_shmem)
+            .saturating_add(self.swap_pss)
+    }
+}
+
+/// Parse `/proc/[pid]/smaps_rollup`. `Pss_Anon` and `Pss_Shmem` (Linux
+/// 5.0 on) are required: without them the anonymous share cannot be told
+/// from file pages, and `None` says so. `SwapPss` is 0 where absent.
+pub fn parse_smaps_rollup(data: &[u8]) -> Option<Pss> {
+    let mut pss = Pss::default();
+    let (mut anon, mut shmem) = (false, false);
+    for line in data.split(|&c| c == b'\n') {
+        let Some(colon) = line.iter().position(|&c| c == b':') else {
+            continue;
+        };
+        let (key, rest) = (&line[..colon], &line[colon + 1..]);
+        let slot = match key {
+            b"Rss" => &mut pss.rss,
+            b"Pss_Anon" => {
+                anon = true;
+                &mut pss.pss_anon
+            }
+            b"Pss_Shmem" => {
+                shmem = true;
+                &mut pss.pss_shmem
+            }
+            b"SwapPss" => &mut pss.swap_pss,
+            _ => continue,
+        };
+        let number = rest
+            .trim_ascii()
+            .strip_suffix(b"kB")
+            .map(<[u8]>::trim_ascii)?;
+        *slot = parse_u64(number)?.checked_mul(KIB)?;
+    }
+    (anon && shmem).then_some(pss)
 }
 
 /// Parse `/proc/[pid]/stat`. The command name may itself contain `)` and
@@ -549,6 +615,41 @@ mod tests {
     const VMSTAT: &str = include_str!("../../tests/fixtures/proc/basic/vmstat");
     const PROC_STAT: &str = include_str!("../../tests/fixtures/proc/basic/stat");
     const PY_STAT: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/stat");
+    const FORKED_STAT: &[u8] = include_bytes!("../../tests/fixtures/proc/forked/21539/stat");
+    const FORKED_ROLLUP: &[u8] =
+        include_bytes!("../../tests/fixtures/proc/forked/21539/smaps_rollup");
+    const PARENT_ROLLUP: &[u8] =
+        include_bytes!("../../tests/fixtures/proc/forked/21463/smaps_rollup");
+
+    #[test]
+    fn a_forked_child_shows_pf_forknoexec_and_its_parent_does_not() {
+        let child = parse_stat(FORKED_STAT).unwrap();
+        assert!(child.forked_without_exec());
+        assert_eq!(child.ppid, 21463);
+        assert!(!parse_stat(PY_STAT).unwrap().forked_without_exec());
+    }
+
+    #[test]
+    fn smaps_rollup_gives_the_proportional_anonymous_share() {
+        let child = parse_smaps_rollup(FORKED_ROLLUP).unwrap();
+        assert_eq!(child.rss, 272_104 * KIB);
+        assert_eq!(child.pss_anon, 133_888 * KIB);
+        assert_eq!(child.footprint(), 133_888 * KIB);
+        let parent = parse_smaps_rollup(PARENT_ROLLUP).unwrap();
+        assert_eq!(parent.pss_anon, 101_256 * KIB);
+    }
+
+    #[test]
+    fn smaps_rollup_without_the_anonymous_share_or_cut_short_is_not_read() {
+        // Before Linux 5.0 there is no Pss_Anon line.
+        assert_eq!(parse_smaps_rollup(b"Rss: 10 kB\nPss: 5 kB\n"), None);
+        assert_eq!(parse_smaps_rollup(b"Pss_Anon: 12"), None);
+        assert_eq!(parse_smaps_rollup(b""), None);
+        assert_eq!(
+            parse_smaps_rollup(b"Pss_Anon: x kB\nPss_Shmem: 0 kB\n"),
+            None
+        );
+    }
     const PY_STATUS: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/status");
     const PY_STATM: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/statm");
     const PY_CMDLINE: &[u8] = include_bytes!("../../tests/fixtures/proc/basic/6441/cmdline");

@@ -7,10 +7,12 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use headroom::model::{Detail, PressureLevel, Snapshot, Timestamp};
+use headroom::model::{Basis, Detail, PressureLevel, Snapshot, Timestamp};
 use headroom::sample::linux::LinuxSampler;
 use headroom::sample::{SampleError, Sampler};
 use headroom::sys::procfs;
+
+use crate::support::hog::{HOG, Running};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
@@ -355,4 +357,130 @@ fn real_proc_sample_is_sane() {
     assert!(snap.sample_micros < Duration::from_secs(10).as_micros() as u64);
     // Kernel threads are not listed as processes.
     assert!(snap.process(2).is_none_or(|p| p.name != "kthreadd"));
+}
+
+/// Pss_Anon of a process of the `forked` fixture, from its smaps_rollup.
+fn fixture_pss_anon(pid: &str) -> u64 {
+    let text =
+        std::fs::read_to_string(fixtures().join("forked").join(pid).join("smaps_rollup")).unwrap();
+    let line = text.lines().find(|l| l.starts_with("Pss_Anon:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[test]
+fn a_parent_and_its_forked_children_are_counted_by_their_proportional_shares() {
+    let mut sampler = fixture_sampler("forked");
+    let snap = sampler.sample().unwrap();
+    for pid in ["21463", "21537", "21539"] {
+        let p = snap.process(pid.parse().unwrap()).unwrap();
+        assert_eq!(p.basis, Basis::Pss, "{pid}");
+        assert_eq!(p.footprint, fixture_pss_anon(pid), "{pid}");
+    }
+    let total: u64 = snap.processes.iter().map(|p| p.footprint).sum();
+    let rss: u64 = ["21463", "21537", "21539"]
+        .iter()
+        .map(|pid| status_footprint_in("forked", pid))
+        .sum();
+    // 256 MiB shared three ways, 64 MiB of it copied by one child, and
+    // each interpreter's own pages: 328 MiB, where RssAnon says 800.
+    assert!(within(total, 328 << 20, 0.01), "{total}");
+    assert!(rss > 2 * total, "{rss} vs {total}");
+}
+
+fn status_footprint_in_proc(pid: u32) -> u64 {
+    let status = std::fs::read(format!("/proc/{pid}/status")).unwrap();
+    headroom::sys::procfs::parse_status(&status)
+        .unwrap()
+        .footprint()
+}
+
+fn status_footprint_in(tree: &str, pid: &str) -> u64 {
+    let status = std::fs::read(fixtures().join(tree).join(pid).join("status")).unwrap();
+    headroom::sys::procfs::parse_status(&status)
+        .unwrap()
+        .footprint()
+}
+
+#[test]
+fn live_forked_children_are_counted_by_their_shares_and_copy_on_write_shows() {
+    // A hog holding 256 MiB forks two children that share it; one writes
+    // to every page of it, turning its half into copies of its own.
+    let mut hog = Running::hog_command({
+        let mut c = std::process::Command::new(HOG);
+        c.args(["--max", "256MiB", "--fork", "2"]);
+        c
+    });
+    let parent = hog.pid();
+    let mut kids = Vec::new();
+    for _ in 0..2 {
+        let line = hog.expect_line("forked pid=");
+        kids.push(
+            line.trim_start_matches("forked pid=")
+                .trim()
+                .parse::<u32>()
+                .unwrap(),
+        );
+    }
+    let mut sampler = LinuxSampler::new("/proc");
+    let snap = sampler.sample().unwrap();
+    let share = |pid: u32| snap.process(pid).unwrap();
+    for pid in [parent, kids[0], kids[1]] {
+        assert_eq!(share(pid).basis, Basis::Pss, "{pid}");
+    }
+    // Three processes map the same 256 MiB: RssAnon counts it three
+    // times, the shares add up to it once (plus each one's own pages).
+    let total: u64 = [parent, kids[0], kids[1]]
+        .iter()
+        .map(|&p| share(p).footprint)
+        .sum();
+    let rss: u64 = [parent, kids[0], kids[1]]
+        .iter()
+        .map(|&p| status_footprint_in_proc(p))
+        .sum();
+    assert!(rss > 3 * (256 << 20) - (8 << 20), "{rss}");
+    assert!(total < (256 << 20) + (40 << 20), "{total}");
+    assert!(total > 256 << 20, "{total}");
+}
+
+#[test]
+fn copy_on_write_by_forked_children_grows_their_total_without_moving_rss() {
+    // Two children each write to all 256 MiB they share with the hog at
+    // 128 MiB/s: about 512 MiB of new copies in 2 s, no RSS moving.
+    let mut hog = Running::hog_command({
+        let mut c = std::process::Command::new(HOG);
+        c.args(["--max", "256MiB", "--fork", "2", "--fork-write", "128MiB/s"]);
+        c
+    });
+    let mut pids = vec![hog.pid()];
+    for _ in 0..2 {
+        let line = hog.expect_line("forked pid=");
+        pids.push(
+            line.trim_start_matches("forked pid=")
+                .trim()
+                .parse()
+                .unwrap(),
+        );
+    }
+    let mut sampler = LinuxSampler::new("/proc");
+    let total = |snap: &Snapshot| -> u64 {
+        pids.iter()
+            .map(|&p| snap.process(p).map_or(0, |p| p.footprint))
+            .sum()
+    };
+    let rss = || -> u64 { pids.iter().map(|&p| status_footprint_in_proc(p)).sum() };
+    let first = total(&sampler.sample().unwrap());
+    let rss_first = rss();
+    let mut last = first;
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(400));
+        last = total(&sampler.sample().unwrap());
+    }
+    let rss_last = rss();
+    assert!(last > first + (350 << 20), "{first} -> {last}");
+    // RSS hardly moved: the pages were resident in every process already.
+    assert!(
+        rss_last < rss_first + (32 << 20),
+        "{rss_first} -> {rss_last}"
+    );
 }

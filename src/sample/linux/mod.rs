@@ -90,6 +90,7 @@ mod library_rescan;
 mod light_tick;
 mod proc_reader;
 mod process_reads;
+mod pss;
 mod sys;
 mod system_files;
 pub mod threads;
@@ -174,7 +175,7 @@ impl LinuxSampler {
             jobs: Vec::new(),
             unowned: Default::default(),
             errors,
-            collectors: Vec::new(),
+            collectors: self.tracker.pss_budget.status().into_iter().collect(),
             notes: Vec::new(),
         })
     }

@@ -73,13 +73,14 @@ impl Io {
         tick: u64,
         errors: &mut CollectorErrors,
     ) -> Option<Tracked> {
-        let (start, ppid, name, kernel_thread) = match self.reader.read_pid(pid, "stat") {
+        let (start, ppid, name, kernel_thread, forked) = match self.reader.read_pid(pid, "stat") {
             Ok(data) => match procfs::parse_stat(data) {
                 Some(st) => (
                     st.start_ticks,
                     st.ppid,
                     SharedStr::from(String::from_utf8_lossy(st.comm).into_owned()),
                     st.is_kernel_thread(),
+                    st.forked_without_exec(),
                 ),
                 None => {
                     Failure::Unreadable.count(errors);
@@ -159,6 +160,7 @@ impl Io {
             argv,
             started_at,
             statm,
+            forked,
             ..Tracked::default()
         };
         if let Some(status) = status {

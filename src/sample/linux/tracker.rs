@@ -24,6 +24,7 @@ use crate::workload::{self, ProcessFacts};
 use super::library_rescan::LibraryScan;
 use super::proc_reader::Failure;
 use super::process_reads::Io;
+use super::pss::{PssBudget, PssRead};
 
 /// Beyond the ML processes, this many of the largest processes (by `statm`
 /// resident size) are read in full every tick.
@@ -64,6 +65,8 @@ pub(super) struct Tracker {
     /// The last pid handed out (`/proc/loadavg`) when the processes were
     /// last listed.
     pub(super) last_pid: Option<u32>,
+    /// What proportional-share reads may cost, and what they did.
+    pub(super) pss_budget: PssBudget,
 }
 
 /// Reused per-tick lists, kept to avoid reallocating them every tick.
@@ -129,9 +132,43 @@ pub(super) struct Tracked {
     pub(super) status_tick: u64,
     /// Largest footprint seen for this identity, bytes.
     pub(super) peak: u64,
+    /// Forked and not exec'd since (`PF_FORKNOEXEC`): it shares its
+    /// parent's pages.
+    pub(super) forked: bool,
+    /// In a family that shares memory (see `pss.rs`) as of the last full tick.
+    pub(super) shares: bool,
+    /// Its last proportional-share read, while it shares.
+    pub(super) pss: Option<PssRead>,
 }
 
 impl Tracked {
+    /// Its own footprint this tick (RssAnon + RssShmem + VmSwap where
+    /// `status` was read this tick, else `statm`'s resident − shared plus
+    /// the last VmSwap), its resident size and how exact they are; `page`
+    /// is the page size.
+    pub(super) fn own_footprint(&self, tick: u64, page: u64) -> (u64, u64, Detail) {
+        let statm_resident = self.statm.resident.saturating_mul(page);
+        let last_swap = self.status.and_then(|s| s.vm_swap);
+        match self.status {
+            Some(status) if self.status_tick == tick => (
+                status.footprint(),
+                status.vm_rss.unwrap_or(statm_resident),
+                Detail::Exact,
+            ),
+            // statm resident − shared = RssAnon (task_statm() in
+            // fs/proc/task_mmu.c counts shared as file + shmem pages);
+            // swap is the VmSwap of the last full read.
+            _ => (
+                self.statm
+                    .anon()
+                    .saturating_mul(page)
+                    .saturating_add(last_swap.unwrap_or(0)),
+                statm_resident,
+                Detail::Estimated,
+            ),
+        }
+    }
+
     /// The workload its name, executable, argv and libraries show.
     pub(super) fn classify(&self) -> Workload {
         workload::classify(&ProcessFacts {
@@ -154,6 +191,7 @@ impl Tracker {
             listed_at: 0,
             listed_kernel_threads: 0,
             last_pid: None,
+            pss_budget: PssBudget::default(),
         }
     }
 
@@ -229,6 +267,10 @@ impl Tracker {
                 io.rescan_if_due(pid, t, errors);
             }
         }
+
+        // Proportional shares of the families that share memory.
+        let page = io.page_size;
+        self.read_shares(io, page);
 
         self.end_tick(io, s, true);
     }
@@ -385,6 +427,7 @@ impl Tracker {
                         && *String::from_utf8_lossy(st.comm) == *t.name =>
                 {
                     t.ppid = st.ppid;
+                    t.forked = st.forked_without_exec();
                     return true;
                 }
                 Some(st) => st.start_ticks,
@@ -428,25 +471,12 @@ impl Tracker {
             if t.seen < self.listed_at || t.kernel_thread {
                 continue;
             }
-            let statm_resident = t.statm.resident.saturating_mul(page);
             let last_swap = t.status.and_then(|s| s.vm_swap);
-            let (footprint, resident, detail) = match t.status {
-                Some(status) if t.status_tick == tick => (
-                    status.footprint(),
-                    status.vm_rss.unwrap_or(statm_resident),
-                    Detail::Exact,
-                ),
-                // statm resident − shared = RssAnon (task_statm() in
-                // fs/proc/task_mmu.c counts shared as file + shmem pages);
-                // swap is the VmSwap of the last full read.
-                _ => (
-                    t.statm
-                        .anon()
-                        .saturating_mul(page)
-                        .saturating_add(last_swap.unwrap_or(0)),
-                    statm_resident,
-                    Detail::Estimated,
-                ),
+            let (own, resident, detail) = t.own_footprint(tick, page);
+            // A process that shares pages counts its proportional share.
+            let (footprint, basis) = match t.pss.filter(|_| t.shares) {
+                Some(read) => (read.now(own), crate::model::Basis::Pss),
+                None => (own, crate::model::Basis::Rss),
             };
             t.peak = t.peak.max(footprint);
             out.push(ProcessSample {
@@ -468,7 +498,7 @@ impl Tracker {
                 gpu_memory: None,
                 gpu_client: false,
                 detail,
-                basis: crate::model::Basis::Rss,
+                basis,
                 held_open: 0,
                 job: None,
                 workload: t.workload.clone(),
@@ -490,7 +520,7 @@ fn default_held_budget() -> usize {
 }
 
 /// ML and Python processes are read in full every tick.
-fn is_interesting(w: &Workload) -> bool {
+pub(super) fn is_interesting(w: &Workload) -> bool {
     w.kind != WorkloadKind::Other || !w.frameworks.is_empty()
 }
 
