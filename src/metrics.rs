@@ -13,8 +13,12 @@
 //! not report (e.g. `wired` on Linux, PSI on macOS) is left out rather than
 //! exported as zero. Per-process series exist only for ML workloads, the
 //! largest first, capped by `http.max_process_series`, because `pid` labels
-//! churn. A kernel's `notebook` label is shown only to a reader allowed to see
-//! it ([`render_for`]; the HTTP server decides who is).
+//! churn; per-job series (a root ML process and its descendants, memory
+//! counted once) likewise, by the root's pid, under the same cap. How a
+//! footprint counts shared memory (`rss`, `pss`, `phys_footprint`) is an
+//! info series beside the figures, so that a change of basis does not start
+//! a new footprint series. A kernel's `notebook` label is shown only to a
+//! reader allowed to see it ([`render_for`]; the HTTP server decides who is).
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
@@ -22,7 +26,7 @@ use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 
 use crate::event::ExitCauseKind;
 use crate::history::{GROWTH_WINDOW, exhaustion_headroom, time_to_exhaustion};
-use crate::model::{PressureLevel, ProcessSample, Snapshot, WorkloadKind};
+use crate::model::{Job, PressureLevel, ProcessSample, Snapshot, WorkloadKind};
 use crate::state::{DurationHistogram, State};
 
 /// The `Content-Type` of [`render`]'s output.
@@ -69,6 +73,7 @@ pub fn registry_for(
         pressure(&reg, snap)?;
         gpus(&reg, snap)?;
         processes(&reg, state, snap, shows)?;
+        jobs(&reg, state, snap, shows)?;
         workloads(&reg, snap)?;
     }
     actions(&reg, state)?;
@@ -564,6 +569,12 @@ fn processes(
         "When memory and swap run out if an ML process keeps growing at its current pace; only for growing processes.",
         &labels,
     )?;
+    let info = gauge(
+        reg,
+        "headroom_process_info",
+        "Always 1 for an ML process with series: how its footprint counts memory it shares (basis: rss counts a shared page in every process that maps it, pss splits it among them, phys_footprint is macOS's count), and the root of its job (job_root_pid, empty outside every job) and its role there (job_role: root, worker or empty).",
+        &["pid", "basis", "job_root_pid", "job_role"],
+    )?;
     let headroom = exhaustion_headroom(snap);
     for p in shown {
         let pid = p.id.pid.to_string();
@@ -578,6 +589,14 @@ fn processes(
             notebook,
         ];
         footprint.with_label_values(&l).set(p.footprint as f64);
+        let root = snap.job_of(p).map(|j| j.pid());
+        let (root_label, role) = match root {
+            Some(r) if r == p.id.pid => (r.to_string(), "root"),
+            Some(r) => (r.to_string(), "worker"),
+            None => (String::new(), ""),
+        };
+        info.with_label_values(&[pid.as_str(), p.basis.as_str(), &root_label, role])
+            .set(1.0);
         resident.with_label_values(&l).set(p.resident as f64);
         if let Some(v) = p.swapped {
             swapped.with_label_values(&l).set(v as f64);
@@ -595,6 +614,84 @@ fn processes(
                 eta.with_label_values(&l).set(t.as_secs_f64());
             }
         }
+    }
+    Ok(())
+}
+
+/// The jobs that get their own series: those whose root was sampled,
+/// largest first, at most `cap`.
+pub fn exported_jobs(snap: &Snapshot, cap: usize) -> Vec<(&Job, &ProcessSample)> {
+    let mut jobs: Vec<(&Job, &ProcessSample)> = snap
+        .jobs
+        .iter()
+        .filter_map(|j| snap.process(j.pid()).map(|root| (j, root)))
+        .collect();
+    jobs.sort_by(|(a, _), (b, _)| b.footprint.cmp(&a.footprint).then(a.pid().cmp(&b.pid())));
+    jobs.truncate(cap);
+    jobs
+}
+
+/// Per-job series, by the root's pid, named and labelled after the root.
+fn jobs(
+    reg: &Registry,
+    state: &State,
+    snap: &Snapshot,
+    shows: &dyn Fn(Option<u32>) -> bool,
+) -> prometheus::Result<()> {
+    let cap = state.config.http.max_process_series;
+    let shown = exported_jobs(snap, cap);
+    single(
+        reg,
+        "headroom_job_series_omitted",
+        "Jobs left without their own series because of http.max_process_series.",
+        snap.jobs.len().saturating_sub(shown.len()) as f64,
+    )?;
+    // The root's pid, command name and workload kind; `notebook` as for
+    // processes: the kernel's notebook, empty where the reader may not see it.
+    let labels = ["root_pid", "name", "workload", "notebook"];
+    let footprint = gauge(
+        reg,
+        "headroom_job_footprint_bytes",
+        "Memory a job (an ML process and its descendants: a kernel and its workers, a launcher and its ranks) holds, its members' footprints added up; a page shared among members is counted once where they are counted by pss (see headroom_job_info).",
+        &labels,
+    )?;
+    let members = gauge(
+        reg,
+        "headroom_job_members",
+        "Processes in a job, its root included.",
+        &labels,
+    )?;
+    let gpu = gauge(
+        reg,
+        "headroom_job_gpu_memory_bytes",
+        "GPU memory held by a job's members, added up, where known.",
+        &labels,
+    )?;
+    let info = gauge(
+        reg,
+        "headroom_job_info",
+        "Always 1 for a job with series: how its total counts shared memory (basis: pss when every member that shares memory is counted by its proportional share, else the weakest of its members').",
+        &["root_pid", "basis"],
+    )?;
+    for (job, root) in shown {
+        let pid = job.pid().to_string();
+        let notebook = match root.workload.notebook.as_deref() {
+            Some(notebook) if shows(root.uid) => notebook,
+            _ => "",
+        };
+        let l = [
+            pid.as_str(),
+            root.name.as_str(),
+            root.workload.kind.as_str(),
+            notebook,
+        ];
+        footprint.with_label_values(&l).set(job.footprint as f64);
+        members.with_label_values(&l).set(job.members.len() as f64);
+        if let Some(v) = job.gpu_memory {
+            gpu.with_label_values(&l).set(v as f64);
+        }
+        info.with_label_values(&[pid.as_str(), job.basis.as_str()])
+            .set(1.0);
     }
     Ok(())
 }
@@ -914,6 +1011,94 @@ mod tests {
         assert!(!text.contains("train.ipynb"));
         let own = render_for(&state, &|uid| uid == Some(1000)).unwrap();
         assert!(own.contains("notebook=\"work/train.ipynb\""));
+    }
+
+    /// A kernel of uid 1000 (pid 10, 2 GiB, `work/train.ipynb`) with two
+    /// 1 GiB workers counted by PSS, and a 5 GiB server (pid 30) with one
+    /// runner holding GPU memory.
+    fn two_jobs() -> Snapshot {
+        machine(0)
+            .process(
+                sampled(10, 2 << 30, WorkloadKind::Jupyter)
+                    .notebook("work/train.ipynb")
+                    .basis(Basis::Pss)
+                    .job(10),
+            )
+            .processes((11..=12).map(|pid| {
+                sampled(pid, 1 << 30, WorkloadKind::Pytorch)
+                    .ppid(10)
+                    .basis(Basis::Pss)
+                    .job(10)
+            }))
+            .process(sampled(30, 1 << 30, WorkloadKind::LlmServer).job(30))
+            .process(
+                sampled(31, 4 << 30, WorkloadKind::LlmServer)
+                    .ppid(30)
+                    .gpu_memory(3 << 30)
+                    .job(30),
+            )
+            .job_of(10, Basis::Pss)
+            .job_of(30, Basis::Rss)
+            .build()
+    }
+
+    #[test]
+    fn a_job_has_its_total_members_gpu_memory_and_basis() {
+        let text = render(&state_with(vec![two_jobs()], 50)).unwrap();
+        for expected in [
+            "headroom_job_footprint_bytes{name=\"p10\",notebook=\"work/train.ipynb\",root_pid=\"10\",workload=\"jupyter\"} 4294967296",
+            "headroom_job_members{name=\"p10\",notebook=\"work/train.ipynb\",root_pid=\"10\",workload=\"jupyter\"} 3",
+            "headroom_job_footprint_bytes{name=\"p30\",notebook=\"\",root_pid=\"30\",workload=\"llm-server\"} 5368709120",
+            "headroom_job_gpu_memory_bytes{name=\"p30\",notebook=\"\",root_pid=\"30\",workload=\"llm-server\"} 3221225472",
+            "headroom_job_info{basis=\"pss\",root_pid=\"10\"} 1",
+            "headroom_job_info{basis=\"rss\",root_pid=\"30\"} 1",
+            "headroom_job_series_omitted 0",
+            "headroom_process_info{basis=\"pss\",job_role=\"root\",job_root_pid=\"10\",pid=\"10\"} 1",
+            "headroom_process_info{basis=\"pss\",job_role=\"worker\",job_root_pid=\"10\",pid=\"11\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected} missing:\n{text}");
+        }
+        assert!(
+            !text.contains("headroom_job_gpu_memory_bytes{name=\"p10\""),
+            "no GPU figure, no series"
+        );
+    }
+
+    #[test]
+    fn a_process_outside_every_job_has_empty_job_labels() {
+        let snap = machine(0).process(sampled(7, 1, WorkloadKind::Jax)).build();
+        let text = render(&state_with(vec![snap], 50)).unwrap();
+        assert!(
+            text.contains(
+                "headroom_process_info{basis=\"rss\",job_role=\"\",job_root_pid=\"\",pid=\"7\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("headroom_job_series_omitted 0"));
+        assert!(!text.contains("headroom_job_footprint_bytes{"));
+    }
+
+    #[test]
+    fn job_series_are_capped_the_largest_first() {
+        let text = render(&state_with(vec![two_jobs()], 1)).unwrap();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("headroom_job_footprint_bytes{"))
+            .collect();
+        assert_eq!(series.len(), 1, "{series:?}");
+        assert!(series[0].contains("root_pid=\"30\""), "5 GiB beats 4 GiB");
+        assert!(text.contains("headroom_job_series_omitted 1"));
+        assert!(!text.contains("headroom_job_info{basis=\"pss\""));
+    }
+
+    #[test]
+    fn a_job_of_another_users_kernel_has_no_notebook_label() {
+        let state = state_with(vec![two_jobs()], 50);
+        let text = render_for(&state, &|uid| uid == Some(1001)).unwrap();
+        assert!(!text.contains("train.ipynb"), "{text}");
+        assert!(text.contains(
+            "headroom_job_footprint_bytes{name=\"p10\",notebook=\"\",root_pid=\"10\",workload=\"jupyter\"} 4294967296"
+        ));
     }
 
     #[test]

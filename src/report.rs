@@ -1,13 +1,16 @@
 //! Human-readable rendering of snapshots for the terminal: sizes in binary
 //! units, a summary of the machine's memory, and the process table that
-//! `headroom snapshot` prints. [`rate_limit`] keeps a recurring condition
-//! from flooding the log.
+//! `headroom snapshot` and `headroom status` print: each job's workers
+//! listed under its root, with the job's total, and each footprint with its
+//! counting basis where that is not the OS's usual one. [`rate_limit`]
+//! keeps a recurring condition from flooding the log.
 
 pub mod rate_limit;
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::model::{Detail, ProcessSample, Snapshot};
+use crate::model::{Basis, Detail, Job, ProcessSample, Snapshot, WorkloadKind};
 
 pub use crate::model::printable;
 
@@ -167,16 +170,99 @@ fn render_summary(out: &mut String, snap: &Snapshot) {
     }
 }
 
-fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
-    let sorted = snap.by_footprint();
-    let shown: Vec<&ProcessSample> = if opts.all {
-        sorted
+/// The basis a footprint of this snapshot's OS counts by unless it says
+/// otherwise: `phys_footprint` on macOS, `rss` elsewhere. Only a footprint
+/// counted another way carries its basis in the table.
+fn default_basis(snap: &Snapshot) -> Basis {
+    if snap.source == "macos" {
+        Basis::PhysFootprint
     } else {
-        sorted.into_iter().take(opts.top).collect()
+        Basis::Rss
+    }
+}
+
+/// The most workers listed under their root without `--all`; the rest are
+/// counted on one line.
+const WORKERS_SHOWN: usize = 8;
+
+/// A line of the process table: a process on its own or a job's root, a
+/// worker under its root, the workers left out, or a job's total.
+enum Row<'a> {
+    Process(&'a ProcessSample),
+    Worker(&'a ProcessSample),
+    MoreWorkers(usize),
+    Total(&'a ProcessSample, &'a Job),
+}
+
+/// The table's lines in order: processes that are no job's worker, largest
+/// first (the top ones unless `all`), each job's root followed by its
+/// workers (largest first) and the job's total. A worker whose root was not
+/// sampled stands on its own.
+fn table_rows<'a>(snap: &'a Snapshot, opts: TableOptions) -> (Vec<Row<'a>>, usize) {
+    let by_pid: HashMap<u32, &ProcessSample> =
+        snap.processes.iter().map(|p| (p.id.pid, p)).collect();
+    let job_of_root = |p: &ProcessSample| -> Option<&'a Job> {
+        snap.job(p.id.pid).filter(|j| p.job == Some(j.pid()))
     };
-    let has_gpu = shown.iter().any(|p| p.gpu_memory.is_some());
+    let is_worker = |p: &ProcessSample| -> bool {
+        p.job.is_some_and(|root| {
+            root != p.id.pid && by_pid.contains_key(&root) && snap.job(root).is_some()
+        })
+    };
+    let mut heads: Vec<&ProcessSample> = snap
+        .by_footprint()
+        .into_iter()
+        .filter(|p| !is_worker(p))
+        .collect();
+    if !opts.all {
+        heads.truncate(opts.top);
+    }
+    let mut rows = Vec::new();
+    let mut shown = 0;
+    for p in heads {
+        rows.push(Row::Process(p));
+        shown += 1;
+        let Some(job) = job_of_root(p) else {
+            continue;
+        };
+        let mut workers: Vec<&ProcessSample> = job
+            .members
+            .iter()
+            .filter(|&&pid| pid != p.id.pid)
+            .filter_map(|pid| by_pid.get(pid).copied())
+            .filter(|w| w.job == Some(p.id.pid))
+            .collect();
+        workers.sort_by(|a, b| b.footprint.cmp(&a.footprint).then(a.id.pid.cmp(&b.id.pid)));
+        let listed = if opts.all {
+            workers.len()
+        } else {
+            workers.len().min(WORKERS_SHOWN)
+        };
+        for w in &workers[..listed] {
+            rows.push(Row::Worker(w));
+        }
+        shown += workers.len();
+        if listed < workers.len() {
+            rows.push(Row::MoreWorkers(workers.len() - listed));
+        }
+        rows.push(Row::Total(p, job));
+    }
+    let hidden = snap.processes.len().saturating_sub(shown);
+    (rows, hidden)
+}
+
+fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
+    let (rows, hidden) = table_rows(snap, opts);
+    let listed = || {
+        rows.iter().filter_map(|r| match r {
+            Row::Process(p) | Row::Worker(p) => Some(*p),
+            _ => None,
+        })
+    };
+    let has_gpu = listed().any(|p| p.gpu_memory.is_some());
+    let usual = default_basis(snap);
     let mut header = format!(
-        "{:>8} {:<10} {:>10} {:>10} {:>9}",
+        "{:>8} {:<10} {:>14} {:>10} {:>9}",
         "PID", "USER", "FOOTPRINT", "RESIDENT", "SWAPPED"
     );
     if has_gpu {
@@ -184,54 +270,114 @@ fn render_processes(out: &mut String, snap: &Snapshot, opts: TableOptions) {
     }
     let _ = write!(header, " {:<11} {:<16} COMMAND", "WORKLOAD", "NAME");
     let _ = writeln!(out, "{header}");
-    for p in &shown {
-        let user = p
-            .user
-            .as_ref()
-            .map(ToString::to_string)
-            .or_else(|| p.uid.map(|u| u.to_string()))
-            .unwrap_or_else(|| "?".into());
-        let mut footprint = format_bytes(p.footprint);
-        if p.detail == Detail::Estimated {
-            footprint.insert(0, '~');
+    for row in &rows {
+        match row {
+            Row::Process(p) => process_line(out, p, p.id.pid.to_string(), has_gpu, usual),
+            Row::Worker(p) => process_line(out, p, format!("└ {}", p.id.pid), has_gpu, usual),
+            Row::MoreWorkers(n) => {
+                let _ = writeln!(
+                    out,
+                    "{:>8} … and {n} more worker{} (--all lists every one)",
+                    "└",
+                    if *n == 1 { "" } else { "s" }
+                );
+            }
+            Row::Total(root, job) => {
+                let _ = writeln!(out, "{:>8} {}", "", job_total(root, job));
+            }
         }
-        let mut line = format!(
-            "{:>8} {:<10} {:>10} {:>10} {:>9}",
-            p.id.pid,
-            truncate(&printable(&user), 10),
-            footprint,
-            format_bytes(p.resident),
-            p.swapped.map_or("-".to_string(), format_bytes),
-        );
-        if has_gpu {
-            let _ = write!(
-                line,
-                " {:>9}",
-                p.gpu_memory.map_or("-".to_string(), format_bytes)
-            );
-        }
-        let workload = match &p.workload.kernel_id {
-            Some(_) => format!("{}*", p.workload.kind),
-            None => p.workload.kind.to_string(),
-        };
-        let _ = write!(
-            line,
-            " {:<11} {:<16} {}",
-            workload,
-            truncate(&printable(&p.name), 16),
-            truncate(&command_column(p), 80)
-        );
-        let _ = writeln!(out, "{}", line.trim_end());
     }
-    let hidden = snap.processes.len().saturating_sub(shown.len());
+    let estimated = listed().any(|p| p.detail == Detail::Estimated);
     if hidden > 0 {
         let _ = writeln!(
             out,
             "… and {hidden} more processes (--all lists every one); ~ marks an estimated footprint"
         );
-    } else if shown.iter().any(|p| p.detail == Detail::Estimated) {
+    } else if estimated {
         let _ = writeln!(out, "~ marks an estimated footprint");
     }
+    let pss = listed().any(|p| p.basis == Basis::Pss)
+        || rows
+            .iter()
+            .any(|r| matches!(r, Row::Total(_, j) if j.basis == Basis::Pss));
+    if pss {
+        let _ = writeln!(
+            out,
+            "pss: the proportional share, each page shared by n processes counted 1/n in each"
+        );
+    }
+}
+
+/// One process's line; `pid` is what its PID column shows.
+fn process_line(out: &mut String, p: &ProcessSample, pid: String, has_gpu: bool, usual: Basis) {
+    let user = p
+        .user
+        .as_ref()
+        .map(ToString::to_string)
+        .or_else(|| p.uid.map(|u| u.to_string()))
+        .unwrap_or_else(|| "?".into());
+    let mut line = format!(
+        "{:>8} {:<10} {:>14} {:>10} {:>9}",
+        pid,
+        truncate(&printable(&user), 10),
+        footprint_cell(p, usual),
+        format_bytes(p.resident),
+        p.swapped.map_or("-".to_string(), format_bytes),
+    );
+    if has_gpu {
+        let _ = write!(
+            line,
+            " {:>9}",
+            p.gpu_memory.map_or("-".to_string(), format_bytes)
+        );
+    }
+    let workload = match &p.workload.kernel_id {
+        Some(_) => format!("{}*", p.workload.kind),
+        None => p.workload.kind.to_string(),
+    };
+    let _ = write!(
+        line,
+        " {:<11} {:<16} {}",
+        workload,
+        truncate(&printable(&p.name), 16),
+        truncate(&command_column(p), 80)
+    );
+    let _ = writeln!(out, "{}", line.trim_end());
+}
+
+/// The footprint, `~` before an estimated one, its basis after where it is
+/// not the OS's usual one: `~410 MiB pss`.
+fn footprint_cell(p: &ProcessSample, usual: Basis) -> String {
+    let mut cell = format_bytes(p.footprint);
+    if p.detail == Detail::Estimated {
+        cell.insert(0, '~');
+    }
+    if p.basis != usual {
+        cell.push(' ');
+        cell.push_str(p.basis.as_str());
+    }
+    cell
+}
+
+/// A job's total line: `job: kernel + 8 workers, 12.3 GiB (pss)`, with its
+/// GPU memory where known.
+fn job_total(root: &ProcessSample, job: &Job) -> String {
+    let what = if root.workload.kind == WorkloadKind::Jupyter {
+        "kernel".to_string()
+    } else {
+        truncate(&printable(&root.name), 16)
+    };
+    let n = job.workers();
+    let mut line = format!(
+        "job: {what} + {n} worker{}, {} ({})",
+        if n == 1 { "" } else { "s" },
+        format_bytes(job.footprint),
+        job.basis
+    );
+    if let Some(gpu) = job.gpu_memory {
+        let _ = write!(line, ", {} GPU", format_bytes(gpu));
+    }
+    line
 }
 
 /// The command line, after the notebook in brackets for a Jupyter kernel
@@ -305,6 +451,169 @@ mod tests {
             ..p
         };
         assert_eq!(command_column(&plain), "python3 -m ipykernel_launcher");
+    }
+
+    use crate::model::build::{kernel, process, snapshot};
+
+    /// A kernel (pid 4821, 2 GiB) with `workers` workers of 410 MiB each
+    /// (pids 4830…), counted by PSS, beside a plain 1 GiB process (pid 7).
+    fn notebook_job(workers: u32) -> crate::model::build::SnapshotBuilder {
+        let mut b = snapshot(0)
+            .source("linux")
+            .memory(32 << 30, 16 << 30)
+            .process(
+                kernel(4821)
+                    .user("ada")
+                    .footprint(2 << 30)
+                    .basis(Basis::Pss)
+                    .kernel_id("3f2a")
+                    .notebook("train.ipynb")
+                    .job(4821),
+            )
+            .process(process(7).name("firefox").footprint(1 << 30));
+        for i in 0..workers {
+            b = b.process(
+                process(4830 + i)
+                    .ppid(4821)
+                    .user("ada")
+                    .name("python3")
+                    .footprint(410 << 20)
+                    .basis(Basis::Pss)
+                    .kind(WorkloadKind::Pytorch)
+                    .evidence(["worker of jupyter kernel 4821: its parent"])
+                    .job(4821),
+            );
+        }
+        b.job_of(4821, Basis::Pss)
+    }
+
+    fn table(snap: &Snapshot, opts: TableOptions) -> Vec<String> {
+        let mut out = String::new();
+        render_processes(&mut out, snap, opts);
+        out.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn workers_are_listed_under_their_root_with_the_jobs_total() {
+        let snap = notebook_job(2).build();
+        let lines = table(&snap, TableOptions::default());
+        let at = |prefix: &str| {
+            lines
+                .iter()
+                .position(|l| l.trim_start().starts_with(prefix))
+                .unwrap_or_else(|| panic!("no line starting {prefix}: {lines:#?}"))
+        };
+        let (root, w1, w2, total, other) = (
+            at("4821 "),
+            at("└ 4830 "),
+            at("└ 4831 "),
+            at("job: "),
+            at("7 "),
+        );
+        assert_eq!(
+            (w1, w2, total),
+            (root + 1, root + 2, root + 3),
+            "{lines:#?}"
+        );
+        assert!(other > total, "the 1 GiB process follows the 2.8 GiB job");
+        assert!(lines[w1].contains("410 MiB pss"), "{}", lines[w1]);
+        assert!(lines[root].contains("2.0 GiB pss"), "{}", lines[root]);
+        assert!(lines[root].contains("[train.ipynb]"));
+        assert_eq!(
+            lines[total].trim(),
+            "job: kernel + 2 workers, 2.8 GiB (pss)"
+        );
+        assert!(
+            !lines[other].contains("rss"),
+            "the usual basis is not shown"
+        );
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .starts_with("pss: the proportional share")
+        );
+    }
+
+    #[test]
+    fn workers_do_not_take_places_of_the_top_and_many_are_counted() {
+        let snap = notebook_job(12).build();
+        let lines = table(&snap, TableOptions { all: false, top: 1 });
+        let workers = lines.iter().filter(|l| l.contains("└ 48")).count();
+        assert_eq!(workers, WORKERS_SHOWN, "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim() == "└ … and 4 more workers (--all lists every one)"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim() == "job: kernel + 12 workers, 6.8 GiB (pss)")
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("firefox")),
+            "top 1 is the job"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("… and 1 more processes")),
+            "{lines:#?}"
+        );
+        let all = table(&snap, TableOptions { all: true, top: 1 });
+        assert_eq!(all.iter().filter(|l| l.contains("└ 48")).count(), 12);
+    }
+
+    #[test]
+    fn a_worker_whose_root_was_not_sampled_stands_alone() {
+        let snap = snapshot(0)
+            .process(process(5).job(4).footprint(1 << 20))
+            .build();
+        let lines = table(&snap, TableOptions::default());
+        assert!(
+            lines.iter().any(|l| l.trim_start().starts_with("5 ")),
+            "{lines:#?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("job:")));
+    }
+
+    #[test]
+    fn a_servers_job_is_named_by_the_root_and_shows_its_gpu_memory() {
+        let snap = snapshot(0)
+            .source("macos")
+            .process(
+                process(20)
+                    .name("ollama")
+                    .kind(WorkloadKind::LlmServer)
+                    .footprint(1 << 30)
+                    .basis(Basis::PhysFootprint)
+                    .job(20),
+            )
+            .process(
+                process(21)
+                    .ppid(20)
+                    .name("ollama")
+                    .kind(WorkloadKind::LlmServer)
+                    .footprint(3 << 30)
+                    .gpu_memory(2 << 30)
+                    .basis(Basis::PhysFootprint)
+                    .job(20),
+            )
+            .job_of(20, Basis::PhysFootprint)
+            .build();
+        let lines = table(&snap, TableOptions::default());
+        assert!(
+            lines.iter().any(
+                |l| l.trim() == "job: ollama + 1 worker, 4.0 GiB (phys_footprint), 2.0 GiB GPU"
+            ),
+            "{lines:#?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("GiB phys_footprint ")),
+            "phys_footprint is macOS's usual basis: {lines:#?}"
+        );
     }
 
     #[test]

@@ -32,7 +32,8 @@ use crate::history::{
 };
 use crate::metrics;
 use crate::model::{
-    CollectorErrors, GpuDevice, Pressure, ProcessSample, Snapshot, Swap, SystemMemory, Timestamp,
+    Basis, CollectorErrors, GpuDevice, Job, Pressure, ProcessSample, Snapshot, Swap, SystemMemory,
+    Timestamp,
 };
 use crate::state::State as DaemonState;
 
@@ -169,9 +170,52 @@ pub struct RowFigures {
     /// The rules that watch the process, with their state (`watching`,
     /// `near`, `crossed`, `step 1/3`, `done`) and why, from the last sample.
     pub rules: Vec<RuleStatus>,
+    /// The process's place in its job (`job` holds the root's pid): `root`
+    /// or `worker`; `null` outside every job.
+    pub job_role: Option<JobRole>,
+    /// For a job's root, the job: its members, total and basis; `null` for
+    /// a worker and outside every job.
+    pub job_total: Option<JobTotal>,
 }
 
-fn figures(state: &DaemonState, headroom: u64, p: &ProcessSample) -> RowFigures {
+/// A process's place in its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobRole {
+    Root,
+    Worker,
+}
+
+/// A job as its root's row shows it: pids and figures only (the OS shows
+/// every process's pid and parent to everyone), no text of its members.
+#[derive(Debug, Serialize)]
+pub struct JobTotal {
+    /// Every member's pid: the root first, then its descendants in pid order.
+    pub members: Vec<u32>,
+    /// How many members are not the root.
+    pub workers: usize,
+    /// The members' footprints added up (shared pages counted once where
+    /// `basis` is `pss`).
+    pub footprint: u64,
+    /// The members' GPU memory added up, where any is known.
+    pub gpu_memory: Option<u64>,
+    /// How the total counts shared pages: `rss`, `pss` or `phys_footprint`.
+    pub basis: Basis,
+}
+
+impl JobTotal {
+    fn of(job: &Job) -> Self {
+        Self {
+            members: job.members.clone(),
+            workers: job.workers(),
+            footprint: job.footprint,
+            gpu_memory: job.gpu_memory,
+            basis: job.basis,
+        }
+    }
+}
+
+fn figures(state: &DaemonState, snap: &Snapshot, headroom: u64, p: &ProcessSample) -> RowFigures {
     let growth = state
         .history
         .process(&p.id)
@@ -187,6 +231,17 @@ fn figures(state: &DaemonState, headroom: u64, p: &ProcessSample) -> RowFigures 
             .filter(|r| r.pid == p.id.pid && r.start == p.id.start)
             .cloned()
             .collect(),
+        job_role: snap.job_of(p).map(|j| {
+            if j.pid() == p.id.pid {
+                JobRole::Root
+            } else {
+                JobRole::Worker
+            }
+        }),
+        job_total: snap
+            .job_of(p)
+            .filter(|j| j.pid() == p.id.pid)
+            .map(JobTotal::of),
     }
 }
 
@@ -243,10 +298,11 @@ pub async fn processes(
             .enumerate()
             .filter(|(_, p)| match parsed.workload {
                 None => true,
-                Some(WorkloadFilter::Ml) => p.workload.is_ml(),
+                // A job's members are ML work, whatever each one runs.
+                Some(WorkloadFilter::Ml) => p.workload.is_ml() || snap.job_of(p).is_some(),
                 Some(WorkloadFilter::Kind(k)) => p.workload.is(k),
             })
-            .map(|(i, p)| (i, p, figures(&state, headroom, p)))
+            .map(|(i, p)| (i, p, figures(&state, &snap, headroom, p)))
             .collect();
         let matched = rows.len();
         let key = |p: &ProcessSample, f: &RowFigures| -> f64 {
@@ -339,7 +395,7 @@ pub async fn process(
                 .unwrap_or_default(),
             tracked_peak_footprint: track.map(|t| t.peak_footprint),
         };
-        let figures = figures(&state, exhaustion_headroom(&snap), p);
+        let figures = figures(&state, &snap, exhaustion_headroom(&snap), p);
         let permit = gates.large(viewer.key().await).await?;
         let sight = viewer.sight(&state.config).await;
         let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;

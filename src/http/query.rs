@@ -108,7 +108,7 @@ pub enum SortKey {
 /// Which processes `/api/v1/processes` lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkloadFilter {
-    /// Every ML workload (`Workload::is_ml`).
+    /// Every ML workload (`Workload::is_ml`) and every member of a job.
     Ml,
     /// Processes of this kind, directly or through a framework seen in them.
     Kind(WorkloadKind),

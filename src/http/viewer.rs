@@ -221,14 +221,17 @@ fn redact_workload(w: &Workload) -> Workload {
 }
 
 /// Evidence lines that quote nothing but the process name, mapped library
-/// names and GPU figures (see `crate::workload` and `crate::sample::gpu`);
-/// every other line may quote the command line or the executable.
+/// names, GPU figures, and pids and workload kinds (`worker of jupyter
+/// kernel 4821: its parent`; see `crate::workload`, `crate::sample::gpu`
+/// and the job assembly in `crate::sample`); every other line may quote the
+/// command line or the executable.
 fn evidence_is_public(line: &str) -> bool {
     [
         "maps ",
         "process name is ",
         "holds ",
         "has a context on GPU ",
+        "worker of ",
     ]
     .iter()
     .any(|prefix| line.starts_with(prefix))
@@ -351,6 +354,26 @@ mod tests {
         assert_eq!((r.id, r.uid, r.footprint), (p.id, p.uid, p.footprint));
         assert_eq!((&r.name, &r.user), (&p.name, &p.user));
         assert_eq!(r.workload.kind, WorkloadKind::Jupyter);
+    }
+
+    #[test]
+    fn a_workers_evidence_of_its_job_stays_and_its_job_too() {
+        let mut worker = kernel(1000);
+        worker.workload.kind = WorkloadKind::Pytorch;
+        worker.workload.notebook = None;
+        worker.workload.kernel_id = None;
+        worker.workload.evidence = vec![
+            "worker of jupyter kernel 4821: its parent".into(),
+            "argv[2] is ipykernel_launcher".into(),
+        ];
+        worker.job = Some(4821);
+        worker.basis = crate::model::Basis::Pss;
+        let r = redact_process(&worker);
+        assert_eq!(
+            r.workload.evidence,
+            ["worker of jupyter kernel 4821: its parent"]
+        );
+        assert_eq!((r.job, r.basis), (Some(4821), crate::model::Basis::Pss));
     }
 
     #[test]

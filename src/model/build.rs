@@ -201,6 +201,13 @@ impl ProcessBuilder {
         self.0.held_open = bytes;
         self
     }
+
+    /// A member of the job whose root has pid `root` (its own pid for the
+    /// root itself).
+    pub fn job(mut self, root: u32) -> Self {
+        self.0.job = Some(root);
+        self
+    }
 }
 
 impl From<ProcessBuilder> for ProcessSample {
@@ -296,6 +303,45 @@ impl SnapshotBuilder {
     /// Memory no process holds.
     pub fn unowned(mut self, unowned: crate::model::Unowned) -> Self {
         self.0.unowned = unowned;
+        self
+    }
+
+    /// These jobs, after those already there.
+    pub fn jobs(mut self, jobs: impl IntoIterator<Item = crate::model::Job>) -> Self {
+        self.0.jobs.extend(jobs);
+        self
+    }
+
+    /// One more job, of the processes already there whose
+    /// [`ProcessSample::job`] is `root`: the root first, then the others in
+    /// pid order; their footprints and GPU memory added up, counted by
+    /// `basis`. A root that is not there makes no job.
+    pub fn job_of(mut self, root: u32, basis: crate::model::Basis) -> Self {
+        let Some(root_id) = self.0.process(root).map(|p| p.id) else {
+            return self;
+        };
+        let mut members: Vec<&ProcessSample> = self
+            .0
+            .processes
+            .iter()
+            .filter(|p| p.job == Some(root))
+            .collect();
+        members.sort_by_key(|p| (p.id.pid != root, p.id.pid));
+        let gpu = members
+            .iter()
+            .filter_map(|p| p.gpu_memory)
+            .reduce(u64::saturating_add);
+        let job = crate::model::Job {
+            root: root_id,
+            members: members.iter().map(|p| p.id.pid).collect(),
+            footprint: members
+                .iter()
+                .map(|p| p.footprint)
+                .fold(0, u64::saturating_add),
+            gpu_memory: gpu,
+            basis,
+        };
+        self.0.jobs.push(job);
         self
     }
 
@@ -398,6 +444,25 @@ mod tests {
         assert_eq!((s.swap.total, s.swap.used), (8, 2));
         let odd = snapshot(0).memory(10, 30).build();
         assert_eq!(odd.system.used, 0, "more available than total is no panic");
+    }
+
+    #[test]
+    fn a_job_adds_up_its_members_root_first() {
+        let s = snapshot(0)
+            .process(process(12).job(10).footprint(3).gpu_memory(1))
+            .process(process(10).job(10).footprint(5))
+            .process(process(11).job(10).footprint(7).gpu_memory(2))
+            .process(process(13).footprint(100))
+            .job_of(10, crate::model::Basis::Pss)
+            .job_of(99, crate::model::Basis::Rss)
+            .build();
+        assert_eq!(s.jobs.len(), 1, "no root, no job");
+        let job = &s.jobs[0];
+        assert_eq!(job.root, ProcessId { pid: 10, start: 1 });
+        assert_eq!(job.members, [10, 11, 12]);
+        assert_eq!((job.footprint, job.gpu_memory), (15, Some(3)));
+        assert_eq!(job.basis, crate::model::Basis::Pss);
+        assert_eq!(s.job_of(&s.processes[0]), Some(job));
     }
 
     #[test]

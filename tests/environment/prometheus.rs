@@ -1,6 +1,6 @@
 //! headroom and Prometheus together, with Debian's `prometheus` package:
 //! `promtool` checks the alerting rules, runs their unit tests and lints a
-//! real scrape; then a real Prometheus on loopback scrapes a real daemon every
+//! real scrape and the series of jobs; then a real Prometheus on loopback scrapes a real daemon every
 //! second, and every query of the Grafana dashboard and every alerting rule
 //! evaluates without error, returning data wherever the metrics it reads exist
 //! on this machine.
@@ -117,6 +117,68 @@ fn promtool_checks_the_rules_their_tests_and_the_example_config() {
             args.join(" ")
         );
     }
+}
+
+/// `promtool check metrics` on the series of jobs and of their members'
+/// basis: a kernel with two workers counted by PSS and a model server with a
+/// runner holding GPU memory, built by hand (a real scrape holds them only
+/// where the machine runs such jobs).
+#[test]
+fn promtool_finds_nothing_to_complain_about_in_job_series() {
+    use headroom::model::build::{kernel, process, snapshot};
+    use headroom::model::{Basis, WorkloadKind};
+    let snap = snapshot(1_000)
+        .source("linux")
+        .memory(16 << 30, 8 << 30)
+        .process(
+            kernel(10)
+                .uid(1000)
+                .footprint(2 << 30)
+                .notebook("work/train.ipynb")
+                .basis(Basis::Pss)
+                .job(10),
+        )
+        .processes((11..=12).map(|pid| {
+            process(pid)
+                .ppid(10)
+                .footprint(1 << 30)
+                .kind(WorkloadKind::Pytorch)
+                .basis(Basis::Pss)
+                .job(10)
+        }))
+        .process(
+            process(30)
+                .kind(WorkloadKind::LlmServer)
+                .footprint(1 << 30)
+                .job(30),
+        )
+        .process(
+            process(31)
+                .ppid(30)
+                .kind(WorkloadKind::LlmServer)
+                .footprint(4 << 30)
+                .gpu_memory(3 << 30)
+                .job(30),
+        )
+        .job_of(10, Basis::Pss)
+        .job_of(30, Basis::Rss)
+        .build();
+    let mut working = headroom::daemon::Working::new(headroom::config::Config::default());
+    let mut state = working.initial_state(None, snap.taken_at);
+    working.record(std::sync::Arc::new(snap), &mut state);
+    let text = headroom::metrics::render(&state).expect("metrics render");
+    for family in [
+        "headroom_job_footprint_bytes{",
+        "headroom_job_members{",
+        "headroom_job_gpu_memory_bytes{",
+        "headroom_job_info{",
+        "headroom_process_info{",
+    ] {
+        assert!(text.contains(family), "{family} missing:\n{text}");
+    }
+    let (ok, out) = run_promtool(&["check", "metrics"], Some(&text));
+    assert!(ok, "promtool check metrics failed:\n{out}");
+    assert_eq!(out.trim(), "", "promtool check metrics complains");
 }
 
 /// A daemon sampling every 250 ms with a fake Jupyter kernel beside it, so

@@ -3,7 +3,10 @@
 //! daemon, fills its process table (which must list this test's own helper
 //! process, a fake Jupyter kernel), draws its charts from the history and the
 //! event stream, shows the events panel, and logs no errors to the console.
-//! Screenshots in light and dark mode go to `target/test-artifacts/`.
+//! Then, on a replayed trace holding a job (a kernel and two workers counted
+//! by PSS), the table lists the workers under their root and the job's
+//! total after them. Screenshots in light and dark mode go to
+//! `target/test-artifacts/`.
 
 use crate::support;
 
@@ -236,10 +239,11 @@ fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
 
     let light = browser.screenshot("status-page.png");
 
-    // Sorting by a column header reorders the table: PID ascending.
+    // Sorting by a column header reorders the table: PID ascending (a
+    // job's workers and total stay under their root).
     browser.eval("document.querySelector('#procs th[data-key=pid]').click(); return null");
     let pids: Vec<u64> = browser
-        .eval("return Array.from(document.querySelectorAll('#procs tbody tr')).map(tr => +tr.dataset.pid)")
+        .eval("return Array.from(document.querySelectorAll('#procs tbody tr:not(.worker):not(.job-total)')).map(tr => +tr.dataset.pid)")
         .as_array()
         .expect("pids")
         .iter()
@@ -266,4 +270,111 @@ fn the_status_page_shows_the_helper_process_and_draws_its_charts() {
     assert!(errors.is_empty(), "console errors: {errors:?}");
     eprintln!("screenshots: {} and {}", light.display(), dark.display());
     drop(helper);
+}
+
+/// A trace of `n` snapshots 250 ms apart from now: a kernel (pid 4000000,
+/// 2 GiB) and two workers of 512 MiB each, all counted by PSS, and a plain
+/// 1 GiB process outside every job.
+fn job_trace(n: u64) -> String {
+    use headroom::model::build::{kernel, process, snapshot};
+    use headroom::model::{Basis, Timestamp, WorkloadKind};
+    let now = Timestamp::now().as_millis();
+    let mut out = String::new();
+    for i in 0..n {
+        let snap = snapshot(now + i * 250)
+            .source("linux")
+            .memory(32 << 30, 24 << 30)
+            .process(
+                kernel(4_000_000)
+                    .uid(0)
+                    .user("root")
+                    .footprint(2 << 30)
+                    .basis(Basis::Pss)
+                    .job(4_000_000),
+            )
+            .processes((1..=2).map(|w| {
+                process(4_000_000 + w)
+                    .ppid(4_000_000)
+                    .uid(0)
+                    .user("root")
+                    .name("python3")
+                    .footprint(512 << 20)
+                    .basis(Basis::Pss)
+                    .kind(WorkloadKind::Pytorch)
+                    .evidence(["worker of jupyter kernel 4000000: its parent"])
+                    .job(4_000_000)
+            }))
+            .process(process(4_000_010).name("other").footprint(1 << 30))
+            .job_of(4_000_000, Basis::Pss)
+            .build();
+        out.push_str(&serde_json::to_string(&snap).expect("snapshot encodes"));
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn the_status_page_lists_a_jobs_workers_under_its_root_with_the_total() {
+    let dir = support::private_dir();
+    let trace = dir.path().join("jobs.jsonl");
+    std::fs::write(&trace, job_trace(8)).expect("write trace");
+    let config = dir.path().join("headroom.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ninterval = \"250ms\"\nfast_interval = \"250ms\"\njournal = \"{}\"\n",
+            dir.path().join("journal.jsonl").display()
+        ),
+    )
+    .expect("write config");
+    let daemon = Daemon::run(&[
+        "run",
+        "--dry-run",
+        "--config",
+        config.to_str().expect("utf-8 path"),
+        "--replay",
+        trace.to_str().expect("utf-8 path"),
+    ]);
+    let browser = Browser::start();
+    browser.goto(&daemon.url("/"));
+    let order = wait_for(Duration::from_secs(40), "the page to show the job", || {
+        let order = browser.eval(
+            "return Array.from(document.querySelectorAll('#procs tbody tr')).map(tr => \
+                 tr.classList.contains('job-total') ? 'job ' + tr.dataset.job + ': ' + \
+                 tr.children[1].textContent + ' ' + tr.children[4].textContent : \
+                 tr.children[0].textContent + ' ' + tr.children[4].textContent)",
+        );
+        let rows = order.as_array()?;
+        rows.iter()
+            .any(|r| r.as_str().is_some_and(|r| r.starts_with("job ")))
+            .then_some(order)
+    });
+    let rows: Vec<&str> = order
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = |row: &str| {
+        rows.iter()
+            .position(|r| *r == row)
+            .unwrap_or_else(|| panic!("no row {row:?}: {rows:#?}"))
+    };
+    let root = at("4000000 2.0 GiB pss");
+    assert_eq!(at("└ 4000001 512 MiB pss"), root + 1, "{rows:#?}");
+    assert_eq!(at("└ 4000002 512 MiB pss"), root + 2, "{rows:#?}");
+    assert_eq!(
+        at("job 4000000: job: kernel + 2 workers 3.0 GiB (pss)"),
+        root + 3,
+        "{rows:#?}"
+    );
+    assert!(at("4000010 1.0 GiB") > root + 3, "{rows:#?}");
+    let shot = browser.screenshot("status-page-jobs.png");
+    let errors: Vec<Value> = browser
+        .console()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    eprintln!("screenshot: {}", shot.display());
 }

@@ -1,8 +1,9 @@
 //! The HTTP router driven with `oneshot`, no socket: every endpoint on a state
 //! built from a recorded trace (a Python process growing 64 MiB every 0.5 s),
 //! the answers before the first sample, a 400 naming the parameter for
-//! every kind of bad parameter, and what each viewer may see (the viewer put
-//! in the request by hand, as the server does per connection).
+//! every kind of bad parameter, what each viewer may see (the viewer put
+//! in the request by hand, as the server does per connection), and the job
+//! each process row carries.
 //!
 //! Then the server itself on real loopback sockets (`Server::start_with`,
 //! short timeouts): idle connections past the cap make room and `/healthz`
@@ -1049,4 +1050,157 @@ mod server {
         });
         assert_eq!(http_get(addr, "/api/v1/snapshot").0, 200);
     }
+}
+
+// ---- Jobs ------------------------------------------------------------------
+
+/// A kernel of uid 1000 (pid 400, `ana/secret.ipynb`) and two plain Python
+/// workers it forked (401, 402), counted by PSS, beside a process of root
+/// outside every job (500).
+fn job_state() -> State {
+    use headroom::model::Basis;
+    use headroom::model::WorkloadKind;
+    use headroom::model::build::{kernel, process, snapshot};
+    let worker = |pid: u32| {
+        process(pid)
+            .ppid(400)
+            .uid(1000)
+            .user("ana")
+            .name("python3")
+            .argv(["python3", "-m", "ipykernel_launcher", "--token=SECRET-ana"])
+            .footprint(1 << 30)
+            .basis(Basis::Pss)
+            .kind(WorkloadKind::Python)
+            .evidence([
+                "worker of jupyter kernel 400: its parent",
+                "argv[2] is ipykernel_launcher",
+            ])
+            .job(400)
+    };
+    let snap = snapshot(0)
+        .taken_at(Timestamp::now())
+        .process(
+            kernel(400)
+                .uid(1000)
+                .user("ana")
+                .footprint(3 << 30)
+                .basis(Basis::Pss)
+                .kernel_id("kernel-ana")
+                .notebook("ana/secret.ipynb")
+                .job(400),
+        )
+        .processes([worker(401), worker(402)])
+        .process(process(500).uid(0).footprint(8 << 30))
+        .job_of(400, Basis::Pss)
+        .build();
+    let mut working = Working::new(Config::default());
+    let mut state = working.initial_state(None, snap.taken_at);
+    working.record(Arc::new(snap), &mut state);
+    state
+}
+
+#[tokio::test]
+async fn process_rows_carry_their_job_and_a_root_its_members_total_and_basis() {
+    let stranger = || Some(Peer::known(Some(1001)));
+    let a = get_as(job_state(), "/api/v1/processes", stranger()).await;
+    assert_eq!(a.status, StatusCode::OK);
+    let body = a.json();
+    let row = |pid: u64| {
+        body["processes"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["pid"] == pid)
+            .unwrap_or_else(|| panic!("no row for {pid}: {body}"))
+            .clone()
+    };
+    let root = row(400);
+    assert_eq!(root["job"], 400);
+    assert_eq!(root["job_role"], "root");
+    assert_eq!(root["basis"], "pss");
+    assert_eq!(
+        root["job_total"],
+        serde_json::json!({
+            "members": [400, 401, 402],
+            "workers": 2,
+            "footprint": 5u64 << 30,
+            "gpu_memory": null,
+            "basis": "pss",
+        })
+    );
+    let worker = row(401);
+    assert_eq!(
+        (&worker["job"], &worker["job_role"]),
+        (&400.into(), &"worker".into())
+    );
+    assert!(worker["job_total"].is_null());
+    assert_eq!(worker["redacted"], true);
+    assert_eq!(
+        worker["workload"]["evidence"],
+        serde_json::json!(["worker of jupyter kernel 400: its parent"]),
+        "the job's evidence quotes pids and kinds only"
+    );
+    let outside = row(500);
+    assert!(outside["job"].is_null() && outside["job_role"].is_null());
+    assert!(outside["job_total"].is_null());
+    assert_eq!(outside["basis"], "rss");
+    for secret in ["secret.ipynb", "SECRET-ana", "kernel-ana"] {
+        assert!(!a.body.contains(secret), "a stranger sees {secret}");
+    }
+
+    let one = get_as(job_state(), "/api/v1/processes/400", stranger()).await;
+    assert_eq!(one.status, StatusCode::OK);
+    let one = one.json();
+    assert_eq!(
+        one["process"]["job_total"]["members"],
+        serde_json::json!([400, 401, 402])
+    );
+    assert!(!one.to_string().contains("secret.ipynb"));
+    let owner = get_as(
+        job_state(),
+        "/api/v1/processes/400",
+        Some(Peer::known(Some(1000))),
+    )
+    .await
+    .json();
+    assert_eq!(owner["process"]["workload"]["notebook"], "ana/secret.ipynb");
+}
+
+#[tokio::test]
+async fn the_ml_filter_takes_a_jobs_plain_python_workers_along() {
+    let a = get(job_state(), "/api/v1/processes?workload=ml")
+        .await
+        .json();
+    let mut pids: Vec<u64> = a["processes"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["pid"].as_u64())
+        .collect();
+    pids.sort();
+    assert_eq!(pids, [400, 401, 402]);
+    assert_eq!(a["matched"], 3);
+}
+
+#[tokio::test]
+async fn the_snapshot_holds_its_jobs_and_unowned_memory() {
+    let a = get_as(
+        job_state(),
+        "/api/v1/snapshot",
+        Some(Peer::known(Some(1001))),
+    )
+    .await;
+    let snap = a.json();
+    assert_eq!(
+        snap["jobs"],
+        serde_json::json!([{
+            "root": {"pid": 400, "start": 1},
+            "members": [400, 401, 402],
+            "footprint": 5u64 << 30,
+            "gpu_memory": null,
+            "basis": "pss",
+        }])
+    );
+    assert_eq!(snap["unowned"]["known"], false);
+    assert!(!a.body.contains("secret.ipynb"));
 }

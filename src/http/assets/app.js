@@ -3,7 +3,9 @@
 // Data comes only from the daemon that served this page: /api/v1/history for
 // the charts' past, /api/v1/stream (server-sent events, one per sample) for
 // live updates, /api/v1/processes for the table and /api/v1/events for the
-// events panel. Charts are drawn with uPlot (vendored, MIT).
+// events panel. Charts are drawn with uPlot (vendored, MIT). In the table a
+// job's workers follow their root, indented, and a row with the job's total
+// ends the group.
 "use strict";
 
 (function () {
@@ -201,6 +203,7 @@
     $("mem-used").textContent = fmtBytes(m.used) + " of " + fmtBytes(m.total) + " (" + pct(m.used, m.total) + ")";
     $("mem-avail").textContent = fmtBytes(m.available);
     swapTotal = s.swap.total;
+    sampleSource = s.source;
     $("swap").textContent = s.swap.total ? fmtBytes(s.swap.used) + " of " + fmtBytes(s.swap.total) : "none";
     const gpus = s.gpus || [];
     const used = gpus.reduce((a, g) => a + (g.memory_used || 0), 0);
@@ -214,6 +217,7 @@
   // ---- process table ------------------------------------------------------
 
   let rows = [];
+  let sampleSource = "";
   let sortKey = "footprint", sortAsc = false;
   let tableBusy = false, tableAt = 0;
 
@@ -284,43 +288,117 @@
     return td;
   }
 
-  function renderTable() {
+  // How this machine's footprints count shared memory unless a row says
+  // otherwise: only another basis is written beside a footprint.
+  function usualBasis() {
+    return sampleSource === "macos" ? "phys_footprint" : "rss";
+  }
+
+  function footprintText(r) {
+    let t = (r.detail === "estimated" ? "~" : "") + fmtBytes(r.footprint);
+    if (r.basis && r.basis !== usualBasis()) t += " " + r.basis;
+    return t;
+  }
+
+  // Rows in table order: each row that is no listed root's worker, sorted;
+  // a root's workers after it (largest first), then its job's total.
+  function grouped() {
     const f = SORT[sortKey];
-    rows.sort((a, b) => {
+    const roots = new Map();
+    for (const r of rows) if (r.job_role === "root" && r.job_total) roots.set(r.pid, r);
+    const workers = new Map();
+    const heads = [];
+    for (const r of rows) {
+      if (r.job_role === "worker" && roots.has(r.job)) {
+        if (!workers.has(r.job)) workers.set(r.job, []);
+        workers.get(r.job).push(r);
+      } else {
+        heads.push(r);
+      }
+    }
+    heads.sort((a, b) => {
       const x = f(a), y = f(b);
       const c = x < y ? -1 : x > y ? 1 : 0;
       return (sortAsc ? c : -c) || b.footprint - a.footprint || a.pid - b.pid;
     });
+    const out = [];
+    for (const r of heads) {
+      out.push({ kind: "process", r });
+      if (!roots.has(r.pid)) continue;
+      const ws = (workers.get(r.pid) || []).sort((a, b) => b.footprint - a.footprint || a.pid - b.pid);
+      for (const w of ws) out.push({ kind: "worker", r: w });
+      out.push({ kind: "job", r });
+    }
+    return out;
+  }
+
+  function processRow(r, worker) {
+    const tr = document.createElement("tr");
+    tr.dataset.pid = r.pid;
+    const cls = [];
+    if (isMl(r)) cls.push("ml");
+    if (worker) cls.push("worker");
+    if (r.job_role === "root") cls.push("job-root");
+    tr.className = cls.join(" ");
+    cell(tr, (worker ? "└ " : "") + r.pid, "num");
+    if (r.workload.notebook) {
+      const td = cell(tr, r.workload.notebook, "notebook",
+        r.name + " · " + (r.workload.kernel_name || "kernel") + " " + (r.workload.kernel_id || ""));
+      td.dataset.notebook = r.workload.notebook;
+    } else {
+      cell(tr, r.name, worker ? "name" : null, worker ? "worker of " + r.job : null);
+    }
+    cell(tr, r.user || (r.uid != null ? String(r.uid) : "?"));
+    const kind = r.workload.kind + (r.workload.kernel_id ? "*" : "");
+    cell(tr, kind, "workload", (r.workload.evidence || []).join("; "));
+    cell(tr, footprintText(r),
+      "num" + (r.detail === "estimated" ? " est" : ""),
+      "resident " + fmtBytes(r.resident) + (r.swapped != null ? ", swapped " + fmtBytes(r.swapped) : "") +
+      (r.basis ? " · counted by " + r.basis : ""));
+    const g = r.growth_bytes_per_second;
+    cell(tr, fmtRate(g), "num" + (g != null && g >= 1048576 ? " grow" : ""));
+    const eta = r.time_to_exhaustion_seconds;
+    cell(tr, fmtDuration(eta), "num" + (eta != null && eta < 600 ? " eta-soon" : ""));
+    cell(tr, r.gpu_memory != null ? fmtBytes(r.gpu_memory) : "–", "num");
+    cell(tr, ruleText(r));
+    // Another user's command line is hidden from this viewer (as ps hides it).
+    const cmd = (r.argv && r.argv.length) ? r.argv.join(" ") : "[" + r.name + "]";
+    cell(tr, cmd, "command", r.redacted ? "another user's process: its command line is shown to root and its owner only" : cmd);
+    return tr;
+  }
+
+  // The words of a job's total row: "job: kernel + 8 workers".
+  function jobText(root) {
+    const n = root.job_total.workers;
+    const what = root.workload.kind === "jupyter" ? "kernel" : root.name;
+    return "job: " + what + " + " + n + " worker" + (n === 1 ? "" : "s");
+  }
+
+  function jobRow(root) {
+    const t = root.job_total;
+    const tr = document.createElement("tr");
+    tr.className = "job-total";
+    tr.dataset.job = root.pid;
+    cell(tr, "");
+    cell(tr, jobText(root), "job-name");
+    cell(tr, "");
+    cell(tr, "");
+    cell(tr, fmtBytes(t.footprint) + " (" + t.basis + ")", "num",
+      t.basis === "pss" ? "shared pages counted once" : "a page shared by members is counted in each");
+    cell(tr, "–", "num");
+    cell(tr, "–", "num");
+    cell(tr, t.gpu_memory != null ? fmtBytes(t.gpu_memory) : "–", "num");
+    cell(tr, "");
+    cell(tr, "members " + t.members.join(", "), "command");
+    return tr;
+  }
+
+  function renderTable() {
     const tbody = document.querySelector("#procs tbody");
     const frag = document.createDocumentFragment();
-    for (const r of rows) {
-      const tr = document.createElement("tr");
-      tr.dataset.pid = r.pid;
-      if (isMl(r)) tr.className = "ml";
-      cell(tr, String(r.pid), "num");
-      if (r.workload.notebook) {
-        const td = cell(tr, r.workload.notebook, "notebook",
-          r.name + " · " + (r.workload.kernel_name || "kernel") + " " + (r.workload.kernel_id || ""));
-        td.dataset.notebook = r.workload.notebook;
-      } else {
-        cell(tr, r.name);
-      }
-      cell(tr, r.user || (r.uid != null ? String(r.uid) : "?"));
-      const kind = r.workload.kind + (r.workload.kernel_id ? "*" : "");
-      cell(tr, kind, "workload", (r.workload.evidence || []).join("; "));
-      cell(tr, (r.detail === "estimated" ? "~" : "") + fmtBytes(r.footprint),
-        "num" + (r.detail === "estimated" ? " est" : ""),
-        "resident " + fmtBytes(r.resident) + (r.swapped != null ? ", swapped " + fmtBytes(r.swapped) : ""));
-      const g = r.growth_bytes_per_second;
-      cell(tr, fmtRate(g), "num" + (g != null && g >= 1048576 ? " grow" : ""));
-      const eta = r.time_to_exhaustion_seconds;
-      cell(tr, fmtDuration(eta), "num" + (eta != null && eta < 600 ? " eta-soon" : ""));
-      cell(tr, r.gpu_memory != null ? fmtBytes(r.gpu_memory) : "–", "num");
-      cell(tr, ruleText(r));
-      // Another user's command line is hidden from this viewer (as ps hides it).
-      const cmd = (r.argv && r.argv.length) ? r.argv.join(" ") : "[" + r.name + "]";
-      cell(tr, cmd, "command", r.redacted ? "another user's process: its command line is shown to root and its owner only" : cmd);
-      frag.appendChild(tr);
+    for (const g of grouped()) {
+      if (g.kind === "job") frag.appendChild(jobRow(g.r));
+      else frag.appendChild(processRow(g.r, g.kind === "worker"));
     }
     tbody.replaceChildren(frag);
     for (const th of document.querySelectorAll("#procs th")) {
@@ -424,7 +502,15 @@
   window.headroomPage = {
     status,
     events,
-    rows: () => rows.map((r) => ({ pid: r.pid, name: r.name, workload: r.workload.kind })),
+    rows: () => rows.map((r) => ({ pid: r.pid, name: r.name, workload: r.workload.kind,
+                                   job: r.job ?? null, role: r.job_role ?? null, basis: r.basis ?? null })),
+    // The job rows as shown, in table order: root pid and text.
+    jobs: () => Array.from(document.querySelectorAll("#procs tbody tr.job-total")).map((tr) => ({
+      root: +tr.dataset.job,
+      text: tr.textContent,
+      name: tr.children[1].textContent,
+      footprint: tr.children[4].textContent,
+    })),
     // Per chart: how many points the last draw had, and the share of the plot
     // area that has ink on it.
     charts: () => {
