@@ -124,7 +124,11 @@ fn snapshot_lists_a_real_child_that_the_driver_lists() {
     let out = lib.snapshot(&["--json"]);
     let snap: Snapshot = serde_json::from_slice(&out.stdout).unwrap();
 
-    let nvml = &snap.collectors[0];
+    let nvml = snap
+        .collectors
+        .iter()
+        .find(|c| c.name == "nvml")
+        .expect("the nvml collector");
     assert_eq!((nvml.name.as_str(), nvml.up), ("nvml", true));
     assert_eq!(
         nvml.detail,
@@ -219,7 +223,11 @@ fn an_init_failure_is_reported_with_what_to_do() {
     lib.scenario("init 9\n");
     let out = lib.snapshot(&["--json"]);
     let snap: Snapshot = serde_json::from_slice(&out.stdout).unwrap();
-    let nvml = &snap.collectors[0];
+    let nvml = snap
+        .collectors
+        .iter()
+        .find(|c| c.name == "nvml")
+        .expect("the nvml collector");
     assert!(!nvml.up);
     assert_eq!(
         nvml.detail,
