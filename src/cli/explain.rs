@@ -70,6 +70,9 @@ struct ProcessBody {
     process: ProcessRowBody,
     #[serde(default)]
     history: Vec<PointBody>,
+    /// The series of the job's total, for the root of a job with workers.
+    #[serde(default)]
+    job_history: Vec<PointBody>,
 }
 
 #[derive(Deserialize)]
@@ -167,6 +170,21 @@ fn from_daemon(client: &DaemonClient, pid: u32) -> Result<View, String> {
             }],
             ..Snapshot::default()
         });
+    }
+    // The job's total, recorded as a job of the same members (the policy
+    // reads its series by the root's identity).
+    if let Some(job) = snap.job_of(&process).filter(|j| j.root == process.id) {
+        for point in &row.job_history {
+            history.record(&Snapshot {
+                taken_at: point.at,
+                jobs: vec![crate::model::Job {
+                    footprint: point.footprint,
+                    gpu_memory: point.gpu_memory,
+                    ..job.clone()
+                }],
+                ..Snapshot::default()
+            });
+        }
     }
     // The daemon's user: the owner of the socket it listens on, where the
     // OS tells (Linux); else this command's.

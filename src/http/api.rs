@@ -355,6 +355,10 @@ pub struct ProcessDetail {
     pub history: Vec<ProcessPoint>,
     /// Largest footprint seen while tracked.
     pub tracked_peak_footprint: Option<u64>,
+    /// For the root of a job with workers: the series of the job's total
+    /// (members' footprints added up, shared memory counted once), oldest
+    /// first, which rules with `scope = "job"` judge; empty otherwise.
+    pub job_history: Vec<ProcessPoint>,
 }
 
 /// `GET /api/v1/processes/{pid}`: one process of the latest sample with its
@@ -394,6 +398,11 @@ pub async fn process(
                 .map(|t| t.points.iter().copied().collect())
                 .unwrap_or_default(),
             tracked_peak_footprint: track.map(|t| t.peak_footprint),
+            job_history: state
+                .history
+                .job(&p.id)
+                .map(|t| t.points.iter().copied().collect())
+                .unwrap_or_default(),
         };
         let figures = figures(&state, &snap, exhaustion_headroom(&snap), p);
         let permit = gates.large(viewer.key().await).await?;
