@@ -39,6 +39,7 @@ mod actuator;
 mod attacks;
 mod crash_postmortems;
 mod http_router;
+mod jobs;
 mod journal;
 mod jupyter;
 mod jupyter_lookup;
