@@ -1020,6 +1020,8 @@ mod tests {
                 kind,
                 ..ExitCause::default()
             }),
+            job: None,
+            worker_of: None,
         };
         for kind in [
             ExitCauseKind::OomKiller,
