@@ -526,6 +526,94 @@ fn a_kernel_killed_from_outside_gets_a_postmortem_with_an_unknown_cause() {
     );
 }
 
+/// A kernel whose cell left a pool of 4 forked workers holding memory, killed
+/// with them from outside (its process group, as a machine out of memory or
+/// a user's `kill` may end it): one post-mortem, the kernel's, which
+/// summarises its workers; none for the workers.
+#[test]
+fn a_kernel_and_its_workers_end_in_one_postmortem_that_summarises_them() {
+    let jupyter = Jupyter::start();
+    let notebook = "work/pool.ipynb";
+    let (kernel_id, pid) = jupyter.open_notebook(notebook);
+    let sandbox = support::private_dir();
+    let daemon = start_daemon(sandbox.path(), &jupyter, "");
+    let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
+    cells.set_in_kernel(pid, "pass");
+    listed_with_notebook(&daemon, pid, notebook);
+
+    let words = cells.printed_words(
+        "import multiprocessing as mp\n\
+         def hold(i):\n    global block\n    block = b'\\x01' * (64 << 20)\n    time.sleep(600)\n\
+         pool = mp.get_context('fork').Pool(4)\n\
+         pending = pool.map_async(hold, range(4), chunksize=1)\n\
+         print(*(p.pid for p in pool._pool))",
+    );
+    let workers: Vec<u32> = words.iter().map(|w| w.parse().unwrap()).collect();
+    assert_eq!(workers.len(), 4, "{words:?}");
+    for w in &workers {
+        wait_for(
+            "each worker in the kernel's job, holding 64 MiB",
+            Duration::from_secs(30),
+            || {
+                let (status, body) = daemon.get(&format!("/api/v1/processes/{w}"));
+                let v: Value = serde_json::from_str(&body).ok()?;
+                let row = &v["process"];
+                (status == 200 && row["job"] == pid && row["footprint"].as_u64()? >= 64 * MIB)
+                    .then_some(())
+            },
+        );
+    }
+    // The whole group at once, as the kernel's launcher made it.
+    let pgid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap()
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<u32>().ok())
+        .unwrap();
+    assert_eq!(pgid, pid, "the kernel leads its own process group");
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .status();
+
+    let ended = wait_for("the kernel's post-mortem", Duration::from_secs(20), || {
+        journal(sandbox.path())
+            .into_iter()
+            .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid)
+    });
+    assert_eq!(ended["process"]["notebook"], notebook, "{ended}");
+    let job = &ended["job"];
+    assert_eq!(job["workers"], 4, "{ended}");
+    assert_eq!(job["most_workers"], 4, "{ended}");
+    assert_eq!(job["ended_with"], 4, "{ended}");
+    let peak = job["peak_footprint"].as_u64().unwrap();
+    assert!(
+        peak >= 4 * 64 * MIB,
+        "the job's peak {peak} below what its workers held"
+    );
+    assert!(ended.get("worker_of").is_none(), "{ended}");
+    // Their ends are the kernel's: a few samples later, still no
+    // post-mortem of a worker.
+    std::thread::sleep(Duration::from_secs(2));
+    let of_workers: Vec<Value> = journal(sandbox.path())
+        .into_iter()
+        .filter(|e| {
+            e["event"] == "exited"
+                && e["process"]["pid"]
+                    .as_u64()
+                    .is_some_and(|p| workers.iter().any(|w| u64::from(*w) == p))
+        })
+        .collect();
+    assert!(of_workers.is_empty(), "{of_workers:#?}");
+    let lines = headroom_events(sandbox.path());
+    assert!(
+        lines
+            .lines()
+            .any(|l| l.contains(&format!("pid {pid}) ended"))
+                && l.contains("; its job had up to 4 workers and peaked at ")
+                && l.contains("all 4 at its end ended with it")),
+        "{lines}"
+    );
+}
+
 /// The default rule against a cell that would fill the whole machine.
 /// `scripts/test.sh` runs these alone, after the rest of the tier: the cell's
 /// growth rate is what sets the rule off, and a browser or Prometheus started
