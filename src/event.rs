@@ -141,7 +141,32 @@ pub enum EventKind {
         /// written before post-mortems existed.
         #[serde(default)]
         cause: Option<ExitCause>,
+        /// For the root of a job that had workers: the job summarised.
+        /// Absent in journals written before jobs existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<JobEnd>,
+        /// For a worker of a job (reported only when headroom acted on it
+        /// or a record names its end): the job's root, as last seen.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_of: Option<Box<ProcessRef>>,
     },
+}
+
+/// A job's root ended: what its post-mortem says of the job (the root and
+/// the processes below it, see [`crate::model::Job`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEnd {
+    /// Its workers at the root's last live sample.
+    pub workers: u32,
+    /// The most workers it had at once.
+    pub most_workers: u32,
+    /// The largest total footprint of the job (the root and its workers,
+    /// shared pages counted as the job's basis counts them).
+    pub peak_footprint: u64,
+    /// Of the workers at the root's last live sample, those that were gone
+    /// (or dead, not yet collected) when the post-mortem was written; the
+    /// others outlived it.
+    pub ended_with: u32,
 }
 
 impl EventKind {
@@ -374,5 +399,36 @@ mod tests {
             let json = serde_json::to_string(&o).unwrap();
             assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), o);
         }
+    }
+
+    #[test]
+    fn an_exit_written_before_jobs_reads_without_a_job_and_a_job_round_trips() {
+        let old = r#"{"at":5,"event":"exited","process":{"pid":7,"start":1,"name":"python3","user":null,"uid":0,"workload":"jupyter","footprint":10,"kernel_id":null},"last_action":null,"peak_footprint":20,"cause":null}"#;
+        let e: Event = serde_json::from_str(old).unwrap();
+        let EventKind::Exited { job, worker_of, .. } = &e.kind else {
+            panic!("{e:?}")
+        };
+        assert_eq!((job, worker_of), (&None, &None));
+        // Not written where there is nothing to say.
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(
+            !json.contains("\"job\"") && !json.contains("worker_of"),
+            "{json}"
+        );
+
+        let mut with_job = e.clone();
+        if let EventKind::Exited { job, .. } = &mut with_job.kind {
+            *job = Some(JobEnd {
+                workers: 8,
+                most_workers: 8,
+                peak_footprint: 21 << 30,
+                ended_with: 7,
+            });
+        }
+        let v = serde_json::to_value(&with_job).unwrap();
+        assert_eq!(v["job"]["workers"], 8);
+        assert_eq!(v["job"]["ended_with"], 7);
+        let back: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(back, with_job);
     }
 }

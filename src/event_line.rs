@@ -16,6 +16,12 @@
 //! 2026-11-22 14:02:11  post-mortem  train.ipynb (kernel 3f2a…, pid 48113) died: killed by the kernel OOM killer at 41.2 GiB (peak 41.5 GiB), growing 1.3 GiB/s; headroom had sent SIGINT 6.0 s before (rule "notebook-runaway", step 1). How: /dev/kmsg recorded …
 //! ```
 //!
+//! A job's root says what became of its workers (`; its job had up to 8
+//! workers and peaked at 22.1 GiB in all; all 8 at its end ended with
+//! it`), and a worker's post-mortem (written only when headroom acted on it
+//! or a record names its end) says whose worker it was (`python3 (pid
+//! 48120), a worker of train.ipynb (kernel 3f2a…, pid 48113), died: …`).
+//!
 //! The time is passed in already formatted, so the layout is tested without
 //! depending on the machine's time zone; other times are said relative to
 //! the event's.
@@ -26,7 +32,7 @@
 //! [`printable`], and the finished line once more, so a line is one line
 //! and holds no control character, whatever field it came from.
 
-use crate::event::{Event, EventKind, ExitCauseKind, Outcome, ProcessRef};
+use crate::event::{Event, EventKind, ExitCauseKind, JobEnd, Outcome, ProcessRef};
 use crate::report::{format_bytes, printable};
 
 /// The line for `event`, after `time` (the event's time as the reader wants it).
@@ -146,12 +152,21 @@ pub fn postmortem(event: &Event) -> Option<String> {
         last_growth_bytes_per_second,
         headroom_action,
         cause: Some(cause),
+        job,
+        worker_of,
         ..
     } = &event.kind
     else {
         return None;
     };
-    let who = process_label(process);
+    let who = match worker_of {
+        Some(root) => format!(
+            "{}, a worker of {},",
+            process_label(process),
+            process_label(root)
+        ),
+        None => process_label(process),
+    };
     let sizes = format!(
         "at {} (peak {})",
         format_bytes(process.footprint),
@@ -216,11 +231,35 @@ pub fn postmortem(event: &Event) -> Option<String> {
         .as_deref()
         .map(|d| format!(" (\"{}\")", printable(d)))
         .unwrap_or_default();
+    let job = job.as_ref().map(job_words).unwrap_or_default();
     let sentence = format!(
-        "{who} {what}{growth}{acted}. How: {}{detail}",
+        "{who} {what}{growth}{job}{acted}. How: {}{detail}",
         printable(&cause.how)
     );
     Some(printable(&sentence).into_owned())
+}
+
+/// `; its job had up to 8 workers and peaked at 22.1 GiB in all; all 8 at
+/// its end ended with it`: a root's post-mortem on its job.
+fn job_words(job: &JobEnd) -> String {
+    let most = match job.most_workers {
+        1 => "1 worker".to_string(),
+        n => format!("up to {n} workers"),
+    };
+    let end = match (job.workers, job.ended_with) {
+        (0, _) => "none was left at its end".to_string(),
+        (1, 1) => "its 1 worker at its end ended with it".to_string(),
+        (1, _) => "its 1 worker at its end outlived it".to_string(),
+        (n, e) if e >= n => format!("all {n} at its end ended with it"),
+        (n, e) => format!(
+            "{e} of the {n} at its end ended with it, {} outlived it",
+            n - e
+        ),
+    };
+    format!(
+        "; its job had {most} and peaked at {} in all; {end}",
+        format_bytes(job.peak_footprint)
+    )
 }
 
 /// `at X (peak Y)`, or, where the record shows memory was not the reason,
@@ -423,6 +462,8 @@ mod tests {
             last_growth_bytes_per_second: None,
             headroom_action: None,
             cause: None,
+            job: None,
+            worker_of: None,
         });
         assert_eq!(
             render(&exited, "T"),
@@ -461,6 +502,8 @@ mod tests {
                     detail: Some("Out of memory: Killed process 48113 (python3)".into()),
                     ..ExitCause::default()
                 }),
+                job: None,
+                worker_of: None,
             },
         }
     }
@@ -554,6 +597,105 @@ mod tests {
             "T  notify  → \\u{1b}[31mRED\\n\\u{7}<b> (pid 48113, jupyter kernel \\u{1b}]0;…)  \
              rule \"r\": would show \"headroom: r: \\u{1b}[31mRED\\n\\u{7}<b> (pid 48113): big\"  \
              [dry-run]"
+        );
+    }
+
+    #[test]
+    fn a_root_s_postmortem_says_what_became_of_its_workers() {
+        use crate::event::{ExitCause, ExitCauseKind};
+        let mut e = oom_postmortem();
+        if let EventKind::Exited {
+            cause,
+            headroom_action,
+            last_growth_bytes_per_second,
+            job,
+            ..
+        } = &mut e.kind
+        {
+            *cause = Some(ExitCause {
+                kind: ExitCauseKind::Exited,
+                how: "its exit status, read from /proc/48113/stat before its parent collected it: exited with status 0".into(),
+                ..ExitCause::default()
+            });
+            *headroom_action = None;
+            *last_growth_bytes_per_second = None;
+            *job = Some(JobEnd {
+                workers: 8,
+                most_workers: 8,
+                peak_footprint: 22 << 30,
+                ended_with: 8,
+            });
+        }
+        assert_eq!(
+            postmortem(&e).unwrap(),
+            "train.ipynb (kernel 3f2a…, pid 48113) ended: exited by itself at 41.2 GiB (peak \
+             41.5 GiB); its job had up to 8 workers and peaked at 22.0 GiB in all; all 8 at its \
+             end ended with it. How: its exit status, read from /proc/48113/stat before its \
+             parent collected it: exited with status 0"
+        );
+        for (workers, most, ended_with, words) in [
+            (
+                8,
+                9,
+                5,
+                "up to 9 workers and peaked at 22.0 GiB in all; 5 of the 8 at its end ended with it, 3 outlived it",
+            ),
+            (
+                0,
+                4,
+                0,
+                "up to 4 workers and peaked at 22.0 GiB in all; none was left at its end",
+            ),
+            (
+                1,
+                1,
+                0,
+                "1 worker and peaked at 22.0 GiB in all; its 1 worker at its end outlived it",
+            ),
+        ] {
+            if let EventKind::Exited { job: Some(j), .. } = &mut e.kind {
+                (j.workers, j.most_workers, j.ended_with) = (workers, most, ended_with);
+            }
+            let line = postmortem(&e).unwrap();
+            assert!(
+                line.contains(&format!("; its job had {words}. How: ")),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_worker_s_postmortem_names_whose_worker_it_was() {
+        let mut e = oom_postmortem();
+        if let EventKind::Exited {
+            process,
+            worker_of,
+            headroom_action,
+            last_growth_bytes_per_second,
+            peak_footprint,
+            ..
+        } = &mut e.kind
+        {
+            *peak_footprint = 3 << 30;
+            *worker_of = Some(Box::new(process.clone()));
+            *process = ProcessRef {
+                pid: 48120,
+                kernel_id: None,
+                notebook: None,
+                workload: crate::model::WorkloadKind::Python,
+                footprint: 3 << 30,
+                ..kernel()
+            };
+            *headroom_action = None;
+            *last_growth_bytes_per_second = None;
+        }
+        let line = postmortem(&e).unwrap();
+        assert!(
+            line.starts_with(
+                "python3 (pid 48120), a worker of train.ipynb (kernel 3f2a…, pid 48113), died: \
+                 killed by the kernel OOM killer at 3.0 GiB (peak 3.0 GiB). How: "
+            ),
+            "{line}"
         );
     }
 }

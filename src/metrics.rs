@@ -1205,6 +1205,8 @@ mod tests {
                 kind,
                 ..ExitCause::default()
             }),
+            job: None,
+            worker_of: None,
         };
         for kind in [
             ExitCauseKind::OomKiller,

@@ -34,9 +34,15 @@
 //! a moment after the process vanished, or the outcome of a signal headroom
 //! was still delivering, is not missed.
 //!
-//! Children of a watched ML process (DataLoader workers, model-server
-//! workers) come and go with their parent's work: their ends are reported
-//! only when a cause was found or headroom acted on them.
+//! Jobs ([`crate::model::Job`]): the workers of a job (a kernel's forked
+//! pool, DataLoader workers, model-server runners) come and go with its
+//! root's work, so a worker's end is reported only when headroom acted on
+//! it or a record names a direct cause (the OOM killer, jetsam, a crash),
+//! and its post-mortem names whose worker it was. A process once seen as a
+//! worker stays one when its root ends first and it is re-parented. The
+//! root's post-mortem summarises the job instead ([`JobEnd`]): how many
+//! workers it had (at its end, and at most at once), the job's peak total
+//! footprint, and how many of its last workers ended with it.
 //!
 //! Pure: no I/O, no clock. The daemon reads the OS ([`crate::sample::ExitCauses`])
 //! on its blocking thread and hands the result in.
@@ -44,10 +50,12 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use crate::event::{ActionTaken, Event, EventKind, ExitCause, ExitCauseKind, Outcome, ProcessRef};
+use crate::event::{
+    ActionTaken, Event, EventKind, ExitCause, ExitCauseKind, JobEnd, Outcome, ProcessRef,
+};
 use crate::history::{GROWTH_WINDOW, History};
 use crate::model::Action;
-use crate::model::{COMM_LEN, ProcessId, ProcessSample, Snapshot, Timestamp};
+use crate::model::{COMM_LEN, Job, ProcessId, ProcessSample, Snapshot, Timestamp};
 use crate::policy::Decision;
 use crate::sample::{Crash, Ended, GpuFault, Killer, MemoryKill, Observed};
 
@@ -70,8 +78,20 @@ struct Tracked {
     growth: Option<f64>,
     /// headroom decided to act on it.
     acted: bool,
-    /// Its parent is a watched ML process too (a worker).
-    worker: bool,
+    /// The root of the job it is a worker of, as last seen (kept when the
+    /// root ends first).
+    worker_of: Option<ProcessRef>,
+    /// For the root of a job that has had workers: the job so far.
+    job: Option<JobTally>,
+}
+
+/// What a root's post-mortem will say of its job, kept while it lives.
+#[derive(Debug, Clone, Default)]
+struct JobTally {
+    /// The workers' pids at the root's last live sample.
+    workers: Vec<u32>,
+    most_workers: u32,
+    peak_footprint: u64,
 }
 
 /// A process found ended, not yet reported.
@@ -135,7 +155,8 @@ impl PostMortems {
             peak: d.process.footprint,
             growth: None,
             acted: true,
-            worker: false,
+            worker_of: None,
+            job: None,
         });
         t.acted = true;
         if matches!(d.action, Action::Signal { .. }) {
@@ -237,6 +258,8 @@ impl PostMortems {
         self.dead.retain(|id| present.contains(id));
 
         let mut out = Vec::new();
+        // Pids listed alive now, built only when a job's root is reported.
+        let mut alive: Option<HashSet<u32>> = None;
         for mut p in std::mem::take(&mut self.pending) {
             let Some(t) = self.tracked.get(&p.id) else {
                 continue;
@@ -259,9 +282,18 @@ impl PostMortems {
                 self.pending.push(p);
                 continue;
             }
-            let reported = !t.worker || t.acted || direct;
+            let reported = t.worker_of.is_none() || t.acted || direct;
             if reported {
                 let headroom_action = self.last_action.get(&p.id).cloned();
+                let job = t.job.as_ref().filter(|j| j.most_workers > 0).map(|j| {
+                    let alive = alive.get_or_insert_with(|| alive_pids(snap));
+                    JobEnd {
+                        workers: count(j.workers.len()),
+                        most_workers: j.most_workers,
+                        peak_footprint: j.peak_footprint.max(t.peak),
+                        ended_with: count(j.workers.iter().filter(|w| !alive.contains(w)).count()),
+                    }
+                });
                 out.push(Event {
                     at: p.ended_at,
                     kind: EventKind::Exited {
@@ -271,30 +303,50 @@ impl PostMortems {
                         last_growth_bytes_per_second: t.growth,
                         headroom_action,
                         cause: Some(cause),
+                        job,
+                        worker_of: t.worker_of.clone().map(Box::new),
                     },
                 });
             }
             self.forget(&p.id);
         }
 
-        let ml: HashSet<u32> = snap
+        // Roots of jobs are ML processes: the ML ones by pid, for workers to
+        // name their root.
+        let ml: HashMap<u32, &ProcessSample> = snap
             .processes
             .iter()
             .filter(|p| p.workload.is_ml())
-            .map(|p| p.id.pid)
+            .map(|p| (p.id.pid, p))
             .collect();
+        let jobs: HashMap<u32, &Job> = snap.jobs.iter().map(|j| (j.pid(), j)).collect();
         for p in &snap.processes {
-            self.update(p, history, now, &ml);
+            self.update(p, history, now, &ml, &jobs);
         }
         out
     }
 
-    fn update(&mut self, p: &ProcessSample, history: &History, now: Timestamp, ml: &HashSet<u32>) {
+    fn update(
+        &mut self,
+        p: &ProcessSample,
+        history: &History,
+        now: Timestamp,
+        ml: &HashMap<u32, &ProcessSample>,
+        jobs: &HashMap<u32, &Job>,
+    ) {
         if self.dead.contains(&p.id) || self.pending.iter().any(|q| q.id == p.id) {
             return;
         }
         let known = self.tracked.contains_key(&p.id);
-        if !known && !p.workload.is_ml() {
+        // The root of the job it works for: from the jobs where the
+        // snapshot has them, else an ML parent.
+        let root = match p.job {
+            Some(r) if r != p.id.pid => ml.get(&r),
+            Some(_) => None,
+            None if p.ppid != 0 && p.ppid != p.id.pid => ml.get(&p.ppid),
+            None => None,
+        };
+        if !known && !p.workload.is_ml() && root.is_none() {
             return;
         }
         // No memory at all: dead or dying; keep the last live figures.
@@ -308,7 +360,8 @@ impl PostMortems {
             peak: 0,
             growth: None,
             acted: false,
-            worker: false,
+            worker_of: None,
+            job: None,
         });
         t.process = ProcessRef::of(p);
         t.last_alive = now;
@@ -316,7 +369,32 @@ impl PostMortems {
         t.growth = history
             .process(&p.id)
             .and_then(|track| track.growth_bytes_per_second(GROWTH_WINDOW));
-        t.worker = p.ppid != 0 && ml.contains(&p.ppid);
+        if let Some(r) = root {
+            match &mut t.worker_of {
+                Some(w) if w.id() == r.id && w.notebook == r.workload.notebook => {
+                    w.footprint = r.footprint;
+                }
+                slot => *slot = Some(ProcessRef::of(r)),
+            }
+        } else if t.worker_of.is_none() {
+            // A root (a worker re-parented when its root ended stays a
+            // worker): its job so far.
+            let job = jobs
+                .get(&p.id.pid)
+                .filter(|j| j.root == p.id && j.workers() > 0);
+            match (job, &mut t.job) {
+                (Some(j), tally) => {
+                    let tally = tally.get_or_insert_with(JobTally::default);
+                    tally.workers.clear();
+                    tally.workers.extend(j.members.iter().skip(1).copied());
+                    tally.most_workers = tally.most_workers.max(count(j.workers()));
+                    let series_peak = history.job(&p.id).map_or(0, |s| s.peak_footprint);
+                    tally.peak_footprint = tally.peak_footprint.max(j.footprint).max(series_peak);
+                }
+                (None, Some(tally)) => tally.workers.clear(),
+                (None, None) => {}
+            }
+        }
     }
 
     fn forget(&mut self, id: &ProcessId) {
@@ -487,6 +565,20 @@ impl PostMortems {
     }
 }
 
+/// The pids `snap` lists with memory (a zombie has none): alive.
+fn alive_pids(snap: &Snapshot) -> HashSet<u32> {
+    snap.processes
+        .iter()
+        .filter(|p| p.footprint > 0 || p.resident > 0)
+        .map(|p| p.id.pid)
+        .collect()
+}
+
+/// A count as the journal keeps it.
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// Where a record was read, in words: `the kernel log (/dev/kmsg)`, `the
 /// crash report /Library/Logs/DiagnosticReports/….ips`.
 fn witness(source: &str) -> String {
@@ -568,7 +660,9 @@ mod tests {
             }
         }
 
-        fn feed(&mut self, s: Snapshot, observed: Observed) {
+        /// One sample, its jobs assembled as every sampler's are.
+        fn feed(&mut self, mut s: Snapshot, observed: Observed) {
+            crate::sample::jobs::assemble(&mut s);
             self.history.record(&s);
             let out = self.pm.observe(&s, &self.history, observed, SILENCE);
             self.events.extend(out);
@@ -1100,5 +1194,157 @@ mod tests {
         assert!(same_command("ipykernel_launc", "ipykernel_launcher"));
         assert!(same_command("python3", "python3"));
         assert!(!same_command("python3", "python"));
+    }
+
+    /// ada's kernel 42 and `n` workers it forked (pids 43..), each holding
+    /// `each` bytes; the kernel itself holds 1 GiB.
+    fn kernel_and_workers(n: u32, each: u64) -> Vec<ProcessSample> {
+        let mut all = vec![adas_kernel(42, GIB)];
+        for i in 0..n {
+            // A forked copy carries the kernel's command line and id.
+            let mut w = adas_kernel(43 + i, each);
+            w.ppid = 42;
+            w.id.start = 8;
+            all.push(w);
+        }
+        all
+    }
+
+    fn exited(event: &Event) -> (&ProcessRef, Option<&JobEnd>, Option<&ProcessRef>) {
+        match &event.kind {
+            EventKind::Exited {
+                process,
+                job,
+                worker_of,
+                ..
+            } => (process, job.as_ref(), worker_of.as_deref()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_kernel_and_its_workers_end_in_one_postmortem_that_summarises_them() {
+        let mut run = Run::new();
+        for (t, each) in [(0, GIB), (1000, 2 * GIB), (2000, 3 * GIB)] {
+            run.feed(
+                snapshot(t).processes(kernel_and_workers(8, each)).build(),
+                Observed::default(),
+            );
+        }
+        // Three workers end routinely (the pool shrinks): nothing to say.
+        let mut five = kernel_and_workers(8, GIB);
+        five.truncate(6);
+        for t in [3000, 4000] {
+            run.feed(
+                snapshot(t).processes(five.clone()).build(),
+                Observed::default(),
+            );
+        }
+        assert!(run.events.is_empty(), "{:#?}", run.events);
+        // The kernel ends, and four of its five workers with it; the fifth
+        // was re-parented and outlives it.
+        let mut orphan = five[5].clone();
+        orphan.ppid = 1;
+        for t in [5000, 6000] {
+            run.feed(
+                snapshot(t).processes([orphan.clone()]).build(),
+                Observed::default(),
+            );
+        }
+        assert_eq!(run.events.len(), 1, "{:#?}", run.events);
+        let (process, job, worker_of) = exited(&run.events[0]);
+        assert_eq!(process.pid, 42);
+        assert_eq!(process.notebook.as_deref(), Some("train.ipynb"));
+        assert!(worker_of.is_none());
+        assert_eq!(
+            job,
+            Some(&JobEnd {
+                workers: 5,
+                most_workers: 8,
+                peak_footprint: GIB + 8 * 3 * GIB,
+                ended_with: 4,
+            })
+        );
+        let line = crate::event_line::postmortem(&run.events[0]).unwrap();
+        assert!(
+            line.contains("; its job had up to 8 workers and peaked at 25.0 GiB in all; 4 of the 5 at its end ended with it, 1 outlived it"),
+            "{line}"
+        );
+        // The re-parented worker (now a process of its own, with the
+        // kernel's command line) ends routinely: still a worker, no
+        // post-mortem.
+        run.feed(snapshot(7000).build(), Observed::default());
+        run.feed(snapshot(8000).build(), Observed::default());
+        assert_eq!(run.events.len(), 1, "{:#?}", run.events);
+    }
+
+    #[test]
+    fn a_worker_the_oom_killer_took_is_reported_as_the_kernel_s_worker() {
+        let mut run = Run::new();
+        run.feed(
+            snapshot(0).processes(kernel_and_workers(2, GIB)).build(),
+            Observed::default(),
+        );
+        let mut kill = oom_kill(44, 1000);
+        kill.message = "Out of memory: Killed process 44 (python3)".into();
+        let mut left = kernel_and_workers(2, GIB);
+        left.truncate(2);
+        run.feed(
+            snapshot(1000).processes(left).build(),
+            Observed {
+                kills: vec![kill],
+                ..Observed::default()
+            },
+        );
+        assert_eq!(run.cause().kind, ExitCauseKind::OomKiller);
+        let (process, job, worker_of) = exited(&run.events[0]);
+        assert_eq!(process.pid, 44);
+        assert!(process.kernel_id.is_none(), "a worker is not the kernel");
+        assert!(job.is_none());
+        let root = worker_of.expect("whose worker");
+        assert_eq!(
+            (root.pid, root.notebook.as_deref()),
+            (42, Some("train.ipynb"))
+        );
+        let line = crate::event_line::postmortem(&run.events[0]).unwrap();
+        assert!(
+            line.starts_with("python3 (pid 44), a worker of train.ipynb (kernel 3f2a…, pid 42), died: killed by the kernel OOM killer"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_worker_headroom_signalled_is_reported() {
+        let mut run = Run::new();
+        run.feed(
+            snapshot(0).processes(kernel_and_workers(2, GIB)).build(),
+            Observed::default(),
+        );
+        let mut w = kernel_and_workers(2, GIB)[1].clone();
+        w.workload.kernel_id = None;
+        let (mut d, mut e) = sigint_decision(1010);
+        d.process = ProcessRef::of(&w);
+        if let EventKind::Action { process, .. } = &mut e.kind {
+            *process = ProcessRef::of(&w);
+        }
+        run.pm.note_decision(&d, Timestamp(1000));
+        run.pm.note_event(&e);
+        let mut left = kernel_and_workers(2, GIB);
+        left.remove(1);
+        run.feed(snapshot(2000).processes(left).build(), Observed::default());
+        assert_eq!(run.cause().kind, ExitCauseKind::SignalByHeadroom);
+        let (process, _, worker_of) = exited(&run.events[0]);
+        assert_eq!(process.pid, 43);
+        assert_eq!(worker_of.map(|r| r.pid), Some(42));
+    }
+
+    #[test]
+    fn a_kernel_without_workers_says_nothing_of_a_job() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        run.feed(snapshot(3000).build(), Observed::default());
+        run.feed(snapshot(4000).build(), Observed::default());
+        let (_, job, worker_of) = exited(&run.events[0]);
+        assert_eq!((job, worker_of), (None, None));
     }
 }

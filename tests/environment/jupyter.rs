@@ -526,12 +526,113 @@ fn a_kernel_killed_from_outside_gets_a_postmortem_with_an_unknown_cause() {
     );
 }
 
+/// A kernel whose cell left a pool of 4 forked workers holding memory, killed
+/// with them from outside (its process group, as a machine out of memory or
+/// a user's `kill` may end it): one post-mortem, the kernel's, which
+/// summarises its workers; none for the workers.
+#[test]
+fn a_kernel_and_its_workers_end_in_one_postmortem_that_summarises_them() {
+    let jupyter = Jupyter::start();
+    let notebook = "work/pool.ipynb";
+    let (kernel_id, pid) = jupyter.open_notebook(notebook);
+    let sandbox = support::private_dir();
+    let daemon = start_daemon(sandbox.path(), &jupyter, "");
+    let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
+    cells.set_in_kernel(pid, "pass");
+    listed_with_notebook(&daemon, pid, notebook);
+
+    let words = cells.printed_words(
+        "import multiprocessing as mp\n\
+         def hold(i):\n    global block\n    block = b'\\x01' * (64 << 20)\n    time.sleep(600)\n\
+         pool = mp.get_context('fork').Pool(4)\n\
+         pending = pool.map_async(hold, range(4), chunksize=1)\n\
+         print(*(p.pid for p in pool._pool))",
+    );
+    let workers: Vec<u32> = words.iter().map(|w| w.parse().unwrap()).collect();
+    assert_eq!(workers.len(), 4, "{words:?}");
+    for w in &workers {
+        wait_for(
+            "each worker in the kernel's job, holding 64 MiB",
+            Duration::from_secs(30),
+            || {
+                let (status, body) = daemon.get(&format!("/api/v1/processes/{w}"));
+                let v: Value = serde_json::from_str(&body).ok()?;
+                let row = &v["process"];
+                (status == 200 && row["job"] == pid && row["footprint"].as_u64()? >= 64 * MIB)
+                    .then_some(())
+            },
+        );
+    }
+    // The whole group at once, as the kernel's launcher made it.
+    let pgid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap()
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<u32>().ok())
+        .unwrap();
+    assert_eq!(pgid, pid, "the kernel leads its own process group");
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .status();
+
+    let ended = wait_for("the kernel's post-mortem", Duration::from_secs(20), || {
+        journal(sandbox.path())
+            .into_iter()
+            .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid)
+    });
+    assert_eq!(ended["process"]["notebook"], notebook, "{ended}");
+    let job = &ended["job"];
+    assert_eq!(job["workers"], 4, "{ended}");
+    assert_eq!(job["most_workers"], 4, "{ended}");
+    assert_eq!(job["ended_with"], 4, "{ended}");
+    let peak = job["peak_footprint"].as_u64().unwrap();
+    assert!(
+        peak >= 4 * 64 * MIB,
+        "the job's peak {peak} below what its workers held"
+    );
+    assert!(ended.get("worker_of").is_none(), "{ended}");
+    // Their ends are the kernel's: a few samples later, still no
+    // post-mortem of a worker.
+    std::thread::sleep(Duration::from_secs(2));
+    let of_workers: Vec<Value> = journal(sandbox.path())
+        .into_iter()
+        .filter(|e| {
+            e["event"] == "exited"
+                && e["process"]["pid"]
+                    .as_u64()
+                    .is_some_and(|p| workers.iter().any(|w| u64::from(*w) == p))
+        })
+        .collect();
+    assert!(of_workers.is_empty(), "{of_workers:#?}");
+    let lines = headroom_events(sandbox.path());
+    assert!(
+        lines
+            .lines()
+            .any(|l| l.contains(&format!("pid {pid}) ended"))
+                && l.contains("; its job had up to 4 workers and peaked at ")
+                && l.contains("all 4 at its end ended with it")),
+        "{lines}"
+    );
+}
+
 /// The default rule against a cell that would fill the whole machine.
 /// `scripts/test.sh` runs these alone, after the rest of the tier: the cell's
 /// growth rate is what sets the rule off, and a browser or Prometheus started
 /// beside it on a 2-core machine can slow it below the rule's threshold.
 mod whole_machine {
     use super::*;
+
+    use std::sync::{Mutex, MutexGuard};
+
+    /// One test at a time: each sizes its growth from the memory available
+    /// when it starts, and each daemon's default rule covers every kernel
+    /// on the machine, the other test's too.
+    static MACHINE: Mutex<()> = Mutex::new(());
+
+    fn one_at_a_time() -> MutexGuard<'static, ()> {
+        MACHINE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 
     /// Available memory and free swap, from `/proc/meminfo`. Their sum is
     /// what the default rule's `time_to_exhaustion` measures growth against.
@@ -545,6 +646,69 @@ mod whole_machine {
                 .unwrap_or_else(|| panic!("no {key} in /proc/meminfo"))
         };
         (kib("MemAvailable:") * 1024, kib("SwapFree:") * 1024)
+    }
+
+    /// How many processes the kernel's OOM killer has killed since boot
+    /// (`oom_kill` in `/proc/vmstat`).
+    fn oom_kills() -> u64 {
+        std::fs::read_to_string("/proc/vmstat")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("an oom_kill line in /proc/vmstat")
+    }
+
+    /// The embedded default config (`headroom print-config`), with only the
+    /// journal put in `journal_file` and `jupyter`'s runtime directory read:
+    /// its rules are the default rules.
+    fn default_config(journal_file: &Path, jupyter: &Jupyter) -> String {
+        let set = |text: &str, from: &str, to: String| {
+            assert!(
+                text.contains(from),
+                "the default config no longer has {from:?}"
+            );
+            text.replacen(from, &to, 1)
+        };
+        let config = set(
+            headroom::config::DEFAULT_TOML,
+            "# journal = \"/var/lib/headroom/journal.jsonl\"",
+            format!("journal = \"{}\"", journal_file.display()),
+        );
+        set(
+            &config,
+            "runtime_dirs = []",
+            format!("runtime_dirs = [\"{}\"]", jupyter.runtime().display()),
+        )
+    }
+
+    /// The pids whose parent is `pid`, from `/proc/PID/stat`.
+    fn children_of(pid: u32) -> Vec<u32> {
+        let mut children = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().map_while(Result::ok) {
+            let Some(child) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // The fields after the command, which is in parentheses.
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            if after.split_whitespace().nth(1) == Some(pid.to_string().as_str()) {
+                children.push(child);
+            }
+        }
+        children
+    }
+
+    /// Kills a kernel's children when dropped, pass or fail, so that no
+    /// worker of a failed test holds memory for the tests after it.
+    struct KillChildren(u32);
+
+    impl Drop for KillChildren {
+        fn drop(&mut self) {
+            for child in children_of(self.0) {
+                kill(child, "KILL");
+            }
+        }
     }
 
     /// The kernel's owner, from `/proc/PID/status`.
@@ -566,31 +730,14 @@ mod whole_machine {
     /// kernel under the user's daemon.
     #[test]
     fn the_embedded_default_interrupts_a_runaway_cell_in_roots_kernel() {
+        let _machine = one_at_a_time();
         let jupyter = Jupyter::start();
         let notebook = "work/keras.ipynb";
         let (kernel_id, pid) = jupyter.open_notebook(notebook);
         let me = headroom::sys::this_process::effective_uid();
         assert_eq!(uid_of(pid), me, "the kernel runs as the tests' user");
         let sandbox = support::private_dir();
-        let journal_file = sandbox.path().join("journal.jsonl");
-        let default = headroom::config::DEFAULT_TOML;
-        let set = |text: &str, from: &str, to: String| {
-            assert!(
-                text.contains(from),
-                "the default config no longer has {from:?}"
-            );
-            text.replacen(from, &to, 1)
-        };
-        let config = set(
-            default,
-            "# journal = \"/var/lib/headroom/journal.jsonl\"",
-            format!("journal = \"{}\"", journal_file.display()),
-        );
-        let config = set(
-            &config,
-            "runtime_dirs = []",
-            format!("runtime_dirs = [\"{}\"]", jupyter.runtime().display()),
-        );
+        let config = default_config(&sandbox.path().join("journal.jsonl"), &jupyter);
         let daemon = Daemon::start(sandbox.path(), &config);
         let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
 
@@ -670,6 +817,195 @@ mod whole_machine {
                 .iter()
                 .any(|e| e["event"] == "limit-held-not-acting" && e["process"]["pid"] == pid),
             "{events:#?}"
+        );
+        assert!(
+            !events
+                .iter()
+                .any(|e| e["event"] == "exited" && e["process"]["pid"] == pid),
+            "the kernel survived: {events:#?}"
+        );
+    }
+
+    /// The issue's notebook, on the embedded default config: a cell forks 8
+    /// workers with the fork start method (as a `DataLoader` does on Linux),
+    /// each growing at a pace that, all together, would use up available
+    /// memory in about 30 s, and each stopping far below every per-process
+    /// limit of the default rules (a sixth of available memory). The job is
+    /// what runs the machine out: the default notebook rule judges the
+    /// kernel on its job's total and interrupts the kernel, not a worker;
+    /// the cell ends with KeyboardInterrupt, its pool tears the workers
+    /// down, the kernel keeps its variables, and the OOM killer never acts.
+    ///
+    /// Each worker also stops growing once available memory falls below a
+    /// tenth of what it was, so a failing test leaves the machine room.
+    #[test]
+    fn the_embedded_default_interrupts_the_kernel_whose_forked_workers_run_the_machine_out() {
+        let _machine = one_at_a_time();
+        let jupyter = Jupyter::start();
+        let notebook = "work/loader.ipynb";
+        let (kernel_id, pid) = jupyter.open_notebook(notebook);
+        let _workers = KillChildren(pid);
+        let sandbox = support::private_dir();
+        let config = default_config(&sandbox.path().join("journal.jsonl"), &jupyter);
+        let daemon = Daemon::start(sandbox.path(), &config);
+        let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
+
+        cells.set_in_kernel(pid, "model = {'layers': 12, 'note': 'survives'}");
+        listed_with_notebook(&daemon, pid, notebook);
+
+        let (available, _) = available_and_free_swap();
+        let workers = 8u64;
+        let seconds = 30;
+        let rate = available / seconds / workers;
+        let cap = available / 6;
+        let floor = available / 10;
+        let oom_before = oom_kills();
+        let cell = format!(
+            r#"import multiprocessing as mp
+n, rate, cap, floor = {workers}, {rate}, {cap}, {floor}
+ctx = mp.get_context('fork')
+held = ctx.Array('q', n, lock=False)
+worker_pids = ctx.Array('q', n, lock=False)
+floored = ctx.Array('b', n, lock=False)
+
+def available():
+    with open('/proc/meminfo') as f:
+        for line in f:
+            if line.startswith('MemAvailable:'):
+                return int(line.split()[1]) * 1024
+
+def grow(i):
+    worker_pids[i] = os.getpid()
+    chunk = max(rate // 10, 1 << 20)
+    blocks = []
+    start = time.monotonic()
+    while held[i] < cap:
+        if available() < floor:
+            floored[i] = 1
+            break
+        blocks.append(b'\x01' * chunk)
+        held[i] += chunk
+        ahead = held[i] / rate - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    time.sleep(20)
+    return held[i]
+
+at_interrupt = None
+try:
+    with ctx.Pool(n) as pool:
+        pool.map(grow, range(n), chunksize=1)
+    print('not interrupted after', sum(held), 'bytes')
+except KeyboardInterrupt:
+    at_interrupt = sum(held)
+    raise
+"#
+        );
+        let runaway = cells.run(&cell, Duration::from_secs(150));
+        let oom_after = oom_kills();
+        assert_eq!(
+            runaway["ename"],
+            "KeyboardInterrupt",
+            "the default rule's SIGINT interrupts the cell whose {workers} workers grow at {} \
+             MiB/s each toward {} MiB each ({} MiB available): {runaway}",
+            rate / MIB,
+            cap / MIB,
+            available / MIB
+        );
+
+        // The same kernel, with the earlier cell's variable; the pool's
+        // workers were torn down, and none had reached the floor.
+        let words = cells.printed_words(
+            "import gc; gc.collect()\n\
+             print(model['note'], model['layers'], os.getpid(), at_interrupt >> 20, \
+             sum(floored), len(mp.active_children()), *worker_pids)",
+        );
+        assert_eq!(words[..2], ["survives", "12"], "{words:?}");
+        assert_eq!(words[2], pid.to_string(), "the kernel was not restarted");
+        let held_mib: u64 = words[3].parse().unwrap();
+        assert_eq!(
+            words[4],
+            "0",
+            "the signal came only after available memory fell below {} MiB, with {held_mib} \
+             MiB held by the workers",
+            floor / MIB
+        );
+        assert_eq!(words[5], "0", "the pool's workers are gone: {words:?}");
+        let worker_pids: Vec<u32> = words[6..].iter().map(|w| w.parse().unwrap()).collect();
+        assert_eq!(worker_pids.len(), 8, "{words:?}");
+        assert!(
+            worker_pids.iter().all(|w| *w != 0 && *w != pid),
+            "{worker_pids:?}"
+        );
+        assert!(
+            held_mib * MIB < available - floor,
+            "interrupted at {held_mib} MiB, with less than a tenth of available memory left"
+        );
+        wait_for("the workers gone", Duration::from_secs(20), || {
+            worker_pids
+                .iter()
+                .all(|w| !Path::new(&format!("/proc/{w}")).exists())
+                .then_some(())
+        });
+        assert_eq!(
+            oom_after, oom_before,
+            "the kernel's OOM killer acted while the workers grew"
+        );
+
+        // The journal: the SIGINT went to the kernel, none to a worker; the
+        // crossing names the notebook and the job's total; no post-mortem of
+        // the kernel (it survived) nor of its workers (their end is routine).
+        let events = wait_for("the SIGINT in the journal", Duration::from_secs(10), || {
+            let events = journal(sandbox.path());
+            events
+                .iter()
+                .any(|e| e["event"] == "action" && e["action"] == "SIGINT")
+                .then_some(events)
+        });
+        let sigints: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["event"] == "action" && e["action"] == "SIGINT")
+            .collect();
+        assert_eq!(sigints.len(), 1, "one SIGINT: {sigints:#?}");
+        let action = sigints[0];
+        assert_eq!(action["rule"], "notebook-runaway", "{action}");
+        assert_eq!(action["outcome"], "done", "{action}");
+        assert_eq!(action["process"]["pid"], pid, "{action}");
+        assert_eq!(action["process"]["notebook"], notebook, "{action}");
+        let on_a_worker = |e: &&Value| {
+            e["process"]["pid"]
+                .as_u64()
+                .is_some_and(|p| worker_pids.iter().any(|w| u64::from(*w) == p))
+        };
+        let about_workers: Vec<&Value> = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e["event"].as_str(),
+                    Some("action" | "skipped" | "limit-crossed" | "exited")
+                )
+            })
+            .filter(on_a_worker)
+            .collect();
+        assert!(about_workers.is_empty(), "{about_workers:#?}");
+        let crossed = events
+            .iter()
+            .find(|e| {
+                e["event"] == "limit-crossed"
+                    && e["rule"] == "notebook-runaway"
+                    && e["process"]["pid"] == pid
+            })
+            .unwrap_or_else(|| panic!("the kernel's crossing: {events:#?}"));
+        assert_eq!(crossed["process"]["notebook"], notebook, "{crossed}");
+        let detail = crossed["detail"].as_str().unwrap();
+        let members: usize = detail
+            .split_once("job of ")
+            .and_then(|(_, rest)| rest.split_once(" ("))
+            .and_then(|(n, _)| n.parse().ok())
+            .unwrap_or_else(|| panic!("no job total in {detail:?}"));
+        assert!(
+            members >= 9,
+            "the kernel and its 8 workers counted together: {detail}"
         );
         assert!(
             !events
