@@ -376,6 +376,10 @@ pub struct ProcessSample {
     /// for a root); `None` outside every job.
     #[serde(default)]
     pub job: Option<u32>,
+    /// Forked from its parent and not exec'd since (Linux `PF_FORKNOEXEC`):
+    /// a copy of its parent's program, not a program of its own.
+    #[serde(default)]
+    pub forked: bool,
     pub workload: Workload,
 }
 
@@ -403,6 +407,7 @@ impl ProcessSample {
             basis: Basis::Rss,
             held_open: 0,
             job: None,
+            forked: false,
             workload: Workload::default(),
         }
     }

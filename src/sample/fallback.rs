@@ -234,6 +234,7 @@ impl Sampler for SysinfoSampler {
                 basis: crate::model::Basis::Rss,
                 held_open: 0,
                 job: None,
+                forked: false,
                 workload,
             });
         }

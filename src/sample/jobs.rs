@@ -57,6 +57,11 @@ pub fn assemble(snap: &mut Snapshot) {
     }
     for p in &mut snap.processes {
         p.job = None;
+        // A forked copy of a kernel is not the kernel, even once its
+        // kernel has ended and it was re-parented.
+        if p.forked && p.workload.kind == WorkloadKind::Jupyter {
+            not_a_kernel(p);
+        }
     }
     let mut jobs = Vec::with_capacity(members.len());
     for (root, mut list) in members {
@@ -156,11 +161,18 @@ fn mark_worker(p: &mut ProcessSample, root: u32, root_words: &str) {
     w.evidence
         .push(format!("{WORKER_EVIDENCE}{root_words}: {parent}"));
     if w.kind == WorkloadKind::Jupyter {
-        w.kind = worker_kind(w, &p.name);
-        w.kernel_id = None;
-        w.notebook = None;
-        w.kernel_name = None;
+        not_a_kernel(p);
     }
+}
+
+/// A process that carries a kernel's command line without being the
+/// kernel: classified by what else it runs.
+fn not_a_kernel(p: &mut ProcessSample) {
+    let w = &mut p.workload;
+    w.kind = worker_kind(w, &p.name);
+    w.kernel_id = None;
+    w.notebook = None;
+    w.kernel_name = None;
 }
 
 /// What a forked worker of a kernel is, without the kernel's connection
@@ -385,6 +397,18 @@ mod tests {
             s.process(21).unwrap().workload.kind,
             WorkloadKind::LlmServer
         );
+    }
+
+    #[test]
+    fn a_forked_copy_of_a_kernel_is_not_a_kernel_once_orphaned() {
+        let mut orphan = kernel(300).ppid(1).kernel_id("abc").build();
+        orphan.forked = true;
+        let mut s = snapshot(0).process(orphan).build();
+        assemble(&mut s);
+        let p = s.process(300).unwrap();
+        assert_eq!(p.workload.kind, WorkloadKind::Python);
+        assert_eq!(p.workload.kernel_id, None);
+        assert!(s.jobs.is_empty(), "plain Python starts no job");
     }
 
     #[test]

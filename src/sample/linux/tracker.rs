@@ -501,6 +501,7 @@ impl Tracker {
                 basis,
                 held_open: 0,
                 job: None,
+                forked: t.forked,
                 workload: t.workload.clone(),
             });
         }

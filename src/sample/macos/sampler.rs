@@ -362,6 +362,7 @@ impl MacSampler {
                 basis: crate::model::Basis::PhysFootprint,
                 held_open: 0,
                 job: None,
+                forked: false,
                 workload: k.workload.clone(),
             };
             sample.user = uid.and_then(|uid| self.users.name(&uid));
