@@ -38,6 +38,13 @@ const MAX_DEPTH: usize = 256;
 /// reclassify the forked workers of Jupyter kernels, and list the jobs
 /// with their totals in `snap.jobs`, largest first.
 pub fn assemble(snap: &mut Snapshot) {
+    // A forked copy of a kernel is not the kernel, even once its kernel has
+    // ended and it was re-parented.
+    for p in &mut snap.processes {
+        if p.forked && p.workload.kind == WorkloadKind::Jupyter {
+            not_a_kernel(p);
+        }
+    }
     let index: HashMap<u32, usize> = snap
         .processes
         .iter()
@@ -57,11 +64,6 @@ pub fn assemble(snap: &mut Snapshot) {
     }
     for p in &mut snap.processes {
         p.job = None;
-        // A forked copy of a kernel is not the kernel, even once its
-        // kernel has ended and it was re-parented.
-        if p.forked && p.workload.kind == WorkloadKind::Jupyter {
-            not_a_kernel(p);
-        }
     }
     let mut jobs = Vec::with_capacity(members.len());
     for (root, mut list) in members {
