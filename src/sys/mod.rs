@@ -21,6 +21,8 @@
 //! - [`this_process`]: headroom's own effective uid (every privilege
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
+//! - [`shm`]: the pure parsers of memory no process owns (SysV segments,
+//!   tmpfs mounts, shared mappings and memfds).
 //! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` socket
 //!   layouts behind [`sockets`] on macOS (the layouts and their reading
 //!   exist everywhere, so that they are tested everywhere).
@@ -43,6 +45,7 @@ pub mod passwd;
 pub mod process_owner;
 pub mod procfs;
 pub mod residency;
+pub mod shm;
 pub mod sock_diag;
 pub mod sockets;
 pub mod state_dirs;
