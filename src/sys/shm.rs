@@ -141,6 +141,16 @@ pub fn parse_mountinfo_tmpfs(text: &str) -> Vec<TmpfsMount> {
     out
 }
 
+/// Every mount point of a `mountinfo`, unescaped: a walk of one tmpfs
+/// must not descend into another file system mounted below it (a FUSE
+/// mount can make a `stat` wait on its daemon).
+pub fn parse_mount_points(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|point| PathBuf::from(unescape_octal(point)))
+        .collect()
+}
+
 /// `major:minor` in the given radix (10 in `mountinfo`, 16 in `maps`).
 fn parse_dev(text: &str, radix: u32) -> Option<Dev> {
     let (major, minor) = text.split_once(':')?;
@@ -249,13 +259,12 @@ pub fn parse_maps_line(line: &[u8]) -> Option<MappedFile<'_>> {
 pub fn parse_maps_files(data: &[u8]) -> Vec<MappedFile<'_>> {
     let mut out: Vec<MappedFile<'_>> = Vec::new();
     for line in data.split(|b| *b == b'\n') {
-        if let Some(m) = parse_maps_line(line) {
-            if out
+        if let Some(m) = parse_maps_line(line)
+            && out
                 .last()
                 .is_none_or(|last| (last.dev, last.inode) != (m.dev, m.inode))
-            {
-                out.push(m);
-            }
+        {
+            out.push(m);
         }
     }
     out
@@ -391,6 +400,14 @@ mod tests {
         assert_eq!(mounts.len(), 1);
         assert_eq!(mounts[0].mount_point, PathBuf::from("/mnt/my dir"));
         assert_eq!(mounts[0].dev, (0, 50));
+    }
+
+    #[test]
+    fn every_mount_point_is_listed() {
+        let points = parse_mount_points(&fixture("mountinfo"));
+        assert_eq!(points.len(), 19);
+        assert!(points.contains(&PathBuf::from("/dev/pts")));
+        assert!(points.contains(&PathBuf::from("/sys/fs/cgroup/memory")));
     }
 
     #[test]
