@@ -49,3 +49,4 @@ mod recorded_traces;
 mod replay;
 mod service;
 mod system_probe;
+mod unowned;

@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use headroom::model::{
-    Basis, Job, ProcessId, SysvSegment, TmpfsFile, Unowned,
-    CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Pressure,
-    PressureLevel, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory, Timestamp, build,
+    Basis, CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Job,
+    Pressure, PressureLevel, ProcessId, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory,
+    SysvSegment, Timestamp, TmpfsFile, Unowned, build,
 };
 use headroom::sample::replay::{ReplaySampler, TraceWriter, read_trace};
 use headroom::sample::{SampleError, Sampler};
