@@ -588,6 +588,7 @@ fn file(
         user: uid.and_then(|uid| users.name(&uid)),
         mapped_by: r.map(|r| capped(&r.mapped_by)).unwrap_or_default(),
         open_by: r.map(|r| capped(&r.open_by)).unwrap_or_default(),
+        redacted: false,
     }
 }
 
