@@ -1,9 +1,11 @@
 //! Human-readable rendering of snapshots for the terminal: sizes in binary
 //! units, a summary of the machine's memory, and the process table that
-//! `headroom snapshot` prints. [`rate_limit`] keeps a recurring condition
+//! `headroom snapshot` prints, with memory no process owns below it
+//! (`report/unowned.rs`). [`rate_limit`] keeps a recurring condition
 //! from flooding the log.
 
 pub mod rate_limit;
+mod unowned;
 
 use std::fmt::Write as _;
 
@@ -63,6 +65,7 @@ pub fn render_snapshot(snap: &Snapshot, opts: TableOptions) -> String {
     render_summary(&mut out, snap);
     out.push('\n');
     render_processes(&mut out, snap, opts);
+    unowned::render_unowned(&mut out, snap);
     out
 }
 

@@ -46,6 +46,9 @@
 //!   per process that maps it and can hide unmapped memory behind
 //!   memory mapped many times.
 //!
+//! The first scan gets [`FIRST_BUDGET`] instead, so that the first sample
+//! (`headroom snapshot` takes only one) has the figures.
+//!
 //! Between scans the last result is carried: [`Unowned::known`] stays true
 //! with the figures of the last complete scan, and the `held_open` of a
 //! process is that of the last scan, applied while the process keeps its
@@ -76,6 +79,9 @@ use crate::sys::shm::{self, Dev, FdTarget, TmpfsMount};
 
 /// The most time one full tick spends on the scan.
 pub const STEP_BUDGET: Duration = Duration::from_millis(20);
+/// The first scan's budget: the first tick (the daemon's start, or the
+/// one sample of `headroom snapshot`) waits for a complete figure.
+pub const FIRST_BUDGET: Duration = Duration::from_secs(1);
 /// How far `Shmem` must move, or exceed the processes' `RssShmem`, to call
 /// for a scan.
 pub const MARGIN: u64 = 64 << 20;
@@ -226,7 +232,12 @@ impl UnownedScan {
             )));
         }
         if let Some(run) = self.run.as_mut() {
-            let deadline = now + self.budget;
+            let budget = if self.completed == 0 {
+                FIRST_BUDGET
+            } else {
+                self.budget
+            };
+            let deadline = now + budget;
             if run.step(&self.root, deadline)
                 && let Some(run) = self.run.take()
             {
