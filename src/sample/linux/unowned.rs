@@ -440,8 +440,11 @@ impl Run {
             for entry in fds.take(MAX_FDS) {
                 let Ok(entry) = entry else { continue };
                 let link = entry.path();
-                let Ok(target) = fs::read_link(&link) else {
-                    continue;
+                let target = match fs::read_link(&link) {
+                    Ok(target) => target,
+                    // Denied for one fd, denied for all (ptrace access).
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => break,
+                    Err(_) => continue,
                 };
                 let target = target.as_os_str().as_bytes();
                 let points: Vec<&[u8]> = self.mount_points.iter().map(Vec::as_slice).collect();
