@@ -47,20 +47,20 @@ pub fn render_unowned(out: &mut String, snap: &Snapshot) {
     for f in files {
         let _ = writeln!(
             out,
-            "{:>10}  {:<40} {:<10} {}",
+            "{:>10}  {:<40} {:<16} {}",
             format_bytes(f.bytes),
             truncate(&printable(&f.path), 40),
-            truncate(&owner(f.user.as_deref(), f.uid), 10),
+            truncate(&owner(f.user.as_deref(), f.uid), 16),
             held(f)
         );
     }
     for s in orphans {
         let _ = writeln!(
             out,
-            "{:>10}  {:<40} {:<10} orphan: ipcrm -m {} frees it",
+            "{:>10}  {:<40} {:<16} orphan: ipcrm -m {} frees it",
             format_bytes(s.bytes),
             format!("SysV segment {} (key {:#010x})", s.id, s.key),
-            truncate(&owner(s.user.as_deref(), s.uid), 10),
+            truncate(&owner(s.user.as_deref(), s.uid), 16),
             s.id
         );
     }
