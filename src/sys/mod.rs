@@ -22,7 +22,9 @@
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
 //! - [`shm`]: the pure parsers of memory no process owns (SysV segments,
-//!   tmpfs mounts, shared mappings and memfds).
+//!   tmpfs mounts, shared mappings and memfds); on Linux
+//!   `linux_ffi_statx.rs` `stat`s the files it finds from cached
+//!   attributes only, so that a FUSE file system cannot stall it.
 //! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` socket
 //!   layouts behind [`sockets`] on macOS (the layouts and their reading
 //!   exist everywhere, so that they are tested everywhere).
@@ -31,6 +33,8 @@ pub mod accounts;
 pub mod fd_limit;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_ffi_sock_diag;
+#[cfg(target_os = "linux")]
+pub(crate) mod linux_ffi_statx;
 pub mod macos_acl;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos_ffi_acl;

@@ -8,7 +8,10 @@
 //!   one walk per device, never following a symlink and never descending
 //!   into another mount. A file holds its allocated blocks (`st_blocks` ×
 //!   512), not its apparent size: a sparse 5 GiB file of which nothing was
-//!   written holds nothing.
+//!   written holds nothing. Every `stat` of the scan is a `statx` from
+//!   cached attributes (`sys/linux_ffi_statx.rs`): a user's FUSE mount on
+//!   a file or directory in `/dev/shm`, or behind a descriptor, cannot make
+//!   it wait.
 //! - **Who maps or holds them**: for each process, the targets of
 //!   `/proc/[pid]/fd/*` that are memfds (`/memfd:NAME`) or lie under a
 //!   tmpfs mount point (each `stat`ed through the link: device, inode,
@@ -68,12 +71,12 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{self, ReadDir};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{ProcessId, ProcessSample, SysvSegment, TmpfsFile, Unowned};
 use crate::sample::user_names::{PasswdFile, UserNames};
+use crate::sys::linux_ffi_statx::statx_cached;
 use crate::sys::procfs;
 use crate::sys::shm::{self, Dev, FdTarget, TmpfsMount};
 
@@ -373,26 +376,33 @@ impl Run {
                 continue;
             };
             let path = entry.path();
-            if kind.is_dir() {
+            if !(kind.is_dir() || kind.is_file()) || self.all_mounts.contains(&path) {
+                continue;
+            }
+            // From cached attributes, never following a symlink: a file or
+            // directory someone mounted FUSE on since mountinfo was read
+            // shows another device, and is left alone.
+            let Ok(st) = statx_cached(&path, false) else {
+                continue;
+            };
+            if st.dev != dev {
+                continue;
+            }
+            if st.is_dir {
                 if depth + 1 < MAX_DEPTH
-                    && !self.all_mounts.contains(&path)
                     && let Ok(sub) = fs::read_dir(&path)
                 {
                     self.stack.push((sub, depth + 1, dev));
                 }
-            } else if kind.is_file() {
-                // fstatat(AT_SYMLINK_NOFOLLOW) in std's DirEntry::metadata.
-                let Ok(meta) = entry.metadata() else {
-                    continue;
-                };
-                let bytes = meta.blocks().saturating_mul(512);
-                if bytes == 0 || shm::split_dev(meta.dev()) != dev {
+            } else if st.is_file {
+                let bytes = st.blocks.saturating_mul(512);
+                if bytes == 0 {
                     continue;
                 }
                 self.walked.push(Walked {
-                    key: (dev, meta.ino()),
+                    key: (dev, st.ino),
                     bytes,
-                    uid: meta.uid(),
+                    uid: st.uid,
                     path: Some(shm::display_path(path.as_os_str().as_bytes())),
                 });
                 // Paths only for the largest: the others need none.
@@ -451,21 +461,23 @@ impl Run {
                 let Some(kind) = shm::classify_fd_target(target, &points) else {
                     continue;
                 };
-                // stat through the link: the open file itself.
-                let Ok(meta) = fs::metadata(&link) else {
+                // stat through the link: the open file itself, from cached
+                // attributes (the path is the holder's to choose: it may
+                // lead into a FUSE mount in another mount namespace).
+                let Ok(st) = statx_cached(&link, true) else {
                     continue;
                 };
-                if !meta.is_file() {
+                if !st.is_file {
                     continue;
                 }
-                let key = (shm::split_dev(meta.dev()), meta.ino());
+                let key = (st.dev, st.ino);
                 if open.contains(&key) {
                     continue;
                 }
                 open.push(key);
                 let r = self.refs.entry(key).or_default();
-                r.bytes = meta.blocks().saturating_mul(512);
-                r.uid = Some(meta.uid());
+                r.bytes = st.blocks.saturating_mul(512);
+                r.uid = Some(st.uid);
                 if r.path.is_none() {
                     r.path = Some(match kind {
                         FdTarget::Memfd(name) => {
