@@ -1,7 +1,8 @@
 //! Memory no process owns and memory held open without a mapping, as the
 //! real Linux sampler sees them on this machine: a memfd a child holds open
 //! and never maps (its `held_open`, in its footprint), a `/dev/shm` file
-//! nobody maps or holds (`tmpfs_bytes`), and an orphaned SysV segment.
+//! nobody maps or holds (`tmpfs_bytes`), a `/dev/shm` file this process
+//! maps (`mapped_by`, not unowned), and an orphaned SysV segment.
 #![cfg(target_os = "linux")]
 
 use std::fs;
@@ -13,7 +14,7 @@ use headroom::model::Snapshot;
 use headroom::sample::Sampler;
 use headroom::sample::linux::LinuxSampler;
 
-use crate::support::sys::{SysvSegment, memfd};
+use crate::support::sys::{SharedMapping, SysvSegment, memfd};
 
 const MIB: u64 = 1 << 20;
 
@@ -131,6 +132,40 @@ fn a_dev_shm_file_nobody_maps_is_unowned() {
     assert_eq!(file.uid, Some(headroom::sys::this_process::effective_uid()));
     assert!(u.tmpfs_bytes >= 16 * MIB, "tmpfs_bytes {}", u.tmpfs_bytes);
     assert!(u.bytes() >= 16 * MIB);
+}
+
+#[test]
+fn a_dev_shm_file_this_process_maps_is_mapped_by_it() {
+    const BYTES: usize = 8 << 20;
+    let path =
+        PathBuf::from("/dev/shm").join(format!("headroom-test-mapped-{}", std::process::id()));
+    let Ok(file) = fs::File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+    else {
+        eprintln!("skipped: /dev/shm is not writable here");
+        return;
+    };
+    let _removed = Removed(path.clone());
+    file.set_len(BYTES as u64).expect("size the file");
+    let _mapping = SharedMapping::of(&file, BYTES);
+    // Mapped, and no longer open.
+    drop(file);
+
+    let mut sampler = LinuxSampler::new("/proc");
+    let snap = sample_until_scanned(&mut sampler);
+    let shown = path.display().to_string();
+    let f = snap
+        .unowned
+        .tmpfs_files
+        .iter()
+        .find(|f| f.path == shown)
+        .unwrap_or_else(|| panic!("{shown} not among {:?}", snap.unowned.tmpfs_files));
+    assert_eq!(f.bytes, BYTES as u64);
+    assert!(f.mapped_by.contains(&std::process::id()), "{f:?}");
+    assert!(!f.open_by.contains(&std::process::id()), "{f:?}");
 }
 
 #[test]

@@ -82,3 +82,51 @@ impl Drop for SysvSegment {
         unsafe { libc::shmctl(self.id, libc::IPC_RMID, std::ptr::null_mut()) };
     }
 }
+
+/// A shared mapping of a whole file, every page touched; unmapped when
+/// dropped.
+#[cfg(target_os = "linux")]
+pub struct SharedMapping {
+    at: *mut libc::c_void,
+    len: usize,
+}
+
+#[cfg(target_os = "linux")]
+impl SharedMapping {
+    /// Map `len` bytes of `file` (`MAP_SHARED`, read and write) and write
+    /// to every page.
+    pub fn of(file: &std::fs::File, len: usize) -> Self {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a new mapping at an address the kernel picks, of a file
+        // descriptor that is open for the duration of the call; the result
+        // is checked against MAP_FAILED before use.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert!(
+            at != libc::MAP_FAILED,
+            "mmap: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: `at` points at `len` writable bytes of the mapping just
+        // made, which nothing else refers to.
+        unsafe { std::ptr::write_bytes(at.cast::<u8>(), 0x5a, len) };
+        Self { at, len }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: the address and length of the mapping made in `of`, not
+        // used after this.
+        unsafe { libc::munmap(self.at, self.len) };
+    }
+}
