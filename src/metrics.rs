@@ -18,7 +18,8 @@
 //! footprint counts shared memory (`rss`, `pss`, `phys_footprint`) is an
 //! info series beside the figures, so that a change of basis does not start
 //! a new footprint series. A kernel's `notebook` label is shown only to a
-//! reader allowed to see it ([`render_for`]; the HTTP server decides who is).
+//! reader allowed to see it ([`render_for`]; the HTTP server decides who is),
+//! and so is the path of a tmpfs file no user could list (see [`unowned`]).
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
@@ -26,7 +27,7 @@ use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 
 use crate::event::ExitCauseKind;
 use crate::history::{GROWTH_WINDOW, exhaustion_headroom, time_to_exhaustion};
-use crate::model::{Job, PressureLevel, ProcessSample, Snapshot, WorkloadKind};
+use crate::model::{HIDDEN_PATH, Job, PressureLevel, ProcessSample, Snapshot, WorkloadKind};
 use crate::state::{DurationHistogram, State};
 
 /// The `Content-Type` of [`render`]'s output.
@@ -75,6 +76,7 @@ pub fn registry_for(
         processes(&reg, state, snap, shows)?;
         jobs(&reg, state, snap, shows)?;
         workloads(&reg, snap)?;
+        unowned(&reg, snap, shows)?;
     }
     actions(&reg, state)?;
     Ok(reg)
@@ -502,6 +504,81 @@ fn gpus(reg: &Registry, snap: &Snapshot) -> prometheus::Result<()> {
     Ok(())
 }
 
+/// Series per tmpfs file and per SysV segment: the largest this many.
+pub const UNOWNED_SERIES: usize = 10;
+
+/// Memory no process owns, where the sampler read it: the totals, and the
+/// largest tmpfs files and SysV segments (at most [`UNOWNED_SERIES`] each)
+/// with their owner. A file's `path` is shown only where any user could
+/// list it (directly in `/dev/shm`) or `shows` its owner; files whose
+/// labels then coincide add up in one series.
+fn unowned(
+    reg: &Registry,
+    snap: &Snapshot,
+    shows: &dyn Fn(Option<u32>) -> bool,
+) -> prometheus::Result<()> {
+    let u = &snap.unowned;
+    if !u.known {
+        return Ok(());
+    }
+    single(
+        reg,
+        "headroom_unowned_tmpfs_bytes",
+        "Bytes in tmpfs files (/dev/shm, other tmpfs mounts) that no process maps or holds open: no process can free them by ending.",
+        u.tmpfs_bytes as f64,
+    )?;
+    single(
+        reg,
+        "headroom_unowned_sysv_orphan_bytes",
+        "Bytes in SysV shared memory segments no process is attached to (ipcrm -m ID frees one).",
+        u.sysv_orphan_bytes as f64,
+    )?;
+    let files = gauge(
+        reg,
+        "headroom_tmpfs_file_bytes",
+        "Memory held by the largest tmpfs files and memfds, by path, owner and who holds it (mapped, open: held open without a mapping, nobody, hidden: not shown to this reader).",
+        &["path", "user", "held"],
+    )?;
+    for f in u.tmpfs_files.iter().take(UNOWNED_SERIES) {
+        let visible = shows(f.uid) && !f.redacted;
+        let path = if visible || f.listed_for_anyone() {
+            f.path.as_str()
+        } else {
+            HIDDEN_PATH
+        };
+        let held = if !visible {
+            "hidden"
+        } else if !f.mapped_by.is_empty() {
+            "mapped"
+        } else if !f.open_by.is_empty() {
+            "open"
+        } else {
+            "nobody"
+        };
+        let uid = f.uid.map(|u| u.to_string()).unwrap_or_default();
+        let user = f.user.as_deref().unwrap_or(&uid);
+        files
+            .with_label_values(&[path, user, held])
+            .add(f.bytes as f64);
+    }
+    let segments = gauge(
+        reg,
+        "headroom_sysv_segment_bytes",
+        "Memory held by the largest SysV shared memory segments, by id, owner and whether no process is attached (orphan).",
+        &["id", "user", "orphan"],
+    )?;
+    for s in u.sysv_segments.iter().take(UNOWNED_SERIES) {
+        let id = s.id.to_string();
+        let uid = s.uid.map(|u| u.to_string()).unwrap_or_default();
+        let user = s.user.as_deref().unwrap_or(&uid);
+        let orphan = if s.orphan() { "true" } else { "false" };
+        segments
+            .with_label_values(&[id.as_str(), user, orphan])
+            .set(s.bytes as f64);
+    }
+    Ok(())
+}
+
 /// The processes that get their own series: ML workloads, largest first, at
 /// most `cap`.
 pub fn exported_processes(snap: &Snapshot, cap: usize) -> Vec<&ProcessSample> {
@@ -850,6 +927,83 @@ mod tests {
 
     fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
         text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    fn with_unowned(known: bool) -> Snapshot {
+        let file = |path: &str, uid: u32, mapped_by: Vec<u32>| TmpfsFile {
+            path: path.into(),
+            bytes: 5 << 30,
+            uid: Some(uid),
+            user: Some(format!("u{uid}").into()),
+            mapped_by,
+            open_by: Vec::new(),
+            redacted: false,
+        };
+        machine(0)
+            .unowned(Unowned {
+                known,
+                tmpfs_bytes: 10 << 30,
+                sysv_orphan_bytes: 1 << 20,
+                tmpfs_files: vec![
+                    file("/dev/shm/blob", 1001, Vec::new()),
+                    file("/run/user/1001/secret", 1001, Vec::new()),
+                    file("/dev/shm/torch_1", 1000, vec![42]),
+                ],
+                sysv_segments: vec![SysvSegment {
+                    key: 0,
+                    id: 7,
+                    bytes: 1 << 20,
+                    uid: Some(1001),
+                    user: Some("u1001".into()),
+                    attached: 0,
+                    creator_pid: 5,
+                    last_pid: 5,
+                }],
+            })
+            .build()
+    }
+
+    #[test]
+    fn memory_no_process_owns_names_its_owners() {
+        let text = render(&state_with(vec![with_unowned(true)], 50)).unwrap();
+        assert_eq!(
+            line(&text, "headroom_unowned_tmpfs_bytes "),
+            Some("headroom_unowned_tmpfs_bytes 10737418240")
+        );
+        assert!(text.contains("headroom_unowned_sysv_orphan_bytes 1048576"));
+        assert!(text.contains(
+            r#"headroom_tmpfs_file_bytes{held="nobody",path="/dev/shm/blob",user="u1001"} 5368709120"#
+        ));
+        assert!(text.contains(
+            r#"headroom_tmpfs_file_bytes{held="mapped",path="/dev/shm/torch_1",user="u1000"}"#
+        ));
+        assert!(
+            text.contains(
+                r#"headroom_sysv_segment_bytes{id="7",orphan="true",user="u1001"} 1048576"#
+            )
+        );
+    }
+
+    #[test]
+    fn another_user_s_unlisted_tmpfs_paths_are_hidden_from_a_reader() {
+        let state = state_with(vec![with_unowned(true)], 50);
+        let text = render_for(&state, &|uid| uid == Some(1000)).unwrap();
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.contains(
+            r#"headroom_tmpfs_file_bytes{held="hidden",path="/dev/shm/blob",user="u1001"}"#
+        ));
+        assert!(text.contains(&format!(
+            r#"headroom_tmpfs_file_bytes{{held="hidden",path="{HIDDEN_PATH}",user="u1001"}}"#
+        )));
+        // The reader's own file, with who maps it.
+        assert!(text.contains(r#"held="mapped",path="/dev/shm/torch_1""#));
+    }
+
+    #[test]
+    fn unread_unowned_memory_exports_nothing() {
+        let text = render(&state_with(vec![with_unowned(false)], 50)).unwrap();
+        assert!(!text.contains("headroom_unowned_"));
+        assert!(!text.contains("headroom_tmpfs_file_bytes"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ mod job;
 mod shared;
 pub use action::{Action, SignalName};
 pub use check::{Check, CheckStatus};
-pub use job::{Basis, Job, SysvSegment, TmpfsFile, Unowned};
+pub use job::{Basis, HIDDEN_PATH, Job, SysvSegment, TmpfsFile, Unowned};
 pub use shared::{Argv, SharedStr};
 
 /// Wall-clock instant, milliseconds since the Unix epoch.

@@ -2,10 +2,12 @@
 //! units, a summary of the machine's memory, and the process table that
 //! `headroom snapshot` and `headroom status` print: each job's workers
 //! listed under its root, with the job's total, and each footprint with its
-//! counting basis where that is not the OS's usual one. [`rate_limit`]
+//! counting basis where that is not the OS's usual one, and memory no
+//! process owns below it (`report/unowned.rs`). [`rate_limit`]
 //! keeps a recurring condition from flooding the log.
 
 pub mod rate_limit;
+mod unowned;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -66,6 +68,7 @@ pub fn render_snapshot(snap: &Snapshot, opts: TableOptions) -> String {
     render_summary(&mut out, snap);
     out.push('\n');
     render_processes(&mut out, snap, opts);
+    unowned::render_unowned(&mut out, snap);
     out
 }
 

@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use super::ApiError;
 use super::gates::Permit;
-use super::viewer::{Sight, redact_process};
+use super::viewer::{Sight, redact_process, redact_unowned};
 use crate::model::{ProcessSample, Snapshot};
 use crate::state::{EncodedSnapshot, JsonForm, SnapshotJson};
 
@@ -52,7 +52,7 @@ struct Head<'a> {
     pressure: &'a crate::model::Pressure,
     gpus: &'a [crate::model::GpuDevice],
     jobs: &'a [crate::model::Job],
-    unowned: &'a crate::model::Unowned,
+    unowned: std::borrow::Cow<'a, crate::model::Unowned>,
     errors: &'a crate::model::CollectorErrors,
     collectors: &'a [crate::model::CollectorStatus],
     notes: &'a [String],
@@ -85,7 +85,11 @@ pub fn encode(snap: &Arc<Snapshot>, form: JsonForm) -> EncodedSnapshot {
         pressure,
         gpus,
         jobs,
-        unowned,
+        // Shared by every viewer who is not shown everything.
+        unowned: match form {
+            JsonForm::Full => std::borrow::Cow::Borrowed(unowned),
+            JsonForm::Redacted => std::borrow::Cow::Owned(redact_unowned(unowned)),
+        },
         errors,
         collectors,
         notes,
@@ -411,6 +415,39 @@ mod tests {
             assert_eq!(p["redacted"], true);
         }
         assert_eq!(v["source"], "test");
+    }
+
+    #[tokio::test]
+    async fn memory_no_process_owns_is_redacted_for_viewers_who_do_not_see_everything() {
+        let file = |path: &str| crate::model::TmpfsFile {
+            path: path.into(),
+            bytes: 1 << 30,
+            uid: Some(1001),
+            user: None,
+            mapped_by: Vec::new(),
+            open_by: vec![11],
+            redacted: false,
+        };
+        let mut snap = (*owned_by(&[0, 1001])).clone();
+        snap.unowned = crate::model::Unowned {
+            known: true,
+            tmpfs_bytes: 1 << 30,
+            tmpfs_files: vec![file("/dev/shm/blob"), file("memfd:secret-name")],
+            ..Default::default()
+        };
+        let snap = Arc::new(snap);
+        let (v, _) = document(&snap, Sight::Everything).await;
+        assert_eq!(v["unowned"]["tmpfs_files"][1]["path"], "memfd:secret-name");
+        assert_eq!(v["unowned"]["tmpfs_files"][1]["open_by"][0], 11);
+        for sight in [Sight::Own(1001), Sight::Nothing] {
+            let (v, _) = document(&snap, sight).await;
+            let files = &v["unowned"]["tmpfs_files"];
+            assert_eq!(files[0]["path"], "/dev/shm/blob");
+            assert_eq!(files[1]["path"], crate::model::HIDDEN_PATH);
+            assert_eq!(files[1]["open_by"], serde_json::json!([]));
+            assert_eq!(files[1]["redacted"], true);
+            assert_eq!(v["unowned"]["tmpfs_bytes"], 1u64 << 30);
+        }
     }
 
     #[tokio::test]

@@ -16,6 +16,16 @@
 //! (not on loopback, a platform without the table, a failed lookup) is
 //! treated as an unprivileged stranger.
 //!
+//! Memory no process owns ([`redact_unowned`]): every user can list
+//! `/dev/shm` and read `/proc/sysvipc/shm`, so their names, owners and sizes
+//! stay; a path in another tmpfs directory (which may be readable by its
+//! owner only) and a memfd's name (seen only through its holder's file
+//! descriptors) become [`HIDDEN_PATH`], and which processes map or hold a
+//! file (their file descriptors and mappings, which the OS hides from
+//! other users) is left out, with `"redacted": true` on the file. The
+//! redacted form is shared by every viewer who does not see everything,
+//! so it hides those paths from their owners too.
+//!
 //! Hook arguments in `/api/v1/config` (webhook URLs, tokens) are hidden from
 //! everyone, root included: a config file readable only by root must not
 //! become readable through the port.
@@ -30,7 +40,7 @@ use tokio::sync::OnceCell;
 
 use crate::config::Config;
 use crate::event::{Event, EventKind, ProcessRef};
-use crate::model::{Action, Argv, ProcessSample, Workload};
+use crate::model::{Action, Argv, HIDDEN_PATH, ProcessSample, TmpfsFile, Unowned, Workload};
 
 /// What replaces each hidden hook argument.
 pub const REDACTED: &str = "[redacted]";
@@ -206,6 +216,29 @@ pub fn redact_process(p: &ProcessSample) -> ProcessSample {
     }
 }
 
+/// `u` as a viewer who does not see everything may see it (see the module
+/// doc).
+pub fn redact_unowned(u: &Unowned) -> Unowned {
+    Unowned {
+        tmpfs_files: u
+            .tmpfs_files
+            .iter()
+            .map(|f| TmpfsFile {
+                path: if f.listed_for_anyone() {
+                    f.path.clone()
+                } else {
+                    HIDDEN_PATH.to_owned()
+                },
+                mapped_by: Vec::new(),
+                open_by: Vec::new(),
+                redacted: true,
+                ..f.clone()
+            })
+            .collect(),
+        ..u.clone()
+    }
+}
+
 fn redact_workload(w: &Workload) -> Workload {
     Workload {
         kernel_id: None,
@@ -324,6 +357,46 @@ mod tests {
                 ],
             })
             .build()
+    }
+
+    #[test]
+    fn unowned_memory_keeps_what_anyone_can_list() {
+        let file = |path: &str| TmpfsFile {
+            path: path.into(),
+            bytes: 5 << 30,
+            uid: Some(1001),
+            user: Some("bob".into()),
+            mapped_by: vec![77],
+            open_by: vec![78],
+            redacted: false,
+        };
+        let u = Unowned {
+            known: true,
+            tmpfs_bytes: 5 << 30,
+            sysv_orphan_bytes: 1 << 20,
+            tmpfs_files: vec![
+                file("/dev/shm/blob"),
+                file("/run/user/1001/secret-name"),
+                file("memfd:torch-secret"),
+                file("/dev/shm/private-dir/x"),
+            ],
+            sysv_segments: Vec::new(),
+        };
+        let r = redact_unowned(&u);
+        let paths: Vec<&str> = r.tmpfs_files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/dev/shm/blob", HIDDEN_PATH, HIDDEN_PATH, HIDDEN_PATH]
+        );
+        for f in &r.tmpfs_files {
+            assert!(f.redacted);
+            assert!(f.mapped_by.is_empty() && f.open_by.is_empty());
+            assert!(!f.held_by_nobody(), "hidden holders are not \"nobody\"");
+            assert_eq!((f.bytes, f.uid), (5 << 30, Some(1001)));
+        }
+        assert_eq!((r.tmpfs_bytes, r.sysv_orphan_bytes), (5 << 30, 1 << 20));
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(!json.contains("secret"), "{json}");
     }
 
     #[test]

@@ -114,6 +114,33 @@ pub struct TmpfsFile {
     /// Pids that hold it open without mapping it.
     #[serde(default)]
     pub open_by: Vec<u32>,
+    /// Shown to a viewer who may not see all of it: its path (unless
+    /// [`TmpfsFile::listed_for_anyone`]) and the pids that map or hold it
+    /// (the OS hides other users' file descriptors and mappings) are left
+    /// out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+}
+
+/// What replaces a tmpfs path a viewer could not list.
+pub const HIDDEN_PATH: &str = "(hidden path)";
+
+impl TmpfsFile {
+    /// Its path is one any local user can list: an entry directly in
+    /// `/dev/shm`, a world-writable sticky directory (`ls -ls /dev/shm`
+    /// shows every file's name, owner and blocks). Paths in other tmpfs
+    /// directories may sit in directories only their owner can read, and a
+    /// memfd's name is seen only through its holder's file descriptors.
+    pub fn listed_for_anyone(&self) -> bool {
+        self.path
+            .strip_prefix("/dev/shm/")
+            .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+    }
+
+    /// Nobody maps it or holds it open (as far as the viewer may see).
+    pub fn held_by_nobody(&self) -> bool {
+        self.mapped_by.is_empty() && self.open_by.is_empty() && !self.redacted
+    }
 }
 
 /// A System V shared memory segment (`/proc/sysvipc/shm`).

@@ -21,6 +21,10 @@
 //! - [`this_process`]: headroom's own effective uid (every privilege
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
+//! - [`shm`]: the pure parsers of memory no process owns (SysV segments,
+//!   tmpfs mounts, shared mappings and memfds); on Linux
+//!   `linux_ffi_statx.rs` `stat`s the files it finds from cached
+//!   attributes only, so that a FUSE file system cannot stall it.
 //! - [`macos_libproc`]: the libproc calls and `bsd/sys/proc_info.h` socket
 //!   layouts behind [`sockets`] on macOS (the layouts and their reading
 //!   exist everywhere, so that they are tested everywhere).
@@ -31,6 +35,8 @@ pub mod fd_limit;
 pub mod ffi_fork;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_ffi_sock_diag;
+#[cfg(target_os = "linux")]
+pub(crate) mod linux_ffi_statx;
 pub mod macos_acl;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos_ffi_acl;
@@ -45,6 +51,7 @@ pub mod passwd;
 pub mod process_owner;
 pub mod procfs;
 pub mod residency;
+pub mod shm;
 pub mod sock_diag;
 pub mod sockets;
 pub mod state_dirs;

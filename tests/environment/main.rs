@@ -52,3 +52,4 @@ mod service;
 mod soak;
 mod status_page_browser;
 mod thrash;
+mod unowned;

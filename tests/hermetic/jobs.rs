@@ -241,6 +241,7 @@ fn blob() -> Unowned {
             user: Some("mallory".into()),
             mapped_by: Vec::new(),
             open_by: Vec::new(),
+            redacted: false,
         }],
         sysv_segments: Vec::new(),
     }

@@ -50,3 +50,4 @@ mod recorded_traces;
 mod replay;
 mod service;
 mod system_probe;
+mod unowned;

@@ -118,6 +118,7 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
                 user: Some("mallory".into()),
                 mapped_by: Vec::new(),
                 open_by: Vec::new(),
+                redacted: false,
             }],
             sysv_segments: vec![SysvSegment {
                 key: 0x1234,

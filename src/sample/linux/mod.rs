@@ -8,8 +8,10 @@
 //! This file wires the parts together. Each has its own file: the per-process
 //! state and the full tick (`tracker.rs`), the light tick (`light_tick.rs`),
 //! the reads of one process (`process_reads.rs`, through `proc_reader.rs`),
-//! library scans of Python processes (`library_rescan.rs`), and user names
-//! (the shared [`crate::sample::user_names`], from `/etc/passwd`).
+//! library scans of Python processes (`library_rescan.rs`), memory no
+//! process owns and memory held open without a mapping (`unowned.rs`, on
+//! full ticks, rarely and within a time budget), and user names (the shared
+//! [`crate::sample::user_names`], from `/etc/passwd`).
 //!
 //! # The per-process hot path
 //!
@@ -95,12 +97,13 @@ mod sys;
 mod system_files;
 pub mod threads;
 mod tracker;
+mod unowned;
 pub mod zombie;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::model::{CollectorErrors, Snapshot, Timestamp};
+use crate::model::{CollectorErrors, Snapshot, Timestamp, Unowned};
 use crate::sample::user_names::{PasswdFile, UserNames};
 use crate::sample::{SampleError, Sampler};
 
@@ -108,21 +111,25 @@ use proc_reader::ProcReader;
 use process_reads::Io;
 use tracker::Tracker;
 pub use tracker::{TOP_EXACT, VERIFY_PERIOD};
+use unowned::UnownedScan;
 
 /// Samples a Linux machine through a `/proc` tree.
 #[derive(Debug)]
 pub struct LinuxSampler {
     io: Io,
     tracker: Tracker,
+    unowned: UnownedScan,
 }
 
 impl LinuxSampler {
     /// A sampler reading the `/proc` tree at `root` (`/proc` in production,
     /// a fixture tree in tests). User names come from `/etc/passwd`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
         Self {
+            unowned: UnownedScan::new(root.clone()),
             io: Io {
-                reader: ProcReader::new(root.into()),
+                reader: ProcReader::new(root),
                 page_size: sys::page_size(),
                 clock_ticks: sys::clock_ticks(),
                 boot_time: None,
@@ -152,6 +159,30 @@ impl LinuxSampler {
         self.tracker.tracked.len()
     }
 
+    /// How many scans of memory no process owns have completed (they run
+    /// now and then, on full ticks: see `sample/linux/unowned.rs`).
+    pub fn unowned_scans(&self) -> u64 {
+        self.unowned.completed()
+    }
+
+    /// Scan memory no process owns now, from start to end, whatever the
+    /// schedule and the per-tick budget, for the processes of the last
+    /// tick; the next snapshots carry its result. For the benchmark and
+    /// tests: the daemon leaves it to the schedule.
+    pub fn scan_unowned(&mut self) {
+        let ids: Vec<_> = self
+            .tracker
+            .tracked
+            .iter()
+            .filter(|(_, t)| !t.kernel_thread && t.seen >= self.tracker.listed_at)
+            .map(|(pid, t)| crate::model::ProcessId {
+                pid: *pid,
+                start: t.start,
+            })
+            .collect();
+        self.unowned.scan_now(&ids, &mut self.io.users);
+    }
+
     /// One tick: full, or light with the `watched` pids re-read (the first
     /// tick is full whatever is asked).
     fn take(&mut self, light: Option<&[u32]>) -> Result<Snapshot, SampleError> {
@@ -162,7 +193,8 @@ impl LinuxSampler {
         let mut errors = CollectorErrors::default();
         let system = self.io.read_system(&mut errors)?;
         self.tracker.sample(&mut self.io, light, &mut errors);
-        let processes = self.tracker.build_processes(self.io.page_size);
+        let mut processes = self.tracker.build_processes(self.io.page_size);
+        let unowned = self.unowned_tick(light.is_none(), &mut processes, system.memory.shmem);
         Ok(Snapshot {
             taken_at,
             source: self.name().to_owned(),
@@ -173,11 +205,39 @@ impl LinuxSampler {
             gpus: Vec::new(),
             processes,
             jobs: Vec::new(),
-            unowned: Default::default(),
+            unowned,
             errors,
             collectors: self.tracker.pss_budget.status().into_iter().collect(),
             notes: Vec::new(),
         })
+    }
+}
+
+impl LinuxSampler {
+    /// Memory no process owns: the scan advances on full ticks (within its
+    /// budget), and every tick carries the last complete result, the
+    /// processes' `held_open` included.
+    fn unowned_tick(
+        &mut self,
+        full: bool,
+        processes: &mut [crate::model::ProcessSample],
+        shmem: Option<u64>,
+    ) -> Unowned {
+        if !full {
+            return self.unowned.carry(processes);
+        }
+        // RssShmem of each process's last `status` read: pages mapped by
+        // several processes count in each.
+        let listed_at = self.tracker.listed_at;
+        let mapped_shmem = self
+            .tracker
+            .tracked
+            .values()
+            .filter(|t| t.seen >= listed_at)
+            .filter_map(|t| t.status.and_then(|s| s.rss_shmem))
+            .fold(0u64, u64::saturating_add);
+        self.unowned
+            .tick(processes, shmem, mapped_shmem, &mut self.io.users)
     }
 }
 
