@@ -17,6 +17,9 @@
 //! figure at the signal is the last reading before the hog's signal line
 //! arrived. Other processes move `MemAvailable` too, so a quiet machine
 //! matters.
+//! On a VM whose `MemAvailable` lags allocation (as in the run recorded in
+//! `BENCHMARKS.md`) those columns are not usable; the time from the hog's
+//! start to the signal is.
 //!
 //! For comparison the same daemon, rule and link with a hog that grows on
 //! its own, unforked, at 800 MiB/s: the per-process path (its RSS moves).
