@@ -484,3 +484,45 @@ fn copy_on_write_by_forked_children_grows_their_total_without_moving_rss() {
         "{rss_first} -> {rss_last}"
     );
 }
+
+#[test]
+fn children_forked_between_full_ticks_do_not_count_their_parents_pages_again() {
+    // A launcher (the hog linked as torchrun: ML work) holding 512 MiB
+    // forks four children; a light tick sees them first.
+    let dir = crate::support::private_dir();
+    let link = dir.path().join("torchrun");
+    std::os::unix::fs::symlink(HOG, &link).unwrap();
+    let mut sampler = LinuxSampler::new("/proc");
+    sampler.sample().unwrap();
+    let mut hog = Running::hog(&link, &["--max", "512MiB", "--fork", "4"]);
+    let mut pids = vec![hog.pid()];
+    for _ in 0..4 {
+        let line = hog.expect_line("forked pid=");
+        pids.push(
+            line.trim_start_matches("forked pid=")
+                .trim()
+                .parse()
+                .unwrap(),
+        );
+    }
+    let total = |snap: &Snapshot| -> u64 {
+        pids.iter()
+            .map(|&p| snap.process(p).map_or(0, |p| p.footprint))
+            .sum()
+    };
+    let light = sampler.sample_light(&[]).unwrap();
+    for &kid in &pids[1..] {
+        let p = light
+            .process(kid)
+            .expect("a light tick lists new processes");
+        assert_eq!(p.basis, Basis::Pss, "{kid}");
+    }
+    // RssAnon would say five times 512 MiB.
+    let seen = total(&light);
+    assert!(seen < 600 << 20, "{} MiB", seen >> 20);
+    assert!(seen > 500 << 20, "{} MiB", seen >> 20);
+    // The next full tick reads the family's shares.
+    let full = sampler.sample().unwrap();
+    let read = total(&full);
+    assert!(read < 600 << 20 && read > 500 << 20, "{} MiB", read >> 20);
+}

@@ -166,6 +166,9 @@ impl Io {
         if let Some(status) = status {
             self.set_status(&mut t, status, tick);
         }
+        if forked {
+            t.fork_baseline = Some(t.own_footprint(tick, self.page_size).0);
+        }
         let wants_scan = workload::wants_library_scan(&ProcessFacts {
             name: &t.name,
             exe: t.exe.as_deref(),

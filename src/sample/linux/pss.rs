@@ -24,6 +24,17 @@
 //!   the cost of a family is predicted from its members' resident size and
 //!   the cost per KiB measured on the reads so far, families with a member
 //!   never read go first, then the one read longest ago;
+//! - the reads are made by a thread of their own ([`PssWorker`]): a full
+//!   tick hands it the families due and takes the answers up at a later
+//!   tick, so a read of a large family (440 ms for 23 GiB resident) never
+//!   holds up a sample or an action; only the first reads are waited for
+//!   (at most [`FIRST_WAIT`]), so that a one-shot sample counts shared
+//!   memory once;
+//! - a child forked since the last full tick, its share not read yet,
+//!   counts only what it added since it was first seen: the pages it
+//!   shares are its parent's, whose share still holds them whole. Counted
+//!   whole in the child too, a job would seem to double the moment its
+//!   workers fork, and a job limit would fire at the fork;
 //! - between reads each member's figure follows its own cheap reads: the
 //!   share read plus the change in its `RssAnon + RssShmem + VmSwap` since
 //!   (a new private page is counted whole in both). Pages turned from
@@ -32,6 +43,9 @@
 //!   read of the family shows them.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
 use crate::model::CollectorStatus;
@@ -173,11 +187,100 @@ struct Family {
     oldest: u64,
 }
 
+/// The thread that reads `smaps_rollup`, so that a read of a large family
+/// (hundreds of milliseconds for tens of GiB) never holds up a sample: the
+/// sampler hands it the pids of the families due and takes its answers up
+/// on a later tick.
+#[derive(Debug)]
+pub(super) struct PssWorker {
+    requests: SyncSender<Vec<u32>>,
+    replies: Receiver<Vec<Reply>>,
+    /// A request is being read: no other is sent until it is answered.
+    in_flight: bool,
+}
+
+/// One process as the worker read it.
+#[derive(Debug)]
+struct Reply {
+    pid: u32,
+    /// Its start time from `stat`, read just before: the tracker applies
+    /// the share only to the same identity.
+    start: Option<u64>,
+    pss: Option<procfs::Pss>,
+    /// Its RssAnon + RssShmem + VmSwap from `status`, read just after.
+    own: Option<u64>,
+    took: Duration,
+}
+
+/// Most bytes read of one small `/proc` file (`stat`, `status`,
+/// `smaps_rollup` are a few KiB at most).
+const SMALL_FILE: u64 = 64 * 1024;
+
+fn read_small(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut data = Vec::with_capacity(4096);
+    file.take(SMALL_FILE).read_to_end(&mut data).ok()?;
+    Some(data)
+}
+
+impl PssWorker {
+    /// Start the thread over the `/proc` tree at `root`; `None` (and the
+    /// reads are not made) if the thread cannot be started.
+    fn start(root: PathBuf) -> Option<Self> {
+        let (requests, incoming) = sync_channel::<Vec<u32>>(1);
+        let (answer, replies) = sync_channel::<Vec<Reply>>(1);
+        std::thread::Builder::new()
+            .name("headroom-pss".to_string())
+            .spawn(move || {
+                for pids in incoming {
+                    let read: Vec<Reply> =
+                        pids.into_iter().map(|pid| read_one(&root, pid)).collect();
+                    if answer.send(read).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Self {
+            requests,
+            replies,
+            in_flight: false,
+        })
+    }
+}
+
+/// One process's identity, proportional share and own figure.
+fn read_one(root: &Path, pid: u32) -> Reply {
+    let dir = root.join(pid.to_string());
+    let start =
+        read_small(&dir.join("stat")).and_then(|d| procfs::parse_stat(&d).map(|st| st.start_ticks));
+    let began = Instant::now();
+    let pss = read_small(&dir.join("smaps_rollup")).and_then(|d| procfs::parse_smaps_rollup(&d));
+    let took = began.elapsed();
+    let own = read_small(&dir.join("status"))
+        .and_then(|d| procfs::parse_status(&d))
+        .map(|st| st.footprint());
+    Reply {
+        pid,
+        start,
+        pss,
+        own,
+        took,
+    }
+}
+
+/// How long the first full tick waits for its family reads, so that a
+/// one-shot sample (`headroom snapshot`) and a daemon's first sample
+/// count shared memory once from the start.
+const FIRST_WAIT: Duration = Duration::from_secs(2);
+
 impl Tracker {
-    /// After a full tick's reads: find the families that share memory,
-    /// forget the shares of processes that no longer share, and read the
-    /// families that are due, within the budget. `page` is the page size.
+    /// After a full tick's reads: take up the worker's answers, find the
+    /// families that share memory, forget the shares of processes that no
+    /// longer share, and hand the families that are due, within the
+    /// budget, to the worker. `page` is the page size.
     pub(super) fn read_shares(&mut self, io: &mut Io, page: u64) {
+        self.take_replies(page, None);
         let tick = self.tick;
         let listed = self.listed_at;
         let alive = |t: &Tracked| t.seen >= listed && !t.kernel_thread;
@@ -226,59 +329,93 @@ impl Tracker {
                 t.pss = None;
             }
         }
-        if families.is_empty() {
+        if families.is_empty() || self.pss_worker.as_ref().is_some_and(|w| w.in_flight) {
             return;
         }
         families.sort_by_key(|f| (!f.unread, f.oldest));
         self.pss_budget.refill(Instant::now());
-        let mut read_now = BTreeSet::new();
+        let mut due = BTreeSet::new();
+        let mut allowance = self.pss_budget.allowance;
+        let full = allowance >= BURST.as_secs_f64() - 1e-9;
         for family in families {
             if !family.unread && tick.saturating_sub(family.oldest) <= MIN_TICKS_BETWEEN {
                 continue;
             }
             let predicted = self.pss_budget.predict(family.kib);
-            let full = self.pss_budget.allowance >= BURST.as_secs_f64() - 1e-9;
-            if predicted > self.pss_budget.allowance && !full {
+            if predicted > allowance && !(full && due.is_empty()) {
                 // Wait for the budget; the families behind it wait too, so
                 // that the one first in line is not starved by cheaper ones.
+                // A family dearer than the whole burst is read when the
+                // bucket is full, alone, and the bucket pays it back.
                 break;
             }
-            for pid in family.members {
-                if read_now.insert(pid) {
-                    self.read_share(io, pid, page);
-                }
-            }
+            allowance -= predicted;
+            due.extend(family.members);
+        }
+        if due.is_empty() {
+            return;
+        }
+        if self.pss_worker.is_none() {
+            self.pss_worker = PssWorker::start(io.reader.root().to_path_buf());
+        }
+        let Some(worker) = self.pss_worker.as_mut() else {
+            return;
+        };
+        if worker.requests.send(due.into_iter().collect()).is_err() {
+            self.pss_worker = None;
+            return;
+        }
+        worker.in_flight = true;
+        if self.pss_budget.reads == 0 {
+            // The first reads: wait for them (bounded), so that the first
+            // sample already counts shared memory once.
+            self.take_replies(page, Some(FIRST_WAIT));
         }
     }
 
-    /// Read one process's `smaps_rollup`, timed.
-    fn read_share(&mut self, io: &mut Io, pid: u32, page: u64) {
-        let tick = self.tick;
-        let Some(t) = self.tracked.get_mut(&pid) else {
+    /// Apply the worker's answer, if one is in: waiting up to `wait` for
+    /// it, or not at all.
+    fn take_replies(&mut self, page: u64, wait: Option<Duration>) {
+        let Some(worker) = self.pss_worker.as_mut() else {
             return;
         };
-        let kib = t.statm.resident.saturating_mul(page) / 1024;
-        let own = t.own_footprint(tick, page).0;
-        let started = Instant::now();
-        let read = io
-            .reader
-            .read_pid(pid, "smaps_rollup")
-            .ok()
-            .and_then(procfs::parse_smaps_rollup);
-        let took = started.elapsed();
-        self.pss_budget.spend(took, kib);
-        match read {
-            Some(pss) => {
-                t.pss = Some(PssRead {
-                    footprint: pss.footprint(),
-                    own_at_read: own,
-                    tick,
-                });
+        if !worker.in_flight {
+            return;
+        }
+        let got = match wait {
+            Some(d) => worker.replies.recv_timeout(d).map_err(|e| match e {
+                RecvTimeoutError::Timeout => TryRecvError::Empty,
+                RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+            }),
+            None => worker.replies.try_recv(),
+        };
+        let replies = match got {
+            Ok(replies) => replies,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => {
+                self.pss_worker = None;
+                return;
             }
-            None => {
-                // Gone, refused, or a kernel without Pss_Anon: its own
-                // figure stands, and the read is counted as failed.
-                self.pss_budget.failures += 1;
+        };
+        worker.in_flight = false;
+        let tick = self.tick;
+        for r in replies {
+            let Some(t) = self.tracked.get_mut(&r.pid) else {
+                continue;
+            };
+            let kib = t.statm.resident.saturating_mul(page) / 1024;
+            self.pss_budget.spend(r.took, kib);
+            match (r.pss, r.own, r.start) {
+                (Some(pss), Some(own), Some(start)) if start == t.start => {
+                    t.pss = Some(PssRead {
+                        footprint: pss.footprint(),
+                        own_at_read: own,
+                        tick,
+                    });
+                }
+                // Gone, reused, refused, or a kernel without Pss_Anon: its
+                // own figure stands, and the read is counted as failed.
+                _ => self.pss_budget.failures += 1,
             }
         }
     }

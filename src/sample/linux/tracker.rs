@@ -24,7 +24,7 @@ use crate::workload::{self, ProcessFacts};
 use super::library_rescan::LibraryScan;
 use super::proc_reader::Failure;
 use super::process_reads::Io;
-use super::pss::{PssBudget, PssRead};
+use super::pss::{PssBudget, PssRead, PssWorker};
 
 /// Beyond the ML processes, this many of the largest processes (by `statm`
 /// resident size) are read in full every tick.
@@ -67,6 +67,8 @@ pub(super) struct Tracker {
     pub(super) last_pid: Option<u32>,
     /// What proportional-share reads may cost, and what they did.
     pub(super) pss_budget: PssBudget,
+    /// The thread that makes them, once a family has been due.
+    pub(super) pss_worker: Option<PssWorker>,
 }
 
 /// Reused per-tick lists, kept to avoid reallocating them every tick.
@@ -139,6 +141,10 @@ pub(super) struct Tracked {
     pub(super) shares: bool,
     /// Its last proportional-share read, while it shares.
     pub(super) pss: Option<PssRead>,
+    /// For a forked child: its own figure when first seen. Until its share
+    /// is read, it counts only what it added since (its parent's share
+    /// holds the pages they share), not every shared page again.
+    pub(super) fork_baseline: Option<u64>,
 }
 
 impl Tracked {
@@ -192,6 +198,7 @@ impl Tracker {
             listed_kernel_threads: 0,
             last_pid: None,
             pss_budget: PssBudget::default(),
+            pss_worker: None,
         }
     }
 
@@ -466,6 +473,22 @@ impl Tracker {
     /// page size in bytes.
     pub(super) fn build_processes(&mut self, page: u64) -> Vec<ProcessSample> {
         let tick = self.tick;
+        // Forked children of ML or Python work whose share is not read
+        // yet, beside a live parent: few, and listed first so that the pass
+        // below can ask. (Their families are read at the next full tick.)
+        let pending: Vec<u32> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.forked && t.pss.is_none() && t.fork_baseline.is_some())
+            .filter(|(_, t)| {
+                self.tracked.get(&t.ppid).is_some_and(|parent| {
+                    parent.seen >= self.listed_at
+                        && !parent.kernel_thread
+                        && (is_interesting(&t.workload) || is_interesting(&parent.workload))
+                })
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
         let mut out = Vec::with_capacity(self.tracked.len());
         for (pid, t) in &mut self.tracked {
             if t.seen < self.listed_at || t.kernel_thread {
@@ -474,9 +497,14 @@ impl Tracker {
             let last_swap = t.status.and_then(|s| s.vm_swap);
             let (own, resident, detail) = t.own_footprint(tick, page);
             // A process that shares pages counts its proportional share.
-            let (footprint, basis) = match t.pss.filter(|_| t.shares) {
-                Some(read) => (read.now(own), crate::model::Basis::Pss),
-                None => (own, crate::model::Basis::Rss),
+            let (footprint, basis) = match (t.pss.filter(|_| t.shares), t.fork_baseline) {
+                (Some(read), _) => (read.now(own), crate::model::Basis::Pss),
+                // A new forked child, its share not read yet: what it added
+                // since it appeared; the pages it shares are its parent's.
+                (None, Some(baseline)) if pending.binary_search(pid).is_ok() => {
+                    (own.saturating_sub(baseline), crate::model::Basis::Pss)
+                }
+                _ => (own, crate::model::Basis::Rss),
             };
             t.peak = t.peak.max(footprint);
             out.push(ProcessSample {
