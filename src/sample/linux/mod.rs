@@ -195,6 +195,20 @@ impl LinuxSampler {
         self.tracker.sample(&mut self.io, light, &mut errors);
         let mut processes = self.tracker.build_processes(self.io.page_size);
         let unowned = self.unowned_tick(light.is_none(), &mut processes, system.memory.shmem);
+        // Memory the machine gives out that no process's figure shows
+        // (copy-on-write in a family read a while ago) hastens the next
+        // proportional-share reads.
+        let taken = system
+            .memory
+            .total
+            .saturating_sub(system.memory.available)
+            .saturating_add(system.swap.used);
+        let counted = processes
+            .iter()
+            .fold(0u64, |sum, p| sum.saturating_add(p.footprint));
+        self.tracker
+            .pss_budget
+            .note_machine(Instant::now(), taken, counted);
         Ok(Snapshot {
             taken_at,
             source: self.name().to_owned(),

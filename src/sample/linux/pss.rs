@@ -23,7 +23,9 @@
 //!   (a token bucket refilled with wall time, at most [`BURST`] saved up):
 //!   the cost of a family is predicted from its members' resident size and
 //!   the cost per KiB measured on the reads so far, families with a member
-//!   never read go first, then the one read longest ago;
+//!   never read go first, then the one read longest ago; while the machine
+//!   gives out memory faster than the processes' figures grow (by 32 MiB/s:
+//!   growth only a read can show), the share is [`URGENT_SHARE`] for 10 s;
 //! - the reads are made by a thread of their own ([`PssWorker`]): a full
 //!   tick hands it the families due and takes the answers up at a later
 //!   tick, so a read of a large family (440 ms for 23 GiB resident) never
@@ -56,6 +58,14 @@ use super::tracker::{Tracked, Tracker, is_interesting};
 
 /// Share of one core the reads may take, on average.
 pub const BUDGET_SHARE: f64 = 0.01;
+/// Share they may take while the machine's memory is being taken faster
+/// than the processes' figures grow by [`UNEXPLAINED_RATE`]: growth that
+/// only a read can show (copy-on-write), when it matters most.
+pub const URGENT_SHARE: f64 = 0.10;
+/// Bytes a second of unexplained growth that make the reads urgent.
+const UNEXPLAINED_RATE: f64 = 32.0 * 1024.0 * 1024.0;
+/// How long the reads stay urgent after unexplained growth was seen.
+const URGENT_FOR: Duration = Duration::from_secs(10);
 /// Most read time saved up while nothing was due: lets a family of a few
 /// GiB be read at once when it appears.
 pub const BURST: Duration = Duration::from_millis(250);
@@ -100,6 +110,11 @@ pub(super) struct PssBudget {
     reads: u64,
     spent: Duration,
     failures: u64,
+    /// The machine's memory taken and the processes' figures added up, at
+    /// the last comparison.
+    machine: Option<(Instant, u64, u64)>,
+    /// The reads are urgent until then.
+    urgent_until: Option<Instant>,
 }
 
 impl Default for PssBudget {
@@ -112,15 +127,43 @@ impl Default for PssBudget {
             reads: 0,
             spent: Duration::ZERO,
             failures: 0,
+            machine: None,
+            urgent_until: None,
         }
     }
 }
 
 impl PssBudget {
+    /// Compare the memory the machine has given out (`taken`: total −
+    /// available + swap used) with the processes' figures added up
+    /// (`counted`): when the first grows faster than the second by
+    /// [`UNEXPLAINED_RATE`], the reads become urgent for [`URGENT_FOR`].
+    pub(super) fn note_machine(&mut self, now: Instant, taken: u64, counted: u64) {
+        if let Some((at, taken0, counted0)) = self.machine {
+            let secs = now.saturating_duration_since(at).as_secs_f64();
+            if secs < 0.5 {
+                return;
+            }
+            let unexplained = (taken as f64 - taken0 as f64) - (counted as f64 - counted0 as f64);
+            if unexplained / secs >= UNEXPLAINED_RATE {
+                self.urgent_until = Some(now + URGENT_FOR);
+            }
+        }
+        self.machine = Some((now, taken, counted));
+    }
+
+    /// The share of one core the reads may take now.
+    fn share(&self, now: Instant) -> f64 {
+        match self.urgent_until {
+            Some(until) if now < until => URGENT_SHARE,
+            _ => BUDGET_SHARE,
+        }
+    }
+
     fn refill(&mut self, now: Instant) {
         self.started.get_or_insert(now);
         if let Some(last) = self.last_refill {
-            let earned = now.saturating_duration_since(last).as_secs_f64() * BUDGET_SHARE;
+            let earned = now.saturating_duration_since(last).as_secs_f64() * self.share(now);
             self.allowance = (self.allowance + earned).min(BURST.as_secs_f64());
         }
         self.last_refill = Some(now);
@@ -449,6 +492,21 @@ mod tests {
         assert!((b.allowance - 0.1).abs() < 1e-6, "{}", b.allowance);
         b.refill(t0 + Duration::from_secs(1000));
         assert!((b.allowance - BURST.as_secs_f64()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn growth_the_processes_do_not_show_makes_the_reads_urgent_for_a_while() {
+        const MIB: u64 = 1 << 20;
+        let mut b = PssBudget::default();
+        let t0 = Instant::now();
+        b.note_machine(t0, 1000 * MIB, 900 * MIB);
+        // The processes grew as much as the machine: nothing unexplained.
+        b.note_machine(t0 + Duration::from_secs(1), 1100 * MIB, 1000 * MIB);
+        assert_eq!(b.share(t0 + Duration::from_secs(1)), BUDGET_SHARE);
+        // 200 MiB more taken, the figures still: copy-on-write.
+        b.note_machine(t0 + Duration::from_secs(2), 1300 * MIB, 1000 * MIB);
+        assert_eq!(b.share(t0 + Duration::from_secs(3)), URGENT_SHARE);
+        assert_eq!(b.share(t0 + Duration::from_secs(13)), BUDGET_SHARE);
     }
 
     #[test]
