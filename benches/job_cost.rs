@@ -251,7 +251,7 @@ mod linux {
         let mut pids = vec![parent];
         for _ in 0..forks {
             let pid = wait_for(&rx, "forked pid=", Duration::from_secs(120))
-                .and_then(|v| v.parse().ok())
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
                 .expect("forked child");
             pids.push(pid);
         }

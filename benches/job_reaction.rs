@@ -11,15 +11,13 @@
 //! (`scope = "job"`, the default). The hog catches SIGTERM and prints when
 //! it arrived.
 //!
-//! What the job holds is read from the machine: the fall of `MemAvailable`
-//! since just before the hog started, read every 5 ms on a thread of its
-//! own. The crossing is the first reading at or above the limit, and the
-//! figure at the signal is the last reading before the hog's signal line
-//! arrived. Other processes move `MemAvailable` too, so a quiet machine
-//! matters.
-//! On a VM whose `MemAvailable` lags allocation (as in the run recorded in
-//! `BENCHMARKS.md`) those columns are not usable; the time from the hog's
-//! start to the signal is.
+//! What the job holds is worked out on the hog's own clock: it prints when
+//! it forked each child (`forked pid=N at_ms=M`) and when the signal came
+//! (`signal SIGTERM footprint=B at_ms=M`); each child copies at its paced
+//! 200 MiB/s, up to the 1 GiB, so the job holds 1 GiB plus what the
+//! children have copied by then, and crossed the limit when that reached
+//! it. (`MemAvailable`, read beside it, lagged allocation by up to 1.9 GiB
+//! on a VM, and other processes move it.)
 //!
 //! For comparison the same daemon, rule and link with a hog that grows on
 //! its own, unforked, at 800 MiB/s: the per-process path (its RSS moves).
@@ -33,9 +31,7 @@ use common::{env_usize, median};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
@@ -97,53 +93,13 @@ impl Drop for Proc {
     }
 }
 
-/// `MemAvailable` in bytes.
-fn available() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
-}
-
-/// Reads `MemAvailable` every 5 ms until dropped.
-struct Watcher {
-    readings: Arc<Mutex<Vec<(Instant, u64)>>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Watcher {
-    fn start() -> Watcher {
-        let readings = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (r, s) = (readings.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                let v = available();
-                r.lock().expect("readings").push((Instant::now(), v));
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        });
-        Watcher { readings, stop }
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
 struct Run {
-    /// What the job held at the signal, MiB (fall of MemAvailable).
+    /// What the job held at the signal, MiB, from the hog's own account.
     at_signal: f64,
-    /// From the crossing to the signal, ms (NaN: the signal came first).
+    /// From the crossing to the signal, ms (negative: the signal came
+    /// before the crossing).
     delay_ms: f64,
-    /// From the hog's start to the signal, ms.
+    /// From the hog's start to the signal, ms (the hog's clock).
     since_start_ms: f64,
     /// Growth rate around the limit, MiB/s.
     rate: f64,
@@ -151,6 +107,31 @@ struct Run {
     samples: usize,
     /// The `pss` collector's account after the signal.
     pss: String,
+}
+
+/// The children's write rate, MiB/s each, and what each can copy, MiB.
+const WRITE_MIB_S: f64 = 200.0;
+const HELD_MIB: f64 = 1024.0;
+/// The unforked hog's rate, MiB/s.
+const GROW_MIB_S: f64 = 800.0;
+
+/// What the forked job holds `t` ms after the hog started, MiB: the 1 GiB
+/// it holds, plus what each child has copied since it was forked at
+/// `forks[i]` ms (at its paced write rate, up to the 1 GiB).
+fn forked_job(forks: &[f64], t: f64) -> f64 {
+    HELD_MIB
+        + forks
+            .iter()
+            .map(|&f| ((t - f).max(0.0) / 1e3 * WRITE_MIB_S).min(HELD_MIB))
+            .sum::<f64>()
+}
+
+/// `at_ms=N` of a hog line.
+fn at_ms(line: &str) -> Option<f64> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("at_ms="))?
+        .parse()
+        .ok()
 }
 
 fn one_run(forked: bool, i: usize) -> Result<Run, String> {
@@ -189,16 +170,6 @@ fn one_run(forked: bool, i: usize) -> Result<Run, String> {
     std::thread::sleep(Duration::from_secs(2));
     daemon.drain();
 
-    let watcher = Watcher::start();
-    std::thread::sleep(Duration::from_millis(500));
-    let before: Vec<f64> = watcher
-        .readings
-        .lock()
-        .expect("readings")
-        .iter()
-        .map(|r| r.1 as f64)
-        .collect();
-    let base = median(&before);
     let mut cmd = Command::new(&link);
     cmd.arg0("torchrun");
     if forked {
@@ -219,11 +190,24 @@ fn one_run(forked: bool, i: usize) -> Result<Run, String> {
     }
     let started = Instant::now();
     let hog = Proc::spawn(cmd, false);
-    let (at, _) = hog
-        .wait_for("signal SIGTERM", Duration::from_secs(30))
-        .ok_or_else(|| format!("run {i}: no signal within 30 s"))?;
-    let readings = watcher.readings.clone();
-    drop(watcher);
+    // The hog's own lines: when each child was forked, and the signal.
+    let mut forks = Vec::new();
+    let deadline = started + Duration::from_secs(30);
+    let (at, signal) = loop {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .ok_or_else(|| format!("run {i}: no signal within 30 s"))?;
+        let (at, line) = hog
+            .lines
+            .recv_timeout(left)
+            .map_err(|_| format!("run {i}: no signal within 30 s"))?;
+        if line.starts_with("forked pid=") {
+            forks.push(at_ms(&line).ok_or("a fork line without at_ms")?);
+        } else if line.starts_with("signal SIGTERM") {
+            break (at, line);
+        }
+    };
+    let signal_ms = at_ms(&signal).ok_or("a signal line without at_ms")?;
     let samples = daemon
         .drain()
         .iter()
@@ -232,39 +216,43 @@ fn one_run(forked: bool, i: usize) -> Result<Run, String> {
     let pss = fetch_pss(&addr).unwrap_or_else(|| "(not listed)".into());
     drop(hog);
 
-    // What the job held: the fall of MemAvailable since before it started.
-    let limit = LIMIT_MIB as f64 * MIB;
-    let readings = readings.lock().expect("readings").clone();
-    let held: Vec<(Instant, f64)> = readings
-        .iter()
-        .filter(|r| r.0 >= started)
-        .map(|&(t, v)| (t, base - v as f64))
-        .collect();
-    let at_signal = held
-        .iter()
-        .rev()
-        .find(|r| r.0 <= at)
-        .ok_or_else(|| format!("run {i}: no reading before the signal"))?;
-    // The signal may come before the crossing: a job judged on its members'
-    // RSS before their first proportional-share read counts shared pages
-    // once per process.
-    let crossing = held.iter().find(|r| r.1 >= limit && r.0 <= at);
-    // The rate around the limit: from 1 GiB below it to the crossing.
-    let rate = crossing.map_or(f64::NAN, |crossing| {
-        let from = held
-            .iter()
-            .find(|r| r.1 >= limit - 1024.0 * MIB)
-            .unwrap_or(crossing);
-        let span = crossing.0.saturating_duration_since(from.0).as_secs_f64();
-        (crossing.1 - from.1) / MIB / span
-    });
-    let delay_ms = crossing.map_or(f64::NAN, |c| {
-        at.saturating_duration_since(c.0).as_secs_f64() * 1e3
-    });
+    let limit = LIMIT_MIB as f64;
+    let (held, crossing_ms, rate) = if forked {
+        if forks.len() < 4 {
+            return Err(format!(
+                "run {i}: signalled after {} of 4 forks, at {signal_ms} ms",
+                forks.len()
+            ));
+        }
+        // The first millisecond at which the job holds the limit.
+        let first_fork = forks.iter().copied().fold(f64::INFINITY, f64::min);
+        let crossing = (0..60_000)
+            .map(|k| first_fork + f64::from(k))
+            .find(|&t| forked_job(&forks, t) >= limit)
+            .unwrap_or(f64::NAN);
+        (
+            forked_job(&forks, signal_ms),
+            crossing,
+            WRITE_MIB_S * forks.len() as f64,
+        )
+    } else {
+        // The hog says what it held when the signal came.
+        let footprint: f64 = signal
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("footprint="))
+            .and_then(|v| v.parse().ok())
+            .ok_or("a signal line without footprint")?;
+        let held = footprint / MIB;
+        (
+            held,
+            signal_ms - (held - limit) / GROW_MIB_S * 1e3,
+            GROW_MIB_S,
+        )
+    };
     Ok(Run {
-        at_signal: at_signal.1 / MIB,
-        delay_ms,
-        since_start_ms: at.saturating_duration_since(started).as_secs_f64() * 1e3,
+        at_signal: held,
+        delay_ms: signal_ms - crossing_ms,
+        since_start_ms: signal_ms,
         rate,
         samples,
         pss,

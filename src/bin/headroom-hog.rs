@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! child pid=4243                     (with --child)
-//! forked pid=4250                    (with --fork, once grown, per child)
+//! forked pid=4250 at_ms=830         (with --fork, once grown, per child)
 //! locked                             (with --lock)
 //! ready pid=4242
 //! allocated 67108864                 (every 64 MiB)
@@ -284,7 +284,10 @@ fn main() -> ExitCode {
     for _ in 0..args.fork {
         let rate = args.fork_write.map(Speed::bytes_per_second);
         match headroom::sys::ffi_fork::fork_sharer(&mut held, rate) {
-            Ok(pid) => say(&format!("forked pid={pid}")),
+            Ok(pid) => say(&format!(
+                "forked pid={pid} at_ms={}",
+                shared.began.elapsed().as_millis()
+            )),
             Err(e) => {
                 eprintln!("headroom-hog: --fork: {e}");
                 return ExitCode::from(1);

@@ -73,7 +73,9 @@ mod whole_machine {
             let line = hog.expect_line("forked pid=");
             kids.push(
                 line.trim_start_matches("forked pid=")
-                    .trim()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
                     .parse()
                     .unwrap(),
             );

@@ -417,7 +417,9 @@ fn live_forked_children_are_counted_by_their_shares_and_copy_on_write_shows() {
         let line = hog.expect_line("forked pid=");
         kids.push(
             line.trim_start_matches("forked pid=")
-                .trim()
+                .split_whitespace()
+                .next()
+                .unwrap()
                 .parse::<u32>()
                 .unwrap(),
         );
@@ -457,7 +459,9 @@ fn copy_on_write_by_forked_children_grows_their_total_without_moving_rss() {
         let line = hog.expect_line("forked pid=");
         pids.push(
             line.trim_start_matches("forked pid=")
-                .trim()
+                .split_whitespace()
+                .next()
+                .unwrap()
                 .parse()
                 .unwrap(),
         );
@@ -500,7 +504,9 @@ fn children_forked_between_full_ticks_do_not_count_their_parents_pages_again() {
         let line = hog.expect_line("forked pid=");
         pids.push(
             line.trim_start_matches("forked pid=")
-                .trim()
+                .split_whitespace()
+                .next()
+                .unwrap()
                 .parse()
                 .unwrap(),
         );

@@ -76,6 +76,10 @@ impl Tracker {
             previous = Some(pid);
         }
 
+        // Shares read since are taken up; while growth that only a read can
+        // show is under way, families are read on light ticks too.
+        let page = io.page_size;
+        self.light_shares(io, page);
         self.end_tick(io, s, listed);
     }
 

@@ -105,7 +105,8 @@ pub(super) struct PssBudget {
     /// Seconds of reading that may be spent now.
     allowance: f64,
     last_refill: Option<Instant>,
-    started: Option<Instant>,
+    /// When the sampler started: the share is of its whole life.
+    started: Instant,
     ns_per_kib: f64,
     reads: u64,
     spent: Duration,
@@ -122,7 +123,7 @@ impl Default for PssBudget {
         Self {
             allowance: BURST.as_secs_f64(),
             last_refill: None,
-            started: None,
+            started: Instant::now(),
             ns_per_kib: FIRST_NS_PER_KIB,
             reads: 0,
             spent: Duration::ZERO,
@@ -152,6 +153,11 @@ impl PssBudget {
         self.machine = Some((now, taken, counted));
     }
 
+    /// Whether the reads are urgent now.
+    fn urgent(&self, now: Instant) -> bool {
+        self.urgent_until.is_some_and(|until| now < until)
+    }
+
     /// The share of one core the reads may take now.
     fn share(&self, now: Instant) -> f64 {
         match self.urgent_until {
@@ -161,7 +167,6 @@ impl PssBudget {
     }
 
     fn refill(&mut self, now: Instant) {
-        self.started.get_or_insert(now);
         if let Some(last) = self.last_refill {
             let earned = now.saturating_duration_since(last).as_secs_f64() * self.share(now);
             self.allowance = (self.allowance + earned).min(BURST.as_secs_f64());
@@ -192,11 +197,7 @@ impl PssBudget {
         if self.reads == 0 && self.failures == 0 {
             return None;
         }
-        let running = self
-            .started
-            .zip(self.last_refill)
-            .map(|(a, b)| b.saturating_duration_since(a).as_secs_f64())
-            .unwrap_or(0.0);
+        let running = self.started.elapsed().as_secs_f64();
         let share = if running > 0.0 {
             self.spent.as_secs_f64() / running * 100.0
         } else {
@@ -207,10 +208,12 @@ impl PssBudget {
             up: true,
             detail: format!(
                 "{} proportional-share reads of processes that share memory, {:.1} ms in all, \
-                 {share:.2}% of one core (budget {:.0}%), {:.1} ms per GiB resident",
+                 {share:.2}% of one core since the sampler started (budget {:.0}%, {:.0}% while \
+                 memory grows that only a read shows), {:.1} ms per GiB resident",
                 self.reads,
                 self.spent.as_secs_f64() * 1e3,
                 BUDGET_SHARE * 100.0,
+                URGENT_SHARE * 100.0,
                 self.ns_per_kib * 1024.0 * 1024.0 / 1e6
             ),
             errors: self.failures,
@@ -312,12 +315,25 @@ fn read_one(root: &Path, pid: u32) -> Reply {
     }
 }
 
+/// How long a tick waits for the reads it asked for while they are urgent.
+const URGENT_WAIT: Duration = Duration::from_millis(100);
+
 /// How long the first full tick waits for its family reads, so that a
 /// one-shot sample (`headroom snapshot`) and a daemon's first sample
 /// count shared memory once from the start.
 const FIRST_WAIT: Duration = Duration::from_secs(2);
 
 impl Tracker {
+    /// After a light tick: take up the worker's answers and, while the
+    /// reads are urgent, plan the next ones as a full tick does.
+    pub(super) fn light_shares(&mut self, io: &mut Io, page: u64) {
+        if self.pss_budget.urgent(Instant::now()) {
+            self.read_shares(io, page);
+        } else {
+            self.take_replies(page, None);
+        }
+    }
+
     /// After a full tick's reads: take up the worker's answers, find the
     /// families that share memory, forget the shares of processes that no
     /// longer share, and hand the families that are due, within the
@@ -376,12 +392,19 @@ impl Tracker {
             return;
         }
         families.sort_by_key(|f| (!f.unread, f.oldest));
-        self.pss_budget.refill(Instant::now());
+        let now = Instant::now();
+        self.pss_budget.refill(now);
+        // Urgent, a family is read again as soon as the budget allows.
+        let spacing = if self.pss_budget.urgent(now) {
+            0
+        } else {
+            MIN_TICKS_BETWEEN
+        };
         let mut due = BTreeSet::new();
         let mut allowance = self.pss_budget.allowance;
         let full = allowance >= BURST.as_secs_f64() - 1e-9;
         for family in families {
-            if !family.unread && tick.saturating_sub(family.oldest) <= MIN_TICKS_BETWEEN {
+            if !family.unread && tick.saturating_sub(family.oldest) <= spacing {
                 continue;
             }
             let predicted = self.pss_budget.predict(family.kib);
@@ -413,6 +436,10 @@ impl Tracker {
             // The first reads: wait for them (bounded), so that the first
             // sample already counts shared memory once.
             self.take_replies(page, Some(FIRST_WAIT));
+        } else if self.pss_budget.urgent(now) {
+            // Growth only a read shows is under way: a read that is quick
+            // enough is waited for, so that this sample already has it.
+            self.take_replies(page, Some(URGENT_WAIT));
         }
     }
 
