@@ -1371,3 +1371,126 @@ fn a_process_name_with_escapes_and_newlines_forges_nothing() {
     }
     f.finish();
 }
+
+/// `MemAvailable` now, bytes.
+fn mem_available() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo");
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .expect("MemAvailable")
+        * 1024
+}
+
+/// Removes a file when dropped, also when the test fails.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn memory_no_process_owns_steers_no_machine_wide_rule_onto_an_innocent_process() {
+    let session = begin("unowned memory: /dev/shm blob against available_below + largest");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    ensure_user(REGULAR_ATTACKER, false);
+    // The victim's process: the largest of its user, holding 300 MiB and
+    // catching SIGTERM (it says so if one comes).
+    let link = stage.hog_link("victim", "victim-work");
+    let mut victim = Proc::spawn({
+        let mut c = as_user(REGULAR_ATTACKER, &link);
+        c.args(["--rate", "max", "--max", "300MiB", "--catch", "TERM"]);
+        c
+    });
+    victim.expect_line("holding", Duration::from_secs(30));
+    // The attacker fills /dev/shm with a file nobody maps.
+    const BLOB: u64 = 3 << 30;
+    let before = mem_available();
+    let blob = Path::new("/dev/shm").join(format!("headroom-attack-blob-{}", std::process::id()));
+    let _removed = RemovedOnDrop(blob.clone());
+    let out = as_user(ATTACKER, Path::new("fallocate"))
+        .args(["-l", &BLOB.to_string()])
+        .arg(&blob)
+        .output()
+        .expect("fallocate as the attacker");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = mem_available();
+    f.note(format!(
+        "MemAvailable {} MiB before the blob, {} MiB after",
+        before / MIB,
+        after / MIB
+    ));
+    // The rule holds by 1 GiB: the blob (3 GiB) holds all of the shortfall.
+    let threshold = after + (1 << 30);
+    let text = config(
+        dir.path(),
+        &format!(
+            "[[rule]]\nname = \"low\"\nselect = \"largest\"\nother_users = true\ncooldown = \"5s\"\n\
+             actions = [{{ signal = \"SIGTERM\" }}]\n[rule.when]\navailable_below = \"{}MiB\"\n",
+            threshold / MIB
+        ),
+    );
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let said = d.wait_log("memory no process owns", Duration::from_secs(20));
+        f.check(said.is_some(), || {
+            format!(
+                "the daemon never said why it held back; its log:\n{}",
+                d.log_tail(30)
+            )
+        });
+        if let Some(line) = &said {
+            f.check(line.contains(&*blob.display().to_string()), || {
+                format!("the log line does not name the file: {line}")
+            });
+            f.check(line.contains(ATTACKER), || {
+                format!("the log line does not name its owner: {line}")
+            });
+        }
+        // Several cooldowns: no victim, ever.
+        std::thread::sleep(Duration::from_secs(12));
+        victim.drain();
+        f.check(victim.last("signal SIGTERM").is_none(), || {
+            "the victim's largest process was sent SIGTERM".into()
+        });
+        let acted = d.log_text();
+        f.check(!acted.contains("sent SIGTERM"), || {
+            format!("the daemon signalled a process:\n{}", d.log_tail(30))
+        });
+        // Metrics and explain name the owner too.
+        let metrics = support::get(&format!("http://{}/metrics", d.addr)).1;
+        f.check(
+            metrics.lines().any(|l| {
+                l.starts_with("headroom_tmpfs_file_bytes")
+                    && l.contains(&*blob.display().to_string())
+                    && l.contains(ATTACKER)
+            }),
+            || "no headroom_tmpfs_file_bytes series names the blob and its owner".into(),
+        );
+        let explain = Command::new(HEADROOM)
+            .args(["explain", &victim.pid().to_string(), "--address"])
+            .arg(d.addr.to_string())
+            .output()
+            .expect("headroom explain");
+        let said = String::from_utf8_lossy(&explain.stdout);
+        f.check(
+            said.contains("memory no process owns") && said.contains(ATTACKER),
+            || {
+                format!(
+                    "explain does not name the unowned memory and its owner:\n{said}{}",
+                    String::from_utf8_lossy(&explain.stderr)
+                )
+            },
+        );
+        f.check(d.running(), || "the daemon stopped".into());
+    }
+    victim.kill();
+    f.finish();
+}

@@ -69,6 +69,11 @@ const URGENT_FOR: Duration = Duration::from_secs(10);
 /// Most read time saved up while nothing was due: lets a family of a few
 /// GiB be read at once when it appears.
 pub const BURST: Duration = Duration::from_millis(250);
+/// How far a family never read may take the bucket below empty: its first
+/// read is needed to count it once, but families that keep appearing (a
+/// pool forked anew every epoch) are paid for like the rest. The bucket
+/// starts empty, so a daemon's first reads are paid back before the next.
+const OVERDRAFT: Duration = Duration::from_secs(1);
 /// Cost per KiB of resident memory assumed before any read was measured:
 /// 60 ms for 4 GiB.
 const FIRST_NS_PER_KIB: f64 = 60e6 / (4.0 * 1024.0 * 1024.0);
@@ -121,7 +126,7 @@ pub(super) struct PssBudget {
 impl Default for PssBudget {
     fn default() -> Self {
         Self {
-            allowance: BURST.as_secs_f64(),
+            allowance: 0.0,
             last_refill: None,
             started: Instant::now(),
             ns_per_kib: FIRST_NS_PER_KIB,
@@ -408,11 +413,14 @@ impl Tracker {
                 continue;
             }
             let predicted = self.pss_budget.predict(family.kib);
-            if predicted > allowance && !(full && due.is_empty()) {
+            let first_read = family.unread && allowance > -OVERDRAFT.as_secs_f64();
+            if predicted > allowance && !first_read && !(full && due.is_empty()) {
                 // Wait for the budget; the families behind it wait too, so
                 // that the one first in line is not starved by cheaper ones.
                 // A family dearer than the whole burst is read when the
-                // bucket is full, alone, and the bucket pays it back.
+                // bucket is full, alone, and the bucket pays it back; so is
+                // a family never read (its shares are needed to count it
+                // once), while the bucket owes less than the overdraft.
                 break;
             }
             allowance -= predicted;
@@ -513,9 +521,12 @@ mod tests {
         let mut b = PssBudget::default();
         let t0 = Instant::now();
         b.refill(t0);
+        assert!(b.allowance.abs() < 1e-9, "it starts empty");
         b.spend(Duration::from_millis(250), 4 << 20);
-        assert!(b.allowance.abs() < 1e-9);
-        b.refill(t0 + Duration::from_secs(10));
+        assert!((b.allowance + 0.25).abs() < 1e-9);
+        b.refill(t0 + Duration::from_secs(25));
+        assert!(b.allowance.abs() < 1e-6, "paid back: {}", b.allowance);
+        b.refill(t0 + Duration::from_secs(35));
         assert!((b.allowance - 0.1).abs() < 1e-6, "{}", b.allowance);
         b.refill(t0 + Duration::from_secs(1000));
         assert!((b.allowance - BURST.as_secs_f64()).abs() < 1e-9);
