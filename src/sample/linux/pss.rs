@@ -20,7 +20,9 @@
 //! - a family is read **as a whole**, so that its shares add up (a child
 //!   read alone would leave its parent's older, larger share in place);
 //! - reads are paid from a **budget** of [`BUDGET_SHARE`] of one core
-//!   (a token bucket refilled with wall time, at most [`BURST`] saved up):
+//!   (a token bucket refilled with wall time, starting empty, holding at
+//!   most [`BURST`] or the dearest family's cost; a family never read may
+//!   overdraw it by [`OVERDRAFT`], and the bucket pays that back first):
 //!   the cost of a family is predicted from its members' resident size and
 //!   the cost per KiB measured on the reads so far, families with a member
 //!   never read go first, then the one read longest ago; while the machine
@@ -171,10 +173,14 @@ impl PssBudget {
         }
     }
 
-    fn refill(&mut self, now: Instant) {
+    /// Add what the time since the last refill earned, up to `cap`
+    /// seconds saved (at least [`BURST`]: as much as the dearest family
+    /// due costs, so that it is read once the bucket holds its cost).
+    fn refill(&mut self, now: Instant, cap: f64) {
         if let Some(last) = self.last_refill {
             let earned = now.saturating_duration_since(last).as_secs_f64() * self.share(now);
-            self.allowance = (self.allowance + earned).min(BURST.as_secs_f64());
+            let cap = cap.max(BURST.as_secs_f64());
+            self.allowance = (self.allowance + earned).min(cap);
         }
         self.last_refill = Some(now);
     }
@@ -398,7 +404,11 @@ impl Tracker {
         }
         families.sort_by_key(|f| (!f.unread, f.oldest));
         let now = Instant::now();
-        self.pss_budget.refill(now);
+        let dearest = families
+            .iter()
+            .map(|f| self.pss_budget.predict(f.kib))
+            .fold(0.0, f64::max);
+        self.pss_budget.refill(now, dearest);
         // Urgent, a family is read again as soon as the budget allows.
         let spacing = if self.pss_budget.urgent(now) {
             0
@@ -407,20 +417,19 @@ impl Tracker {
         };
         let mut due = BTreeSet::new();
         let mut allowance = self.pss_budget.allowance;
-        let full = allowance >= BURST.as_secs_f64() - 1e-9;
         for family in families {
             if !family.unread && tick.saturating_sub(family.oldest) <= spacing {
                 continue;
             }
             let predicted = self.pss_budget.predict(family.kib);
             let first_read = family.unread && allowance > -OVERDRAFT.as_secs_f64();
-            if predicted > allowance && !first_read && !(full && due.is_empty()) {
+            if predicted > allowance && !first_read {
                 // Wait for the budget; the families behind it wait too, so
                 // that the one first in line is not starved by cheaper ones.
-                // A family dearer than the whole burst is read when the
-                // bucket is full, alone, and the bucket pays it back; so is
-                // a family never read (its shares are needed to count it
-                // once), while the bucket owes less than the overdraft.
+                // (The bucket holds up to the dearest family's cost.) A
+                // family never read is read at once, its shares needed to
+                // count it once, while the bucket owes less than the
+                // overdraft.
                 break;
             }
             allowance -= predicted;
@@ -520,15 +529,15 @@ mod tests {
     fn the_budget_refills_at_its_share_of_wall_time_up_to_the_burst() {
         let mut b = PssBudget::default();
         let t0 = Instant::now();
-        b.refill(t0);
+        b.refill(t0, 0.0);
         assert!(b.allowance.abs() < 1e-9, "it starts empty");
         b.spend(Duration::from_millis(250), 4 << 20);
         assert!((b.allowance + 0.25).abs() < 1e-9);
-        b.refill(t0 + Duration::from_secs(25));
+        b.refill(t0 + Duration::from_secs(25), 0.0);
         assert!(b.allowance.abs() < 1e-6, "paid back: {}", b.allowance);
-        b.refill(t0 + Duration::from_secs(35));
+        b.refill(t0 + Duration::from_secs(35), 0.0);
         assert!((b.allowance - 0.1).abs() < 1e-6, "{}", b.allowance);
-        b.refill(t0 + Duration::from_secs(1000));
+        b.refill(t0 + Duration::from_secs(1000), 0.0);
         assert!((b.allowance - BURST.as_secs_f64()).abs() < 1e-9);
     }
 
