@@ -1447,6 +1447,7 @@ fn memory_no_process_owns_steers_no_machine_wide_rule_onto_an_innocent_process()
             )
         });
         if let Some(line) = &said {
+            f.note(format!("the daemon said: {line}"));
             f.check(line.contains(&*blob.display().to_string()), || {
                 format!("the log line does not name the file: {line}")
             });

@@ -197,15 +197,19 @@ impl LinuxSampler {
         let unowned = self.unowned_tick(light.is_none(), &mut processes, system.memory.shmem);
         // Memory the machine gives out that no process's figure shows
         // (copy-on-write in a family read a while ago) hastens the next
-        // proportional-share reads.
+        // proportional-share reads. Shared memory is left out of both
+        // sides: a tmpfs file nobody maps is no process's, and a read
+        // would not show it.
+        let shmem = system.memory.shmem.unwrap_or(0);
         let taken = system
             .memory
             .total
             .saturating_sub(system.memory.available)
-            .saturating_add(system.swap.used);
-        let counted = processes
-            .iter()
-            .fold(0u64, |sum, p| sum.saturating_add(p.footprint));
+            .saturating_add(system.swap.used)
+            .saturating_sub(shmem);
+        let counted = processes.iter().fold(0u64, |sum, p| {
+            sum.saturating_add(p.footprint.saturating_sub(p.held_open))
+        });
         self.tracker
             .pss_budget
             .note_machine(Instant::now(), taken, counted);
