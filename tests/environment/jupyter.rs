@@ -621,17 +621,14 @@ fn a_kernel_and_its_workers_end_in_one_postmortem_that_summarises_them() {
 mod whole_machine {
     use super::*;
 
-    use std::sync::{Mutex, MutexGuard};
+    use std::sync::MutexGuard;
 
-    /// One test at a time: each sizes its growth from the memory available
-    /// when it starts, and each daemon's default rule covers every kernel
-    /// on the machine, the other test's too.
-    static MACHINE: Mutex<()> = Mutex::new(());
-
+    /// One test at a time (with every other `whole_machine::` test): each
+    /// sizes its growth from the memory available when it starts, and each
+    /// daemon's default rule covers every kernel on the machine, the other
+    /// test's too.
     fn one_at_a_time() -> MutexGuard<'static, ()> {
-        MACHINE
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::support::whole_machine()
     }
 
     /// Available memory and free swap, from `/proc/meminfo`. Their sum is

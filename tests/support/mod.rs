@@ -207,3 +207,13 @@ pub fn sessions_server(runtime_dir: &Path, sessions: String) {
     )
     .expect("write the runtime file");
 }
+
+/// The whole machine for one test: the tests under `whole_machine::`
+/// (in any module) compare with or fill the machine's memory, so they run
+/// one at a time whichever module they are in.
+pub fn whole_machine() -> std::sync::MutexGuard<'static, ()> {
+    static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    MACHINE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
