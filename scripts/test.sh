@@ -153,8 +153,9 @@ say "cargo test --test environment attacks::"
 cargo test --locked --no-fail-fast --test environment -- attacks:: || env_status=1
 say "cargo test --test environment soak::"
 cargo test --locked --no-fail-fast --test environment -- soak:: || env_status=1
-# A notebook cell growing toward exhausting the machine: the rule acts on
-# its pace, which tests started beside it on two cores would slow.
+# A notebook cell growing toward exhausting the machine (the rule acts on
+# its pace, which tests started beside it on two cores would slow), and jobs
+# compared with the machine's own memory figures, which they would move.
 say "cargo test --test environment whole_machine::"
 cargo test --locked --no-fail-fast --test environment -- whole_machine:: || env_status=1
 # A swap file and most of the memory locked: alone, after everything else.
