@@ -42,7 +42,7 @@ pub fn assemble(snap: &mut Snapshot) {
     // ended and it was re-parented.
     for p in &mut snap.processes {
         if p.forked && p.workload.kind == WorkloadKind::Jupyter {
-            not_a_kernel(p);
+            not_a_kernel(&mut p.workload);
         }
     }
     let index: HashMap<u32, usize> = snap
@@ -163,15 +163,14 @@ fn mark_worker(p: &mut ProcessSample, root: u32, root_words: &str) {
     w.evidence
         .push(format!("{WORKER_EVIDENCE}{root_words}: {parent}"));
     if w.kind == WorkloadKind::Jupyter {
-        not_a_kernel(p);
+        not_a_kernel(w);
     }
 }
 
 /// A process that carries a kernel's command line without being the
 /// kernel: classified by what else it runs.
-fn not_a_kernel(p: &mut ProcessSample) {
-    let w = &mut p.workload;
-    w.kind = worker_kind(w, &p.name);
+fn not_a_kernel(w: &mut crate::model::Workload) {
+    w.kind = worker_kind(w);
     w.kernel_id = None;
     w.notebook = None;
     w.kernel_name = None;
@@ -179,7 +178,7 @@ fn not_a_kernel(p: &mut ProcessSample) {
 
 /// What a forked worker of a kernel is, without the kernel's connection
 /// file: its first framework in the classifier's order, else Python.
-fn worker_kind(w: &crate::model::Workload, _name: &str) -> WorkloadKind {
+fn worker_kind(w: &crate::model::Workload) -> WorkloadKind {
     use crate::model::Framework;
     for (fw, kind) in [
         (Framework::Mlx, WorkloadKind::Mlx),

@@ -68,18 +68,7 @@ mod whole_machine {
         let link = dir.join("torchrun");
         std::os::unix::fs::symlink(HOG, &link).unwrap();
         let mut hog = Running::hog(&link, args);
-        let mut kids = Vec::new();
-        for _ in 0..forks {
-            let line = hog.expect_line("forked pid=");
-            kids.push(
-                line.trim_start_matches("forked pid=")
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap(),
-            );
-        }
+        let kids = hog.forked(forks);
         (hog, kids)
     }
 

@@ -412,18 +412,7 @@ fn live_forked_children_are_counted_by_their_shares_and_copy_on_write_shows() {
         c
     });
     let parent = hog.pid();
-    let mut kids = Vec::new();
-    for _ in 0..2 {
-        let line = hog.expect_line("forked pid=");
-        kids.push(
-            line.trim_start_matches("forked pid=")
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .parse::<u32>()
-                .unwrap(),
-        );
-    }
+    let kids = hog.forked(2);
     let mut sampler = LinuxSampler::new("/proc");
     let snap = sampler.sample().unwrap();
     let share = |pid: u32| snap.process(pid).unwrap();
@@ -455,17 +444,7 @@ fn copy_on_write_by_forked_children_grows_their_total_without_moving_rss() {
         c
     });
     let mut pids = vec![hog.pid()];
-    for _ in 0..2 {
-        let line = hog.expect_line("forked pid=");
-        pids.push(
-            line.trim_start_matches("forked pid=")
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap(),
-        );
-    }
+    pids.extend(hog.forked(2));
     let mut sampler = LinuxSampler::new("/proc");
     let total = |snap: &Snapshot| -> u64 {
         pids.iter()
@@ -500,17 +479,7 @@ fn children_forked_between_full_ticks_do_not_count_their_parents_pages_again() {
     sampler.sample().unwrap();
     let mut hog = Running::hog(&link, &["--max", "512MiB", "--fork", "4"]);
     let mut pids = vec![hog.pid()];
-    for _ in 0..4 {
-        let line = hog.expect_line("forked pid=");
-        pids.push(
-            line.trim_start_matches("forked pid=")
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap(),
-        );
-    }
+    pids.extend(hog.forked(4));
     let total = |snap: &Snapshot| -> u64 {
         pids.iter()
             .map(|&p| snap.process(p).map_or(0, |p| p.footprint))

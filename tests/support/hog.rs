@@ -160,6 +160,21 @@ impl Running {
         }
     }
 
+    /// The pids of the `n` children a hog started with `--fork` says it
+    /// forked (`forked pid=N at_ms=M`), in the order it forked them.
+    pub fn forked(&mut self, n: usize) -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                let line = self.expect_line("forked pid=");
+                line.trim_start_matches("forked pid=")
+                    .split_whitespace()
+                    .next()
+                    .and_then(|pid| pid.parse().ok())
+                    .unwrap_or_else(|| panic!("no pid in {line:?}"))
+            })
+            .collect()
+    }
+
     /// Every line that arrives within `within`.
     pub fn drain(&mut self, within: Duration) -> Vec<String> {
         let deadline = Instant::now() + within;
