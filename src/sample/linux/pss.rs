@@ -47,14 +47,14 @@
 //!   read of the family shows them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
 use crate::model::CollectorStatus;
 use crate::sys::procfs;
 
+use super::proc_reader::ProcReader;
 use super::process_reads::Io;
 use super::tracker::{Tracked, Tracker, is_interesting};
 
@@ -269,17 +269,6 @@ struct Reply {
     took: Duration,
 }
 
-/// Most bytes read of one small `/proc` file (`stat`, `status`,
-/// `smaps_rollup` are a few KiB at most).
-const SMALL_FILE: u64 = 64 * 1024;
-
-fn read_small(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut data = Vec::with_capacity(4096);
-    file.take(SMALL_FILE).read_to_end(&mut data).ok()?;
-    Some(data)
-}
-
 impl PssWorker {
     /// Start the thread over the `/proc` tree at `root`; `None` (and the
     /// reads are not made) if the thread cannot be started.
@@ -289,9 +278,12 @@ impl PssWorker {
         std::thread::Builder::new()
             .name("headroom-pss".to_string())
             .spawn(move || {
+                let mut reader = ProcReader::new(root);
                 for pids in incoming {
-                    let read: Vec<Reply> =
-                        pids.into_iter().map(|pid| read_one(&root, pid)).collect();
+                    let read: Vec<Reply> = pids
+                        .into_iter()
+                        .map(|pid| read_one(&mut reader, pid))
+                        .collect();
                     if answer.send(read).is_err() {
                         return;
                     }
@@ -307,15 +299,22 @@ impl PssWorker {
 }
 
 /// One process's identity, proportional share and own figure.
-fn read_one(root: &Path, pid: u32) -> Reply {
-    let dir = root.join(pid.to_string());
-    let start =
-        read_small(&dir.join("stat")).and_then(|d| procfs::parse_stat(&d).map(|st| st.start_ticks));
+fn read_one(reader: &mut ProcReader, pid: u32) -> Reply {
+    let start = reader
+        .read_pid(pid, "stat")
+        .ok()
+        .and_then(procfs::parse_stat)
+        .map(|st| st.start_ticks);
     let began = Instant::now();
-    let pss = read_small(&dir.join("smaps_rollup")).and_then(|d| procfs::parse_smaps_rollup(&d));
+    let pss = reader
+        .read_pid(pid, "smaps_rollup")
+        .ok()
+        .and_then(procfs::parse_smaps_rollup);
     let took = began.elapsed();
-    let own = read_small(&dir.join("status"))
-        .and_then(|d| procfs::parse_status(&d))
+    let own = reader
+        .read_pid(pid, "status")
+        .ok()
+        .and_then(procfs::parse_status)
         .map(|st| st.footprint());
     Reply {
         pid,
