@@ -53,6 +53,21 @@ fn kib_field(text: &str, key: &str) -> u64 {
         * 1024
 }
 
+/// `MemAvailable` once two readings a second apart differ by less than
+/// 32 MiB (at most 30 s), bytes.
+fn settled_available() -> u64 {
+    let mut last = kib_field(&meminfo(), "MemAvailable");
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = kib_field(&meminfo(), "MemAvailable");
+        if now.abs_diff(last) < 32 * MIB {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
 fn meminfo() -> String {
     std::fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo")
 }
@@ -272,8 +287,11 @@ fn a_swap_rule_signals_a_hog_thrashing_in_swap_before_the_oom_killer() {
         ),
     }
 
-    // The ballast: all but LEFT of what is available, locked.
-    let ballast_size = kib_field(&meminfo(), "MemAvailable").saturating_sub(LEFT) / MIB * MIB;
+    // The ballast: all but LEFT of what is available, locked. Available
+    // memory is read once it holds still: after tests that allocated and
+    // freed gigabytes just before, it has been seen to climb for seconds
+    // (on a VM), and a ballast sized before that left the hog room in RAM.
+    let ballast_size = settled_available().saturating_sub(LEFT) / MIB * MIB;
     if ballast_size > 0 {
         let link = dir.path().join("thrash-ballast");
         std::os::unix::fs::symlink(HOG, &link).expect("link the ballast");
