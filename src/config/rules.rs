@@ -382,9 +382,9 @@ impl Serialize for Step {
             }
             Action::Notify => m.serialize_entry("notify", &true)?,
         }
-        if !self.after.is_zero() {
-            m.serialize_entry("after", &format_duration(self.after))?;
-        }
+        // Always written: a later step may run with the one before it
+        // (`after = "0s"`), and a later step without `after` does not parse.
+        m.serialize_entry("after", &format_duration(self.after))?;
         m.end()
     }
 }
@@ -1064,6 +1064,16 @@ mod tests {
     #[test]
     fn rules_round_trip_through_to_toml() {
         let text = "[[rule]]\nname = \"r\"\nfootprint = \"60%\"\ngrowth = \"1GiB/10s\"\ncooldown = \"2m\"\nhysteresis = \"5%\"\nactions = [{ signal = \"SIGINT\", require_handler = true }, { signal = \"SIGTERM\", after = \"30s\", process_group = true }, { hook = [\"/bin/echo\", \"hi\"], after = \"5s\", timeout = \"3s\" }, { notify = true, after = \"1s\" }]\n[rule.match]\nworkload = [\"jupyter\"]\nargv = \"kernel-.*\\\\.json\"\n[rule.when]\npressure = \"warn\"\navailable_below = \"10%\"\n[protect]\nnames = [\"my-db\"]\npatterns = [\"^postgres\"]\nexes = [\"/usr/sbin/sshd\"]\nsystem_uid_max = 499\n";
+        let c = config(text).unwrap();
+        let back = config(&c.to_toml()).unwrap_or_else(|e| panic!("{e}\n{}", c.to_toml()));
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn a_later_step_with_the_one_before_it_round_trips() {
+        // Found by the config fuzz target: `after = "0s"` on a later step
+        // parsed but was not written back, and the written config failed.
+        let text = "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }, { signal = \"SIGTERM\", after = \"0s\" }]\n";
         let c = config(text).unwrap();
         let back = config(&c.to_toml()).unwrap_or_else(|e| panic!("{e}\n{}", c.to_toml()));
         assert_eq!(back, c);
