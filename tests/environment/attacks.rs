@@ -1495,3 +1495,282 @@ fn memory_no_process_owns_steers_no_machine_wide_rule_onto_an_innocent_process()
     victim.kill();
     f.finish();
 }
+
+// ---------------------------------------------------------------------------
+// The HTTP port taken before the daemon starts: a squatter serving a
+// doctored snapshot must neither keep the daemon from enforcing nor pass for
+// it with `headroom status` and `headroom explain`.
+// ---------------------------------------------------------------------------
+
+use crate::support::attack::status_bytes;
+
+/// What the squatter writes into its doctored snapshot.
+const SQUATTER_MARKER: &str = "doctored-by-the-port-squatter";
+
+/// `headroom run` as root on `config`, told to listen on `listen` (as the
+/// unit would, on its configured port), with the soft open-file limit
+/// systemd gives a service; its log lines arrive through the [`Proc`].
+fn squatted_daemon(config: &Path, listen: &str) -> Proc {
+    let mut c = Command::new("prlimit");
+    c.args([
+        "--nofile=1024:",
+        "--",
+        HEADROOM,
+        "run",
+        "--listen",
+        listen,
+        "--config",
+    ])
+    .arg(config)
+    .env("HEADROOM_LOG", "info");
+    Proc::spawn(c)
+}
+
+/// A client command of `headroom` run as root (the daemon's user) against
+/// `addr`: its exit code, stdout and stderr.
+fn root_client(args: &[&str], addr: &str) -> (Option<i32>, String, String) {
+    let out = Command::new("timeout")
+        .args(["60", HEADROOM])
+        .args(args)
+        .args(["--address", addr])
+        .output()
+        .expect("run headroom as a client");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A client as root asked the squatter's port: it must refuse, naming the
+/// port and the squatter's uid and user, print nothing of the doctored
+/// snapshot, and say what to do.
+fn refuses_the_squatter(f: &mut Findings, what: &str, args: &[&str], addr: &str, port: u16) {
+    let attacker = uid_of(ATTACKER);
+    let (code, stdout, stderr) = root_client(args, addr);
+    f.note(format!(
+        "`headroom {what}` at the squatted port: exit {code:?}: {}",
+        stderr.trim()
+    ));
+    f.check(!stdout.contains(SQUATTER_MARKER), || {
+        format!(
+            "`headroom {what}` as root printed the snapshot of {ATTACKER}'s listener on port \
+             {port} as the daemon's:\n{}",
+            stdout.chars().take(400).collect::<String>()
+        )
+    });
+    f.check(code == Some(1), || {
+        format!(
+            "`headroom {what}` as root at port {port}, held by {ATTACKER} (uid {attacker}), \
+             exited {code:?}, not 1 (a refusal); stdout:\n{}\nstderr:\n{stderr}",
+            stdout.chars().take(400).collect::<String>()
+        )
+    });
+    f.check(
+        stderr.contains(&port.to_string())
+            && stderr.contains(&format!("uid {attacker}"))
+            && stderr.contains(ATTACKER),
+        || {
+            format!(
+                "`headroom {what}`'s refusal does not name port {port}, uid {attacker} and \
+                 user {ATTACKER}: {stderr}"
+            )
+        },
+    );
+}
+
+/// Every `action` event of the journal at `path`: the pid acted on, the
+/// action and its outcome.
+fn journaled_actions(path: &Path) -> Vec<(u64, String, String)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "action")
+        .map(|v| {
+            (
+                v["process"]["pid"].as_u64().unwrap_or(0),
+                v["action"].as_str().unwrap_or_default().to_string(),
+                v["outcome"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `GET /healthz` at `addr` within a 1 s client timeout: the status and the
+/// body, or why there was none.
+fn healthz_at(addr: &str) -> Result<(u16, serde_json::Value), String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(1)))
+        .build()
+        .into();
+    let mut res = agent
+        .get(&format!("http://{addr}/healthz"))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let status = res.status().as_u16();
+    let body = res.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    Ok((status, serde_json::from_str(&body).unwrap_or_default()))
+}
+
+#[test]
+fn a_squatted_http_port_neither_stops_enforcement_nor_passes_for_the_daemon() {
+    let session = begin("HTTP port squatted before the daemon starts");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    // The attacker takes a port first and serves a doctored snapshot there.
+    let mut squatter = Proc::spawn(attacker_python(&stage, &["squat", SQUATTER_MARKER]));
+    let (_, line) = squatter.expect_line("port ", Duration::from_secs(30));
+    let port: u16 = line["port ".len()..].trim().parse().expect("port");
+    let addr = format!("127.0.0.1:{port}");
+    // The daemon is configured for that port (as the unit runs it).
+    let link = stage.hog_link("hogs", "hog-squat");
+    let journal = dir.path().join("journal.jsonl");
+    let cfg = dir.path().join("headroom.toml");
+    std::fs::write(&cfg, config(dir.path(), &hog_rule(&link, None))).expect("write config");
+    chmod(&cfg, 0o644);
+    let mut daemon = squatted_daemon(&cfg, &addr);
+    let sampling = daemon.wait_line("first sample:", Duration::from_secs(30));
+    if sampling.is_none() {
+        f.fail(format!(
+            "the daemon did not sample with port {port} held by {ATTACKER} (running: {}; exit \
+             {:?}); its log:\n{}",
+            daemon.alive(),
+            daemon.wait_exit(Duration::from_secs(1)),
+            daemon.output()
+        ));
+    }
+    // Root's clients refuse the squatter's answers, whether or not the
+    // daemon runs.
+    refuses_the_squatter(&mut f, "status", &["status", "--json"], &addr, port);
+    let pid = squatter.pid().to_string();
+    refuses_the_squatter(&mut f, "explain", &["explain", &pid], &addr, port);
+    squatter.drain();
+    let asked: Vec<String> = squatter
+        .seen
+        .iter()
+        .filter(|(_, l)| l.starts_with("request "))
+        .map(|(_, l)| l.clone())
+        .collect();
+    f.check(asked.is_empty(), || {
+        format!(
+            "root's clients sent {} request(s) to {ATTACKER}'s listener before refusing it:\n{}",
+            asked.len(),
+            asked.join("\n")
+        )
+    });
+    if sampling.is_some() {
+        let holder = daemon.last(&format!("cannot listen on {addr}"));
+        f.note(format!("the daemon said: {holder:?}"));
+        f.check(
+            holder
+                .as_deref()
+                .is_some_and(|l| l.contains(&format!("uid {}", uid_of(ATTACKER)))),
+            || {
+                format!(
+                    "the daemon's log does not say who holds {addr}:\n{}",
+                    daemon.output()
+                )
+            },
+        );
+        let base_hwm = status_bytes(daemon.pid(), "VmHWM").unwrap_or(0);
+        // Enforcement goes on while the port is held.
+        let mut hog = hog_as(ATTACKER, &link);
+        let reaction = match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => {
+                f.note(format!(
+                    "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing, \
+                     with the port squatted",
+                    r.past_limit_mib, r.ms_after_crossing
+                ));
+                Some(r)
+            }
+            Err(why) => {
+                f.fail(format!(
+                    "the daemon did not act with its port squatted: {why}"
+                ));
+                None
+            }
+        };
+        let hog_pid = u64::from(hog.pid());
+        drop(hog);
+        f.check(squatter.alive(), || {
+            format!(
+                "{ATTACKER}'s listener (pid {}), matched by no rule, died",
+                squatter.pid()
+            )
+        });
+        // The attacker lets go: the daemon binds the port and answers.
+        squatter.kill();
+        let released = Instant::now();
+        let bound = daemon.wait_line(
+            &format!("status page: http://{addr}/"),
+            Duration::from_secs(30),
+        );
+        let bound_after = released.elapsed();
+        f.check(bound.is_some(), || {
+            format!(
+                "the daemon did not listen on {addr} within 30 s of the port's release; its log:\n{}",
+                daemon.output()
+            )
+        });
+        if bound.is_some() {
+            f.note(format!(
+                "the daemon listened {} ms after the port was released",
+                bound_after.as_millis()
+            ));
+            match healthz_at(&addr) {
+                Ok((200, health)) => f.note(format!(
+                    "/healthz: 200, {} samples, {} failed bind attempts",
+                    health["samples"], health["http_bind_failures"]
+                )),
+                other => f.fail(format!("/healthz once the daemon listens: {other:?}")),
+            }
+            let (code, stdout, stderr) = root_client(&["status", "--json"], &addr);
+            f.check(code == Some(0) && stdout.contains("\"processes\""), || {
+                format!(
+                    "`headroom status` as root refuses or fails the daemon itself: exit {code:?}, \
+                     {stderr}"
+                )
+            });
+        }
+        // The journal holds the SIGTERM, and no action on anything else.
+        std::thread::sleep(Duration::from_secs(1));
+        let actions = journaled_actions(&journal);
+        f.check(
+            actions
+                .iter()
+                .any(|(p, a, o)| *p == hog_pid && a == "SIGTERM" && o == "done"),
+            || format!("the journal lacks the hog's SIGTERM (pid {hog_pid}): {actions:?}"),
+        );
+        f.check(actions.iter().all(|(p, _, _)| *p == hog_pid), || {
+            format!("the daemon acted on something besides the hog (pid {hog_pid}): {actions:?}")
+        });
+        let hwm = status_bytes(daemon.pid(), "VmHWM").unwrap_or(u64::MAX);
+        f.check(hwm <= base_hwm + MEMORY_SLACK, || {
+            format!(
+                "the daemon's VmHWM went from {:.1} MiB to {:.1} MiB while retrying its port \
+                 (bound: +{} MiB)",
+                mib(base_hwm),
+                mib(hwm),
+                MEMORY_SLACK / MIB
+            )
+        });
+        f.check(daemon.alive(), || "the daemon stopped".into());
+        let fmt = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0}"));
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+            ("past_attack_mib", fmt(reaction.map(|r| r.past_limit_mib))),
+            ("ms_attack", fmt(reaction.map(|r| r.ms_after_crossing))),
+            (
+                "bind_after_release_ms",
+                format!("{}", bound_after.as_millis()),
+            ),
+        ]);
+    }
+    daemon.kill();
+    f.finish();
+}

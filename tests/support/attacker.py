@@ -14,6 +14,10 @@ process group).
                                 `streams ok=K refused=R`
     listen                      a loopback listener that reports every byte it gets
     get URL                     one GET: the status, then the body
+    squat MARKER                a loopback listener on a free port (`port N`)
+                                answering every request 200 with a doctored
+                                JSON snapshot holding MARKER, reporting each
+                                request (`request LINE`)
 
 Status lines while holding connections: `status open=O cut=C`, where cut
 counts connections the daemon closed or reset.
@@ -247,6 +251,37 @@ def listen():
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 
+def squat(marker):
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    say(f"port {srv.getsockname()[1]}")
+    body = (
+        '{"taken_at":0,"doctored_by":"%s","system":{"total":1,"available":1},'
+        '"processes":[]}' % marker
+    ).encode()
+    answer = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+    ) + body
+
+    def serve(conn):
+        conn.settimeout(10)
+        try:
+            head = conn.recv(65536)
+            line = head.split(b"\r\n", 1)[0]
+            say(f"request {line.decode('latin-1')}")
+            conn.sendall(answer)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
 def get(url):
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -274,6 +309,8 @@ def main():
         listen()
     elif cmd == "get":
         get(args[0])
+    elif cmd == "squat":
+        squat(args[0])
     else:
         sys.exit(f"unknown attack {cmd!r}; see the docstring")
 
