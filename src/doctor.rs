@@ -159,7 +159,73 @@ pub fn run() -> Report {
     let mut checks = sample_checks(platform_sampler(&gpu).as_mut());
     checks.extend(crate::sample::doctor_checks());
     checks.push(crate::act::doctor::signals());
+    checks.push(http_port());
     Report { facts, checks }
+}
+
+/// Who listens on the default HTTP address (`http.listen` of the embedded
+/// default config).
+fn http_port() -> Check {
+    let addr = crate::config::Config::embedded_default().http.listen;
+    http_port_check(
+        addr,
+        crate::sys::sockets::listener_uids(addr.ip(), addr.port()),
+        crate::sys::this_process::effective_uid(),
+        crate::sample::user_names::user_name,
+    )
+}
+
+/// The `http-port` check, from the uids listening on `addr` (`Ok(None)`:
+/// the OS does not say), the uid running the check `me`, and `name` for a
+/// uid's user. A listener of root or of `me` may be the daemon; one of
+/// another user keeps a daemon from serving HTTP there (it samples and acts
+/// regardless) and is refused by `headroom status`.
+pub fn http_port_check(
+    addr: std::net::SocketAddr,
+    listeners: std::io::Result<Option<Vec<u32>>>,
+    me: u32,
+    name: impl Fn(u32) -> Option<String>,
+) -> Check {
+    const NAME: &str = "http-port";
+    let named = |uid: u32| match name(uid) {
+        Some(user) => format!("uid {uid} ({})", crate::model::printable(&user)),
+        None => format!("uid {uid}"),
+    };
+    match listeners {
+        Ok(None) => Check::not_applicable(
+            NAME,
+            format!("this OS does not tell who listens on {addr} (the default http.listen)"),
+        ),
+        Ok(Some(uids)) => match (uids.iter().find(|&&u| u != 0 && u != me), uids.first()) {
+            (Some(&other), _) => Check::warn(
+                NAME,
+                format!(
+                    "{addr} (the default http.listen) is held by {}: a daemon configured for it \
+                     samples and acts, but serves no HTTP until the port is free, and \
+                     `headroom status` refuses to ask it",
+                    named(other)
+                ),
+                "stop that program, or set http.listen in the config to another port",
+            ),
+            (None, Some(&uid)) => Check::ok(
+                NAME,
+                format!(
+                    "{addr} (the default http.listen) is held by {}: a running headroom \
+                     daemon, or another program of that user",
+                    named(uid)
+                ),
+            ),
+            (None, None) => Check::ok(
+                NAME,
+                format!("{addr} (the default http.listen) is free for the daemon"),
+            ),
+        },
+        Err(e) => Check::warn(
+            NAME,
+            format!("cannot tell who listens on {addr} (the default http.listen): {e}"),
+            "run `headroom doctor` as root",
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -192,6 +258,35 @@ mod tests {
         );
         assert!(text.ends_with("\n1 ok, 1 warn, 0 fail, 1 n/a\n"), "{text}");
         assert!(report.healthy());
+    }
+
+    fn port_check(listeners: std::io::Result<Option<Vec<u32>>>) -> Check {
+        let name = |uid| (uid == 999).then(|| "mallory".to_string());
+        http_port_check("127.0.0.1:9717".parse().unwrap(), listeners, 1000, name)
+    }
+
+    #[test]
+    fn a_port_held_by_another_user_is_a_warning_naming_them() {
+        let c = port_check(Ok(Some(vec![999])));
+        assert_eq!(c.status, CheckStatus::Warn);
+        assert!(
+            c.detail.contains("127.0.0.1:9717") && c.detail.contains("uid 999 (mallory)"),
+            "{}",
+            c.detail
+        );
+        assert!(c.next.is_some_and(|n| n.contains("http.listen")));
+    }
+
+    #[test]
+    fn a_free_port_or_one_of_root_or_the_caller_is_fine() {
+        for uids in [vec![], vec![0], vec![1000]] {
+            let c = port_check(Ok(Some(uids.clone())));
+            assert_eq!(c.status, CheckStatus::Ok, "{uids:?}: {}", c.detail);
+        }
+        assert_eq!(port_check(Ok(None)).status, CheckStatus::NotApplicable);
+        let c = port_check(Err(std::io::Error::other("EACCES")));
+        assert_eq!(c.status, CheckStatus::Warn);
+        assert!(c.detail.contains("EACCES"), "{}", c.detail);
     }
 
     #[test]

@@ -8,14 +8,16 @@
 //! judged under `--config` (or the embedded default); the limits that need
 //! history (growth, time to exhaustion) are then unknown, and the output
 //! says so. Either way the judging is [`crate::policy::explain`], the same
-//! matching, reach and limit code the daemon runs.
+//! matching, reach and limit code the daemon runs. A port held by another
+//! user's program is refused, not asked and not fallen back from
+//! ([`DaemonClient::holder`]): the daemon may be elsewhere.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::daemon_client::DaemonClient;
+use super::daemon_client::{DaemonClient, Holder};
 use super::{CliError, load_config, write_stdout};
 use crate::config::Config;
 use crate::config::rules::ClauseCheck;
@@ -98,7 +100,10 @@ pub fn run(
 ) -> Result<(), CliError> {
     let config = load_config(config_path.as_deref())?;
     let client = DaemonClient::new(address.unwrap_or(config.http.listen));
-    let view = match from_daemon(&client, pid) {
+    let holder = client
+        .holder()
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    let view = match from_daemon(&client, holder, pid) {
         Ok(view) => view,
         Err(why) => {
             let origin = config_path.as_ref().map_or_else(
@@ -126,7 +131,7 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &str, what: &str) -> Result<T, Stri
 }
 
 /// The daemon's view of `pid`, or why there is none.
-fn from_daemon(client: &DaemonClient, pid: u32) -> Result<View, String> {
+fn from_daemon(client: &DaemonClient, holder: Holder, pid: u32) -> Result<View, String> {
     let addr = client.addr();
     let (status, body) = get(client, "/api/v1/config")?;
     if status != 200 {
@@ -188,9 +193,9 @@ fn from_daemon(client: &DaemonClient, pid: u32) -> Result<View, String> {
     }
     // The daemon's user: the owner of the socket it listens on, where the
     // OS tells (Linux); else this command's.
-    let self_uid = match crate::sys::sockets::listener_uids(addr.ip(), addr.port()) {
-        Ok(Some(uids)) if !uids.is_empty() && uids.iter().all(|u| *u == uids[0]) => uids[0],
-        _ => crate::sys::this_process::effective_uid(),
+    let self_uid = match holder {
+        Holder::Trusted(uid) => uid,
+        Holder::Nobody | Holder::Unknown => crate::sys::this_process::effective_uid(),
     };
     let ctx = Context {
         // The daemon's own pid is not known here; its status says when it

@@ -1,8 +1,14 @@
 //! `headroom run`: the daemon's wiring. Load and check the config, apply
 //! the command line's overrides, set up logging, raise the open-file limit,
-//! stay resident, bind the HTTP listener, pick the sampler (this machine's
-//! or a replayed trace), open the pressure events, exit causes and system
-//! probe, then run the loop and the HTTP server until a signal stops them.
+//! stay resident, try to bind the HTTP listener, pick the sampler (this
+//! machine's or a replayed trace), open the pressure events, exit causes and
+//! system probe, then run the loop and the HTTP server until a signal stops
+//! them.
+//!
+//! Enforcement never depends on the HTTP listener: an address another
+//! process holds (any local user can listen on the port first) is logged
+//! with who holds it, and the server tries again on its own thread until
+//! the address is free, while the loop samples and acts.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,12 +58,18 @@ pub fn run_daemon(
         Err(e) => tracing::warn!("{e}; the HTTP server keeps within the current limit"),
     }
     stay_resident();
-    // Bind before anything runs, so that a taken port is a clear error.
-    let listener = if config.http.enabled {
-        Some(crate::http::bind(config.http.listen).map_err(|e| CliError::Runtime(e.to_string()))?)
-    } else {
-        None
-    };
+    // The first try at the port, before the loop starts, so that a free port
+    // is served from the first sample on; a taken one is tried again later.
+    let listener = config.http.enabled.then(|| {
+        let addr = config.http.listen;
+        crate::http::bind(addr).inspect_err(|e| {
+            tracing::warn!(
+                "{e}{}; sampling and acting go on without HTTP, and the listener is tried again \
+                 every few seconds until the address is free",
+                crate::http::binding::holders(addr)
+            );
+        })
+    });
 
     let sampler: Box<dyn Sampler> = match &replay {
         Some(path) => crate::sample::jobs::with_jobs(Box::new(
@@ -123,8 +135,12 @@ pub fn run_daemon(
             .with_exit_causes(causes)
             .with_probe(probe);
         let server = match listener {
-            Some(listener) => {
-                let server = crate::http::Server::start(listener, daemon.subscribe())
+            Some(bound) => {
+                let started = match bound {
+                    Ok(listener) => crate::http::Server::start(listener, daemon.subscribe()),
+                    Err(failed) => crate::http::Server::start_when_free(failed, daemon.subscribe()),
+                };
+                let server = started
                     .map_err(|e| CliError::Runtime(format!("cannot start the HTTP server: {e}")))?;
                 let addr = server.local_addr();
                 if !addr.ip().is_loopback() {
@@ -132,7 +148,12 @@ pub fn run_daemon(
                         "serving HTTP on {addr}, beyond this machine (allow_remote): anyone who can reach it can read the process list"
                     );
                 }
-                tracing::info!("status page: http://{}/ (metrics at /metrics)", browsable(addr));
+                if server.listening_at_start() {
+                    tracing::info!(
+                        "status page: http://{}/ (metrics at /metrics)",
+                        browsable(addr)
+                    );
+                }
                 Some(server)
             }
             None => {

@@ -53,7 +53,7 @@ pub fn status(
         GetError::NoAnswer { .. } => CliError::Runtime(format!(
             "{e}; start one with `headroom run`, or pass --address ADDR:PORT"
         )),
-        GetError::Unreadable { .. } => CliError::Runtime(e.to_string()),
+        _ => CliError::Runtime(e.to_string()),
     })?;
     if !status.is_success() {
         let reason = serde_json::from_str::<serde_json::Value>(&body)

@@ -21,6 +21,7 @@ use axum::{Extension, Json};
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::binding::Listening;
 use super::gates::Gates;
 use super::query::{self, SortKey, WorkloadFilter};
 use super::snapshot_json::{Chunks, Forms, extend_object};
@@ -90,6 +91,14 @@ pub struct Health {
     /// Why events are not reaching the journal, while they are not (the
     /// daemon samples and acts on regardless).
     pub journal_error: Option<String>,
+    /// When this HTTP listener was bound (`null` where the router runs
+    /// without a server of its own).
+    pub http_listening_since: Option<Timestamp>,
+    /// The tries to listen that failed before it, while another process
+    /// held the address (the daemon sampled and acted meanwhile).
+    pub http_bind_failures: u64,
+    /// Why the last of those tries failed.
+    pub http_last_bind_error: Option<String>,
 }
 
 /// The sample age past which the sampler counts as stuck: three intervals and
@@ -100,7 +109,11 @@ pub fn stale_after(config: &Config) -> Duration {
 
 /// `GET /healthz`: 200 while samples keep coming, 503 before the first one
 /// and when the last one is older than [`stale_after`].
-pub async fn healthz(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Response {
+pub async fn healthz(
+    State(shared): State<Shared>,
+    listening: Option<Extension<Arc<Listening>>>,
+    RawQuery(q): RawQuery,
+) -> Response {
     if let Err(e) = query::none(q.as_deref()) {
         return ApiError::from(e).into_response();
     }
@@ -124,6 +137,9 @@ pub async fn healthz(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Res
         sampler_error: state.last_error.clone(),
         fast_mode: state.fast_mode,
         journal_error: state.journal.problem(),
+        http_listening_since: listening.as_ref().map(|l| l.since),
+        http_bind_failures: listening.as_ref().map_or(0, |l| l.bind_failures),
+        http_last_bind_error: listening.and_then(|l| l.last_bind_error.clone()),
     };
     let code = if status == "ok" {
         StatusCode::OK

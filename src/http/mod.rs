@@ -20,9 +20,14 @@
 //! whose `Host` is not an IP literal or `localhost` ([`host`]) are refused,
 //! so that a web page cannot read the process list through DNS rebinding.
 //!
+//! A port another user holds keeps the server from listening, never the
+//! daemon from sampling and acting: [`Server::start_when_free`] tries again
+//! on the server's own thread until the port is free ([`binding`]).
+//!
 //! API reference with examples: `docs/api.md`.
 
 pub mod api;
+pub mod binding;
 pub mod gates;
 pub mod host;
 pub mod query;
@@ -48,6 +53,7 @@ use axum::{Extension, Router};
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
 
+pub use binding::Listening;
 pub use gates::Gates;
 pub use server::{Limits, Registry};
 
@@ -219,7 +225,27 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let app = router_with(state, Gates::new(&limits));
+    serve_listening(
+        listener,
+        state,
+        limits,
+        registry,
+        Listening::at_once(),
+        shutdown,
+    )
+    .await
+}
+
+/// [`serve`], with how the listener came to be bound (for `/healthz`).
+async fn serve_listening(
+    listener: tokio::net::TcpListener,
+    state: Shared,
+    limits: Limits,
+    registry: Arc<Registry>,
+    listening: Listening,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let app = router_with(state, Gates::new(&limits)).layer(Extension(Arc::new(listening)));
     server::serve(listener, app, limits, registry, shutdown).await
 }
 
@@ -240,8 +266,29 @@ pub enum BindError {
     Other(SocketAddr, #[source] io::Error),
 }
 
-/// Bind the listening socket, so that a taken port is reported before the
-/// daemon starts.
+/// The address to put in a URL: an unspecified address (0.0.0.0, [::]) is
+/// reached through loopback.
+pub fn browsable(addr: SocketAddr) -> SocketAddr {
+    let mut addr = addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    addr
+}
+
+impl BindError {
+    /// The address that could not be bound.
+    pub fn addr(&self) -> SocketAddr {
+        match self {
+            BindError::InUse(a) | BindError::Denied(a) | BindError::Other(a, _) => *a,
+        }
+    }
+}
+
+/// Bind the listening socket (non-blocking, for the server's runtime).
 pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
     let listener = std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
         io::ErrorKind::AddrInUse => BindError::InUse(addr),
@@ -260,11 +307,22 @@ const HTTP_BLOCKING_THREADS: usize = 4;
 /// Nice levels the HTTP server's thread runs below the daemon's others.
 const HTTP_NICE: i32 = 10;
 
+/// Where the server's listener comes from.
+enum Source {
+    /// Bound already.
+    Bound(std::net::TcpListener),
+    /// Not bound yet: the first try failed with this error; the server's
+    /// thread tries again until it works.
+    Retry(BindError),
+}
+
 /// The server running on its own thread and single-threaded runtime, at a
 /// lower CPU priority than the sampling loop ([`HTTP_NICE`], where the OS
 /// has per-thread priorities).
 pub struct Server {
     addr: SocketAddr,
+    /// Whether the listener was bound when the server started.
+    bound_at_start: bool,
     registry: Arc<Registry>,
     stop: Option<oneshot::Sender<()>>,
     done: mpsc::Receiver<io::Result<()>>,
@@ -276,6 +334,22 @@ impl Server {
     /// config's `[http]`, the connection cap kept within the open-file limit
     /// less the descriptors reserved for enforcement.
     pub fn start(listener: std::net::TcpListener, state: Shared) -> io::Result<Server> {
+        let limits = Self::limits(&state);
+        Self::spawn(Source::Bound(listener), state, limits)
+    }
+
+    /// Start the server for `addr`, whose first bind failed with `failed`:
+    /// its thread tries again ([`binding::bind_with_retry`]) until the
+    /// address is free, then serves it as [`Server::start`] does. Nothing
+    /// else waits for it.
+    pub fn start_when_free(failed: BindError, state: Shared) -> io::Result<Server> {
+        let limits = Self::limits(&state);
+        Self::spawn(Source::Retry(failed), state, limits)
+    }
+
+    /// The limits of the config's `[http]`, the connection cap kept within
+    /// the open-file limit less the descriptors reserved for enforcement.
+    fn limits(state: &Shared) -> Limits {
         let http = state.borrow().config.http.clone();
         let open_files = match crate::sys::fd_limit::open_files_limit() {
             Ok(soft) => Some(soft),
@@ -296,7 +370,7 @@ impl Server {
             limits.max_streams,
             limits.max_large_responses
         );
-        Self::start_with(listener, state, limits)
+        limits
     }
 
     /// Start serving on `listener` within `limits`.
@@ -305,8 +379,18 @@ impl Server {
         state: Shared,
         limits: Limits,
     ) -> io::Result<Server> {
-        let addr = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
+        Self::spawn(Source::Bound(listener), state, limits)
+    }
+
+    fn spawn(source: Source, state: Shared, limits: Limits) -> io::Result<Server> {
+        let addr = match &source {
+            Source::Bound(listener) => {
+                listener.set_nonblocking(true)?;
+                listener.local_addr()?
+            }
+            Source::Retry(failed) => failed.addr(),
+        };
+        let bound_at_start = matches!(source, Source::Bound(_));
         // Blocking work (encoding a snapshot, looking up a client's user) runs
         // on a few threads, however many clients ask at once.
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -327,8 +411,25 @@ impl Server {
                     Err(e) => tracing::debug!("cannot lower the HTTP thread's priority: {e}"),
                 }
                 let result = runtime.block_on(async move {
+                    let mut stopped = stopped;
+                    let (listener, listening) = match source {
+                        Source::Bound(listener) => (listener, Listening::at_once()),
+                        Source::Retry(failed) => {
+                            match binding::bind_with_retry(addr, &failed, &mut stopped).await {
+                                Some(bound) => bound,
+                                // Stopped before the port was free.
+                                None => return Ok(()),
+                            }
+                        }
+                    };
+                    if listening.bind_failures > 0 {
+                        tracing::info!(
+                            "status page: http://{}/ (metrics at /metrics)",
+                            browsable(addr)
+                        );
+                    }
                     let listener = tokio::net::TcpListener::from_std(listener)?;
-                    serve(listener, state, limits, served, async {
+                    serve_listening(listener, state, limits, served, listening, async {
                         // A dropped sender stops the server too.
                         let _ = stopped.await;
                     })
@@ -341,6 +442,7 @@ impl Server {
             })?;
         Ok(Server {
             addr,
+            bound_at_start,
             registry,
             stop: Some(stop),
             done,
@@ -348,9 +450,16 @@ impl Server {
         })
     }
 
-    /// The address actually bound (the port, when 0 was asked for).
+    /// The address actually bound (the port, when 0 was asked for); the
+    /// address asked for while it is not bound yet.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Whether the server listened from its start (else its thread waits
+    /// for the address to be free, and says when it listens).
+    pub fn listening_at_start(&self) -> bool {
+        self.bound_at_start
     }
 
     /// The server's open connections, and those it closed or refused at the

@@ -208,6 +208,26 @@ impl<Id: SysinfoUid> UserList for SysinfoUsers<Id> {
     }
 }
 
+/// The name of `uid` in this system's account list, looked up once (for a
+/// message, not per sample): the passwd file on Linux, sysinfo's list
+/// elsewhere.
+pub fn user_name(uid: u32) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    let mut list = PasswdFile::system();
+    #[cfg(all(unix, not(target_os = "linux")))]
+    let mut list = SysinfoUsers::<u32>::new();
+    #[cfg(unix)]
+    {
+        list.refresh();
+        list.lookup(&uid).map(|name| name.to_string())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = uid;
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +258,12 @@ mod tests {
             refreshes: 0,
             changed,
         })
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn root_has_a_name() {
+        assert_eq!(user_name(0).as_deref(), Some("root"));
     }
 
     #[test]
