@@ -87,7 +87,9 @@ pub fn judge_listeners(
                 user: name(uid).map(|u| crate::model::printable(&u).into_owned()),
                 me,
             }),
-            None => Ok(uids.first().map_or(Holder::Nobody, |&uid| Holder::Trusted(uid))),
+            None => Ok(uids
+                .first()
+                .map_or(Holder::Nobody, |&uid| Holder::Trusted(uid))),
         },
         Err(e) => Err(GetError::HolderUnknown {
             addr,
@@ -95,7 +97,6 @@ pub fn judge_listeners(
         }),
     }
 }
-
 
 /// Requests to the daemon at one address.
 pub struct DaemonClient {
@@ -201,7 +202,10 @@ mod tests {
     fn a_listener_of_another_user_is_refused_naming_port_uid_and_user() {
         let e = judged(Ok(Some(vec![999])), 0).unwrap_err();
         let said = e.to_string();
-        assert!(matches!(e, GetError::NotTheDaemon { uid: 999, .. }), "{said}");
+        assert!(
+            matches!(e, GetError::NotTheDaemon { uid: 999, .. }),
+            "{said}"
+        );
         assert!(
             said.starts_with(
                 "port 9717 on 127.0.0.1 is held by uid 999 (mallory), not by root or by you (uid 0)"
@@ -217,7 +221,17 @@ mod tests {
     #[test]
     fn a_root_client_refuses_a_users_listener() {
         let e = judged(Ok(Some(vec![1000])), 0).unwrap_err();
-        assert!(matches!(e, GetError::NotTheDaemon { uid: 1000, user: None, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                GetError::NotTheDaemon {
+                    uid: 1000,
+                    user: None,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -61,12 +61,11 @@ pub fn run_daemon(
     // The first try at the port, before the loop starts, so that a free port
     // is served from the first sample on; a taken one is tried again later.
     let listener = config.http.enabled.then(|| {
-        let addr = config.http.listen;
-        crate::http::bind(addr).inspect_err(|e| {
+        crate::http::bind(config.http.listen).inspect_err(|e| {
             tracing::warn!(
-                "{e}{}; sampling and acting go on without HTTP, and the listener is tried again \
-                 every few seconds until the address is free",
-                crate::http::binding::holders(addr)
+                "{}. Sampling and acting go on without HTTP; the listener is tried again every \
+                 few seconds until the address is free",
+                crate::http::binding::explained(e)
             );
         })
     });

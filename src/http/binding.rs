@@ -5,7 +5,7 @@
 //! waits for the port: `headroom run` samples and acts whatever became of
 //! the bind, and the server's own thread tries again with a growing delay
 //! ([`retry_delay`], at most [`MAX_RETRY_DELAY`]) until the port is free,
-//! saying in the log who holds it ([`holders`]) and, once it listens, how
+//! saying in the log who holds it ([`explained`]) and, once it listens, how
 //! long that took ([`Listening`], also in `/healthz`).
 
 use std::net::SocketAddr;
@@ -54,15 +54,17 @@ impl Listening {
     }
 }
 
-/// Who listens on `addr`'s port where a connection to `addr` arrives, in
-/// words for the log (` held by uid 999 (alice)`), or nothing where the OS
-/// does not tell or nobody does.
-pub fn holders(addr: SocketAddr) -> String {
-    match crate::sys::sockets::listener_uids(addr.ip(), addr.port()) {
+/// `failed`, and who listens on the port where a connection to its address
+/// arrives, in words for the log (`…; the port is held by uid 999 (alice)`),
+/// where the OS tells.
+pub fn explained(failed: &BindError) -> String {
+    let addr = failed.addr();
+    let holders = match crate::sys::sockets::listener_uids(addr.ip(), addr.port()) {
         Ok(Some(uids)) => describe_holders(&uids, crate::sample::user_names::user_name),
         Ok(None) => String::new(),
-        Err(e) => format!(" (who holds it cannot be read: {e})"),
-    }
+        Err(e) => format!(" — who holds the port cannot be read: {e}"),
+    };
+    format!("{failed}{holders}")
 }
 
 /// [`holders`] from the uids listening there, each named by `name`.
@@ -80,7 +82,7 @@ pub fn describe_holders(uids: &[u32], name: impl Fn(u32) -> Option<String>) -> S
     if named.is_empty() {
         String::new()
     } else {
-        format!(", held by {}", named.join(" and "))
+        format!(" — the port is held by {}", named.join(" and "))
     }
 }
 
@@ -94,7 +96,7 @@ pub async fn bind_with_retry(
     stopped: &mut oneshot::Receiver<()>,
 ) -> Option<(std::net::TcpListener, Listening)> {
     let mut failures: u32 = 1;
-    let mut last = first.to_string();
+    let mut last = explained(first);
     let mut log = RateLimit::default();
     // The first failure was logged where it happened.
     let _ = log.due(std::time::Instant::now());
@@ -118,7 +120,7 @@ pub async fn bind_with_retry(
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
-                last = format!("{e}{}", holders(addr));
+                last = explained(&e);
                 if let Some(more) = log.due(std::time::Instant::now()) {
                     tracing::warn!(
                         "still no HTTP listener ({failures} tries): {last}; sampling and acting go \
@@ -148,11 +150,11 @@ mod tests {
         let name = |uid| (uid == 999).then(|| "mallory".to_string());
         assert_eq!(
             describe_holders(&[999, 999], name),
-            ", held by uid 999 (mallory)"
+            " — the port is held by uid 999 (mallory)"
         );
         assert_eq!(
             describe_holders(&[1001, 999], name),
-            ", held by uid 999 (mallory) and uid 1001"
+            " — the port is held by uid 999 (mallory) and uid 1001"
         );
         assert_eq!(describe_holders(&[], name), "");
     }

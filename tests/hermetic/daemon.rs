@@ -249,15 +249,57 @@ fn metrics_count_how_late_the_loop_woke_for_each_scheduled_sample() {
 }
 
 #[test]
-fn a_port_in_use_exits_1_naming_the_address() {
+fn a_port_in_use_holds_back_http_not_sampling_and_is_listened_on_once_free() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("addr").to_string();
-    let err = fails(&["run", "--listen", &addr], 1);
-    assert!(
-        err.contains(&addr) && err.contains("already in use"),
-        "{err}"
+    let dir = support::private_dir();
+    let cfg = dir.path().join("headroom.toml");
+    write(
+        &cfg,
+        &format!(
+            "[daemon]\ninterval = \"200ms\"\njournal = \"{}\"\n",
+            dir.path().join("journal.jsonl").display()
+        ),
     );
-    assert!(err.contains("--listen"), "{err}");
+    let mut d = Running::daemon(&[
+        "run",
+        "--listen",
+        &addr,
+        "--config",
+        cfg.to_str().expect("utf-8 path"),
+    ]);
+    let said = d.expect_line(&format!("cannot listen on {addr}"));
+    assert!(said.contains("already in use"), "{said}");
+    assert!(said.contains("Sampling and acting go on"), "{said}");
+    d.expect_line("first sample:");
+    drop(taken);
+    d.expect_line(&format!("status page: http://{addr}/"));
+    let (code, body) = support::get(&format!("http://{addr}/healthz"));
+    assert_eq!(code, 200, "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert!(
+        health["http_bind_failures"].as_u64() >= Some(1),
+        "/healthz counts the failed tries: {body}"
+    );
+    assert!(
+        health["http_last_bind_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("already in use")),
+        "{body}"
+    );
+    stop_cleanly(&mut d, "TERM");
+}
+
+#[test]
+fn healthz_of_a_daemon_that_listened_at_once_counts_no_failed_tries() {
+    let d = Daemon::run(&["run"]);
+    let (code, body) = d.get("/healthz");
+    assert_eq!(code, 200, "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(health["http_bind_failures"], 0, "{body}");
+    assert!(health["http_listening_since"].is_u64(), "{body}");
+    assert!(health["http_last_bind_error"].is_null(), "{body}");
+    d.stop_with("TERM");
 }
 
 #[test]

@@ -48,11 +48,14 @@ impl Running {
     }
 
     /// The daemon as `command` starts it (e.g. through `runuser`), given a
-    /// port of its own and a debug log (stderr), which is captured.
+    /// port of its own (unless the command names one with `--listen`) and a
+    /// debug log (stderr), which is captured.
     pub fn daemon_command(mut command: Command) -> Self {
         // A port of its own, so tests can run side by side.
+        if !command.get_args().any(|a| a == "--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
         let mut child = command
-            .args(["--listen", "127.0.0.1:0"])
             .env("HEADROOM_LOG", "debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
