@@ -89,6 +89,7 @@ pub mod doctor;
 pub mod kmsg;
 pub mod kmsg_crash;
 mod library_rescan;
+mod library_worker;
 mod light_tick;
 mod proc_reader;
 mod process_reads;
@@ -225,7 +226,13 @@ impl LinuxSampler {
             jobs: Vec::new(),
             unowned,
             errors,
-            collectors: self.tracker.pss_budget.status().into_iter().collect(),
+            collectors: self
+                .tracker
+                .pss_budget
+                .status()
+                .into_iter()
+                .chain(self.tracker.library_budget.status())
+                .collect(),
             notes: Vec::new(),
         })
     }
