@@ -7,8 +7,10 @@
 //! as the caller asks for, so one `read` into a buffer larger than the file
 //! returns all of it and a short read means the end. That saves the second,
 //! empty `read` a generic read-to-end loop would make. Multi-record files
-//! (`maps`, `vmstat`) come a page at a time and are read until `read`
-//! returns 0.
+//! come a page at a time and are read until `read` returns 0: the system's
+//! (`vmstat`) to the end, a process's (`maps`, whose length its owner
+//! decides) a bounded chunk at a time, up to a byte and a time limit
+//! ([`ProcReader::stream_pid`]).
 //!
 //! Errors are sorted into [`Failure`] for the collector-error counters.
 
@@ -149,15 +151,6 @@ impl ProcReader {
     pub fn read_held(&mut self, file: &File) -> Result<&[u8], Failure> {
         match fill(&mut self.buf, false, |chunk, at| file.read_at(chunk, at)) {
             Ok(0) => Err(Failure::Vanished),
-            Ok(n) => Ok(&self.buf[..n]),
-            Err(e) => Err(Failure::of(&e)),
-        }
-    }
-
-    /// A process file read to the end (`maps`); may be empty.
-    pub fn read_pid_to_end(&mut self, pid: u32, name: &str) -> Result<&[u8], Failure> {
-        self.pid_path(pid, name);
-        match read_into(&self.path, &mut self.buf, true) {
             Ok(n) => Ok(&self.buf[..n]),
             Err(e) => Err(Failure::of(&e)),
         }
@@ -329,7 +322,7 @@ mod tests {
         std::fs::write(dir.path().join("12/maps"), &big).unwrap();
         std::fs::write(dir.path().join("12/statm"), b"").unwrap();
         let mut r = ProcReader::new(dir.path().to_owned());
-        assert_eq!(r.read_pid_to_end(12, "maps").unwrap().len(), big.len());
+        assert_eq!(r.read_root("12/maps").unwrap().len(), big.len());
         assert_eq!(r.read_pid(12, "statm"), Err(Failure::Vanished));
         assert_eq!(r.read_pid(13, "statm"), Err(Failure::Vanished));
         let mut pids = Vec::new();
