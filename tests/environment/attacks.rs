@@ -1495,3 +1495,253 @@ fn memory_no_process_owns_steers_no_machine_wide_rule_onto_an_innocent_process()
     victim.kill();
     f.finish();
 }
+
+// ---------------------------------------------------------------------------
+// Python processes whose /proc/PID/maps is hundreds of MB
+// ---------------------------------------------------------------------------
+//
+// Any user can name a process `python3`, and the daemon lists the libraries
+// of Python processes from their `maps` to find a framework. The attacker's
+// processes each map one page of a file with a 3.8 KB path 65 000 times:
+// 250 MB of `maps` each, which the kernel takes seconds to render. Read
+// whole on the sampler's path, they blinded it (stale health, a fast hog
+// signalled gigabytes late) and took the daemon's memory to hundreds of MB.
+
+/// How fast the hogs of this attack grow: a blind second is 500 MiB.
+const MAPS_HOG_RATE: &str = "500MiB/s";
+/// How far they may grow, so that a late signal shows how late.
+const MAPS_HOG_MAX: &str = "3GiB";
+/// The attacker's processes, their mappings each, and the length of the
+/// mapped file's path.
+const MAPS_PROCESSES: &str = "7";
+const MAPS_MAPPINGS: &str = "65000";
+const MAPS_PATH_BYTES: &str = "3800";
+/// How long `/healthz` is watched once the processes are up: their first
+/// scans and the 30 s rescan after.
+const MAPS_WATCH: Duration = Duration::from_secs(40);
+
+/// A hog of the attacker's, through `link`, growing at [`MAPS_HOG_RATE`]
+/// and catching SIGTERM.
+fn maps_hog(link: &Path) -> Proc {
+    let mut c = as_user(ATTACKER, link);
+    c.args([
+        "--rate",
+        MAPS_HOG_RATE,
+        "--max",
+        MAPS_HOG_MAX,
+        "--catch",
+        "TERM",
+    ]);
+    Proc::spawn(c)
+}
+
+/// What `/healthz` said while it was watched.
+#[derive(Debug, Default)]
+struct HealthWatch {
+    probes: usize,
+    /// Answers other than 200 ("stale", "starting"), and no answer within 1 s.
+    unhealthy: usize,
+    /// The longest run of unhealthy probes in a row.
+    longest_run: usize,
+}
+
+/// Probe `/healthz` at `addr` every 250 ms for `watch`, each with a 1 s
+/// client timeout.
+fn watch_health(addr: std::net::SocketAddr, watch: Duration) -> HealthWatch {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(1)))
+        .build()
+        .into();
+    let url = format!("http://{addr}/healthz");
+    let end = Instant::now() + watch;
+    let mut seen = HealthWatch::default();
+    let mut run = 0;
+    while Instant::now() < end {
+        let healthy = agent.get(&url).call().is_ok_and(|r| r.status() == 200);
+        seen.probes += 1;
+        if healthy {
+            run = 0;
+        } else {
+            seen.unhealthy += 1;
+            run += 1;
+            seen.longest_run = seen.longest_run.max(run);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    seen
+}
+
+/// The journal's actions: (pid, action) of every `action` event.
+fn journal_actions(journal: &Path) -> Vec<(u64, String)> {
+    std::fs::read_to_string(journal)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "action")
+        .filter_map(|e| {
+            Some((
+                e.pointer("/process/pid")?.as_u64()?,
+                e["action"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Every hog in `hogs` has its SIGTERM in the journal, and no other
+/// process has an action there.
+fn journal_holds_the_hogs_and_no_one_else(f: &mut Findings, journal: &Path, hogs: &[u32]) {
+    let actions = journal_actions(journal);
+    f.note(format!("journal actions (pid, action): {actions:?}"));
+    for &hog in hogs {
+        f.check(
+            actions
+                .iter()
+                .any(|(pid, a)| *pid == u64::from(hog) && a == "SIGTERM"),
+            || format!("the journal holds no SIGTERM for the hog pid {hog}: {actions:?}"),
+        );
+    }
+    for (pid, action) in &actions {
+        f.check(hogs.iter().any(|&h| u64::from(h) == *pid), || {
+            format!("the journal holds an action on pid {pid}, not a hog: {action}")
+        });
+    }
+}
+
+/// A hog's reaction under attack against the baseline's, as
+/// [`attacked_reaction`] judges it.
+fn reaction_within_bounds(f: &mut Findings, base: Reaction, r: Reaction) {
+    let bound_mib = REACTION_FACTOR * base.past_limit_mib.max(0.0) + REACTION_SLACK_MIB;
+    f.check(r.past_limit_mib <= bound_mib, || {
+        format!(
+            "under attack the hog got {:.0} MiB past the limit before SIGTERM, more than \
+             {REACTION_FACTOR}× the baseline's {:.0} MiB + {REACTION_SLACK_MIB} MiB = {bound_mib:.0} MiB",
+            r.past_limit_mib, base.past_limit_mib
+        )
+    });
+    let bound_ms = REACTION_FACTOR * base.ms_after_crossing + REACTION_SLACK_MS;
+    f.check(r.ms_after_crossing <= bound_ms, || {
+        format!(
+            "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
+             {REACTION_FACTOR}× the baseline's {:.0} ms + {REACTION_SLACK_MS} ms = {bound_ms:.0} ms",
+            r.ms_after_crossing, base.ms_after_crossing
+        )
+    });
+}
+
+#[test]
+fn python_processes_with_huge_maps_neither_blind_the_sampler_nor_grow_its_memory() {
+    let session = begin("python3 processes with 250 MB of maps each");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    let link = stage.hog_link("hogs", "hog-maps");
+    let text = config(dir.path(), &hog_rule(&link, None));
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let mut hogs = Vec::new();
+        // The baseline: a fast hog, no attack.
+        let mut hog = maps_hog(&link);
+        hogs.push(hog.pid());
+        let base = match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => Some(r),
+            Err(why) => {
+                f.fail(format!("baseline (no attack yet): {why}"));
+                None
+            }
+        };
+        drop(hog);
+        let base_hwm = d.hwm();
+        if let Some(b) = base {
+            f.note(format!(
+                "baseline: signalled {:.0} MiB past the limit, {:.0} ms after crossing; daemon \
+                 VmHWM {:.1} MiB",
+                b.past_limit_mib,
+                b.ms_after_crossing,
+                mib(base_hwm)
+            ));
+        }
+        // The attack: the file lives in a directory of the attacker's.
+        let files = stage.path("maps");
+        std::fs::create_dir(&files).expect("mkdir maps");
+        chown(&files, uid_of(ATTACKER));
+        let files_arg = files.display().to_string();
+        let mut attacker = Proc::spawn(attacker_python(
+            &stage,
+            &[
+                "maps",
+                &files_arg,
+                MAPS_PROCESSES,
+                MAPS_MAPPINGS,
+                MAPS_PATH_BYTES,
+            ],
+        ));
+        let (_, mapped) = attacker.expect_line("mapped ", Duration::from_secs(180));
+        f.note(format!("attacker: {mapped}"));
+        let pids: Vec<u32> = mapped
+            .split("pids=")
+            .nth(1)
+            .map(|l| l.split(',').filter_map(|p| p.trim().parse().ok()).collect())
+            .unwrap_or_default();
+        // Health is watched through the first scans of the processes and
+        // a rescan; a hog crosses the limit as they are first seen.
+        let addr = d.addr;
+        let watcher = std::thread::spawn(move || watch_health(addr, MAPS_WATCH));
+        let mut hog = maps_hog(&link);
+        hogs.push(hog.pid());
+        let attacked = match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => {
+                f.note(format!(
+                    "under attack: signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                    r.past_limit_mib, r.ms_after_crossing
+                ));
+                if let Some(b) = base {
+                    reaction_within_bounds(&mut f, b, r);
+                }
+                Some(r)
+            }
+            Err(why) => {
+                f.fail(format!(
+                    "under attack: {why}\ndaemon running: {}; its last log lines:\n{}",
+                    d.running(),
+                    d.log_tail(15)
+                ));
+                None
+            }
+        };
+        drop(hog);
+        let health = watcher.join().unwrap_or_default();
+        f.note(format!("/healthz during the attack: {health:?}"));
+        f.check(health.unhealthy == 0 && health.probes > 0, || {
+            format!(
+                "/healthz was stale or silent for {} of {} probes (every 250 ms), up to {} in a \
+                 row: the sampler stopped while it read the attacker's maps",
+                health.unhealthy, health.probes, health.longest_run
+            )
+        });
+        let hwm = memory_bounded(&mut f, &d, base_hwm);
+        // Nothing innocent: the attacker's processes live on, and the
+        // journal's actions are the hogs'.
+        let alive_now = pids.iter().filter(|&&p| alive(p)).count();
+        f.check(!pids.is_empty() && alive_now == pids.len(), || {
+            format!(
+                "{alive_now} of the attacker's {} python3 processes are alive",
+                pids.len()
+            )
+        });
+        journal_holds_the_hogs_and_no_one_else(&mut f, &journal, &hogs);
+        attacker.kill();
+        healthz_after(&mut f, &mut d);
+        let fmt = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0}"));
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+            ("past_base_mib", fmt(base.map(|r| r.past_limit_mib))),
+            ("past_attack_mib", fmt(attacked.map(|r| r.past_limit_mib))),
+            ("ms_base", fmt(base.map(|r| r.ms_after_crossing))),
+            ("ms_attack", fmt(attacked.map(|r| r.ms_after_crossing))),
+            ("healthz_unhealthy", format!("{}/{}", health.unhealthy, health.probes)),
+        ]);
+    }
+    f.finish();
+}
