@@ -1745,3 +1745,247 @@ fn python_processes_with_huge_maps_neither_blind_the_sampler_nor_grow_its_memory
     }
     f.finish();
 }
+
+// ---------------------------------------------------------------------------
+// Jupyter servers of one user listing another user's kernel
+// ---------------------------------------------------------------------------
+//
+// A kernel's id is in its command line, which every user can read. The
+// attacker runs a fake Jupyter server (its own runtime file, its own port)
+// that lists the victim's kernel id under a notebook of its choosing, and
+// eight servers that accept and never answer, all in a runtime directory
+// read before the victim's. The lookup kept the first server that listed
+// an id: the victim's kernel lost its notebook for good, and every lookup
+// waited on the silent servers.
+
+/// The victim's kernel id, and the notebooks each side's server names.
+const VICTIM_KERNEL: &str = "5b1f0c2e-7d3a-4e91-b6c8-0a9e8d7f6c5b";
+const VICTIM_NOTEBOOK: &str = "victim/train.ipynb";
+const ATTACKER_NOTEBOOK: &str = "attacker/stolen.ipynb";
+/// The attacker's servers that never answer.
+const SILENT_SERVERS: &str = "8";
+
+/// `program` as the victim (uid [`VICTIM_UID`], no account), through
+/// `setpriv`.
+fn as_victim(program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={VICTIM_UID}"),
+        &format!("--regid={VICTIM_UID}"),
+        "--clear-groups",
+        "--",
+        program,
+    ]);
+    c
+}
+
+/// A directory in `stage` owned by `uid`, open for reading to all.
+fn owned_dir(stage: &Stage, name: &str, uid: u32) -> PathBuf {
+    let dir = stage.path(name);
+    std::fs::create_dir(&dir).expect("mkdir");
+    chmod(&dir, 0o755);
+    chown(&dir, uid);
+    dir
+}
+
+/// A kernel connection file for `id` in `dir`, owned by `uid`, and a
+/// process of `uid` that holds it (`tail -f …/kernel-<id>.json`: a kernel
+/// as the classifier sees one).
+fn kernel_of(dir: &Path, id: &str, uid: u32, mut command: Command) -> Proc {
+    let file = dir.join(format!("kernel-{id}.json"));
+    std::fs::write(&file, "{}\n").expect("write the connection file");
+    chown(&file, uid);
+    chmod(&file, 0o644);
+    command.arg("-f").arg(&file);
+    Proc::spawn(command)
+}
+
+/// The notebook root sees for `pid`, once the daemon's latest sample holds
+/// it with one, or `None` after `within`.
+fn notebook_of(d: &RootDaemon, pid: u32, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, body) = support::get(&d.url(&format!("/api/v1/processes/{pid}")));
+        if status == 200 {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            if let Some(n) = v
+                .pointer("/process/workload/notebook")
+                .and_then(|n| n.as_str())
+            {
+                return Some(n.to_string());
+            }
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// How many requests the attacker's lying server and silent servers got.
+fn asked_of_attackers_servers(liar: &mut Proc, silent: &mut Proc) -> (usize, usize) {
+    liar.drain();
+    silent.drain();
+    let count = |p: &Proc, needle: &str| p.seen.iter().filter(|(_, l)| l.starts_with(needle)).count();
+    (count(liar, "asked "), count(silent, "accepted "))
+}
+
+#[test]
+fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its_lookup() {
+    let session = begin("Jupyter servers listing another user's kernel");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    let attacker = uid_of(ATTACKER);
+    let runtime_attacker = owned_dir(&stage, "attacker-runtime", attacker);
+    let runtime_victim = owned_dir(&stage, "victim-runtime", VICTIM_UID);
+    let kernels_attacker = owned_dir(&stage, "attacker-kernels", attacker);
+    let kernels_victim = owned_dir(&stage, "victim-kernels", VICTIM_UID);
+    let (ra, rv) = (
+        runtime_attacker.display().to_string(),
+        runtime_victim.display().to_string(),
+    );
+    // The servers, before any kernel: the attacker's lying one and its
+    // silent ones, and the victim's.
+    let mut liar = Proc::spawn(attacker_python(
+        &stage,
+        &["jupyter-server", &ra, VICTIM_KERNEL, ATTACKER_NOTEBOOK],
+    ));
+    liar.expect_line("port ", Duration::from_secs(30));
+    let mut silent = Proc::spawn(attacker_python(&stage, &["jupyter-slow", &ra, SILENT_SERVERS]));
+    silent.expect_line("ports ", Duration::from_secs(30));
+    let mut victim_server = Proc::spawn({
+        let mut c = as_victim("/usr/bin/python3");
+        c.arg("-u")
+            .arg(&stage.script)
+            .args(["jupyter-server", &rv, VICTIM_KERNEL, VICTIM_NOTEBOOK]);
+        c
+    });
+    victim_server.expect_line("port ", Duration::from_secs(30));
+    // The attacker's directory is read first.
+    let link = stage.hog_link("hogs", "hog-jupyter");
+    let text = config(
+        dir.path(),
+        &format!(
+            "{}[jupyter]\nother_users = true\nruntime_dirs = [{}, {}]\n",
+            hog_rule(&link, None),
+            toml_str(&ra),
+            toml_str(&rv)
+        ),
+    );
+    if let Some(mut d) = start(&mut f, dir.path(), &text)
+        && let Some(base) = baseline(&mut f, &d, &link)
+    {
+        // The victim's kernel: named from the victim's server, and no
+        // server of the attacker's is asked about it.
+        let victim_kernel = kernel_of(
+            &kernels_victim,
+            VICTIM_KERNEL,
+            VICTIM_UID,
+            as_victim("tail"),
+        );
+        let named = notebook_of(&d, victim_kernel.pid(), Duration::from_secs(30));
+        d.drain();
+        let lookup = d
+            .log
+            .iter()
+            .rev()
+            .find(|(_, l)| l.contains("Jupyter lookup"))
+            .map(|(_, l)| l.clone());
+        f.note(format!("the victim's kernel: notebook {named:?}; lookup: {lookup:?}"));
+        f.check(named.as_deref() == Some(VICTIM_NOTEBOOK), || {
+            format!(
+                "for 30 s the victim's kernel (uid {VICTIM_UID}, pid {}) showed notebook \
+                 {named:?}, not its own server's {VICTIM_NOTEBOOK:?}: another user's server \
+                 that lists its id took the answer; the daemon's log:\n{}",
+                victim_kernel.pid(),
+                d.log_tail(20)
+            )
+        });
+        let (lies, stalls) = asked_of_attackers_servers(&mut liar, &mut silent);
+        f.check(lies == 0 && stalls == 0, || {
+            format!(
+                "the lookup for the victim's kernel asked the attacker's servers: the lying one \
+                 {lies} time(s), the silent ones {stalls} time(s)"
+            )
+        });
+        // The attacker runs a process with the victim's kernel id: its own
+        // servers are asked (the silent ones hold that lookup), and the
+        // victim keeps its notebook.
+        let mimic = kernel_of(
+            &kernels_attacker,
+            VICTIM_KERNEL,
+            attacker,
+            as_user(ATTACKER, Path::new("tail")),
+        );
+        let asked = liar.wait_line("asked ", Duration::from_secs(30));
+        f.check(asked.is_some(), || {
+            "the attacker's own kernel was never looked up at its own server".into()
+        });
+        // The hog crosses while the silent servers hold the attacker's
+        // lookup; then two more samples.
+        let attacked = attacked_reaction(&mut f, &mut d, &link, &base);
+        std::thread::sleep(Duration::from_secs(2));
+        let kept = notebook_of(&d, victim_kernel.pid(), Duration::from_secs(5));
+        let theirs = notebook_of(&d, mimic.pid(), Duration::from_secs(5));
+        f.note(format!(
+            "after the attacker's lookup: the victim's kernel {kept:?}, the attacker's {theirs:?}"
+        ));
+        f.check(kept.as_deref() == Some(VICTIM_NOTEBOOK), || {
+            format!(
+                "once the attacker's own kernel with the victim's id was looked up, the victim's \
+                 kernel showed {kept:?}, not {VICTIM_NOTEBOOK:?}"
+            )
+        });
+        // The attacker, asking the API, sees no notebook of the victim's.
+        let mut get = Proc::spawn(attacker_python(
+            &stage,
+            &["get", &d.url("/api/v1/processes")],
+        ));
+        let _ = get.wait_exit(Duration::from_secs(30));
+        get.drain();
+        let answer = get.output();
+        f.check(answer.starts_with("200"), || {
+            format!("the attacker's GET /api/v1/processes: {}", excerpt(&answer, "200"))
+        });
+        f.check(!answer.contains(VICTIM_NOTEBOOK), || {
+            format!(
+                "the attacker's GET /api/v1/processes shows the victim's notebook: {}",
+                excerpt(&answer, VICTIM_NOTEBOOK)
+            )
+        });
+        healthz_during(&mut f, &d);
+        let hwm = memory_bounded(&mut f, &d, base.hwm);
+        // Nothing innocent: the kernels and servers live on, and the
+        // journal's actions are the hogs'.
+        for (who, pid) in [
+            ("the victim's kernel", victim_kernel.pid()),
+            ("the victim's server", victim_server.pid()),
+            ("the attacker's kernel", mimic.pid()),
+        ] {
+            f.check(alive(pid), || format!("{who} (pid {pid}) is gone"));
+        }
+        let innocent = [
+            victim_kernel.pid(),
+            victim_server.pid(),
+            mimic.pid(),
+            liar.pid(),
+            silent.pid(),
+        ];
+        let actions = journal_actions(&journal);
+        f.note(format!("journal actions (pid, action): {actions:?}"));
+        f.check(
+            actions
+                .iter()
+                .all(|(pid, _)| !innocent.iter().any(|&p| u64::from(p) == *pid)),
+            || format!("the journal holds an action on a kernel or a server: {actions:?}"),
+        );
+        f.check(
+            actions.len() == 2 && actions.iter().all(|(_, a)| a == "SIGTERM"),
+            || format!("the journal holds {actions:?}, not the two hogs' SIGTERM"),
+        );
+        report_figures(&f, &base, hwm, attacked);
+    }
+    f.finish();
+}
