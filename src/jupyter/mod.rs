@@ -824,9 +824,10 @@ impl LookupThread {
         } else {
             named.join(", ")
         };
-        let whose = answer
-            .owner
-            .map_or_else(|| "of an unknown user".to_string(), |uid| format!("of uid {uid}"));
+        let whose = answer.owner.map_or_else(
+            || "of an unknown user".to_string(),
+            |uid| format!("of uid {uid}"),
+        );
         let took = answer.took.as_millis();
         let n = answer.asked.len();
         if answer.first_time || !named.is_empty() {
@@ -910,7 +911,10 @@ mod tests {
     fn entries_of_gone_kernels_are_dropped_and_others_kept() {
         let now = Instant::now();
         let mut map = NotebookMap::default();
-        let answer = found(&[("a", mapped("a.ipynb", None)), ("b", mapped("b.ipynb", None))]);
+        let answer = found(&[
+            ("a", mapped("a.ipynb", None)),
+            ("b", mapped("b.ipynb", None)),
+        ]);
         map.refreshed(answer, &[k("a"), k("b")], &ids(&["a", "b"]), now);
         // "b" ended, "c" started; the server that knew "a" did not answer.
         map.refreshed(HashMap::new(), &[k("c")], &ids(&["a", "c"]), now);
@@ -933,7 +937,11 @@ mod tests {
         assert_eq!(rank(Some(0), Some(1000)), Some(1));
         assert_eq!(rank(None, Some(1000)), Some(1));
         assert_eq!(rank(Some(1001), Some(1000)), None);
-        assert_eq!(rank(Some(1000), Some(0)), None, "root's kernels: root's servers");
+        assert_eq!(
+            rank(Some(1000), Some(0)),
+            None,
+            "root's kernels: root's servers"
+        );
         assert_eq!(rank(Some(1001), None), Some(1), "owner unknown: any server");
     }
 
@@ -951,28 +959,38 @@ mod tests {
         map.refreshed(for_owner(theirs.clone(), Some(1001)), &[], &present, now);
         assert!(map.get(&victim).is_none());
         let ours = HashMap::from([(id.to_string(), mapped("train.ipynb", Some(1000)))]);
-        map.refreshed(for_owner(ours, Some(1000)), &[victim.clone()], &present, now);
+        map.refreshed(
+            for_owner(ours, Some(1000)),
+            std::slice::from_ref(&victim),
+            &present,
+            now,
+        );
         assert_eq!(map.get(&victim).unwrap().notebook, "train.ipynb");
         // uid 1001 now runs a process with the same id: it gets its own
         // server's label, and the victim keeps theirs.
         let both: HashSet<Kernel> = [victim.clone(), mimic.clone()].into();
-        map.refreshed(for_owner(theirs, Some(1001)), &[mimic.clone()], &both, now);
+        map.refreshed(
+            for_owner(theirs, Some(1001)),
+            std::slice::from_ref(&mimic),
+            &both,
+            now,
+        );
         assert_eq!(map.get(&victim).unwrap().notebook, "train.ipynb");
         assert_eq!(map.get(&mimic).unwrap().notebook, "stolen.ipynb");
         // An answer under the victim's key from a server of another user's
         // is refused, whoever hands it in.
         let forged = HashMap::from([(victim.clone(), mapped("forged.ipynb", Some(1001)))]);
-        map.refreshed(forged, &[victim.clone()], &both, now);
+        map.refreshed(forged, std::slice::from_ref(&victim), &both, now);
         assert_eq!(map.get(&victim).unwrap().notebook, "train.ipynb");
     }
+
+    /// The owners a stand-in lookup was called for, in order.
+    type Calls = Arc<Mutex<Vec<Option<u32>>>>;
 
     /// A lookup that blocks, for the kernels of `slow`, until `release`
     /// is dropped, and answers every other user's at once (`id` →
     /// `<uid>.ipynb`); counts the lookups of each user.
-    fn gated(
-        slow: Option<u32>,
-        release: Receiver<()>,
-    ) -> (LookupFn, Arc<Mutex<Vec<Option<u32>>>>, Receiver<()>) {
+    fn gated(slow: Option<u32>, release: Receiver<()>) -> (LookupFn, Calls, Receiver<()>) {
         let (entered_tx, entered) = mpsc::channel();
         let entered_tx = Mutex::new(entered_tx);
         let release = Mutex::new(release);

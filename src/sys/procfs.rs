@@ -1224,7 +1224,13 @@ mod tests {
         libs.feed(maps.as_bytes());
         assert_eq!(
             libs.finish(true),
-            ["lib000.so", "lib001.so", "lib002.so", "lib003.so", "lib004.so"]
+            [
+                "lib000.so",
+                "lib001.so",
+                "lib002.so",
+                "lib003.so",
+                "lib004.so"
+            ]
         );
     }
 

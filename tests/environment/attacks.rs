@@ -1740,7 +1740,10 @@ fn python_processes_with_huge_maps_neither_blind_the_sampler_nor_grow_its_memory
             ("past_attack_mib", fmt(attacked.map(|r| r.past_limit_mib))),
             ("ms_base", fmt(base.map(|r| r.ms_after_crossing))),
             ("ms_attack", fmt(attacked.map(|r| r.ms_after_crossing))),
-            ("healthz_unhealthy", format!("{}/{}", health.unhealthy, health.probes)),
+            (
+                "healthz_unhealthy",
+                format!("{}/{}", health.unhealthy, health.probes),
+            ),
         ]);
     }
     f.finish();
@@ -1826,7 +1829,8 @@ fn notebook_of(d: &RootDaemon, pid: u32, within: Duration) -> Option<String> {
 fn asked_of_attackers_servers(liar: &mut Proc, silent: &mut Proc) -> (usize, usize) {
     liar.drain();
     silent.drain();
-    let count = |p: &Proc, needle: &str| p.seen.iter().filter(|(_, l)| l.starts_with(needle)).count();
+    let count =
+        |p: &Proc, needle: &str| p.seen.iter().filter(|(_, l)| l.starts_with(needle)).count();
     (count(liar, "asked "), count(silent, "accepted "))
 }
 
@@ -1853,13 +1857,19 @@ fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its
         &["jupyter-server", &ra, VICTIM_KERNEL, ATTACKER_NOTEBOOK],
     ));
     liar.expect_line("port ", Duration::from_secs(30));
-    let mut silent = Proc::spawn(attacker_python(&stage, &["jupyter-slow", &ra, SILENT_SERVERS]));
+    let mut silent = Proc::spawn(attacker_python(
+        &stage,
+        &["jupyter-slow", &ra, SILENT_SERVERS],
+    ));
     silent.expect_line("ports ", Duration::from_secs(30));
     let mut victim_server = Proc::spawn({
         let mut c = as_victim("/usr/bin/python3");
-        c.arg("-u")
-            .arg(&stage.script)
-            .args(["jupyter-server", &rv, VICTIM_KERNEL, VICTIM_NOTEBOOK]);
+        c.arg("-u").arg(&stage.script).args([
+            "jupyter-server",
+            &rv,
+            VICTIM_KERNEL,
+            VICTIM_NOTEBOOK,
+        ]);
         c
     });
     victim_server.expect_line("port ", Duration::from_secs(30));
@@ -1893,7 +1903,9 @@ fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its
             .rev()
             .find(|(_, l)| l.contains("Jupyter lookup"))
             .map(|(_, l)| l.clone());
-        f.note(format!("the victim's kernel: notebook {named:?}; lookup: {lookup:?}"));
+        f.note(format!(
+            "the victim's kernel: notebook {named:?}; lookup: {lookup:?}"
+        ));
         f.check(named.as_deref() == Some(VICTIM_NOTEBOOK), || {
             format!(
                 "for 30 s the victim's kernel (uid {VICTIM_UID}, pid {}) showed notebook \
@@ -1947,7 +1959,10 @@ fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its
         get.drain();
         let answer = get.output();
         f.check(answer.starts_with("200"), || {
-            format!("the attacker's GET /api/v1/processes: {}", excerpt(&answer, "200"))
+            format!(
+                "the attacker's GET /api/v1/processes: {}",
+                excerpt(&answer, "200")
+            )
         });
         f.check(!answer.contains(VICTIM_NOTEBOOK), || {
             format!(

@@ -156,7 +156,11 @@ fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
     std::fs::write(dir.path().join("nbserver-8.json"), "{\"url\": ").unwrap();
 
     let started = Instant::now();
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], me(), Duration::from_millis(500));
+    let (found, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "a silent server held the lookup for {:?}",
@@ -200,7 +204,11 @@ fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
         "a token was logged: {lines:#?}"
     );
     // The next lookup meets the same problems: nothing new to log.
-    let (_, again) = look_up(&[dir.path().to_path_buf()], me(), Duration::from_millis(500));
+    let (_, again) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     assert!(log.news(again).is_empty());
 }
 
@@ -369,7 +377,11 @@ fn an_oversized_runtime_file_is_refused() {
     text.push_str(&" ".repeat(1 << 20));
     text.push_str("\"}");
     std::fs::write(dir.path().join("jpserver-4.json"), text).unwrap();
-    let (_, problems) = look_up(&[dir.path().to_path_buf()], me(), Duration::from_millis(500));
+    let (_, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     let lines = lines_of(problems);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(
@@ -394,7 +406,11 @@ fn a_stale_file_whose_pid_is_gone_is_not_asked() {
         &format!("http://127.0.0.1:{}/", t.port),
         "sekrit",
     );
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], me(), Duration::from_millis(500));
+    let (found, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     assert!(found.is_empty());
     let lines = lines_of(problems);
     assert_eq!(
@@ -430,7 +446,11 @@ fn control_characters_from_a_server_are_escaped_in_problems() {
         &format!("http://127.0.0.1:{}/", serve(forged)),
         "t",
     );
-    let (_, problems) = look_up(&[dir.path().to_path_buf()], me(), Duration::from_millis(500));
+    let (_, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     let lines = lines_of(problems);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(

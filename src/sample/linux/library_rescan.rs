@@ -92,7 +92,11 @@ impl LibraryScan {
         match self.at {
             None => true,
             Some(at) if self.cut > 0 => now.saturating_duration_since(at) >= backoff(self.cut),
-            Some(at) => rescan_due(self.resident_at, resident, now.saturating_duration_since(at)),
+            Some(at) => rescan_due(
+                self.resident_at,
+                resident,
+                now.saturating_duration_since(at),
+            ),
         }
     }
 }
@@ -439,11 +443,23 @@ mod tests {
             libraries: Vec::new(),
             cut: true,
         };
-        take_scan(&mut t, reply(Ok(cut.clone())), Instant::now(), 4096, &mut errors);
+        take_scan(
+            &mut t,
+            reply(Ok(cut.clone())),
+            Instant::now(),
+            4096,
+            &mut errors,
+        );
         take_scan(&mut t, reply(Ok(cut)), Instant::now(), 4096, &mut errors);
         let scan = t.scan.unwrap();
         assert_eq!((scan.cut, scan.cost), (2, Duration::from_millis(3)));
-        take_scan(&mut t, reply(Err(Failure::Denied)), Instant::now(), 4096, &mut errors);
+        take_scan(
+            &mut t,
+            reply(Err(Failure::Denied)),
+            Instant::now(),
+            4096,
+            &mut errors,
+        );
         assert!(t.scan.unwrap().blocked);
         assert_eq!(errors.permission_denied, 1);
     }

@@ -355,16 +355,34 @@ mod tests {
         let later = Instant::now() + std::time::Duration::from_secs(60);
         let mut seen = 0;
         let whole = r.stream_pid(12, "maps", usize::MAX, later, |c| seen += c.len());
-        assert_eq!(whole, Ok(Streamed { bytes: big.len(), cut: false }));
+        assert_eq!(
+            whole,
+            Ok(Streamed {
+                bytes: big.len(),
+                cut: false
+            })
+        );
         assert_eq!(seen, big.len());
         assert_eq!(r.buf.len(), INITIAL_BUFFER, "the buffer is not grown");
         seen = 0;
         let prefix = r.stream_pid(12, "maps", 20_000, later, |c| seen += c.len());
-        assert_eq!(prefix, Ok(Streamed { bytes: 20_000, cut: true }));
+        assert_eq!(
+            prefix,
+            Ok(Streamed {
+                bytes: 20_000,
+                cut: true
+            })
+        );
         assert_eq!(seen, 20_000);
         let past = Instant::now();
         let timed_out = r.stream_pid(12, "maps", usize::MAX, past, |_| {});
-        assert_eq!(timed_out, Ok(Streamed { bytes: 0, cut: true }));
+        assert_eq!(
+            timed_out,
+            Ok(Streamed {
+                bytes: 0,
+                cut: true
+            })
+        );
         assert_eq!(
             r.stream_pid(13, "maps", 10, later, |_| {}),
             Err(Failure::Vanished)
