@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use headroom::config::GpuConfig;
 use headroom::history::History;
-use headroom::jupyter::{Mapped, apply, look_up};
+use headroom::jupyter::{Kernel, Mapped, apply, look_up};
 use headroom::model::WorkloadKind;
 use headroom::postmortem::PostMortems;
 use headroom::sample::{Observed, exit_causes, platform_sampler};
@@ -61,7 +61,7 @@ fn main() {
         p.workload.kind = WorkloadKind::Jupyter;
         p.workload.kernel_id = Some(id.clone());
         map.insert(
-            id,
+            Kernel::new(id, p.uid),
             Mapped {
                 notebook: format!("experiments/run-{i}.ipynb"),
                 kernel_name: Some("python3".into()),
@@ -121,7 +121,11 @@ fn main() {
     serve_sessions(dir.path(), 20);
     let lookup = time((iters / 10).max(1), || {
         let started = Instant::now();
-        let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_secs(1));
+        let (found, problems) = look_up(
+            &[dir.path().to_path_buf()],
+            Some(headroom::sys::this_process::effective_uid()),
+            Duration::from_secs(1),
+        );
         let took = started.elapsed();
         // Problems with no message are "cleared" markers: this file and
         // its server are fine again.

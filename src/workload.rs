@@ -84,6 +84,12 @@ pub fn wants_library_scan(facts: &ProcessFacts<'_>) -> bool {
     (f.python.is_some() || f.jupyter) && f.argv_frameworks.is_empty()
 }
 
+/// Whether a mapped library's name shows a framework: the only libraries
+/// [`classify`] looks at, so the only ones a sampler need keep.
+pub fn library_shows_framework(lib: &str) -> bool {
+    library_framework(lib).is_some()
+}
+
 /// The evidence a sampler adds for a process that runs translated: an
 /// x86_64 program on Apple Silicon, run by Rosetta 2 (macOS's
 /// `P_TRANSLATED`).

@@ -3,23 +3,38 @@
 //! The classifier (`workload.rs`) reads a kernel's id from its command line
 //! (`-f …/kernel-<id>.json`); only the Jupyter server that started it knows
 //! the notebook. headroom finds the servers from their runtime files
-//! ([`runtime`]), asks each for `/api/sessions` ([`sessions`]), and keeps the
-//! answer in a [`NotebookMap`] from kernel id to notebook path.
+//! ([`runtime`]), asks them for `/api/sessions` ([`sessions`]), and keeps the
+//! answer in a [`NotebookMap`] from kernel to notebook path. A kernel is its
+//! id *and* the user that runs it ([`Kernel`]): the id is in the kernel's
+//! command line, which every user can read and put into a process of their
+//! own.
 //!
-//! **When it asks.** Only when a kernel id appears that the map cannot
+//! **Whose answer.** A kernel's notebook is taken only from a server of the
+//! kernel's owner: a runtime file that user owns, naming a port whose every
+//! listener is that user's ([`listener_check`]), or a server of root's. A
+//! lookup for one user's kernels asks that user's servers first, then
+//! root's, and no one else's; so another user's server that lists the same
+//! kernel id is never asked about it, and neither names, erases nor
+//! overwrites its label. An entry stays while its kernel runs, even when
+//! its server does not answer a later lookup.
+//!
+//! **When it asks.** Only when a kernel appears that the map cannot
 //! answer, never on every sample. A kernel that no server knows (one started
 //! by an editor, or seen a moment before its server registered the session)
 //! is asked about again after 2 s, then 4 s, 8 s, … up to every 10 minutes,
 //! so an unmappable kernel costs a handful of lookups, not one per tick.
 //!
-//! **Where it runs.** Lookups read files and talk HTTP, so they run on a
-//! thread of their own (`headroom-jupyter`), never on the async workers and
-//! never inside a sample. The daemon calls [`Notebooks::annotate`] on each
-//! new snapshot: a few hash lookups in the latest published map, no I/O; a
-//! kernel id the map lacks sends the set of present kernel ids to the thread,
-//! which decides whether a lookup is due, does it, and publishes a new map.
-//! A new kernel is therefore named from the sample after the lookup answered
-//! (one sampling interval, plus the servers' answer time).
+//! **Where it runs.** Lookups read files and talk HTTP, so they run off the
+//! daemon's loop: the daemon calls [`Notebooks::annotate`] on each new
+//! snapshot (a few hash lookups in the latest published map, no I/O); a
+//! kernel the map lacks sends the set of present kernels to a thread of its
+//! own (`headroom-jupyter`), which decides which lookups are due and starts
+//! one per user whose kernels are due, each on a thread of its own, at most
+//! [`MAX_LOOKUPS_AT_ONCE`] at a time and one per user. Each answer updates
+//! the map as it comes and is published at once: one user's slow servers
+//! hold up the lookups of that user's kernels only. A new kernel is
+//! therefore named from the sample after its lookup answered (one sampling
+//! interval, plus its owner's servers' answer time).
 //!
 //! **Whose files.** Run as a user, headroom reads that user's runtime
 //! directories. Run as root, it reads root's own and the configured
@@ -30,16 +45,14 @@
 //! Tokens are sent only to loopback addresses, and only while the file's pid
 //! is alive and its owner's and the port is held by the file's owner
 //! ([`listener_check`]): a stale file whose port someone else took gets
-//! nothing. A server's answer is trusted only for kernels of the user who
-//! owns its runtime file (or any kernel, for a file root owns), so one user
-//! cannot name another's kernels; servers are told apart by url and owner,
-//! so one user's file cannot hide another's server at the same url.
+//! nothing. Servers are told apart by url and owner, so one user's file
+//! cannot hide another's server at the same url.
 //!
-//! **Bounds.** At most [`MAX_SERVERS`] servers are asked per lookup, and
-//! [`MAX_SERVERS_PER_OWNER`] of one user's. Requests to the thread queue in
-//! a channel of [`REQUEST_QUEUE`] places; when it is full (a lookup is
-//! slow), a new request is dropped: the next sample sends the kernel set
-//! again.
+//! **Bounds.** A lookup asks at most [`MAX_SERVERS_PER_OWNER`] servers of
+//! the kernels' owner and as many of root's, each for at most
+//! [`sessions::TIMEOUT`]. Requests to the thread queue in a channel of
+//! [`REQUEST_QUEUE`] places; when it is full, a new request is dropped: the
+//! next sample sends the kernel set again.
 //!
 //! **Failures.** A runtime file that does not parse, a server that does not
 //! answer, answers 403 or sends garbage costs one log line (repeated only
@@ -51,10 +64,10 @@ pub mod listener_check;
 pub mod runtime;
 pub mod sessions;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,13 +81,17 @@ pub const RETRY_FIRST: Duration = Duration::from_secs(2);
 /// The longest wait between retries for such a kernel.
 pub const RETRY_MAX: Duration = Duration::from_secs(600);
 
-/// Most servers asked in one lookup (each may take up to [`sessions::TIMEOUT`]);
-/// runtime files beyond these are left for a later lookup.
-pub const MAX_SERVERS: usize = 64;
-
 /// Most servers of one user (the owner of their runtime files) asked in one
-/// lookup: one user's many servers cannot use up a lookup's time.
+/// lookup (each may take up to [`sessions::TIMEOUT`]); runtime files beyond
+/// these are left for a later lookup.
 pub const MAX_SERVERS_PER_OWNER: usize = 8;
+
+/// Most lookups under way at once (each for the kernels of one user).
+pub const MAX_LOOKUPS_AT_ONCE: usize = 8;
+
+/// How often the lookup thread looks for finished lookups while some are
+/// under way.
+const ANSWER_POLL: Duration = Duration::from_millis(20);
 
 /// Requests waiting for the lookup thread, at most. One is all it needs (a
 /// lookup answers for the latest kernel set); a few absorb a reload.
@@ -107,23 +124,38 @@ impl Mapped {
     }
 }
 
-/// A kernel id that no server knew, and when to ask again.
+/// A kernel as a sample shows it: its id, from its command line (which any
+/// user can read, and put into a process of their own), and the user that
+/// runs it (`None` where the OS does not say).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Kernel {
+    pub id: String,
+    pub uid: Option<u32>,
+}
+
+impl Kernel {
+    pub fn new(id: impl Into<String>, uid: Option<u32>) -> Self {
+        Self { id: id.into(), uid }
+    }
+}
+
+/// A kernel that no server knew, and when to ask again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Miss {
     tries: u32,
     retry_at: Instant,
 }
 
-/// The cache: kernel id → notebook, and the ids no server knew.
+/// The cache: kernel → notebook, and the kernels no server knew.
 #[derive(Debug, Clone, Default)]
 pub struct NotebookMap {
-    entries: HashMap<String, Mapped>,
-    misses: HashMap<String, Miss>,
+    entries: HashMap<Kernel, Mapped>,
+    misses: HashMap<Kernel, Miss>,
 }
 
 impl NotebookMap {
-    pub fn get(&self, kernel_id: &str) -> Option<&Mapped> {
-        self.entries.get(kernel_id)
+    pub fn get(&self, kernel: &Kernel) -> Option<&Mapped> {
+        self.entries.get(kernel)
     }
 
     pub fn len(&self) -> usize {
@@ -134,49 +166,49 @@ impl NotebookMap {
         self.entries.is_empty()
     }
 
-    /// The ids among `present` that call for a lookup at `now`: not in the
-    /// map, and not a recent miss still waiting for its retry.
-    pub fn due(&self, present: &HashSet<String>, now: Instant) -> Vec<String> {
-        let mut due: Vec<String> = present
+    /// The kernels among `present` that call for a lookup at `now`: not in
+    /// the map, and not a recent miss still waiting for its retry.
+    pub fn due(&self, present: &HashSet<Kernel>, now: Instant) -> Vec<Kernel> {
+        let mut due: Vec<Kernel> = present
             .iter()
-            .filter(|id| !self.entries.contains_key(*id))
-            .filter(|id| self.misses.get(*id).is_none_or(|m| now >= m.retry_at))
+            .filter(|k| !self.entries.contains_key(*k))
+            .filter(|k| self.misses.get(*k).is_none_or(|m| now >= m.retry_at))
             .cloned()
             .collect();
         due.sort();
         due
     }
 
-    /// Take in a lookup's answers (`found`, every kernel the servers listed)
-    /// made because of `asked`. The map keeps the answers for kernels still
-    /// `present` (an entry whose server did not answer this time is kept
-    /// while its kernel runs), and schedules a retry for each asked id
-    /// nobody knew.
+    /// Take in a lookup's answers (`found`: what servers trusted for each
+    /// kernel's owner said of it) made because of `asked`. The map keeps
+    /// the answers for kernels still `present` (an entry whose server did
+    /// not answer this time is kept while its kernel runs), and schedules
+    /// a retry for each asked kernel nobody knew.
     pub fn refreshed(
         &mut self,
-        found: HashMap<String, Mapped>,
-        asked: &[String],
-        present: &HashSet<String>,
+        found: HashMap<Kernel, Mapped>,
+        asked: &[Kernel],
+        present: &HashSet<Kernel>,
         now: Instant,
     ) {
-        self.entries.retain(|id, _| present.contains(id));
-        for (id, m) in found {
-            if present.contains(&id) {
-                self.entries.insert(id, m);
+        self.entries.retain(|k, _| present.contains(k));
+        for (k, m) in found {
+            if present.contains(&k) && m.trusted_for(k.uid) {
+                self.entries.insert(k, m);
             }
         }
-        self.misses.retain(|id, _| present.contains(id));
-        for id in asked {
-            if self.entries.contains_key(id) {
-                self.misses.remove(id);
+        self.misses.retain(|k, _| present.contains(k));
+        for k in asked {
+            if self.entries.contains_key(k) {
+                self.misses.remove(k);
                 continue;
             }
-            let tries = self.misses.get(id).map_or(0, |m| m.tries) + 1;
+            let tries = self.misses.get(k).map_or(0, |m| m.tries) + 1;
             let wait = RETRY_FIRST
                 .saturating_mul(1u32 << (tries - 1).min(16))
                 .min(RETRY_MAX);
             self.misses.insert(
-                id.clone(),
+                k.clone(),
                 Miss {
                     tries,
                     retry_at: now + wait,
@@ -187,17 +219,17 @@ impl NotebookMap {
 }
 
 /// Fill in `notebook` and `kernel_name` of every kernel of `snap` that `map`
-/// names (and may name, see [`Mapped::trusted_for`]). Returns the kernel ids
-/// present and whether any of them is missing from the map.
-pub fn apply(map: &HashMap<String, Mapped>, snap: &mut Snapshot) -> (HashSet<String>, bool) {
+/// names. Returns the kernels present and whether any of them is missing
+/// from the map.
+pub fn apply(map: &HashMap<Kernel, Mapped>, snap: &mut Snapshot) -> (HashSet<Kernel>, bool) {
     let mut present = HashSet::new();
     let mut unknown = false;
     for p in &mut snap.processes {
         let Some(id) = p.workload.kernel_id.as_ref() else {
             continue;
         };
-        present.insert(id.clone());
-        match map.get(id) {
+        let kernel = Kernel::new(id.clone(), p.uid);
+        match map.get(&kernel) {
             Some(m) if m.trusted_for(p.uid) => {
                 p.workload.notebook = Some(m.notebook.clone());
                 p.workload.kernel_name = m.kernel_name.clone();
@@ -205,111 +237,137 @@ pub fn apply(map: &HashMap<String, Mapped>, snap: &mut Snapshot) -> (HashSet<Str
             Some(_) => {}
             None => unknown = true,
         }
+        present.insert(kernel);
     }
     (present, unknown)
 }
 
-/// Ask every server found in `dirs` for its sessions. Returns every kernel
-/// they listed (the first server to list an id wins) and the problems met,
-/// as (what, message): `what` names the file or server, so that a problem is
-/// logged once per thing that has it.
-pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>, Vec<Problem>) {
-    let mut found = HashMap::new();
+/// Whose servers a lookup for `owner`'s kernels asks, in order: `owner`'s
+/// own first (rank 0), then root's and those whose owner the OS does not
+/// say (rank 1); `None` for a server whose answer may not name `owner`'s
+/// kernels. For kernels whose owner is unknown (`owner` `None`), every
+/// server, in the order found.
+fn rank(server_owner: Option<u32>, owner: Option<u32>) -> Option<u8> {
+    match (server_owner, owner) {
+        (_, None) => Some(1),
+        (Some(s), Some(o)) if s == o => Some(0),
+        (Some(0) | None, Some(_)) => Some(1),
+        _ => None,
+    }
+}
+
+/// Ask the servers found in `dirs` whose answers may name the kernels of
+/// `owner` (see [`rank`]: that user's, then root's; every server for kernels
+/// whose owner is unknown), each for at most `timeout`. Returns every
+/// kernel id they listed, with the answer of the first server to list it,
+/// and the problems met, as (what, message): `what` names the file or
+/// server, so that a problem is logged once per thing that has it.
+pub fn look_up(
+    dirs: &[PathBuf],
+    owner: Option<u32>,
+    timeout: Duration,
+) -> (HashMap<String, Mapped>, Vec<Problem>) {
+    let mut found: HashMap<String, Mapped> = HashMap::new();
     let mut problems = Vec::new();
-    // Servers that answered, by (sessions url, owner): another user's file
-    // naming the same url is a different claim and is checked on its own.
-    let mut answered: HashSet<(String, Option<u32>)> = HashSet::new();
-    let mut asked = 0usize;
-    let mut asked_of: HashMap<Option<u32>, usize> = HashMap::new();
+    let mut servers = Vec::new();
     for dir in dirs {
-        let (servers, file_problems) = runtime::read(dir);
+        let (listed, file_problems) = runtime::read(dir);
         problems.extend(
             file_problems
                 .into_iter()
                 .map(|p| Problem::new(format!("read {}", p.path.display()), &p.message)),
         );
-        for server in servers {
+        for server in listed {
             problems.push(Problem::cleared(format!("read {}", server.file.display())));
-            let what = format!("ask {}", server.file.display());
-            let file = server.file.display();
-            let target = match sessions::target(&server.url) {
-                Ok(target) => target,
-                Err(why) => {
-                    problems.push(Problem::new(
-                        what,
-                        &format!(
-                            "Jupyter server {} (from {file}): {why}; its kernels stay unmapped",
-                            server.url
-                        ),
-                    ));
-                    continue;
-                }
-            };
-            if answered.contains(&(target.url.clone(), server.owner_uid)) {
-                continue;
-            }
-            if asked >= MAX_SERVERS {
-                problems.push(Problem::new(
-                    "max servers".to_string(),
-                    &format!(
-                        "more than {MAX_SERVERS} Jupyter servers to ask; {file} and those after \
-                         it were not asked"
-                    ),
-                ));
-                return (found, problems);
-            }
-            let of_owner = asked_of.entry(server.owner_uid).or_default();
-            if *of_owner >= MAX_SERVERS_PER_OWNER {
-                let owner = server
-                    .owner_uid
-                    .map_or_else(|| "one user".to_string(), |uid| format!("uid {uid}"));
-                problems.push(Problem::new(
-                    what,
-                    &format!(
-                        "{owner} has more than {MAX_SERVERS_PER_OWNER} Jupyter servers to ask; \
-                         {file} was not asked"
-                    ),
-                ));
-                continue;
-            }
-            if let Err(why) =
-                listener_check::check(server.owner_uid, server.pid, target.ip, target.port)
-            {
-                problems.push(Problem::new(
-                    what,
-                    &format!(
-                        "not sending the token of {file} to {}: {why}; its kernels stay unmapped",
-                        server.url
-                    ),
-                ));
-                continue;
-            }
-            asked += 1;
-            *of_owner += 1;
-            match sessions::fetch(&server, &target, timeout) {
-                Ok(list) => {
-                    problems.push(Problem::cleared(what));
-                    answered.insert((target.url.clone(), server.owner_uid));
-                    for s in list {
-                        found.entry(s.kernel_id).or_insert_with(|| Mapped {
-                            notebook: s.path,
-                            kernel_name: s.kernel_name,
-                            owner_uid: server.owner_uid,
-                            server: server.url.clone(),
-                        });
-                    }
-                }
-                Err(e) => problems.push(Problem::new(
-                    what,
-                    &format!(
-                        "Jupyter server {} (from {file}): {e}; its kernels stay unmapped",
-                        server.url
-                    ),
-                )),
+            if let Some(rank) = rank(server.owner_uid, owner) {
+                servers.push((rank, server));
             }
         }
     }
+    // The owner's own servers first (a stable sort keeps the order found).
+    servers.sort_by_key(|(rank, _)| *rank);
+    // Servers that answered, by (sessions url, owner): another user's file
+    // naming the same url is a different claim and is checked on its own.
+    let mut answered: HashSet<(String, Option<u32>)> = HashSet::new();
+    let mut asked_of: HashMap<Option<u32>, usize> = HashMap::new();
+    for (_, server) in servers {
+        let what = format!("ask {}", server.file.display());
+        let file = server.file.display();
+        let target = match sessions::target(&server.url) {
+            Ok(target) => target,
+            Err(why) => {
+                problems.push(Problem::new(
+                    what,
+                    &format!(
+                        "Jupyter server {} (from {file}): {why}; its kernels stay unmapped",
+                        server.url
+                    ),
+                ));
+                continue;
+            }
+        };
+        if answered.contains(&(target.url.clone(), server.owner_uid)) {
+            continue;
+        }
+        let of_owner = asked_of.entry(server.owner_uid).or_default();
+        if *of_owner >= MAX_SERVERS_PER_OWNER {
+            let whose = server
+                .owner_uid
+                .map_or_else(|| "one user".to_string(), |uid| format!("uid {uid}"));
+            problems.push(Problem::new(
+                what,
+                &format!(
+                    "{whose} has more than {MAX_SERVERS_PER_OWNER} Jupyter servers to ask; \
+                     {file} was not asked"
+                ),
+            ));
+            continue;
+        }
+        if let Err(why) =
+            listener_check::check(server.owner_uid, server.pid, target.ip, target.port)
+        {
+            problems.push(Problem::new(
+                what,
+                &format!(
+                    "not sending the token of {file} to {}: {why}; its kernels stay unmapped",
+                    server.url
+                ),
+            ));
+            continue;
+        }
+        *of_owner += 1;
+        match sessions::fetch(&server, &target, timeout) {
+            Ok(list) => {
+                problems.push(Problem::cleared(what));
+                answered.insert((target.url.clone(), server.owner_uid));
+                for s in list {
+                    found.entry(s.kernel_id).or_insert_with(|| Mapped {
+                        notebook: s.path,
+                        kernel_name: s.kernel_name,
+                        owner_uid: server.owner_uid,
+                        server: server.url.clone(),
+                    });
+                }
+            }
+            Err(e) => problems.push(Problem::new(
+                what,
+                &format!(
+                    "Jupyter server {} (from {file}): {e}; its kernels stay unmapped",
+                    server.url
+                ),
+            )),
+        }
+    }
     (found, problems)
+}
+
+/// The answers of one lookup for `owner`'s kernels, keyed by kernel: an
+/// id listed there stands for the kernel of that id that `owner` runs.
+fn for_owner(found: HashMap<String, Mapped>, owner: Option<u32>) -> HashMap<Kernel, Mapped> {
+    found
+        .into_iter()
+        .map(|(id, m)| (Kernel::new(id, owner), m))
+        .collect()
 }
 
 /// A problem of one file or server, or (empty message) the news that it
@@ -387,21 +445,22 @@ impl Settings {
 
 /// What the daemon asks of the lookup thread.
 enum Request {
-    /// Look up what is due among these kernel ids (the ones present now).
-    Lookup(HashSet<String>),
+    /// Look up what is due among these kernels (the ones present now).
+    Lookup(HashSet<Kernel>),
     /// New settings wait in the shared slot ([`Pending`]).
     Reconfigure,
 }
 
-type Published = Arc<Mutex<Arc<HashMap<String, Mapped>>>>;
+type Published = Arc<Mutex<Arc<HashMap<Kernel, Mapped>>>>;
 
 /// Settings written by [`Notebooks::configure`] for the thread to take up
 /// before its next lookup: a reload is never lost to a full queue.
 type Pending = Arc<Mutex<Option<Settings>>>;
 
-/// How the thread asks the servers of some directories: [`look_up`], or a
-/// stand-in in tests.
-type LookupFn = Box<dyn Fn(&[PathBuf]) -> (HashMap<String, Mapped>, Vec<Problem>) + Send>;
+/// How a lookup asks the servers of some directories about one user's
+/// kernels: [`look_up`], or a stand-in in tests.
+type LookupFn =
+    Arc<dyn Fn(&[PathBuf], Option<u32>) -> (HashMap<String, Mapped>, Vec<Problem>) + Send + Sync>;
 
 /// The daemon's end of the lookup thread: see the module documentation.
 pub struct Notebooks {
@@ -420,7 +479,7 @@ impl Notebooks {
         Self::start_with(
             config,
             as_root,
-            Box::new(|dirs| look_up(dirs, sessions::TIMEOUT)),
+            Arc::new(|dirs, owner| look_up(dirs, owner, sessions::TIMEOUT)),
         )
     }
 
@@ -434,7 +493,9 @@ impl Notebooks {
         let initial = settings.clone();
         let spawned = std::thread::Builder::new()
             .name("headroom-jupyter".into())
-            .spawn(move || lookup_thread(rx, published, thread_pending, initial, lookup));
+            .spawn(move || {
+                LookupThread::new(published, thread_pending, initial, lookup).run(&rx);
+            });
         let tx = match spawned {
             Ok(_) => Some(tx),
             Err(e) => {
@@ -469,7 +530,7 @@ impl Notebooks {
     }
 
     /// Name the notebook of every kernel in `snap` that the latest map
-    /// knows; hand the kernel ids to the lookup thread when one is missing.
+    /// knows; hand the kernels to the lookup thread when one is missing.
     /// No I/O: cheap enough for every sample.
     pub fn annotate(&self, snap: &mut Snapshot) {
         if !self.enabled.load(Ordering::Relaxed) {
@@ -495,8 +556,8 @@ impl Notebooks {
     }
 
     /// How the notebook lookup stands, for `/metrics` and the API: up while
-    /// it is turned on and its thread runs; the requests dropped because a
-    /// lookup was slow count as its errors.
+    /// it is turned on and its thread runs; the requests dropped because
+    /// the queue was full count as its errors.
     pub fn status(&self) -> CollectorStatus {
         let enabled = self.enabled.load(Ordering::Relaxed);
         let dropped = self.dropped_requests();
@@ -512,7 +573,7 @@ impl Notebooks {
             (true, true) => (
                 true,
                 format!(
-                    "kernels named from Jupyter servers' runtime files; {dropped} lookups dropped while one was slow"
+                    "kernels named from Jupyter servers' runtime files; {dropped} lookups dropped while the queue was full"
                 ),
             ),
         };
@@ -525,13 +586,13 @@ impl Notebooks {
         }
     }
 
-    /// Requests dropped because the queue was full (a lookup was slow).
+    /// Requests dropped because the queue was full.
     pub fn dropped_requests(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
     /// The map the thread published last.
-    fn latest(&self) -> Arc<HashMap<String, Mapped>> {
+    fn latest(&self) -> Arc<HashMap<Kernel, Mapped>> {
         match self.latest.lock() {
             Ok(guard) => Arc::clone(&guard),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
@@ -553,19 +614,38 @@ impl Notebooks {
     }
 }
 
-/// Name the notebooks of `snap`'s kernels with one lookup made now, for a
-/// one-shot command (`headroom snapshot`); blocks for the servers' answers
-/// (at most [`sessions::TIMEOUT`] each). Returns the problems met, to show.
+/// Name the notebooks of `snap`'s kernels with lookups made now, one per
+/// user whose kernels it shows, side by side, for a one-shot command
+/// (`headroom snapshot`); blocks for the servers' answers (at most
+/// [`sessions::TIMEOUT`] each). Returns the problems met, to show.
 pub fn annotate_once(config: &JupyterConfig, as_root: bool, snap: &mut Snapshot) -> Vec<String> {
-    let has_kernels = snap
+    let owners: BTreeMap<Option<u32>, ()> = snap
         .processes
         .iter()
-        .any(|p| p.workload.kernel_id.is_some());
-    if !config.enabled || !has_kernels {
+        .filter(|p| p.workload.kernel_id.is_some())
+        .map(|p| (p.uid, ()))
+        .collect();
+    if !config.enabled || owners.is_empty() {
         return Vec::new();
     }
-    let (found, problems) = look_up(&settings(config, as_root).dirs(), sessions::TIMEOUT);
-    apply(&found, snap);
+    let dirs = settings(config, as_root).dirs();
+    let answers: Vec<_> = std::thread::scope(|scope| {
+        let asking: Vec<_> = owners
+            .keys()
+            .map(|&owner| {
+                let dirs = &dirs;
+                scope.spawn(move || (owner, look_up(dirs, owner, sessions::TIMEOUT)))
+            })
+            .collect();
+        asking.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    let mut map = HashMap::new();
+    let mut problems = Vec::new();
+    for (owner, (found, met)) in answers {
+        map.extend(for_owner(found, owner));
+        problems.extend(met);
+    }
+    apply(&map, snap);
     ProblemLog::default().news(problems)
 }
 
@@ -579,54 +659,164 @@ fn settings(config: &JupyterConfig, as_root: bool) -> Settings {
     }
 }
 
-fn lookup_thread(
-    rx: Receiver<Request>,
+/// One user's lookup, finished.
+struct Answer {
+    owner: Option<u32>,
+    asked: Vec<Kernel>,
+    found: HashMap<String, Mapped>,
+    problems: Vec<Problem>,
+    /// None of the kernels asked about was asked about before.
+    first_time: bool,
+    took: Duration,
+}
+
+/// The lookup thread: the map, the kernels present, and the lookups under
+/// way (one per user at most).
+struct LookupThread {
+    map: NotebookMap,
+    log: ProblemLog,
+    present: HashSet<Kernel>,
+    under_way: HashSet<Option<u32>>,
+    answers: Receiver<Answer>,
+    answer_tx: Sender<Answer>,
     published: Published,
     pending: Pending,
-    mut settings: Settings,
+    settings: Settings,
     lookup: LookupFn,
-) {
-    let mut map = NotebookMap::default();
-    let mut log = ProblemLog::default();
-    while let Ok(first) = rx.recv() {
-        // Requests that queued up during a lookup: only the latest matters.
-        let mut present = None;
-        for request in std::iter::once(first).chain(rx.try_iter()) {
-            if let Request::Lookup(ids) = request {
-                present = Some(ids);
+}
+
+impl LookupThread {
+    fn new(published: Published, pending: Pending, settings: Settings, lookup: LookupFn) -> Self {
+        let (answer_tx, answers) = mpsc::channel();
+        Self {
+            map: NotebookMap::default(),
+            log: ProblemLog::default(),
+            present: HashSet::new(),
+            under_way: HashSet::new(),
+            answers,
+            answer_tx,
+            published,
+            pending,
+            settings,
+            lookup,
+        }
+    }
+
+    /// Serve requests until the daemon's end is dropped.
+    fn run(mut self, rx: &Receiver<Request>) {
+        loop {
+            // While lookups are under way, wake up for their answers too.
+            let first = if self.under_way.is_empty() {
+                match rx.recv() {
+                    Ok(request) => Some(request),
+                    Err(_) => return,
+                }
+            } else {
+                match rx.recv_timeout(ANSWER_POLL) {
+                    Ok(request) => Some(request),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            };
+            // Requests that queued up: only the latest kernel set matters.
+            let mut asked = false;
+            for request in first.into_iter().chain(rx.try_iter()) {
+                if let Request::Lookup(kernels) = request {
+                    self.present = kernels;
+                    asked = true;
+                }
+            }
+            let mut changed = false;
+            while let Ok(answer) = self.answers.try_recv() {
+                self.take(answer);
+                changed = true;
+            }
+            let new = match self.pending.lock() {
+                Ok(mut slot) => slot.take(),
+                Err(poisoned) => poisoned.into_inner().take(),
+            };
+            if let Some(new) = new {
+                self.settings = new;
+                // Other directories may know the misses: ask again.
+                self.map.misses.clear();
+            }
+            if changed {
+                let snapshot = Arc::new(self.map.entries.clone());
+                match self.published.lock() {
+                    Ok(mut guard) => *guard = snapshot,
+                    Err(poisoned) => *poisoned.into_inner() = snapshot,
+                }
+            }
+            if asked && self.settings.enabled {
+                self.start_due();
             }
         }
-        let new = match pending.lock() {
-            Ok(mut slot) => slot.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
-        if let Some(new) = new {
-            settings = new;
-            // Other directories may know the misses: ask again.
-            map.misses.clear();
+    }
+
+    /// Start a lookup for each user whose kernels are due and who has none
+    /// under way, up to [`MAX_LOOKUPS_AT_ONCE`] under way in all.
+    fn start_due(&mut self) {
+        let mut by_owner: BTreeMap<Option<u32>, Vec<Kernel>> = BTreeMap::new();
+        for kernel in self.map.due(&self.present, Instant::now()) {
+            if !self.under_way.contains(&kernel.uid) {
+                by_owner.entry(kernel.uid).or_default().push(kernel);
+            }
         }
-        let Some(present) = present else { continue };
-        if !settings.enabled {
-            continue;
+        for (owner, kernels) in by_owner {
+            if self.under_way.len() >= MAX_LOOKUPS_AT_ONCE {
+                return;
+            }
+            // A kernel asked about before and still unknown is logged quietly.
+            let first_time = kernels.iter().any(|k| !self.map.misses.contains_key(k));
+            let settings = self.settings.clone();
+            let lookup = Arc::clone(&self.lookup);
+            let tx = self.answer_tx.clone();
+            let started = Instant::now();
+            let spawned = std::thread::Builder::new()
+                .name("headroom-jupyter-ask".into())
+                .spawn(move || {
+                    let (found, problems) = lookup(&settings.dirs(), owner);
+                    let _ = tx.send(Answer {
+                        owner,
+                        asked: kernels,
+                        found,
+                        problems,
+                        first_time,
+                        took: started.elapsed(),
+                    });
+                });
+            match spawned {
+                Ok(_) => {
+                    self.under_way.insert(owner);
+                }
+                Err(e) => {
+                    warn!("cannot start a Jupyter lookup, kernels stay unmapped for now: {e}");
+                    return;
+                }
+            }
         }
-        let due = map.due(&present, Instant::now());
-        if due.is_empty() {
-            continue;
-        }
-        // A kernel asked about before and still unknown is logged quietly.
-        let first_time = due.iter().any(|id| !map.misses.contains_key(id));
-        let started = Instant::now();
-        let dirs = settings.dirs();
-        let (found, problems) = lookup(&dirs);
-        for line in log.news(problems) {
+    }
+
+    /// Take in one user's lookup: its answers into the map, its problems
+    /// into the log.
+    fn take(&mut self, answer: Answer) {
+        self.under_way.remove(&answer.owner);
+        for line in self.log.news(answer.problems) {
             warn!("{line}");
         }
-        map.refreshed(found, &due, &present, Instant::now());
-        let named: Vec<String> = due
+        self.map.refreshed(
+            for_owner(answer.found, answer.owner),
+            &answer.asked,
+            &self.present,
+            Instant::now(),
+        );
+        let named: Vec<String> = answer
+            .asked
             .iter()
-            .filter_map(|id| {
-                map.get(id)
-                    .map(|m| format!("{} → {}", short(id), printable(&m.notebook)))
+            .filter_map(|k| {
+                self.map
+                    .get(k)
+                    .map(|m| format!("{} → {}", short(&k.id), printable(&m.notebook)))
             })
             .collect();
         let outcome = if named.is_empty() {
@@ -634,22 +824,16 @@ fn lookup_thread(
         } else {
             named.join(", ")
         };
-        let took = started.elapsed().as_millis();
-        if first_time || !named.is_empty() {
-            info!(
-                "Jupyter lookup for {} new kernel(s) in {took} ms: {outcome}",
-                due.len()
-            );
+        let whose = answer.owner.map_or_else(
+            || "of an unknown user".to_string(),
+            |uid| format!("of uid {uid}"),
+        );
+        let took = answer.took.as_millis();
+        let n = answer.asked.len();
+        if answer.first_time || !named.is_empty() {
+            info!("Jupyter lookup for {n} new kernel(s) {whose} in {took} ms: {outcome}");
         } else {
-            debug!(
-                "Jupyter lookup again for {} kernel(s) in {took} ms: {outcome}",
-                due.len()
-            );
-        }
-        let snapshot = Arc::new(map.entries.clone());
-        match published.lock() {
-            Ok(mut guard) => *guard = snapshot,
-            Err(poisoned) => *poisoned.into_inner() = snapshot,
+            debug!("Jupyter lookup again for {n} kernel(s) {whose} in {took} ms: {outcome}");
         }
     }
 }
@@ -674,27 +858,35 @@ mod tests {
         }
     }
 
-    fn ids(list: &[&str]) -> HashSet<String> {
-        list.iter().map(|s| s.to_string()).collect()
+    fn k(id: &str) -> Kernel {
+        Kernel::new(id, None)
+    }
+
+    fn ids(list: &[&str]) -> HashSet<Kernel> {
+        list.iter().map(|s| k(s)).collect()
+    }
+
+    fn found(list: &[(&str, Mapped)]) -> HashMap<Kernel, Mapped> {
+        list.iter().map(|(id, m)| (k(id), m.clone())).collect()
     }
 
     #[test]
     fn only_unknown_kernels_are_due() {
         let now = Instant::now();
         let mut map = NotebookMap::default();
-        assert_eq!(map.due(&ids(&["a", "b"]), now), vec!["a", "b"]);
-        let found = HashMap::from([("a".to_string(), mapped("a.ipynb", None))]);
-        map.refreshed(found, &["a".into(), "b".into()], &ids(&["a", "b"]), now);
-        assert_eq!(map.get("a").unwrap().notebook, "a.ipynb");
+        assert_eq!(map.due(&ids(&["a", "b"]), now), vec![k("a"), k("b")]);
+        let answer = found(&[("a", mapped("a.ipynb", None))]);
+        map.refreshed(answer, &[k("a"), k("b")], &ids(&["a", "b"]), now);
+        assert_eq!(map.get(&k("a")).unwrap().notebook, "a.ipynb");
         // "b" was asked about and nobody knew it: not due again at once.
         assert!(map.due(&ids(&["a", "b"]), now).is_empty());
         assert!(
             map.due(&ids(&["a", "b"]), now + Duration::from_secs(1))
                 .is_empty()
         );
-        assert_eq!(map.due(&ids(&["a", "b"]), now + RETRY_FIRST), vec!["b"]);
+        assert_eq!(map.due(&ids(&["a", "b"]), now + RETRY_FIRST), vec![k("b")]);
         // A new kernel is due at once, whatever the misses.
-        assert_eq!(map.due(&ids(&["a", "b", "c"]), now), vec!["c"]);
+        assert_eq!(map.due(&ids(&["a", "b", "c"]), now), vec![k("c")]);
     }
 
     #[test]
@@ -704,8 +896,8 @@ mod tests {
         let present = ids(&["x"]);
         let mut waits = Vec::new();
         for _ in 0..12 {
-            map.refreshed(HashMap::new(), &["x".into()], &present, now);
-            let retry = map.misses["x"].retry_at;
+            map.refreshed(HashMap::new(), &[k("x")], &present, now);
+            let retry = map.misses[&k("x")].retry_at;
             waits.push(retry - now);
             now = retry;
         }
@@ -719,15 +911,15 @@ mod tests {
     fn entries_of_gone_kernels_are_dropped_and_others_kept() {
         let now = Instant::now();
         let mut map = NotebookMap::default();
-        let found = HashMap::from([
-            ("a".to_string(), mapped("a.ipynb", None)),
-            ("b".to_string(), mapped("b.ipynb", None)),
+        let answer = found(&[
+            ("a", mapped("a.ipynb", None)),
+            ("b", mapped("b.ipynb", None)),
         ]);
-        map.refreshed(found, &["a".into(), "b".into()], &ids(&["a", "b"]), now);
+        map.refreshed(answer, &[k("a"), k("b")], &ids(&["a", "b"]), now);
         // "b" ended, "c" started; the server that knew "a" did not answer.
-        map.refreshed(HashMap::new(), &["c".into()], &ids(&["a", "c"]), now);
-        assert!(map.get("a").is_some(), "kept while its kernel runs");
-        assert!(map.get("b").is_none());
+        map.refreshed(HashMap::new(), &[k("c")], &ids(&["a", "c"]), now);
+        assert!(map.get(&k("a")).is_some(), "kept while its kernel runs");
+        assert!(map.get(&k("b")).is_none());
         assert_eq!(map.len(), 1);
     }
 
@@ -740,95 +932,152 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_lookup_keeps_the_request_queue_bounded() {
-        use std::sync::atomic::AtomicUsize;
-        let (entered_tx, entered_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let release_rx = Mutex::new(release_rx);
-        let lookups = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&lookups);
-        let last_queued = format!("k{}", REQUEST_QUEUE - 1);
-        let answer = HashMap::from([
-            ("k".to_string(), mapped("first.ipynb", None)),
-            (last_queued.clone(), mapped("latest.ipynb", None)),
-        ]);
-        let notebooks = Notebooks::start_with(
-            &JupyterConfig::default(),
-            false,
-            Box::new(move |_| {
-                counted.fetch_add(1, Ordering::SeqCst);
-                let _ = entered_tx.send(());
-                // Blocks until the test releases it (drops the sender).
-                let _ = release_rx.lock().map(|rx| rx.recv());
-                (answer.clone(), Vec::new())
-            }),
-        );
-        assert!(notebooks.send(Request::Lookup(ids(&["k"]))));
-        entered_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the lookup thread took the first request");
-        // The thread is stuck in a lookup: the queue takes REQUEST_QUEUE
-        // requests and drops every other one.
-        let sent = 10_000;
-        let queued = (0..sent)
-            .filter(|i| notebooks.send(Request::Lookup(ids(&[&format!("k{i}")]))))
-            .count();
-        assert_eq!(queued, REQUEST_QUEUE);
-        assert_eq!(notebooks.dropped_requests(), (sent - REQUEST_QUEUE) as u64);
-        // Released, the thread serves the latest queued request in one
-        // lookup and publishes its answer.
-        drop(release_tx);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while notebooks.latest().get(&last_queued).is_none() {
-            assert!(Instant::now() < deadline, "the thread never caught up");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(notebooks.latest()[&last_queued].notebook, "latest.ipynb");
+    fn a_lookup_asks_the_owners_servers_then_roots_and_no_one_elses() {
+        assert_eq!(rank(Some(1000), Some(1000)), Some(0));
+        assert_eq!(rank(Some(0), Some(1000)), Some(1));
+        assert_eq!(rank(None, Some(1000)), Some(1));
+        assert_eq!(rank(Some(1001), Some(1000)), None);
         assert_eq!(
-            lookups.load(Ordering::SeqCst),
-            2,
-            "the queued requests were served by one lookup"
+            rank(Some(1000), Some(0)),
+            None,
+            "root's kernels: root's servers"
         );
+        assert_eq!(rank(Some(1001), None), Some(1), "owner unknown: any server");
     }
 
     #[test]
-    fn a_reload_is_taken_up_even_when_the_queue_is_full() {
-        let (entered_tx, entered_rx) = mpsc::channel();
+    fn another_users_server_neither_names_erases_nor_overwrites_a_kernels_label() {
+        let now = Instant::now();
+        let id = "3f2a9c1e";
+        let victim = Kernel::new(id, Some(1000));
+        let mimic = Kernel::new(id, Some(1001));
+        let present: HashSet<Kernel> = [victim.clone()].into();
+        let mut map = NotebookMap::default();
+        // uid 1001's lookup lists the victim's id: it stands for a kernel
+        // of uid 1001's, which does not run.
+        let theirs = HashMap::from([(id.to_string(), mapped("stolen.ipynb", Some(1001)))]);
+        map.refreshed(for_owner(theirs.clone(), Some(1001)), &[], &present, now);
+        assert!(map.get(&victim).is_none());
+        let ours = HashMap::from([(id.to_string(), mapped("train.ipynb", Some(1000)))]);
+        map.refreshed(
+            for_owner(ours, Some(1000)),
+            std::slice::from_ref(&victim),
+            &present,
+            now,
+        );
+        assert_eq!(map.get(&victim).unwrap().notebook, "train.ipynb");
+        // uid 1001 now runs a process with the same id: it gets its own
+        // server's label, and the victim keeps theirs.
+        let both: HashSet<Kernel> = [victim.clone(), mimic.clone()].into();
+        map.refreshed(
+            for_owner(theirs, Some(1001)),
+            std::slice::from_ref(&mimic),
+            &both,
+            now,
+        );
+        assert_eq!(map.get(&victim).unwrap().notebook, "train.ipynb");
+        assert_eq!(map.get(&mimic).unwrap().notebook, "stolen.ipynb");
+        // An answer under the victim's key from a server of another user's
+        // is refused, whoever hands it in.
+        let forged = HashMap::from([(victim.clone(), mapped("forged.ipynb", Some(1001)))]);
+        map.refreshed(forged, std::slice::from_ref(&victim), &both, now);
+        assert_eq!(map.get(&victim).unwrap().notebook, "train.ipynb");
+    }
+
+    /// The owners a stand-in lookup was called for, in order.
+    type Calls = Arc<Mutex<Vec<Option<u32>>>>;
+
+    /// A lookup that blocks, for the kernels of `slow`, until `release`
+    /// is dropped, and answers every other user's at once (`id` →
+    /// `<uid>.ipynb`); counts the lookups of each user.
+    fn gated(slow: Option<u32>, release: Receiver<()>) -> (LookupFn, Calls, Receiver<()>) {
+        let (entered_tx, entered) = mpsc::channel();
+        let entered_tx = Mutex::new(entered_tx);
+        let release = Mutex::new(release);
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let counted = Arc::clone(&calls);
+        let lookup: LookupFn = Arc::new(move |_, owner| {
+            counted.lock().unwrap().push(owner);
+            if owner == slow {
+                let _ = entered_tx.lock().unwrap().send(());
+                let _ = release.lock().map(|rx| rx.recv());
+            }
+            let name = format!("{}.ipynb", owner.unwrap_or(0));
+            let found = HashMap::from([("k".to_string(), mapped(&name, owner))]);
+            (found, Vec::new())
+        });
+        (lookup, calls, entered)
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: not within 30 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn one_users_stuck_lookup_holds_up_no_other_users_and_is_not_started_twice() {
         let (release_tx, release_rx) = mpsc::channel::<()>();
-        let release_rx = Mutex::new(release_rx);
+        let (lookup, calls, entered) = gated(Some(1001), release_rx);
+        let notebooks = Notebooks::start_with(&JupyterConfig::default(), false, lookup);
+        let attacker = Kernel::new("k", Some(1001));
+        let victim = Kernel::new("k", Some(1000));
+        let both: HashSet<Kernel> = [attacker.clone(), victim.clone()].into();
+        assert!(notebooks.send(Request::Lookup([attacker.clone()].into())));
+        entered
+            .recv_timeout(Duration::from_secs(30))
+            .expect("uid 1001's lookup started");
+        // uid 1001's lookup is stuck; uid 1000's kernel appears.
+        assert!(notebooks.send(Request::Lookup(both.clone())));
+        wait_for("uid 1000's kernel named", || {
+            notebooks.latest().contains_key(&victim)
+        });
+        assert_eq!(notebooks.latest()[&victim].notebook, "1000.ipynb");
+        // More samples while it is stuck start no second lookup of uid 1001.
+        for _ in 0..50 {
+            assert!(notebooks.send(Request::Lookup(both.clone())));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(release_tx);
+        wait_for("uid 1001's kernel named", || {
+            notebooks.latest().contains_key(&attacker)
+        });
+        assert_eq!(notebooks.latest()[&attacker].notebook, "1001.ipynb");
+        assert_eq!(notebooks.latest()[&victim].notebook, "1000.ipynb");
+        let calls = calls.lock().unwrap().clone();
+        assert_eq!(
+            calls.iter().filter(|&&o| o == Some(1001)).count(),
+            1,
+            "{calls:?}"
+        );
+        assert_eq!(notebooks.dropped_requests(), 0);
+    }
+
+    #[test]
+    fn a_reload_is_taken_up_by_the_next_lookup() {
         let seen_dirs = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&seen_dirs);
         let notebooks = Notebooks::start_with(
             &JupyterConfig::default(),
             false,
-            Box::new(move |dirs| {
+            Arc::new(move |dirs, _| {
                 seen.lock().unwrap().push(dirs.to_vec());
-                let _ = entered_tx.send(());
-                let _ = release_rx.lock().map(|rx| rx.recv());
                 (HashMap::new(), Vec::new())
             }),
         );
-        assert!(notebooks.send(Request::Lookup(ids(&["a"]))));
-        entered_rx.recv_timeout(Duration::from_secs(30)).unwrap();
-        for _ in 0..REQUEST_QUEUE {
-            assert!(notebooks.send(Request::Lookup(ids(&["b"]))));
-        }
         let reloaded = JupyterConfig {
             runtime_dirs: vec![PathBuf::from("/srv/reloaded/runtime")],
             ..JupyterConfig::default()
         };
         notebooks.configure(&reloaded);
-        assert_eq!(notebooks.dropped_requests(), 1, "the wake-up was dropped");
-        drop(release_tx);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while seen_dirs.lock().unwrap().len() < 2 {
-            assert!(Instant::now() < deadline, "no second lookup");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let second = seen_dirs.lock().unwrap()[1].clone();
+        assert!(notebooks.send(Request::Lookup(ids(&["a"]))));
+        wait_for("a lookup", || !seen_dirs.lock().unwrap().is_empty());
+        let first = seen_dirs.lock().unwrap()[0].clone();
         assert!(
-            second.contains(&PathBuf::from("/srv/reloaded/runtime")),
-            "{second:?}"
+            first.contains(&PathBuf::from("/srv/reloaded/runtime")),
+            "{first:?}"
         );
     }
 

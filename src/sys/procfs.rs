@@ -556,23 +556,112 @@ pub const CMDLINE_READ: usize = ARGV_MAX_BYTES + 1;
 /// removed. A shared object is a name ending in `.so` or containing `.so.`
 /// (`libc.so.6`, `_C.cpython-311-x86_64-linux-gnu.so`).
 pub fn parse_maps_libraries(data: &[u8]) -> Vec<String> {
-    let mut libs: Vec<String> = Vec::new();
-    for line in data.split(|&c| c == b'\n') {
+    let mut libs = MapsLibraries::new(|_: &str| true, usize::MAX);
+    libs.feed(data);
+    libs.finish(true)
+}
+
+/// Longest `maps` line looked at: the fixed fields and a path of
+/// `PATH_MAX` (4096) with ` (deleted)`. A longer line is skipped whole.
+pub const MAPS_LINE_MAX: usize = 4096 + 256;
+
+/// Longest basename kept: `NAME_MAX`, the longest file name a Linux file
+/// system holds.
+pub const MAPS_NAME_MAX: usize = 255;
+
+/// The shared objects of `/proc/[pid]/maps` (see [`parse_maps_libraries`]),
+/// taken a chunk at a time as the file is read, so that a read may stop
+/// anywhere and what it holds stays small whatever the file's size: at
+/// most one line of [`MAPS_LINE_MAX`] waiting for its end, and at most
+/// `max` names, each of at most [`MAPS_NAME_MAX`] bytes, that `keep`
+/// accepts. A process's owner decides how many mappings it has and what
+/// their files are called.
+pub struct MapsLibraries<F> {
+    keep: F,
+    max: usize,
+    names: std::collections::BTreeSet<String>,
+    /// The start of a line whose end has not come yet.
+    partial: Vec<u8>,
+    /// Inside a line longer than [`MAPS_LINE_MAX`]: skip to its end.
+    skipping: bool,
+}
+
+impl<F: Fn(&str) -> bool> MapsLibraries<F> {
+    /// Keep the names `keep` accepts, at most `max` of them.
+    pub fn new(keep: F, max: usize) -> Self {
+        Self {
+            keep,
+            max,
+            names: std::collections::BTreeSet::new(),
+            partial: Vec::new(),
+            skipping: false,
+        }
+    }
+
+    /// The next bytes of the file.
+    pub fn feed(&mut self, mut chunk: &[u8]) {
+        while let Some(end) = chunk.iter().position(|&c| c == b'\n') {
+            let (line, rest) = (&chunk[..end], &chunk[end + 1..]);
+            chunk = rest;
+            if std::mem::take(&mut self.skipping) {
+                continue;
+            }
+            if self.partial.is_empty() {
+                if line.len() <= MAPS_LINE_MAX {
+                    self.line(line);
+                }
+            } else if self.partial.len() + line.len() <= MAPS_LINE_MAX {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(line);
+                self.line(&whole);
+                whole.clear();
+                self.partial = whole;
+            } else {
+                self.partial.clear();
+            }
+        }
+        if self.skipping {
+            return;
+        }
+        if self.partial.len() + chunk.len() > MAPS_LINE_MAX {
+            self.partial.clear();
+            self.skipping = true;
+        } else {
+            self.partial.extend_from_slice(chunk);
+        }
+    }
+
+    /// The names found, sorted and unique. `ended`: the file was read to
+    /// its end, so a last line without a newline counts; a read cut short
+    /// leaves its last, unfinished line out.
+    pub fn finish(mut self, ended: bool) -> Vec<String> {
+        if ended && !self.skipping && !self.partial.is_empty() {
+            let last = std::mem::take(&mut self.partial);
+            self.line(&last);
+        }
+        self.names.into_iter().collect()
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        if self.names.len() >= self.max {
+            return;
+        }
         let Some(path) = maps_pathname(line) else {
-            continue;
+            return;
         };
         let path = path.strip_suffix(b" (deleted)").unwrap_or(path);
         if path.first() != Some(&b'/') {
-            continue; // [heap], [stack], anonymous
+            return; // [heap], [stack], anonymous
         }
         let base = path.rsplit(|&c| c == b'/').next().unwrap_or(path);
-        if is_shared_object(base) {
-            libs.push(String::from_utf8_lossy(base).into_owned());
+        if base.len() > MAPS_NAME_MAX || !is_shared_object(base) {
+            return;
+        }
+        let name = String::from_utf8_lossy(base);
+        if (self.keep)(&name) && !self.names.contains(name.as_ref()) {
+            self.names.insert(name.into_owned());
         }
     }
-    libs.sort_unstable();
-    libs.dedup();
-    libs
 }
 
 /// The pathname column of one maps line: what follows the five fixed fields.
@@ -1081,6 +1170,68 @@ mod tests {
         for cut in 0..PY_MAPS.len().min(2000) {
             let _ = parse_maps_libraries(&PY_MAPS[..cut]);
         }
+    }
+
+    #[test]
+    fn maps_read_in_chunks_gives_what_the_whole_file_gives() {
+        let whole = parse_maps_libraries(PY_MAPS);
+        for size in [1, 7, 100, 4096] {
+            let mut libs = MapsLibraries::new(|_: &str| true, usize::MAX);
+            for chunk in PY_MAPS.chunks(size) {
+                libs.feed(chunk);
+            }
+            assert_eq!(libs.finish(true), whole, "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn a_maps_read_cut_short_leaves_its_unfinished_line_out() {
+        let maps = b"7f00-7f01 r-xp 00000000 08:01 12 /usr/lib/liba.so\n\
+                     7f01-7f02 r-xp 00000000 08:01 13 /usr/lib/libb.so";
+        let mut cut = MapsLibraries::new(|_: &str| true, usize::MAX);
+        cut.feed(&maps[..maps.len() - 3]);
+        assert_eq!(cut.finish(false), ["liba.so"]);
+        let mut ended = MapsLibraries::new(|_: &str| true, usize::MAX);
+        ended.feed(maps);
+        assert_eq!(ended.finish(true), ["liba.so", "libb.so"]);
+    }
+
+    #[test]
+    fn maps_lines_and_names_beyond_their_bounds_are_skipped() {
+        let long_dir = "d".repeat(MAPS_LINE_MAX);
+        let long_name = format!("lib{}.so", "n".repeat(MAPS_NAME_MAX));
+        let maps = format!(
+            "7f00-7f01 r-xp 00000000 08:01 12 /{long_dir}/libhidden.so\n\
+             7f01-7f02 r-xp 00000000 08:01 13 /usr/lib/{long_name}\n\
+             7f02-7f03 r-xp 00000000 08:01 14 /usr/lib/libseen.so\n"
+        );
+        for size in [maps.len(), 1000, 3] {
+            let mut libs = MapsLibraries::new(|_: &str| true, usize::MAX);
+            for chunk in maps.as_bytes().chunks(size) {
+                libs.feed(chunk);
+                assert!(libs.partial.len() <= MAPS_LINE_MAX);
+            }
+            assert_eq!(libs.finish(true), ["libseen.so"], "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn maps_keeps_only_the_names_asked_for_and_at_most_max() {
+        let maps: String = (0..100)
+            .map(|i| format!("7f{i:02}-7f{i:02} r-xp 00000000 08:01 {i} /x/lib{i:03}.so\n"))
+            .collect();
+        let mut libs = MapsLibraries::new(|n: &str| n.starts_with("lib0"), 5);
+        libs.feed(maps.as_bytes());
+        assert_eq!(
+            libs.finish(true),
+            [
+                "lib000.so",
+                "lib001.so",
+                "lib002.so",
+                "lib003.so",
+                "lib004.so"
+            ]
+        );
     }
 
     #[test]

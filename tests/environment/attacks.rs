@@ -1600,6 +1600,58 @@ fn journaled_actions(path: &Path) -> Vec<(u64, String, String)> {
 /// `GET /healthz` at `addr` within a 1 s client timeout: the status and the
 /// body, or why there was none.
 fn healthz_at(addr: &str) -> Result<(u16, serde_json::Value), String> {
+
+// Python processes whose /proc/PID/maps is hundreds of MB
+// ---------------------------------------------------------------------------
+//
+// Any user can name a process `python3`, and the daemon lists the libraries
+// of Python processes from their `maps` to find a framework. The attacker's
+// processes each map one page of a file with a 3.8 KB path 65 000 times:
+// 250 MB of `maps` each, which the kernel takes seconds to render. Read
+// whole on the sampler's path, they blinded it (stale health, a fast hog
+// signalled gigabytes late) and took the daemon's memory to hundreds of MB.
+
+/// How fast the hogs of this attack grow: a blind second is 500 MiB.
+const MAPS_HOG_RATE: &str = "500MiB/s";
+/// How far they may grow, so that a late signal shows how late.
+const MAPS_HOG_MAX: &str = "3GiB";
+/// The attacker's processes, their mappings each, and the length of the
+/// mapped file's path.
+const MAPS_PROCESSES: &str = "7";
+const MAPS_MAPPINGS: &str = "65000";
+const MAPS_PATH_BYTES: &str = "3800";
+/// How long `/healthz` is watched once the processes are up: their first
+/// scans and the 30 s rescan after.
+const MAPS_WATCH: Duration = Duration::from_secs(40);
+
+/// A hog of the attacker's, through `link`, growing at [`MAPS_HOG_RATE`]
+/// and catching SIGTERM.
+fn maps_hog(link: &Path) -> Proc {
+    let mut c = as_user(ATTACKER, link);
+    c.args([
+        "--rate",
+        MAPS_HOG_RATE,
+        "--max",
+        MAPS_HOG_MAX,
+        "--catch",
+        "TERM",
+    ]);
+    Proc::spawn(c)
+}
+
+/// What `/healthz` said while it was watched.
+#[derive(Debug, Default)]
+struct HealthWatch {
+    probes: usize,
+    /// Answers other than 200 ("stale", "starting"), and no answer within 1 s.
+    unhealthy: usize,
+    /// The longest run of unhealthy probes in a row.
+    longest_run: usize,
+}
+
+/// Probe `/healthz` at `addr` every 250 ms for `watch`, each with a 1 s
+/// client timeout.
+fn watch_health(addr: std::net::SocketAddr, watch: Duration) -> HealthWatch {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(1)))
@@ -1685,11 +1737,161 @@ fn a_squatted_http_port_neither_stops_enforcement_nor_passes_for_the_daemon() {
                      with the port squatted",
                     r.past_limit_mib, r.ms_after_crossing
                 ));
+
+    let url = format!("http://{addr}/healthz");
+    let end = Instant::now() + watch;
+    let mut seen = HealthWatch::default();
+    let mut run = 0;
+    while Instant::now() < end {
+        let healthy = agent.get(&url).call().is_ok_and(|r| r.status() == 200);
+        seen.probes += 1;
+        if healthy {
+            run = 0;
+        } else {
+            seen.unhealthy += 1;
+            run += 1;
+            seen.longest_run = seen.longest_run.max(run);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    seen
+}
+
+/// The journal's actions: (pid, action) of every `action` event.
+fn journal_actions(journal: &Path) -> Vec<(u64, String)> {
+    std::fs::read_to_string(journal)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "action")
+        .filter_map(|e| {
+            Some((
+                e.pointer("/process/pid")?.as_u64()?,
+                e["action"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Every hog in `hogs` has its SIGTERM in the journal, and no other
+/// process has an action there.
+fn journal_holds_the_hogs_and_no_one_else(f: &mut Findings, journal: &Path, hogs: &[u32]) {
+    let actions = journal_actions(journal);
+    f.note(format!("journal actions (pid, action): {actions:?}"));
+    for &hog in hogs {
+        f.check(
+            actions
+                .iter()
+                .any(|(pid, a)| *pid == u64::from(hog) && a == "SIGTERM"),
+            || format!("the journal holds no SIGTERM for the hog pid {hog}: {actions:?}"),
+        );
+    }
+    for (pid, action) in &actions {
+        f.check(hogs.iter().any(|&h| u64::from(h) == *pid), || {
+            format!("the journal holds an action on pid {pid}, not a hog: {action}")
+        });
+    }
+}
+
+/// A hog's reaction under attack against the baseline's, as
+/// [`attacked_reaction`] judges it.
+fn reaction_within_bounds(f: &mut Findings, base: Reaction, r: Reaction) {
+    let bound_mib = REACTION_FACTOR * base.past_limit_mib.max(0.0) + REACTION_SLACK_MIB;
+    f.check(r.past_limit_mib <= bound_mib, || {
+        format!(
+            "under attack the hog got {:.0} MiB past the limit before SIGTERM, more than \
+             {REACTION_FACTOR}× the baseline's {:.0} MiB + {REACTION_SLACK_MIB} MiB = {bound_mib:.0} MiB",
+            r.past_limit_mib, base.past_limit_mib
+        )
+    });
+    let bound_ms = REACTION_FACTOR * base.ms_after_crossing + REACTION_SLACK_MS;
+    f.check(r.ms_after_crossing <= bound_ms, || {
+        format!(
+            "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
+             {REACTION_FACTOR}× the baseline's {:.0} ms + {REACTION_SLACK_MS} ms = {bound_ms:.0} ms",
+            r.ms_after_crossing, base.ms_after_crossing
+        )
+    });
+}
+
+#[test]
+fn python_processes_with_huge_maps_neither_blind_the_sampler_nor_grow_its_memory() {
+    let session = begin("python3 processes with 250 MB of maps each");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    let link = stage.hog_link("hogs", "hog-maps");
+    let text = config(dir.path(), &hog_rule(&link, None));
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let mut hogs = Vec::new();
+        // The baseline: a fast hog, no attack.
+        let mut hog = maps_hog(&link);
+        hogs.push(hog.pid());
+        let base = match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => Some(r),
+            Err(why) => {
+                f.fail(format!("baseline (no attack yet): {why}"));
+                None
+            }
+        };
+        drop(hog);
+        let base_hwm = d.hwm();
+        if let Some(b) = base {
+            f.note(format!(
+                "baseline: signalled {:.0} MiB past the limit, {:.0} ms after crossing; daemon \
+                 VmHWM {:.1} MiB",
+                b.past_limit_mib,
+                b.ms_after_crossing,
+                mib(base_hwm)
+            ));
+        }
+        // The attack: the file lives in a directory of the attacker's.
+        let files = stage.path("maps");
+        std::fs::create_dir(&files).expect("mkdir maps");
+        chown(&files, uid_of(ATTACKER));
+        let files_arg = files.display().to_string();
+        let mut attacker = Proc::spawn(attacker_python(
+            &stage,
+            &[
+                "maps",
+                &files_arg,
+                MAPS_PROCESSES,
+                MAPS_MAPPINGS,
+                MAPS_PATH_BYTES,
+            ],
+        ));
+        let (_, mapped) = attacker.expect_line("mapped ", Duration::from_secs(180));
+        f.note(format!("attacker: {mapped}"));
+        let pids: Vec<u32> = mapped
+            .split("pids=")
+            .nth(1)
+            .map(|l| l.split(',').filter_map(|p| p.trim().parse().ok()).collect())
+            .unwrap_or_default();
+        // Health is watched through the first scans of the processes and
+        // a rescan; a hog crosses the limit as they are first seen.
+        let addr = d.addr;
+        let watcher = std::thread::spawn(move || watch_health(addr, MAPS_WATCH));
+        let mut hog = maps_hog(&link);
+        hogs.push(hog.pid());
+        let attacked = match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => {
+                f.note(format!(
+                    "under attack: signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                    r.past_limit_mib, r.ms_after_crossing
+                ));
+                if let Some(b) = base {
+                    reaction_within_bounds(&mut f, b, r);
+                }
                 Some(r)
             }
             Err(why) => {
                 f.fail(format!(
                     "the daemon did not act with its port squatted: {why}"
+
+                    "under attack: {why}\ndaemon running: {}; its last log lines:\n{}",
+                    d.running(),
+                    d.log_tail(15)
                 ));
                 None
             }
@@ -1759,6 +1961,30 @@ fn a_squatted_http_port_neither_stops_enforcement_nor_passes_for_the_daemon() {
             )
         });
         f.check(daemon.alive(), || "the daemon stopped".into());
+
+        drop(hog);
+        let health = watcher.join().unwrap_or_default();
+        f.note(format!("/healthz during the attack: {health:?}"));
+        f.check(health.unhealthy == 0 && health.probes > 0, || {
+            format!(
+                "/healthz was stale or silent for {} of {} probes (every 250 ms), up to {} in a \
+                 row: the sampler stopped while it read the attacker's maps",
+                health.unhealthy, health.probes, health.longest_run
+            )
+        });
+        let hwm = memory_bounded(&mut f, &d, base_hwm);
+        // Nothing innocent: the attacker's processes live on, and the
+        // journal's actions are the hogs'.
+        let alive_now = pids.iter().filter(|&&p| alive(p)).count();
+        f.check(!pids.is_empty() && alive_now == pids.len(), || {
+            format!(
+                "{alive_now} of the attacker's {} python3 processes are alive",
+                pids.len()
+            )
+        });
+        journal_holds_the_hogs_and_no_one_else(&mut f, &journal, &hogs);
+        attacker.kill();
+        healthz_after(&mut f, &mut d);
         let fmt = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0}"));
         f.figures(&[
             ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
@@ -1772,5 +1998,272 @@ fn a_squatted_http_port_neither_stops_enforcement_nor_passes_for_the_daemon() {
         ]);
     }
     daemon.kill();
+
+            ("past_base_mib", fmt(base.map(|r| r.past_limit_mib))),
+            ("past_attack_mib", fmt(attacked.map(|r| r.past_limit_mib))),
+            ("ms_base", fmt(base.map(|r| r.ms_after_crossing))),
+            ("ms_attack", fmt(attacked.map(|r| r.ms_after_crossing))),
+            (
+                "healthz_unhealthy",
+                format!("{}/{}", health.unhealthy, health.probes),
+            ),
+        ]);
+    }
+    f.finish();
+}
+
+// ---------------------------------------------------------------------------
+// Jupyter servers of one user listing another user's kernel
+// ---------------------------------------------------------------------------
+//
+// A kernel's id is in its command line, which every user can read. The
+// attacker runs a fake Jupyter server (its own runtime file, its own port)
+// that lists the victim's kernel id under a notebook of its choosing, and
+// eight servers that accept and never answer, all in a runtime directory
+// read before the victim's. The lookup kept the first server that listed
+// an id: the victim's kernel lost its notebook for good, and every lookup
+// waited on the silent servers.
+
+/// The victim's kernel id, and the notebooks each side's server names.
+const VICTIM_KERNEL: &str = "5b1f0c2e-7d3a-4e91-b6c8-0a9e8d7f6c5b";
+const VICTIM_NOTEBOOK: &str = "victim/train.ipynb";
+const ATTACKER_NOTEBOOK: &str = "attacker/stolen.ipynb";
+/// The attacker's servers that never answer.
+const SILENT_SERVERS: &str = "8";
+
+/// `program` as the victim (uid [`VICTIM_UID`], no account), through
+/// `setpriv`.
+fn as_victim(program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={VICTIM_UID}"),
+        &format!("--regid={VICTIM_UID}"),
+        "--clear-groups",
+        "--",
+        program,
+    ]);
+    c
+}
+
+/// A directory in `stage` owned by `uid`, open for reading to all.
+fn owned_dir(stage: &Stage, name: &str, uid: u32) -> PathBuf {
+    let dir = stage.path(name);
+    std::fs::create_dir(&dir).expect("mkdir");
+    chmod(&dir, 0o755);
+    chown(&dir, uid);
+    dir
+}
+
+/// A kernel connection file for `id` in `dir`, owned by `uid`, and a
+/// process of `uid` that holds it (`tail -f …/kernel-<id>.json`: a kernel
+/// as the classifier sees one).
+fn kernel_of(dir: &Path, id: &str, uid: u32, mut command: Command) -> Proc {
+    let file = dir.join(format!("kernel-{id}.json"));
+    std::fs::write(&file, "{}\n").expect("write the connection file");
+    chown(&file, uid);
+    chmod(&file, 0o644);
+    command.arg("-f").arg(&file);
+    Proc::spawn(command)
+}
+
+/// The notebook root sees for `pid`, once the daemon's latest sample holds
+/// it with one, or `None` after `within`.
+fn notebook_of(d: &RootDaemon, pid: u32, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, body) = support::get(&d.url(&format!("/api/v1/processes/{pid}")));
+        if status == 200 {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            if let Some(n) = v
+                .pointer("/process/workload/notebook")
+                .and_then(|n| n.as_str())
+            {
+                return Some(n.to_string());
+            }
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// How many requests the attacker's lying server and silent servers got.
+fn asked_of_attackers_servers(liar: &mut Proc, silent: &mut Proc) -> (usize, usize) {
+    liar.drain();
+    silent.drain();
+    let count =
+        |p: &Proc, needle: &str| p.seen.iter().filter(|(_, l)| l.starts_with(needle)).count();
+    (count(liar, "asked "), count(silent, "accepted "))
+}
+
+#[test]
+fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its_lookup() {
+    let session = begin("Jupyter servers listing another user's kernel");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    let attacker = uid_of(ATTACKER);
+    let runtime_attacker = owned_dir(&stage, "attacker-runtime", attacker);
+    let runtime_victim = owned_dir(&stage, "victim-runtime", VICTIM_UID);
+    let kernels_attacker = owned_dir(&stage, "attacker-kernels", attacker);
+    let kernels_victim = owned_dir(&stage, "victim-kernels", VICTIM_UID);
+    let (ra, rv) = (
+        runtime_attacker.display().to_string(),
+        runtime_victim.display().to_string(),
+    );
+    // The servers, before any kernel: the attacker's lying one and its
+    // silent ones, and the victim's.
+    let mut liar = Proc::spawn(attacker_python(
+        &stage,
+        &["jupyter-server", &ra, VICTIM_KERNEL, ATTACKER_NOTEBOOK],
+    ));
+    liar.expect_line("port ", Duration::from_secs(30));
+    let mut silent = Proc::spawn(attacker_python(
+        &stage,
+        &["jupyter-slow", &ra, SILENT_SERVERS],
+    ));
+    silent.expect_line("ports ", Duration::from_secs(30));
+    let mut victim_server = Proc::spawn({
+        let mut c = as_victim("/usr/bin/python3");
+        c.arg("-u").arg(&stage.script).args([
+            "jupyter-server",
+            &rv,
+            VICTIM_KERNEL,
+            VICTIM_NOTEBOOK,
+        ]);
+        c
+    });
+    victim_server.expect_line("port ", Duration::from_secs(30));
+    // The attacker's directory is read first.
+    let link = stage.hog_link("hogs", "hog-jupyter");
+    let text = config(
+        dir.path(),
+        &format!(
+            "{}[jupyter]\nother_users = true\nruntime_dirs = [{}, {}]\n",
+            hog_rule(&link, None),
+            toml_str(&ra),
+            toml_str(&rv)
+        ),
+    );
+    if let Some(mut d) = start(&mut f, dir.path(), &text)
+        && let Some(base) = baseline(&mut f, &d, &link)
+    {
+        // The victim's kernel: named from the victim's server, and no
+        // server of the attacker's is asked about it.
+        let victim_kernel = kernel_of(
+            &kernels_victim,
+            VICTIM_KERNEL,
+            VICTIM_UID,
+            as_victim("tail"),
+        );
+        let named = notebook_of(&d, victim_kernel.pid(), Duration::from_secs(30));
+        d.drain();
+        let lookup = d
+            .log
+            .iter()
+            .rev()
+            .find(|(_, l)| l.contains("Jupyter lookup"))
+            .map(|(_, l)| l.clone());
+        f.note(format!(
+            "the victim's kernel: notebook {named:?}; lookup: {lookup:?}"
+        ));
+        f.check(named.as_deref() == Some(VICTIM_NOTEBOOK), || {
+            format!(
+                "for 30 s the victim's kernel (uid {VICTIM_UID}, pid {}) showed notebook \
+                 {named:?}, not its own server's {VICTIM_NOTEBOOK:?}: another user's server \
+                 that lists its id took the answer; the daemon's log:\n{}",
+                victim_kernel.pid(),
+                d.log_tail(20)
+            )
+        });
+        let (lies, stalls) = asked_of_attackers_servers(&mut liar, &mut silent);
+        f.check(lies == 0 && stalls == 0, || {
+            format!(
+                "the lookup for the victim's kernel asked the attacker's servers: the lying one \
+                 {lies} time(s), the silent ones {stalls} time(s)"
+            )
+        });
+        // The attacker runs a process with the victim's kernel id: its own
+        // servers are asked (the silent ones hold that lookup), and the
+        // victim keeps its notebook.
+        let mimic = kernel_of(
+            &kernels_attacker,
+            VICTIM_KERNEL,
+            attacker,
+            as_user(ATTACKER, Path::new("tail")),
+        );
+        let asked = liar.wait_line("asked ", Duration::from_secs(30));
+        f.check(asked.is_some(), || {
+            "the attacker's own kernel was never looked up at its own server".into()
+        });
+        // The hog crosses while the silent servers hold the attacker's
+        // lookup; then two more samples.
+        let attacked = attacked_reaction(&mut f, &mut d, &link, &base);
+        std::thread::sleep(Duration::from_secs(2));
+        let kept = notebook_of(&d, victim_kernel.pid(), Duration::from_secs(5));
+        let theirs = notebook_of(&d, mimic.pid(), Duration::from_secs(5));
+        f.note(format!(
+            "after the attacker's lookup: the victim's kernel {kept:?}, the attacker's {theirs:?}"
+        ));
+        f.check(kept.as_deref() == Some(VICTIM_NOTEBOOK), || {
+            format!(
+                "once the attacker's own kernel with the victim's id was looked up, the victim's \
+                 kernel showed {kept:?}, not {VICTIM_NOTEBOOK:?}"
+            )
+        });
+        // The attacker, asking the API, sees no notebook of the victim's.
+        let mut get = Proc::spawn(attacker_python(
+            &stage,
+            &["get", &d.url("/api/v1/processes")],
+        ));
+        let _ = get.wait_exit(Duration::from_secs(30));
+        get.drain();
+        let answer = get.output();
+        f.check(answer.starts_with("200"), || {
+            format!(
+                "the attacker's GET /api/v1/processes: {}",
+                excerpt(&answer, "200")
+            )
+        });
+        f.check(!answer.contains(VICTIM_NOTEBOOK), || {
+            format!(
+                "the attacker's GET /api/v1/processes shows the victim's notebook: {}",
+                excerpt(&answer, VICTIM_NOTEBOOK)
+            )
+        });
+        healthz_during(&mut f, &d);
+        let hwm = memory_bounded(&mut f, &d, base.hwm);
+        // Nothing innocent: the kernels and servers live on, and the
+        // journal's actions are the hogs'.
+        for (who, pid) in [
+            ("the victim's kernel", victim_kernel.pid()),
+            ("the victim's server", victim_server.pid()),
+            ("the attacker's kernel", mimic.pid()),
+        ] {
+            f.check(alive(pid), || format!("{who} (pid {pid}) is gone"));
+        }
+        let innocent = [
+            victim_kernel.pid(),
+            victim_server.pid(),
+            mimic.pid(),
+            liar.pid(),
+            silent.pid(),
+        ];
+        let actions = journal_actions(&journal);
+        f.note(format!("journal actions (pid, action): {actions:?}"));
+        f.check(
+            actions
+                .iter()
+                .all(|(pid, _)| !innocent.iter().any(|&p| u64::from(p) == *pid)),
+            || format!("the journal holds an action on a kernel or a server: {actions:?}"),
+        );
+        f.check(
+            actions.len() == 2 && actions.iter().all(|(_, a)| a == "SIGTERM"),
+            || format!("the journal holds {actions:?}, not the two hogs' SIGTERM"),
+        );
+        report_figures(&f, &base, hwm, attacked);
+    }
     f.finish();
 }

@@ -159,7 +159,11 @@ fn a_port_taken_by_another_user_gets_no_request_at_all() {
         "victims-token",
     );
     chown(&file, 65533);
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let (found, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        Some(65533),
+        Duration::from_millis(500),
+    );
     assert!(found.is_empty());
     let lines = lines_of(problems);
     assert_eq!(
@@ -191,7 +195,11 @@ fn a_pid_reused_by_another_user_is_a_stale_file() {
         "victims-token",
     );
     chown(&file, 65533);
-    let (_, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let (_, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        Some(65533),
+        Duration::from_millis(500),
+    );
     let lines = lines_of(problems);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(
@@ -219,7 +227,13 @@ fn another_users_own_server_is_asked_and_not_hidden_by_a_lookalike() {
     chown(&decoy, 65533);
     let real = server_file_of(dir.path(), 2, server.pid(), &url, "t");
     chown(&real, 65534);
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(2000));
+    // A lookup for kernels whose owner is unknown asks every server: both
+    // files are considered, the lookalike first.
+    let (found, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        None,
+        Duration::from_millis(2000),
+    );
     let lines = lines_of(problems);
     assert_eq!(found.len(), 2, "{found:#?} {lines:#?}");
     assert_eq!(found["k-good"].notebook, "work/train.ipynb");

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use headroom::jupyter::{Mapped, ProblemLog, apply, look_up};
+use headroom::jupyter::{Kernel, Mapped, ProblemLog, apply, look_up};
 use headroom::model::{ProcessSample, WorkloadKind, build};
 
 use crate::support::jupyter::{SESSIONS, lines_of, server_file_of};
@@ -97,6 +97,12 @@ fn server_file(dir: &Path, n: u32, url: &str, token: &str) -> PathBuf {
     server_file_of(dir, n, std::process::id(), url, token)
 }
 
+/// The owner of the runtime files these tests write: a lookup for this
+/// user's kernels asks them.
+fn me() -> Option<u32> {
+    Some(headroom::sys::this_process::effective_uid())
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -150,7 +156,11 @@ fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
     std::fs::write(dir.path().join("nbserver-8.json"), "{\"url\": ").unwrap();
 
     let started = Instant::now();
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let (found, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "a silent server held the lookup for {:?}",
@@ -194,7 +204,11 @@ fn only_the_good_servers_kernels_are_mapped_and_each_bad_one_is_one_line() {
         "a token was logged: {lines:#?}"
     );
     // The next lookup meets the same problems: nothing new to log.
-    let (_, again) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let (_, again) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     assert!(log.news(again).is_empty());
 }
 
@@ -219,7 +233,7 @@ fn apply_names_trusted_kernels_and_reports_unknown_ones() {
         ])
         .build();
     let map = HashMap::from([(
-        "k-ada".to_string(),
+        Kernel::new("k-ada", Some(1000)),
         Mapped {
             notebook: "train.ipynb".into(),
             kernel_name: Some("python3".into()),
@@ -229,7 +243,9 @@ fn apply_names_trusted_kernels_and_reports_unknown_ones() {
     )]);
     let (present, unknown) = apply(&map, &mut snap);
     assert!(unknown, "k-new is not in the map");
-    assert_eq!(present.len(), 2);
+    // uid 1001's process with the same id is a kernel of its own.
+    assert_eq!(present.len(), 3);
+    assert!(present.contains(&Kernel::new("k-ada", Some(1001))));
     let notebook = |pid: u32| snap.process(pid).unwrap().workload.notebook.clone();
     assert_eq!(notebook(10).as_deref(), Some("train.ipynb"));
     assert_eq!(
@@ -301,7 +317,7 @@ fn a_runtime_file_linked_to_dev_zero_is_refused_without_reading_it() {
     let before = peak_rss();
     let dirs = vec![dir.path().to_path_buf()];
     let (found, problems) = within(Duration::from_secs(60), move || {
-        look_up(&dirs, Duration::from_millis(500))
+        look_up(&dirs, me(), Duration::from_millis(500))
     });
     let after = peak_rss();
     assert!(found.is_empty());
@@ -338,7 +354,7 @@ fn a_fifo_runtime_file_is_refused_without_blocking() {
     let dirs = vec![dir.path().to_path_buf()];
     // No writer ever opens the FIFO: a blocking open would never return.
     let (_, problems) = within(Duration::from_secs(60), move || {
-        look_up(&dirs, Duration::from_millis(500))
+        look_up(&dirs, me(), Duration::from_millis(500))
     });
     let lines = lines_of(problems);
     assert_eq!(lines.len(), 1, "{lines:#?}");
@@ -361,7 +377,11 @@ fn an_oversized_runtime_file_is_refused() {
     text.push_str(&" ".repeat(1 << 20));
     text.push_str("\"}");
     std::fs::write(dir.path().join("jpserver-4.json"), text).unwrap();
-    let (_, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let (_, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     let lines = lines_of(problems);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(
@@ -386,7 +406,11 @@ fn a_stale_file_whose_pid_is_gone_is_not_asked() {
         &format!("http://127.0.0.1:{}/", t.port),
         "sekrit",
     );
-    let (found, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let (found, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     assert!(found.is_empty());
     let lines = lines_of(problems);
     assert_eq!(
@@ -422,7 +446,11 @@ fn control_characters_from_a_server_are_escaped_in_problems() {
         &format!("http://127.0.0.1:{}/", serve(forged)),
         "t",
     );
-    let (_, problems) = look_up(&[dir.path().to_path_buf()], Duration::from_millis(500));
+    let (_, problems) = look_up(
+        &[dir.path().to_path_buf()],
+        me(),
+        Duration::from_millis(500),
+    );
     let lines = lines_of(problems);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(

@@ -19,6 +19,17 @@ process group).
                                 JSON snapshot holding MARKER, reporting each
                                 request (`request LINE`)
 
+    maps DIR N COUNT PATHLEN    N processes named python3, each with COUNT
+                                mappings of one file in DIR whose path is
+                                about PATHLEN bytes long: `mapped K pids=…`
+    jupyter-server DIR KERNEL NOTEBOOK
+                                a fake Jupyter server whose runtime file in DIR
+                                names it, listing KERNEL as running NOTEBOOK;
+                                `port P`, then `asked` for each request
+    jupyter-slow DIR N          N fake Jupyter servers with runtime files in
+                                DIR that accept and never answer: `ports …`,
+                                then `accepted I` for each connection
+
 Status lines while holding connections: `status open=O cut=C`, where cut
 counts connections the daemon closed or reset.
 """
@@ -293,6 +304,117 @@ def get(url):
     sys.stdout.flush()
 
 
+# --- Huge /proc/PID/maps, and Jupyter servers that lie or stall -----------
+
+
+def maps(directory, n, count, pathlen):
+    """Map one page of a file with a long path COUNT times (up to the
+    kernel's vm.max_map_count), then fork into N processes that keep the
+    mappings: every one is named python3 and its maps is COUNT lines of
+    PATHLEN bytes."""
+    import ctypes
+
+    path = directory
+    while len(path) + 2 * 201 < pathlen:
+        path = os.path.join(path, "d" * 200)
+        os.mkdir(path)
+    name = "m" * max(1, min(250, pathlen - len(path) - 1 - 3)) + ".so"
+    target = os.path.join(path, name)
+    with open(target, "wb") as out:
+        out.write(b"\0" * 4096)
+    fd = os.open(target, os.O_RDONLY)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    prot_read, map_private = 1, 2
+    mapped = 0
+    for _ in range(count):
+        addr = libc.mmap(None, 4096, prot_read, map_private, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            break
+        mapped += 1
+    pids = [os.getpid()]
+    for _ in range(n - 1):
+        pid = os.fork()
+        if pid == 0:
+            while True:
+                time.sleep(3600)
+        pids.append(pid)
+    say(f"mapped {mapped} path_bytes={len(target)} pids={','.join(map(str, pids))}")
+    while True:
+        time.sleep(3600)
+
+
+def runtime_file(directory, name, port, token):
+    """Write a jupyter_server runtime file naming this process and PORT."""
+    info = {
+        "base_url": "/", "hostname": "127.0.0.1", "password": False,
+        "pid": os.getpid(), "port": port, "root_dir": directory,
+        "secure": False, "sock": "", "token": token,
+        "url": f"http://127.0.0.1:{port}/", "version": "2.21.1",
+    }
+    import json
+    final = os.path.join(directory, name)
+    fd = os.open(final + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(info, out)
+    os.rename(final + ".tmp", final)
+
+
+def jupyter_server(directory, kernel, notebook):
+    import json
+    token = f"token-{os.getpid()}"
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    port = srv.getsockname()[1]
+    body = json.dumps([{
+        "id": "s1", "path": notebook, "name": os.path.basename(notebook),
+        "type": "notebook", "kernel": {"id": kernel, "name": "python3"},
+    }]).encode()
+    runtime_file(directory, f"jpserver-{os.getpid()}.json", port, token)
+    say(f"port {port}")
+    while True:
+        conn, _ = srv.accept()
+        conn.settimeout(5)
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            say(f"asked {head.split(b' ', 2)[1].decode('latin-1') if b' ' in head else '?'}")
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                         + body)
+        except OSError:
+            pass
+        conn.close()
+
+
+def jupyter_slow(directory, n):
+    listeners = []
+    for i in range(n):
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(16)
+        listeners.append(srv)
+        port = srv.getsockname()[1]
+        runtime_file(directory, f"jpserver-{os.getpid() * 100 + i}.json", port, f"slow-{i}")
+    say("ports " + " ".join(str(s.getsockname()[1]) for s in listeners))
+    sel = selectors.DefaultSelector()
+    for i, srv in enumerate(listeners):
+        sel.register(srv, selectors.EVENT_READ, i)
+    held = []
+    while True:
+        for key, _ in sel.select():
+            conn, _ = key.fileobj.accept()
+            held.append(conn)
+            say(f"accepted {key.data}")
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "hold":
@@ -311,6 +433,12 @@ def main():
         get(args[0])
     elif cmd == "squat":
         squat(args[0])
+    elif cmd == "maps":
+        maps(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif cmd == "jupyter-server":
+        jupyter_server(args[0], args[1], args[2])
+    elif cmd == "jupyter-slow":
+        jupyter_slow(args[0], int(args[1]))
     else:
         sys.exit(f"unknown attack {cmd!r}; see the docstring")
 

@@ -76,6 +76,9 @@ impl Tracker {
             previous = Some(pid);
         }
 
+        // Library scans read since are taken up, and new ones handed out.
+        self.scan_libraries(io, &s.rescan, errors);
+
         // Shares read since are taken up; while growth that only a read can
         // show is under way, families are read on light ticks too.
         let page = io.page_size;

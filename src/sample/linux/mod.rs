@@ -8,7 +8,8 @@
 //! This file wires the parts together. Each has its own file: the per-process
 //! state and the full tick (`tracker.rs`), the light tick (`light_tick.rs`),
 //! the reads of one process (`process_reads.rs`, through `proc_reader.rs`),
-//! library scans of Python processes (`library_rescan.rs`), memory no
+//! library scans of Python processes (`library_rescan.rs`, read by
+//! `library_worker.rs`), memory no
 //! process owns and memory held open without a mapping (`unowned.rs`, on
 //! full ticks, rarely and within a time budget), and user names (the shared
 //! [`crate::sample::user_names`], from `/etc/passwd`).
@@ -37,8 +38,9 @@
 //!   `PF_KTHREAD` flag: kernel threads are remembered and not read again
 //!   apart from the identity check below), `status` (uid, RssAnon, RssShmem,
 //!   VmSwap), `cmdline` (its first [`crate::model::ARGV_MAX_BYTES`] only: see
-//!   [`procfs::parse_cmdline`]), the `exe` link and, where the classifier asks for it,
-//!   `maps`. All of it is cached per identity (pid + start time).
+//!   [`procfs::parse_cmdline`]) and the `exe` link; where the classifier asks
+//!   for `maps`, the library thread reads it (below). All of it is cached per
+//!   identity (pid + start time).
 //! - Every tick, exact detail (`stat` + `status`) only for the processes that
 //!   matter: ML or Python ones as classified, and the [`TOP_EXACT`] largest by
 //!   `statm` resident size. Their `stat` read doubles as an identity check
@@ -73,9 +75,12 @@
 //! identity until then. The daemon decides which ticks are light
 //! (`daemon::cadence`); the first tick is always full.
 //!
-//! Python processes whose frameworks are imported after start are re-scanned
-//! (`maps`) when they grow by half and by 64 MiB, or every 30 s, until a
-//! framework turns up (`library_rescan.rs`).
+//! The libraries of Python processes (`maps`) are read by a thread of their
+//! own, never on this path: when first seen, then when they grow by half and
+//! by 64 MiB, or every 30 s, until a framework turns up; each read is cut
+//! after a prefix and a time, a process whose read was cut is scanned less
+//! and less often, and the reads have a CPU budget (`library_rescan.rs`,
+//! `library_worker.rs`). A user decides how long their process's `maps` is.
 //!
 //! Per-process failures never fail the sample: a process gone between the
 //! listing and the read is skipped and counted as vanished, EACCES/EPERM
@@ -89,6 +94,7 @@ pub mod doctor;
 pub mod kmsg;
 pub mod kmsg_crash;
 mod library_rescan;
+mod library_worker;
 mod light_tick;
 mod proc_reader;
 mod process_reads;
@@ -225,7 +231,13 @@ impl LinuxSampler {
             jobs: Vec::new(),
             unowned,
             errors,
-            collectors: self.tracker.pss_budget.status().into_iter().collect(),
+            collectors: self
+                .tracker
+                .pss_budget
+                .status()
+                .into_iter()
+                .chain(self.tracker.library_budget.status())
+                .collect(),
             notes: Vec::new(),
         })
     }

@@ -7,8 +7,10 @@
 //! as the caller asks for, so one `read` into a buffer larger than the file
 //! returns all of it and a short read means the end. That saves the second,
 //! empty `read` a generic read-to-end loop would make. Multi-record files
-//! (`maps`, `vmstat`) come a page at a time and are read until `read`
-//! returns 0.
+//! come a page at a time and are read until `read` returns 0: the system's
+//! (`vmstat`) to the end, a process's (`maps`, whose length its owner
+//! decides) a bounded chunk at a time, up to a byte and a time limit
+//! ([`ProcReader::stream_pid`]).
 //!
 //! Errors are sorted into [`Failure`] for the collector-error counters.
 
@@ -17,6 +19,7 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use crate::model::CollectorErrors;
 use crate::sys::procfs;
@@ -56,6 +59,15 @@ impl Failure {
         };
         *slot = slot.saturating_add(1);
     }
+}
+
+/// How a read by [`ProcReader::stream_pid`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Streamed {
+    /// Bytes read.
+    pub bytes: usize,
+    /// Stopped at the byte or time bound before the end of the file.
+    pub cut: bool,
 }
 
 /// Initial read buffer: `status` is about 1.5 KiB, `maps` of a small
@@ -144,12 +156,37 @@ impl ProcReader {
         }
     }
 
-    /// A process file read to the end (`maps`); may be empty.
-    pub fn read_pid_to_end(&mut self, pid: u32, name: &str) -> Result<&[u8], Failure> {
+    /// A multi-record process file (`maps`) handed to `each` a chunk at a
+    /// time (the buffer's size: it is not grown), up to `max` bytes and
+    /// until `deadline`, whichever comes first. A process's owner decides
+    /// how long its `maps` is: tens of thousands of mappings of a file with
+    /// a 4 KB path make hundreds of MB that take the kernel seconds to
+    /// render.
+    pub fn stream_pid(
+        &mut self,
+        pid: u32,
+        name: &str,
+        max: usize,
+        deadline: Instant,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<Streamed, Failure> {
         self.pid_path(pid, name);
-        match read_into(&self.path, &mut self.buf, true) {
-            Ok(n) => Ok(&self.buf[..n]),
-            Err(e) => Err(Failure::of(&e)),
+        let mut file = File::open(&self.path).map_err(|e| Failure::of(&e))?;
+        let mut bytes = 0usize;
+        loop {
+            if bytes >= max || Instant::now() >= deadline {
+                return Ok(Streamed { bytes, cut: true });
+            }
+            let room = self.buf.len().min(max - bytes);
+            match file.read(&mut self.buf[..room]) {
+                Ok(0) => return Ok(Streamed { bytes, cut: false }),
+                Ok(n) => {
+                    bytes += n;
+                    each(&self.buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Failure::of(&e)),
+            }
         }
     }
 
@@ -285,7 +322,7 @@ mod tests {
         std::fs::write(dir.path().join("12/maps"), &big).unwrap();
         std::fs::write(dir.path().join("12/statm"), b"").unwrap();
         let mut r = ProcReader::new(dir.path().to_owned());
-        assert_eq!(r.read_pid_to_end(12, "maps").unwrap().len(), big.len());
+        assert_eq!(r.read_root("12/maps").unwrap().len(), big.len());
         assert_eq!(r.read_pid(12, "statm"), Err(Failure::Vanished));
         assert_eq!(r.read_pid(13, "statm"), Err(Failure::Vanished));
         let mut pids = Vec::new();
@@ -305,6 +342,50 @@ mod tests {
         assert_eq!(
             r.read_pid_prefix(13, "cmdline", 10).err(),
             Some(Failure::Vanished)
+        );
+    }
+
+    #[test]
+    fn a_streamed_read_stops_at_its_byte_and_time_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("12")).unwrap();
+        let big = vec![b'x'; INITIAL_BUFFER * 3 + 5];
+        std::fs::write(dir.path().join("12/maps"), &big).unwrap();
+        let mut r = ProcReader::new(dir.path().to_owned());
+        let later = Instant::now() + std::time::Duration::from_secs(60);
+        let mut seen = 0;
+        let whole = r.stream_pid(12, "maps", usize::MAX, later, |c| seen += c.len());
+        assert_eq!(
+            whole,
+            Ok(Streamed {
+                bytes: big.len(),
+                cut: false
+            })
+        );
+        assert_eq!(seen, big.len());
+        assert_eq!(r.buf.len(), INITIAL_BUFFER, "the buffer is not grown");
+        seen = 0;
+        let prefix = r.stream_pid(12, "maps", 20_000, later, |c| seen += c.len());
+        assert_eq!(
+            prefix,
+            Ok(Streamed {
+                bytes: 20_000,
+                cut: true
+            })
+        );
+        assert_eq!(seen, 20_000);
+        let past = Instant::now();
+        let timed_out = r.stream_pid(12, "maps", usize::MAX, past, |_| {});
+        assert_eq!(
+            timed_out,
+            Ok(Streamed {
+                bytes: 0,
+                cut: true
+            })
+        );
+        assert_eq!(
+            r.stream_pid(13, "maps", 10, later, |_| {}),
+            Err(Failure::Vanished)
         );
     }
 

@@ -1,7 +1,8 @@
 //! What the Linux sampler reads about one process: `statm` (through a kept
 //! file or not), the identity in `stat`, and everything read once at first
-//! sight of a pid (`stat`, `status`, a bounded `cmdline`, the `exe` link and,
-//! where the classifier asks, `maps`). [`Io`] holds the `/proc` reader and
+//! sight of a pid (`stat`, `status`, a bounded `cmdline` and the `exe` link;
+//! where the classifier asks for `maps`, the process is marked for the
+//! library thread). [`Io`] holds the `/proc` reader and
 //! the facts read once for the whole sampler (page size, clock ticks, boot
 //! time, user names).
 
@@ -176,8 +177,8 @@ impl Io {
             libraries: &[],
         });
         if wants_scan {
+            // Scanned off this path, by the library thread.
             t.scan = Some(LibraryScan::first());
-            self.scan_libraries(pid, &mut t, errors);
         }
         t.workload = t.classify();
         Some(t)

@@ -7,7 +7,7 @@
 //! and the interesting processes, re-checks the identity of those in this
 //! tick's round-robin slot ([`VERIFY_PERIOD`]) and re-scans the libraries
 //! of Python processes that may have imported a framework since
-//! ([`super::library_rescan`]). The light tick is in [`super::light_tick`];
+//! ([`super::library_rescan`], read by a thread of their own). The light tick is in [`super::light_tick`];
 //! both end in [`Tracker::end_tick`] and become samples in
 //! [`Tracker::build_processes`]. The module doc of [`super`] explains why.
 
@@ -21,7 +21,8 @@ use crate::model::{
 use crate::sys::procfs::{self, Statm, Status};
 use crate::workload::{self, ProcessFacts};
 
-use super::library_rescan::LibraryScan;
+use super::library_rescan::{LibraryScan, ScanBudget};
+use super::library_worker::LibraryWorker;
 use super::proc_reader::Failure;
 use super::process_reads::Io;
 use super::pss::{PssBudget, PssRead, PssWorker};
@@ -69,6 +70,10 @@ pub(super) struct Tracker {
     pub(super) pss_budget: PssBudget,
     /// The thread that makes them, once a family has been due.
     pub(super) pss_worker: Option<PssWorker>,
+    /// What library scans (`maps`) may cost, and what they did.
+    pub(super) library_budget: ScanBudget,
+    /// The thread that makes them, once one has been due.
+    pub(super) library_worker: Option<LibraryWorker>,
 }
 
 /// Reused per-tick lists, kept to avoid reallocating them every tick.
@@ -199,6 +204,8 @@ impl Tracker {
             last_pid: None,
             pss_budget: PssBudget::default(),
             pss_worker: None,
+            library_budget: ScanBudget::default(),
+            library_worker: None,
         }
     }
 
@@ -265,15 +272,7 @@ impl Tracker {
         }
 
         // Python processes that may have imported a framework since.
-        for &pid in &s.rescan {
-            if let Some(t) = self
-                .tracked
-                .get_mut(&pid)
-                .filter(|t| t.seen >= self.listed_at)
-            {
-                io.rescan_if_due(pid, t, errors);
-            }
-        }
+        self.scan_libraries(io, &s.rescan, errors);
 
         // Proportional shares of the families that share memory.
         let page = io.page_size;
