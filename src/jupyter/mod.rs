@@ -214,6 +214,17 @@ pub fn apply(map: &HashMap<String, Mapped>, snap: &mut Snapshot) -> (HashSet<Str
 /// as (what, message): `what` names the file or server, so that a problem is
 /// logged once per thing that has it.
 pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>, Vec<Problem>) {
+    look_up_kept(dirs, timeout, &|_| true)
+}
+
+/// [`look_up`], keeping only the kernels `wanted` names: a server may list
+/// as many sessions as its answer's cap holds, and only the kernels running
+/// here are worth memory.
+pub fn look_up_kept(
+    dirs: &[PathBuf],
+    timeout: Duration,
+    wanted: &dyn Fn(&str) -> bool,
+) -> (HashMap<String, Mapped>, Vec<Problem>) {
     let mut found = HashMap::new();
     let mut problems = Vec::new();
     // Servers that answered, by (sessions url, owner): another user's file
@@ -290,7 +301,7 @@ pub fn look_up(dirs: &[PathBuf], timeout: Duration) -> (HashMap<String, Mapped>,
                 Ok(list) => {
                     problems.push(Problem::cleared(what));
                     answered.insert((target.url.clone(), server.owner_uid));
-                    for s in list {
+                    for s in list.into_iter().filter(|s| wanted(&s.kernel_id)) {
                         found.entry(s.kernel_id).or_insert_with(|| Mapped {
                             notebook: s.path,
                             kernel_name: s.kernel_name,
@@ -339,6 +350,7 @@ impl Problem {
 }
 
 use crate::model::printable;
+use crate::model::text_caps::capped;
 
 /// Logs each problem once: again only when the message for the same thing
 /// changes, or after it worked in between.
@@ -399,9 +411,11 @@ type Published = Arc<Mutex<Arc<HashMap<String, Mapped>>>>;
 /// before its next lookup: a reload is never lost to a full queue.
 type Pending = Arc<Mutex<Option<Settings>>>;
 
-/// How the thread asks the servers of some directories: [`look_up`], or a
-/// stand-in in tests.
-type LookupFn = Box<dyn Fn(&[PathBuf]) -> (HashMap<String, Mapped>, Vec<Problem>) + Send>;
+/// How the thread asks the servers of some directories for the kernels
+/// present: [`look_up_kept`], or a stand-in in tests.
+type LookupFn = Box<
+    dyn Fn(&[PathBuf], &HashSet<String>) -> (HashMap<String, Mapped>, Vec<Problem>) + Send,
+>;
 
 /// The daemon's end of the lookup thread: see the module documentation.
 pub struct Notebooks {
@@ -420,7 +434,9 @@ impl Notebooks {
         Self::start_with(
             config,
             as_root,
-            Box::new(|dirs| look_up(dirs, sessions::TIMEOUT)),
+            Box::new(|dirs, wanted| {
+                look_up_kept(dirs, sessions::TIMEOUT, &|id| wanted.contains(id))
+            }),
         )
     }
 
@@ -617,23 +633,20 @@ fn lookup_thread(
         let first_time = due.iter().any(|id| !map.misses.contains_key(id));
         let started = Instant::now();
         let dirs = settings.dirs();
-        let (found, problems) = lookup(&dirs);
+        let (found, problems) = lookup(&dirs, &present);
         for line in log.news(problems) {
             warn!("{line}");
         }
         map.refreshed(found, &due, &present, Instant::now());
         let named: Vec<String> = due
             .iter()
-            .filter_map(|id| {
-                map.get(id)
-                    .map(|m| format!("{} → {}", short(id), printable(&m.notebook)))
+            .filter_map(|id| map.get(id).map(|m| (id, m)))
+            .map(|(id, m)| {
+                let notebook = capped(&m.notebook, LOGGED_NOTEBOOK_MAX);
+                format!("{} → {}", short(id), printable(&notebook))
             })
             .collect();
-        let outcome = if named.is_empty() {
-            "no server knows them (asking again later)".to_string()
-        } else {
-            named.join(", ")
-        };
+        let outcome = logged_list(&named);
         let took = started.elapsed().as_millis();
         if first_time || !named.is_empty() {
             info!(
@@ -652,6 +665,30 @@ fn lookup_thread(
             Err(poisoned) => *poisoned.into_inner() = snapshot,
         }
     }
+}
+
+/// The most kernels one lookup's log line names, and the most bytes of
+/// each notebook path it shows: a line stays short whatever the servers
+/// say.
+const LOGGED_KERNELS: usize = 8;
+const LOGGED_NOTEBOOK_MAX: usize = 256;
+
+/// A lookup's outcome for the log: at most [`LOGGED_KERNELS`] kernels
+/// named, then how many more.
+fn logged_list(named: &[String]) -> String {
+    if named.is_empty() {
+        return "no server knows them (asking again later)".to_string();
+    }
+    let mut out = named
+        .iter()
+        .take(LOGGED_KERNELS)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if named.len() > LOGGED_KERNELS {
+        out.push_str(&format!(" and {} more", named.len() - LOGGED_KERNELS));
+    }
+    out
 }
 
 /// The first 8 characters of a kernel id, for logs (escaped: the id comes
@@ -755,7 +792,7 @@ mod tests {
         let notebooks = Notebooks::start_with(
             &JupyterConfig::default(),
             false,
-            Box::new(move |_| {
+            Box::new(move |_, _| {
                 counted.fetch_add(1, Ordering::SeqCst);
                 let _ = entered_tx.send(());
                 // Blocks until the test releases it (drops the sender).
@@ -801,7 +838,7 @@ mod tests {
         let notebooks = Notebooks::start_with(
             &JupyterConfig::default(),
             false,
-            Box::new(move |dirs| {
+            Box::new(move |dirs, _| {
                 seen.lock().unwrap().push(dirs.to_vec());
                 let _ = entered_tx.send(());
                 let _ = release_rx.lock().map(|rx| rx.recv());
@@ -830,6 +867,17 @@ mod tests {
             second.contains(&PathBuf::from("/srv/reloaded/runtime")),
             "{second:?}"
         );
+    }
+
+    #[test]
+    fn a_lookups_log_line_names_a_few_kernels_and_counts_the_rest() {
+        let named: Vec<String> = (0..20).map(|i| format!("k{i} → n{i}.ipynb")).collect();
+        let line = logged_list(&named);
+        assert!(line.starts_with("k0 → n0.ipynb, k1"), "{line}");
+        assert!(line.ends_with(" and 12 more"), "{line}");
+        assert!(!line.contains("k8 "), "{line}");
+        assert_eq!(logged_list(&named[..1]), "k0 → n0.ipynb");
+        assert!(logged_list(&[]).contains("no server knows them"));
     }
 
     #[test]
