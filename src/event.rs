@@ -610,7 +610,13 @@ mod tests {
         assert_eq!(e.about_uid(), Some(Some(1000)));
         let r = e.redacted();
         let json = serde_json::to_string(&r).unwrap();
-        for secret in ["plans.ipynb", "3f2a", "libsecret", "segfault", "7f7b7b6a2101"] {
+        for secret in [
+            "plans.ipynb",
+            "3f2a",
+            "libsecret",
+            "segfault",
+            "7f7b7b6a2101",
+        ] {
             assert!(!json.contains(secret), "{secret} in {json}");
         }
         let EventKind::Exited { cause, process, .. } = &r.kind else {

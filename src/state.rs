@@ -18,9 +18,7 @@
 //! process each is about ([`RecentEvents`]).
 
 mod recent_events;
-pub use recent_events::{
-    KEEPER_SHARE_BYTES, KeptEvent, Keeper, RECENT_EVENTS_BYTES, RecentEvents,
-};
+pub use recent_events::{KEEPER_SHARE_BYTES, Keeper, KeptEvent, RECENT_EVENTS_BYTES, RecentEvents};
 
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -252,14 +252,11 @@ fn figures(
                 JobRole::Worker
             }
         }),
-        job_total: snap
-            .job_of(p)
-            .filter(|j| j.pid() == p.id.pid)
-            .map(|j| {
-                JobTotal::of(j, |pid| {
-                    !sight.omits_any() || snap.process(pid).is_some_and(|m| sight.lists(m.uid))
-                })
-            }),
+        job_total: snap.job_of(p).filter(|j| j.pid() == p.id.pid).map(|j| {
+            JobTotal::of(j, |pid| {
+                !sight.omits_any() || snap.process(pid).is_some_and(|m| sight.lists(m.uid))
+            })
+        }),
     }
 }
 

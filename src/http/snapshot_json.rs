@@ -537,7 +537,10 @@ mod tests {
             .map(|p| p["pid"].as_u64().unwrap())
             .collect();
         assert_eq!(pids, [11, 13]);
-        assert_eq!(v["processes"][0]["argv"][0], "/secret/11", "their own in full");
+        assert_eq!(
+            v["processes"][0]["argv"][0], "/secret/11",
+            "their own in full"
+        );
         assert_eq!(v["jobs"].as_array().unwrap().len(), 1, "{}", v["jobs"]);
         assert_eq!(v["jobs"][0]["members"], serde_json::json!([11, 13]));
         assert_eq!(v["source"], "test");

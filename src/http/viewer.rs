@@ -335,9 +335,9 @@ pub fn listed_part(snap: &Snapshot, sight: Sight) -> Snapshot {
         taken_at: *taken_at,
         source: source.clone(),
         sample_micros: *sample_micros,
-        system: system.clone(),
-        swap: swap.clone(),
-        pressure: pressure.clone(),
+        system: *system,
+        swap: *swap,
+        pressure: *pressure,
         gpus: gpus.clone(),
         processes: processes
             .iter()

@@ -413,9 +413,8 @@ type Pending = Arc<Mutex<Option<Settings>>>;
 
 /// How the thread asks the servers of some directories for the kernels
 /// present: [`look_up_kept`], or a stand-in in tests.
-type LookupFn = Box<
-    dyn Fn(&[PathBuf], &HashSet<String>) -> (HashMap<String, Mapped>, Vec<Problem>) + Send,
->;
+type LookupFn =
+    Box<dyn Fn(&[PathBuf], &HashSet<String>) -> (HashMap<String, Mapped>, Vec<Problem>) + Send>;
 
 /// The daemon's end of the lookup thread: see the module documentation.
 pub struct Notebooks {

@@ -57,9 +57,7 @@ impl Keeper {
         use crate::event::EventKind;
         match (&event.kind, event.about_uid()) {
             (_, None) => Keeper::Daemon,
-            (EventKind::Action { .. } | EventKind::Skipped { .. }, Some(uid)) => {
-                Keeper::Acted(uid)
-            }
+            (EventKind::Action { .. } | EventKind::Skipped { .. }, Some(uid)) => Keeper::Acted(uid),
             (_, Some(uid)) => Keeper::Seen(uid),
         }
     }
@@ -180,15 +178,20 @@ impl RecentEvents {
         tally.bytes += kept.cost;
         tally.seqs.push_back(seq);
         self.entries.insert(seq, kept);
-        while self.keepers.get(&keeper).is_some_and(|t| t.bytes > self.share) {
+        while self
+            .keepers
+            .get(&keeper)
+            .is_some_and(|t| t.bytes > self.share)
+        {
             if !self.drop_oldest(keeper) {
                 break;
             }
         }
         while self.bytes > self.budget {
-            let Some(victim) = self.largest(|k| matches!(k, Keeper::Seen(_))).or_else(|| {
-                self.largest(|k| matches!(k, Keeper::Acted(_)))
-            }) else {
+            let Some(victim) = self
+                .largest(|k| matches!(k, Keeper::Seen(_)))
+                .or_else(|| self.largest(|k| matches!(k, Keeper::Acted(_))))
+            else {
                 break;
             };
             if !self.drop_oldest(victim) {
@@ -339,7 +342,10 @@ mod tests {
             assert!(!text.contains(secret), "{secret} in {text}");
         }
         assert_eq!(kept.about, Some(Some(1000)));
-        assert_eq!(kept.cost(), kept.full.len() + kept.redacted.len() + ENTRY_OVERHEAD);
+        assert_eq!(
+            kept.cost(),
+            kept.full.len() + kept.redacted.len() + ENTRY_OVERHEAD
+        );
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub fn parse_mountinfo(text: &str) -> ProcVisibility {
             continue;
         }
         let mut after = fields.skip_while(|f| *f != "-").skip(1);
-        let (Some(fstype), Some(_source), Some(options)) = (after.next(), after.next(), after.next())
+        let (Some(fstype), Some(_source), Some(options)) =
+            (after.next(), after.next(), after.next())
         else {
             // A later mount on /proc hides the earlier one, whatever it is.
             found = ProcVisibility::default();
@@ -61,8 +62,8 @@ fn parse_options(options: &str) -> ProcVisibility {
             // mistake.
             v.hides_others = !matches!(mode, "0" | "off");
         } else if let Some(gid) = option.strip_prefix("gid=") {
-            v.exempt_gid = super::procfs::parse_u64(gid.as_bytes())
-                .and_then(|g| u32::try_from(g).ok());
+            v.exempt_gid =
+                super::procfs::parse_u64(gid.as_bytes()).and_then(|g| u32::try_from(g).ok());
         }
     }
     v

@@ -1581,7 +1581,7 @@ while True:
 /// server, the most one user's servers are asked), each living this long.
 const FLOOD_SERVERS: &str = "8";
 const FLOOD_BATCHES: &str = "6";
-const FLOOD_LIFETIME: &str = "4";
+const FLOOD_LIFETIME: &str = "6";
 /// A notebook path just under the 4 MiB a Jupyter answer may be.
 const FLOOD_PATH_BYTES: &str = "3900000";
 /// Processes with a kernel id of 3900 characters, per batch.
@@ -1805,7 +1805,10 @@ fn huge_notebook_paths_and_kernel_ids_cost_bounded_memory_and_keep_every_action(
     let victim_id = "9d1e7c44-victim-kernel-5b2f0a";
     let mut victim = Some(fake_kernel(victims.path(), victim_id));
     let mut innocent = Proc::spawn({
-        let mut c = as_user(REGULAR_ATTACKER, &stage.hog_link("innocent", "innocent-work"));
+        let mut c = as_user(
+            REGULAR_ATTACKER,
+            &stage.hog_link("innocent", "innocent-work"),
+        );
         c.args(["--rate", "max", "--max", "400MiB", "--catch", "TERM"]);
         c
     });
@@ -1948,8 +1951,7 @@ const CRASHING_LIBRARY: &str = "int crashing_op_segv(void) { return *(volatile i
 
 /// Waits 4 s (two samples see it), then calls the faulting library named
 /// by `argv[1]`; `argv[2]` names its Jupyter connection file.
-const CRASH_AFTER_A_WHILE: &str =
-    "import ctypes, sys, time; lib = ctypes.CDLL(sys.argv[1]); time.sleep(4); lib.crashing_op_segv()";
+const CRASH_AFTER_A_WHILE: &str = "import ctypes, sys, time; lib = ctypes.CDLL(sys.argv[1]); time.sleep(4); lib.crashing_op_segv()";
 
 /// `source` (C) built with `cc` into the shared library `stage/lib/name`,
 /// readable by everyone.
@@ -2004,7 +2006,9 @@ fn another_users_crash_is_told_without_its_kernel_log_line() {
         });
         let victim_pid = u64::from(victim.pid());
         let status = victim.wait_exit(Duration::from_secs(30));
-        f.note(format!("the victim's process (pid {victim_pid}) ended: {status:?}"));
+        f.note(format!(
+            "the victim's process (pid {victim_pid}) ended: {status:?}"
+        ));
         let is_victims = |e: &serde_json::Value| {
             e["event"] == "exited" && e["process"]["pid"].as_u64() == Some(victim_pid)
         };
@@ -2210,11 +2214,14 @@ fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
                 },
             );
             let root_metrics = root_get(&d, "/metrics").map(|(_, b)| b).unwrap_or_default();
-            f.check(root_metrics.contains(&format!("pid=\"{kernel_pid}\"")), || {
-                "root's /metrics has no series of the victim's kernel, so its absence below \
+            f.check(
+                root_metrics.contains(&format!("pid=\"{kernel_pid}\"")),
+                || {
+                    "root's /metrics has no series of the victim's kernel, so its absence below \
                  proves nothing"
-                    .into()
-            });
+                        .into()
+                },
+            );
             for p in ["/api/v1/snapshot", "/api/v1/processes?limit=100000"] {
                 let (status, body) = attacker_get(&stage, &d, p);
                 let shown = listed(&body);
@@ -2222,8 +2229,10 @@ fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
                     "the attacker's {p}: {status}, {} processes",
                     shown.len()
                 ));
-                let others: Vec<&(u64, Option<u64>)> =
-                    shown.iter().filter(|(_, uid)| *uid != Some(attacker)).collect();
+                let others: Vec<&(u64, Option<u64>)> = shown
+                    .iter()
+                    .filter(|(_, uid)| *uid != Some(attacker))
+                    .collect();
                 f.check(status == "200" && others.is_empty(), || {
                     format!(
                         "{ATTACKER} (uid {attacker}) is shown {} processes of other users in \
@@ -2267,7 +2276,9 @@ fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
             let events = events_of(&body);
             let others: Vec<&serde_json::Value> = events
                 .iter()
-                .filter(|e| e["process"].is_object() && e["process"]["uid"].as_u64() != Some(attacker))
+                .filter(|e| {
+                    e["process"].is_object() && e["process"]["uid"].as_u64() != Some(attacker)
+                })
                 .collect();
             f.check(status == "200" && others.is_empty(), || {
                 format!(

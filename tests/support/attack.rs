@@ -438,11 +438,7 @@ impl RootDaemon {
     /// [`RootDaemon::start`], through `wrapper` (a program and its
     /// arguments that execs the rest of its command line in its own place,
     /// such as `unshare`): the daemon keeps the pid of the process started.
-    pub fn start_through(
-        dir: &Path,
-        config: &str,
-        wrapper: &[&str],
-    ) -> Result<RootDaemon, Exited> {
+    pub fn start_through(dir: &Path, config: &str, wrapper: &[&str]) -> Result<RootDaemon, Exited> {
         let cfg = dir.join("headroom.toml");
         std::fs::write(&cfg, config).expect("write config");
         chmod(&cfg, 0o644);
