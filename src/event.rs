@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::text_caps::{
+    CAUSE_MAX, NAME_MAX, PATH_MAX, RECORD_MAX, SIGNAL_NAME_MAX, cap, cap_opt, capped,
+};
 use crate::model::{ProcessId, ProcessSample, Timestamp, WorkloadKind};
 
 /// One journal entry.
@@ -33,18 +36,39 @@ pub struct ProcessRef {
 }
 
 impl ProcessRef {
+    /// `p` as an event names it. Its texts come from what its owner
+    /// controls (its name, its command line, its Jupyter server's answer);
+    /// each is kept to its cap ([`crate::model::text_caps`]) whatever the
+    /// sampler read, so that every event, journal line, log line and hook
+    /// variable made from it is bounded.
     pub fn of(p: &ProcessSample) -> Self {
         Self {
             pid: p.id.pid,
             start: p.id.start,
-            name: p.name.to_string(),
-            user: p.user.as_ref().map(ToString::to_string),
+            name: capped(&p.name, NAME_MAX).into_owned(),
+            user: p.user.as_ref().map(|u| capped(u, NAME_MAX).into_owned()),
             uid: p.uid,
             workload: p.workload.kind,
             footprint: p.footprint,
-            kernel_id: p.workload.kernel_id.clone(),
-            notebook: p.workload.notebook.clone(),
+            kernel_id: p
+                .workload
+                .kernel_id
+                .as_deref()
+                .map(|k| capped(k, NAME_MAX).into_owned()),
+            notebook: p
+                .workload
+                .notebook
+                .as_deref()
+                .map(|n| capped(n, PATH_MAX).into_owned()),
         }
+    }
+
+    /// Left out for a viewer who does not own the process: its kernel id
+    /// and notebook (known only from its command line and its own Jupyter
+    /// server).
+    fn redact(&mut self) {
+        self.kernel_id = None;
+        self.notebook = None;
     }
 
     pub fn id(&self) -> ProcessId {
@@ -169,7 +193,63 @@ pub struct JobEnd {
     pub ended_with: u32,
 }
 
+impl Event {
+    /// The uid of the process the event is about: `None` for the daemon's
+    /// own events (started, stopped, config reloaded), `Some(None)` for a
+    /// process whose owner is unknown.
+    pub fn about_uid(&self) -> Option<Option<u32>> {
+        self.kind.process().map(|p| p.uid)
+    }
+
+    /// The event as a viewer who does not own its process may see it: the
+    /// process's kernel id and notebook left out (also of the job's root a
+    /// worker's post-mortem names), and of a post-mortem's cause everything
+    /// the kernel log or a crash report said ([`ExitCause::redacted`]):
+    /// the OS shows another user's kernel log lines to no one but root.
+    pub fn redacted(&self) -> Event {
+        let mut e = self.clone();
+        match &mut e.kind {
+            EventKind::LimitCrossed { process, .. }
+            | EventKind::LimitCleared { process, .. }
+            | EventKind::LimitHeldNotActing { process, .. }
+            | EventKind::Action { process, .. }
+            | EventKind::Skipped { process, .. } => process.redact(),
+            EventKind::Exited {
+                process,
+                cause,
+                worker_of,
+                ..
+            } => {
+                process.redact();
+                if let Some(root) = worker_of {
+                    root.redact();
+                }
+                if let Some(cause) = cause {
+                    *cause = cause.redacted();
+                }
+            }
+            EventKind::Started { .. } | EventKind::Stopped | EventKind::ConfigReloaded { .. } => {}
+        }
+        e
+    }
+}
+
 impl EventKind {
+    /// The process the event is about; `None` for the daemon's own events.
+    pub fn process(&self) -> Option<&ProcessRef> {
+        match self {
+            EventKind::LimitCrossed { process, .. }
+            | EventKind::LimitCleared { process, .. }
+            | EventKind::LimitHeldNotActing { process, .. }
+            | EventKind::Action { process, .. }
+            | EventKind::Skipped { process, .. }
+            | EventKind::Exited { process, .. } => Some(process),
+            EventKind::Started { .. } | EventKind::Stopped | EventKind::ConfigReloaded { .. } => {
+                None
+            }
+        }
+    }
+
     /// The event's name as written in the journal (`limit-crossed`, ...).
     pub fn name(&self) -> &'static str {
         match self {
@@ -223,6 +303,52 @@ pub struct ExitCause {
     pub not_memory: bool,
 }
 
+impl ExitCause {
+    /// A cause built from a record: its texts kept to their caps
+    /// ([`crate::model::text_caps`]), since a record quotes what the
+    /// process's owner controls (its name, its libraries' names).
+    pub fn bounded(self) -> ExitCause {
+        ExitCause {
+            how: cap(self.how, CAUSE_MAX),
+            detail: cap_opt(self.detail, RECORD_MAX),
+            signal: cap_opt(self.signal, SIGNAL_NAME_MAX),
+            library: cap_opt(self.library, NAME_MAX),
+            ..self
+        }
+    }
+
+    /// The cause as a viewer who does not own the process may see it: the
+    /// kind, the signal and whether memory was the reason stay; the record
+    /// (`detail`, with its addresses), the library and `how` (which quotes
+    /// the record) are left out where a record said why, and `how` says
+    /// that the record is shown to root and the process's owner only.
+    pub fn redacted(&self) -> ExitCause {
+        let from_a_record = self.detail.is_some()
+            || self.library.is_some()
+            || matches!(
+                self.kind,
+                ExitCauseKind::OomKiller
+                    | ExitCauseKind::Jetsam
+                    | ExitCauseKind::Crashed
+                    | ExitCauseKind::GpuError
+            );
+        if !from_a_record {
+            return self.clone();
+        }
+        ExitCause {
+            kind: self.kind,
+            how: format!(
+                "{}; the record is shown only to root and to the process's owner",
+                self.kind.in_words()
+            ),
+            detail: None,
+            signal: self.signal.clone(),
+            library: None,
+            not_memory: self.not_memory,
+        }
+    }
+}
+
 /// The kinds of [`ExitCause`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -258,6 +384,19 @@ impl ExitCauseKind {
         ExitCauseKind::Exited,
         ExitCauseKind::Unknown,
     ];
+
+    /// What a record of this kind says, in words, without the record.
+    pub fn in_words(self) -> &'static str {
+        match self {
+            ExitCauseKind::SignalByHeadroom => "headroom's signal ended it",
+            ExitCauseKind::OomKiller => "the kernel log recorded the OOM killer ending it",
+            ExitCauseKind::Jetsam => "the system log recorded jetsam ending it",
+            ExitCauseKind::Crashed => "the kernel log or a crash report recorded a crash",
+            ExitCauseKind::GpuError => "the kernel log recorded a GPU error in its work",
+            ExitCauseKind::Exited => "it exited by itself",
+            ExitCauseKind::Unknown => "nothing says why it ended",
+        }
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -384,6 +523,128 @@ mod tests {
         assert_eq!(e.kind.name(), "limit-held-not-acting");
         let back: Event = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn a_process_ref_keeps_each_text_to_its_cap() {
+        use crate::model::build::process;
+        let p = process(7)
+            .name("n".repeat(4000))
+            .user("u".repeat(4000))
+            .kernel_id("k".repeat(4000))
+            .notebook("p".repeat(3_900_000))
+            .build();
+        let r = ProcessRef::of(&p);
+        assert!(r.name.len() <= NAME_MAX && r.name.starts_with("nnn"));
+        assert!(r.user.as_ref().unwrap().len() <= NAME_MAX);
+        assert!(r.kernel_id.as_ref().unwrap().len() <= NAME_MAX);
+        assert_eq!(r.notebook.as_ref().unwrap().len(), PATH_MAX);
+        let short = ProcessRef::of(&process(8).notebook("work/train.ipynb").build());
+        assert_eq!(short.notebook.as_deref(), Some("work/train.ipynb"));
+    }
+
+    fn crash() -> ExitCause {
+        ExitCause {
+            kind: ExitCauseKind::Crashed,
+            how: "the kernel log (/dev/kmsg) recorded a crash of pid 42 (python3): segfault at 0 \
+                  in libsecret_op.so, which ends it with SIGSEGV"
+                .into(),
+            detail: Some(
+                "python3[42]: segfault at 0 ip 00007f7b7b6a2101 sp 00007ffdc205c448 error 4 in \
+                 libsecret_op.so[7f7b7b6a2000+1000]"
+                    .into(),
+            ),
+            signal: Some("SIGSEGV".into()),
+            library: Some("libsecret_op.so".into()),
+            not_memory: true,
+        }
+    }
+
+    #[test]
+    fn a_cause_from_a_record_is_bounded() {
+        let long = ExitCause {
+            how: "h".repeat(100_000),
+            detail: Some("d".repeat(100_000)),
+            signal: Some("S".repeat(100)),
+            library: Some("l".repeat(10_000)),
+            ..crash()
+        }
+        .bounded();
+        assert!(long.how.len() <= CAUSE_MAX);
+        assert!(long.detail.unwrap().len() <= RECORD_MAX);
+        assert!(long.signal.unwrap().len() <= SIGNAL_NAME_MAX);
+        assert!(long.library.unwrap().len() <= NAME_MAX);
+        assert_eq!(crash().bounded(), crash());
+    }
+
+    #[test]
+    fn a_redacted_post_mortem_keeps_the_kind_and_signal_and_nothing_of_the_record() {
+        let root = ProcessRef {
+            pid: 40,
+            start: 1,
+            name: "python3".into(),
+            user: Some("ana".into()),
+            uid: Some(1000),
+            workload: WorkloadKind::Jupyter,
+            footprint: 10,
+            kernel_id: Some("3f2a".into()),
+            notebook: Some("secret/plans.ipynb".into()),
+        };
+        let e = Event {
+            at: Timestamp(5),
+            kind: EventKind::Exited {
+                process: ProcessRef {
+                    pid: 42,
+                    workload: WorkloadKind::Pytorch,
+                    ..root.clone()
+                },
+                last_action: None,
+                peak_footprint: 10,
+                last_growth_bytes_per_second: None,
+                headroom_action: None,
+                cause: Some(crash()),
+                job: None,
+                worker_of: Some(Box::new(root)),
+            },
+        };
+        assert_eq!(e.about_uid(), Some(Some(1000)));
+        let r = e.redacted();
+        let json = serde_json::to_string(&r).unwrap();
+        for secret in [
+            "plans.ipynb",
+            "3f2a",
+            "libsecret",
+            "segfault",
+            "7f7b7b6a2101",
+        ] {
+            assert!(!json.contains(secret), "{secret} in {json}");
+        }
+        let EventKind::Exited { cause, process, .. } = &r.kind else {
+            panic!("{r:?}")
+        };
+        let cause = cause.as_ref().unwrap();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert_eq!(cause.signal.as_deref(), Some("SIGSEGV"));
+        assert!(cause.not_memory);
+        assert!(cause.how.contains("shown only to root"), "{}", cause.how);
+        assert_eq!((process.pid, process.uid), (42, Some(1000)));
+    }
+
+    #[test]
+    fn a_cause_without_a_record_is_kept_whole_for_others() {
+        let exited = ExitCause {
+            kind: ExitCauseKind::Exited,
+            how: "its exit status, read from /proc/42/stat before its parent collected it: 0"
+                .into(),
+            ..ExitCause::default()
+        };
+        assert_eq!(exited.redacted(), exited);
+        let started = Event {
+            at: Timestamp(1),
+            kind: EventKind::Stopped,
+        };
+        assert_eq!(started.about_uid(), None);
+        assert_eq!(started.redacted(), started);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod build;
 mod check;
 mod job;
 mod shared;
+pub mod text_caps;
 pub use action::{Action, SignalName};
 pub use check::{Check, CheckStatus};
 pub use job::{Basis, HIDDEN_PATH, Job, SysvSegment, TmpfsFile, Unowned};

@@ -264,7 +264,7 @@ impl PostMortems {
             let Some(t) = self.tracked.get(&p.id) else {
                 continue;
             };
-            let cause = self.cause_of(&p, t, silence);
+            let cause = self.cause_of(&p, t, silence).bounded();
             let waiting = self
                 .awaiting
                 .get(&p.id)

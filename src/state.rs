@@ -13,9 +13,14 @@
 //!
 //! The snapshot's JSON is made at most once per form and per sample, on
 //! first use, and shared by every reader ([`SnapshotJson`]): a hundred slow
-//! clients of a large snapshot hold one copy of it, not a hundred.
+//! clients of a large snapshot hold one copy of it, not a hundred. The
+//! recent events are kept encoded, within a byte budget shared out by whose
+//! process each is about ([`RecentEvents`]).
 
-use std::collections::{BTreeMap, VecDeque};
+mod recent_events;
+pub use recent_events::{KEEPER_SHARE_BYTES, Keeper, KeptEvent, RECENT_EVENTS_BYTES, RecentEvents};
+
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,8 +50,8 @@ pub struct State {
     pub fast_mode: bool,
     /// The last sampling error, cleared by the next good sample.
     pub last_error: Option<String>,
-    /// The most recent events, oldest first (at most [`RECENT_EVENTS`]).
-    pub events: Arc<VecDeque<Event>>,
+    /// The most recent events, oldest first, encoded ([`RecentEvents`]).
+    pub events: Arc<RecentEvents>,
     /// Every rule's state for every process it watches, from the last sample.
     pub rule_statuses: Arc<Vec<RuleStatus>>,
     /// What headroom did, counted since start.
@@ -138,9 +143,6 @@ impl SnapshotJson {
     }
 }
 
-/// How many recent events the state keeps (the journal keeps them all).
-pub const RECENT_EVENTS: usize = 1000;
-
 /// Counts of limit crossings and actions, for metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ActionCounts {
@@ -227,7 +229,7 @@ impl State {
             counters: Counters::default(),
             fast_mode: false,
             last_error: None,
-            events: Arc::new(VecDeque::new()),
+            events: Arc::default(),
             rule_statuses: Arc::new(Vec::new()),
             actions: ActionCounts::default(),
             snapshot_json: Arc::default(),
@@ -303,11 +305,7 @@ impl State {
             }
             _ => {}
         }
-        let events = Arc::make_mut(&mut self.events);
-        if events.len() >= RECENT_EVENTS {
-            events.pop_front();
-        }
-        events.push_back(event);
+        Arc::make_mut(&mut self.events).push(&event);
     }
 
     /// Publish a reloaded config, and the history the loop applied its

@@ -53,6 +53,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::model::text_caps::NAME_MAX;
 use crate::model::{COMM_LEN, Framework, Workload, WorkloadKind};
 
 /// What a sampler knows of a process when classifying it.
@@ -679,7 +680,10 @@ fn imports(code: &str, module: &str) -> bool {
     })
 }
 
-/// A Jupyter connection file in argv: index, file name and kernel id.
+/// A Jupyter connection file in argv: index, file name and kernel id. A
+/// name longer than a file name can be ([`NAME_MAX`]) names no file, so it
+/// is no connection file: its "kernel id" is only text a user put on a
+/// command line, and would be copied into every event about the process.
 fn connection_file(argv: &[String]) -> Option<(usize, &str, &str)> {
     let mut i = 1;
     while let Some(arg) = argv.get(i) {
@@ -710,8 +714,9 @@ fn connection_file(argv: &[String]) -> Option<(usize, &str, &str)> {
             }
         };
         let file = basename(value.trim_matches(['"', '\'']));
-        if let Some(id) = file
-            .strip_prefix("kernel-")
+        if let Some(id) = Some(file)
+            .filter(|f| f.len() <= NAME_MAX)
+            .and_then(|f| f.strip_prefix("kernel-"))
             .and_then(|r| r.strip_suffix(".json"))
             .filter(|id| !id.is_empty())
         {
@@ -955,6 +960,18 @@ mod tests {
         );
         assert_eq!(w.kind, WorkloadKind::Jupyter);
         assert_eq!(w.kernel_id.as_deref(), Some("v2-28141kSC9n"));
+    }
+
+    #[test]
+    fn a_connection_file_name_longer_than_a_file_name_gives_no_kernel_id() {
+        let longest = format!("/run/kernel-{}.json", "a".repeat(NAME_MAX - 12));
+        let w = classify_argv("sh", None, &["sh", &longest]);
+        assert_eq!(w.kernel_id.map(|id| id.len()), Some(NAME_MAX - 12));
+        let too_long = format!("/run/kernel-{}.json", "a".repeat(3950));
+        let w = classify_argv("sh", None, &["sh", "-c", "sleep 9", &too_long]);
+        assert_eq!(w.kernel_id, None);
+        assert_eq!(w.kind, WorkloadKind::Other, "{:?}", w.evidence);
+        assert!(w.evidence.iter().all(|e| e.len() < 100), "{:?}", w.evidence);
     }
 
     #[test]

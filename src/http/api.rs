@@ -25,7 +25,7 @@ use super::binding::Listening;
 use super::gates::Gates;
 use super::query::{self, SortKey, WorkloadFilter};
 use super::snapshot_json::{Chunks, Forms, extend_object};
-use super::viewer::{Viewer, redact_config, redact_event};
+use super::viewer::{Sight, Viewer, listed_part, redact_config};
 use super::{ApiError, Shared, current};
 use crate::config::Config;
 use crate::history::{
@@ -49,7 +49,9 @@ fn latest(state: &DaemonState) -> Result<std::sync::Arc<Snapshot>, ApiError> {
 /// `GET /metrics`: the Prometheus text exposition. Served also before the
 /// first sample (with the daemon's own families only), so that Prometheus
 /// sees the target up and `headroom_collector_up` says why data is missing.
-/// A kernel's `notebook` label is filled only for a reader who may see it.
+/// A kernel's `notebook` label is filled only for a reader who may see it;
+/// a reader from whom the OS hides other users' processes gets no series
+/// of theirs.
 pub async fn metrics(
     State(shared): State<Shared>,
     viewer: Viewer,
@@ -58,8 +60,13 @@ pub async fn metrics(
     if let Err(e) = query::none(q.as_deref()) {
         return ApiError::from(e).into_response();
     }
-    let state = current(&shared);
+    let mut state = current(&shared);
     let sight = viewer.sight(&state.config).await;
+    if sight.omits_any()
+        && let Some(snap) = &state.snapshot
+    {
+        state.snapshot = Some(Arc::new(listed_part(snap, sight)));
+    }
     match metrics::render_for(&state, &|uid| sight.sees(uid)) {
         Ok(text) => (
             [(
@@ -220,9 +227,10 @@ pub struct JobTotal {
 }
 
 impl JobTotal {
-    fn of(job: &Job) -> Self {
+    /// `job` with the members `listed` keeps (those the viewer is shown).
+    fn of(job: &Job, listed: impl Fn(u32) -> bool) -> Self {
         Self {
-            members: job.members.clone(),
+            members: job.members.iter().copied().filter(|m| listed(*m)).collect(),
             workers: job.workers(),
             footprint: job.footprint,
             gpu_memory: job.gpu_memory,
@@ -231,7 +239,13 @@ impl JobTotal {
     }
 }
 
-fn figures(state: &DaemonState, snap: &Snapshot, headroom: u64, p: &ProcessSample) -> RowFigures {
+fn figures(
+    state: &DaemonState,
+    snap: &Snapshot,
+    headroom: u64,
+    p: &ProcessSample,
+    sight: Sight,
+) -> RowFigures {
     let growth = state
         .history
         .process(&p.id)
@@ -254,10 +268,11 @@ fn figures(state: &DaemonState, snap: &Snapshot, headroom: u64, p: &ProcessSampl
                 JobRole::Worker
             }
         }),
-        job_total: snap
-            .job_of(p)
-            .filter(|j| j.pid() == p.id.pid)
-            .map(JobTotal::of),
+        job_total: snap.job_of(p).filter(|j| j.pid() == p.id.pid).map(|j| {
+            JobTotal::of(j, |pid| {
+                !sight.omits_any() || snap.process(pid).is_some_and(|m| sight.lists(m.uid))
+            })
+        }),
     }
 }
 
@@ -307,18 +322,20 @@ pub async fn processes(
     let state = current(&shared);
     let answer = async {
         let snap = latest(&state)?;
+        let sight = viewer.sight(&state.config).await;
         let headroom = exhaustion_headroom(&snap);
         let mut rows: Vec<(usize, &ProcessSample, RowFigures)> = snap
             .processes
             .iter()
             .enumerate()
+            .filter(|(_, p)| sight.lists(p.uid))
             .filter(|(_, p)| match parsed.workload {
                 None => true,
                 // A job's members are ML work, whatever each one runs.
                 Some(WorkloadFilter::Ml) => p.workload.is_ml() || snap.job_of(p).is_some(),
                 Some(WorkloadFilter::Kind(k)) => p.workload.is(k),
             })
-            .map(|(i, p)| (i, p, figures(&state, &snap, headroom, p)))
+            .map(|(i, p)| (i, p, figures(&state, &snap, headroom, p, sight)))
             .collect();
         let matched = rows.len();
         let key = |p: &ProcessSample, f: &RowFigures| -> f64 {
@@ -336,7 +353,6 @@ pub async fn processes(
         });
         rows.truncate(parsed.limit);
         let permit = gates.large(viewer.key().await).await?;
-        let sight = viewer.sight(&state.config).await;
         let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
         let head = ProcessTable {
             taken_at: snap.taken_at,
@@ -393,11 +409,13 @@ pub async fn process(
     let state = current(&shared);
     let answer = async {
         let snap = latest(&state)?;
+        let sight = viewer.sight(&state.config).await;
+        // A process the OS hides from the viewer is as absent as a gone one.
         let Some((index, p)) = snap
             .processes
             .iter()
             .enumerate()
-            .find(|(_, p)| p.id.pid == pid)
+            .find(|(_, p)| p.id.pid == pid && sight.lists(p.uid))
         else {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -420,9 +438,8 @@ pub async fn process(
                 .map(|t| t.points.iter().copied().collect())
                 .unwrap_or_default(),
         };
-        let figures = figures(&state, &snap, exhaustion_headroom(&snap), p);
+        let figures = figures(&state, &snap, exhaustion_headroom(&snap), p, sight);
         let permit = gates.large(viewer.key().await).await?;
-        let sight = viewer.sight(&state.config).await;
         let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
         let mut chunks = vec![Bytes::from(open_with(&detail, "process")?)];
         chunks.extend(row(&forms, index, &figures)?);
@@ -465,26 +482,34 @@ pub async fn history(State(shared): State<Shared>, RawQuery(q): RawQuery) -> Res
     .into_response()
 }
 
-/// `GET /api/v1/events`.
+/// The fields of `/api/v1/events` before its list of events.
 #[derive(Debug, Serialize)]
-pub struct EventsBody {
-    /// Events at or after `since`, oldest first: each as journaled, plus
-    /// `message`, the line `headroom events` prints for it.
-    pub events: Vec<serde_json::Value>,
+pub struct EventsHead {
     /// Where the daemon journals every event; this endpoint serves the most
     /// recent ones it keeps in memory.
     pub journal: Option<String>,
-    /// How many recent events the daemon keeps in memory.
+    /// How many of the events kept in memory this client may see (the
+    /// daemon keeps at most [`crate::state::RECENT_EVENTS_BYTES`] of them,
+    /// each user's share at most [`crate::state::KEEPER_SHARE_BYTES`]).
     pub kept: usize,
+    /// Of those, how many are at or after `since`, before `limit`.
+    pub matched: usize,
 }
 
-/// `GET /api/v1/events?since=T`: limits crossed, signals sent, steps
-/// skipped, processes exited, config reloads, from the daemon's memory of
-/// its recent journal entries (`headroom events` reads the whole journal).
-/// The notebook and kernel id of a process the viewer may not see are left
-/// out, and its `process` object says `"redacted": true`.
+/// `GET /api/v1/events?since=T&limit=N`: limits crossed, signals sent,
+/// steps skipped, processes exited, config reloads, from the daemon's memory
+/// of its recent journal entries (`headroom events` reads the whole
+/// journal), oldest first: the last `limit` at or after `since`. Each event
+/// is one of the two encodings the state made when it kept it
+/// ([`crate::state::KeptEvent`]), picked by what the viewer may see: in
+/// full for root and the process's owner; redacted for anyone else (no
+/// notebook, no kernel id, no kernel log record; `"redacted": true` in
+/// `process`); not at all where the OS hides the process from the viewer.
+/// Like other answers that can be large, it holds a permit of the
+/// large-answer gate until it is sent.
 pub async fn events(
     State(shared): State<Shared>,
+    Extension(gates): Extension<Arc<Gates>>,
     viewer: Viewer,
     RawQuery(q): RawQuery,
 ) -> Response {
@@ -492,43 +517,66 @@ pub async fn events(
         Ok(p) => p,
         Err(e) => return ApiError::from(e).into_response(),
     };
-    let state = current(&shared);
-    let sight = viewer.sight(&state.config).await;
-    let events = state
-        .events
-        .iter()
-        .filter(|e| parsed.since.is_none_or(|since| e.at >= since))
-        .map(|e| {
-            let redacted = redact_event(e, sight);
-            let e = redacted.as_ref().unwrap_or(e);
-            let mut v = serde_json::to_value(e).unwrap_or(serde_json::Value::Null);
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert(
-                    "message".into(),
-                    crate::event_line::render(e, "").trim().into(),
-                );
-                if redacted.is_some()
-                    && let Some(process) = obj.get_mut("process").and_then(|p| p.as_object_mut())
-                {
-                    process.insert("redacted".into(), true.into());
-                }
-            }
-            v
-        })
-        .collect();
-    Json(EventsBody {
-        events,
-        journal: Some(
-            crate::journal::path_for(
+    let answer = async {
+        // The permit first: a request waiting for one holds no state.
+        let permit = gates.large(viewer.key().await).await?;
+        let (events, journal) = {
+            let state = current(&shared);
+            let journal = crate::journal::path_for(
                 &state.config.daemon,
                 crate::sys::this_process::running_as_root(),
-            )
-            .display()
-            .to_string(),
-        ),
-        kept: crate::state::RECENT_EVENTS,
-    })
-    .into_response()
+            );
+            let sight = viewer.sight(&state.config).await;
+            (shown_events(&state.events, sight), journal)
+        };
+        let kept = events.len();
+        let matching: Vec<&(crate::model::Timestamp, Bytes)> = events
+            .iter()
+            .filter(|(at, _)| parsed.since.is_none_or(|since| *at >= since))
+            .collect();
+        let head = EventsHead {
+            journal: Some(journal.display().to_string()),
+            kept,
+            matched: matching.len(),
+        };
+        let from = matching.len().saturating_sub(parsed.limit);
+        let mut open = open_with(&head, "events")?;
+        open.push(b'[');
+        let mut chunks = vec![Bytes::from(open)];
+        for (n, (_, json)) in matching[from..].iter().enumerate() {
+            if n > 0 {
+                chunks.push(Bytes::from_static(b","));
+            }
+            chunks.push(json.clone());
+        }
+        chunks.push(Bytes::from_static(b"]}"));
+        Ok::<_, ApiError>(Chunks::new(chunks, Some(permit)))
+    };
+    match answer.await {
+        Ok(body) => body.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The kept events `sight` may see, oldest first, each in the form it may
+/// see: the daemon's own and its own processes' in full, other users'
+/// redacted, or left out where the OS hides them.
+fn shown_events(
+    events: &crate::state::RecentEvents,
+    sight: Sight,
+) -> Vec<(crate::model::Timestamp, Bytes)> {
+    events
+        .iter()
+        .filter_map(|e| {
+            let json = match e.about {
+                None => &e.full,
+                Some(uid) if sight.sees(uid) => &e.full,
+                Some(uid) if sight.lists(uid) => &e.redacted,
+                Some(_) => return None,
+            };
+            Some((e.at, json.clone()))
+        })
+        .collect()
 }
 
 /// `GET /api/v1/config`.

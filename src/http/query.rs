@@ -203,17 +203,39 @@ pub fn history(query: Option<&str>) -> Result<HistoryQuery, QueryError> {
 }
 
 /// The parameters of `/api/v1/events`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventsQuery {
     /// Only events at or after this instant.
     pub since: Option<Timestamp>,
+    /// At most this many, the most recent.
+    pub limit: usize,
 }
 
-/// `?since=T`, an RFC 3339 time (`2025-01-31T12:00:00Z`) or Unix milliseconds.
+impl EventsQuery {
+    pub const DEFAULT_LIMIT: usize = 1000;
+    pub const MAX_LIMIT: usize = 100_000;
+}
+
+impl Default for EventsQuery {
+    fn default() -> Self {
+        Self {
+            since: None,
+            limit: Self::DEFAULT_LIMIT,
+        }
+    }
+}
+
+/// `?since=T&limit=N`: `T` an RFC 3339 time (`2025-01-31T12:00:00Z`) or
+/// Unix milliseconds, `N` from 1 to 100000 (default 1000).
 pub fn events(query: Option<&str>) -> Result<EventsQuery, QueryError> {
     let mut q = EventsQuery::default();
-    for (_, value) in pairs(query, &["since"])? {
-        q.since = Some(instant("since", &value)?);
+    for (name, value) in pairs(query, &["since", "limit"])? {
+        if name == "limit" {
+            let n = number("limit", &value, 1, EventsQuery::MAX_LIMIT as u64)?;
+            q.limit = usize::try_from(n).unwrap_or(EventsQuery::MAX_LIMIT);
+        } else {
+            q.since = Some(instant("since", &value)?);
+        }
     }
     Ok(q)
 }
@@ -366,6 +388,20 @@ mod tests {
             "since"
         );
         assert_eq!(events(None).unwrap().since, None);
+    }
+
+    #[test]
+    fn events_take_a_limit_within_bounds() {
+        assert_eq!(events(None).unwrap().limit, EventsQuery::DEFAULT_LIMIT);
+        let q = events(Some("since=5&limit=50")).unwrap();
+        assert_eq!((q.since, q.limit), (Some(Timestamp(5)), 50));
+        for bad in ["limit=0", "limit=100001", "limit=x", "limit=-1"] {
+            let e = events(Some(bad)).unwrap_err();
+            assert_eq!(e.parameter, "limit", "{bad}");
+            assert!(e.message.contains("1 to 100000"), "{e}");
+        }
+        let e = events(Some("limt=5")).unwrap_err();
+        assert!(e.message.contains("takes: since, limit"), "{e}");
     }
 
     #[test]

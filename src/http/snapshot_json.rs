@@ -29,8 +29,8 @@ use serde::Serialize;
 
 use super::ApiError;
 use super::gates::Permit;
-use super::viewer::{Sight, redact_process, redact_unowned};
-use crate::model::{ProcessSample, Snapshot};
+use super::viewer::{Sight, listed_jobs, redact_process, redact_unowned};
+use crate::model::{Job, ProcessSample, Snapshot};
 use crate::state::{EncodedSnapshot, JsonForm, SnapshotJson};
 
 /// A process object as the redacted form writes it.
@@ -60,50 +60,9 @@ struct Head<'a> {
 
 /// Encode `snap` in `form`: its other fields first, then `processes`.
 pub fn encode(snap: &Arc<Snapshot>, form: JsonForm) -> EncodedSnapshot {
-    // No `..`: a field added to Snapshot must be added to Head.
-    let Snapshot {
-        taken_at,
-        source,
-        sample_micros,
-        system,
-        swap,
-        pressure,
-        gpus,
-        processes,
-        jobs,
-        unowned,
-        errors,
-        collectors,
-        notes,
-    } = &**snap;
-    let head = Head {
-        taken_at,
-        source,
-        sample_micros: *sample_micros,
-        system,
-        swap,
-        pressure,
-        gpus,
-        jobs,
-        // Shared by every viewer who is not shown everything.
-        unowned: match form {
-            JsonForm::Full => std::borrow::Cow::Borrowed(unowned),
-            JsonForm::Redacted => std::borrow::Cow::Owned(redact_unowned(unowned)),
-        },
-        errors,
-        collectors,
-        notes,
-    };
-    let mut out = serde_json::to_vec(&head).unwrap_or_else(|e| {
-        tracing::warn!("cannot encode the snapshot's system figures: {e}");
-        b"{}".to_vec()
-    });
-    out.pop();
-    if out.len() > 1 {
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"processes\":[");
+    let mut out = encode_head(snap, form, &snap.jobs);
     let list_start = out.len();
+    let processes = &snap.processes;
     let mut spans = Vec::with_capacity(processes.len());
     for (i, p) in processes.iter().enumerate() {
         if i > 0 {
@@ -137,13 +96,75 @@ pub fn encode(snap: &Arc<Snapshot>, form: JsonForm) -> EncodedSnapshot {
     }
 }
 
+/// Everything of `snap` before its processes, with `jobs` for its jobs, up
+/// to and with `"processes":[`.
+fn encode_head(snap: &Snapshot, form: JsonForm, jobs: &[Job]) -> Vec<u8> {
+    // No `..`: a field added to Snapshot must be added to Head.
+    let Snapshot {
+        taken_at,
+        source,
+        sample_micros,
+        system,
+        swap,
+        pressure,
+        gpus,
+        processes: _,
+        jobs: _,
+        unowned,
+        errors,
+        collectors,
+        notes,
+    } = snap;
+    let head = Head {
+        taken_at,
+        source,
+        sample_micros: *sample_micros,
+        system,
+        swap,
+        pressure,
+        gpus,
+        jobs,
+        // Shared by every viewer who is not shown everything.
+        unowned: match form {
+            JsonForm::Full => std::borrow::Cow::Borrowed(unowned),
+            JsonForm::Redacted => std::borrow::Cow::Owned(redact_unowned(unowned)),
+        },
+        errors,
+        collectors,
+        notes,
+    };
+    let mut out = serde_json::to_vec(&head).unwrap_or_else(|e| {
+        tracing::warn!("cannot encode the snapshot's system figures: {e}");
+        b"{}".to_vec()
+    });
+    out.pop();
+    if out.len() > 1 {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"processes\":[");
+    out
+}
+
+/// How one process appears in a viewer's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Full,
+    Redacted,
+    /// Left out: the OS hides it from the viewer.
+    Omitted,
+}
+
 /// The encodings one viewer's answer is cut from: the full form where the
-/// viewer sees some process, the redacted one where it does not see some.
+/// viewer sees some process in full, the redacted one for the rest and for
+/// the system figures of a viewer who is not shown everything.
 pub struct Forms {
     full: Option<Arc<EncodedSnapshot>>,
     redacted: Option<Arc<EncodedSnapshot>>,
-    /// Per process of the snapshot: shown in full.
-    visible: Vec<bool>,
+    /// Per process of the snapshot.
+    shown: Vec<Shown>,
+    /// For a viewer from whom the OS hides other users' processes: the
+    /// system figures with only the jobs it may see, encoded for it.
+    head: Option<Bytes>,
 }
 
 impl Forms {
@@ -154,58 +175,90 @@ impl Forms {
         snap: &Arc<Snapshot>,
         sight: Sight,
     ) -> Result<Forms, ApiError> {
-        let visible: Vec<bool> = snap.processes.iter().map(|p| sight.sees(p.uid)).collect();
-        let any_visible = visible.iter().any(|v| *v);
-        let any_hidden = visible.iter().any(|v| !*v);
-        let full = if any_visible || !any_hidden {
+        let shown: Vec<Shown> = snap
+            .processes
+            .iter()
+            .map(|p| {
+                if !sight.lists(p.uid) {
+                    Shown::Omitted
+                } else if sight.sees(p.uid) {
+                    Shown::Full
+                } else {
+                    Shown::Redacted
+                }
+            })
+            .collect();
+        let everything = sight == Sight::Everything;
+        let full = if everything || shown.contains(&Shown::Full) {
             Some(get(cache, snap, JsonForm::Full).await?)
         } else {
             None
         };
-        let redacted = if any_hidden {
+        let redacted = if !everything {
             Some(get(cache, snap, JsonForm::Redacted).await?)
         } else {
             None
         };
+        let head = sight.omits_any().then(|| {
+            Bytes::from(encode_head(
+                snap,
+                JsonForm::Redacted,
+                &listed_jobs(snap, sight),
+            ))
+        });
         Ok(Forms {
             full,
             redacted,
-            visible,
+            shown,
+            head,
         })
     }
 
-    /// The encoding process `i` comes from, and its object's place there.
+    /// The encoding process `i` comes from, and its object's place there;
+    /// `None` for a process left out.
     fn object(&self, i: usize) -> Option<(&EncodedSnapshot, Range<usize>)> {
-        let encoding = if *self.visible.get(i)? {
-            self.full.as_deref()?
-        } else {
-            self.redacted.as_deref()?
+        let encoding = match self.shown.get(i)? {
+            Shown::Full => self.full.as_deref()?,
+            Shown::Redacted => self.redacted.as_deref()?,
+            Shown::Omitted => return None,
         };
         Some((encoding, encoding.processes.get(i)?.clone()))
     }
 
-    /// Either encoding, for the parts both share.
-    fn any(&self) -> Option<&EncodedSnapshot> {
+    /// The encoding whose system figures the viewer gets: the redacted
+    /// one unless the viewer sees everything.
+    fn base(&self) -> Option<&EncodedSnapshot> {
         self.redacted.as_deref().or(self.full.as_deref())
+    }
+
+    /// Whether process `i` is shown to the viewer at all.
+    pub fn listed(&self, i: usize) -> bool {
+        self.shown.get(i).is_some_and(|s| *s != Shown::Omitted)
     }
 
     /// The whole snapshot document, as slices of the shared buffers.
     pub fn document(&self) -> Vec<Bytes> {
-        let Some(base) = self.any() else {
+        let Some(base) = self.base() else {
             return Vec::new();
         };
-        if self.visible.iter().all(|v| *v)
-            && let Some(full) = &self.full
-        {
-            return vec![full.json.clone()];
+        if self.head.is_none() {
+            if self.redacted.is_none()
+                && let Some(full) = &self.full
+            {
+                return vec![full.json.clone()];
+            }
+            if self.shown.iter().all(|s| *s == Shown::Redacted) {
+                return vec![base.json.clone()];
+            }
         }
-        if self.visible.iter().all(|v| !*v) {
-            return vec![base.json.clone()];
-        }
-        let mut chunks = vec![base.json.slice(..base.list.start)];
+        let head = self
+            .head
+            .clone()
+            .unwrap_or_else(|| base.json.slice(..base.list.start));
+        let mut chunks = vec![head];
         // Consecutive processes from the same buffer are one slice.
         let mut run: Option<(*const EncodedSnapshot, Bytes, Range<usize>)> = None;
-        for i in 0..self.visible.len() {
+        for i in 0..self.shown.len() {
             let Some((encoding, span)) = self.object(i) else {
                 continue;
             };
@@ -235,15 +288,15 @@ impl Forms {
     }
 
     /// Process `i`'s object without its closing `}`, for a row that adds
-    /// fields after it.
+    /// fields after it; `None` for a process left out.
     pub fn open_object(&self, i: usize) -> Option<Bytes> {
         let (encoding, span) = self.object(i)?;
         Some(encoding.json.slice(span.start..span.end.saturating_sub(1)))
     }
 
-    /// Whether process `i` is shown redacted.
+    /// Whether process `i` is shown redacted (or not at all).
     pub fn hidden(&self, i: usize) -> bool {
-        !self.visible.get(i).copied().unwrap_or(false)
+        self.shown.get(i).is_none_or(|s| *s != Shown::Full)
     }
 }
 
@@ -462,6 +515,42 @@ mod tests {
         assert_eq!(rows[3]["argv"], serde_json::json!([]));
         // prefix, three runs, suffix
         assert_eq!(chunks, 5);
+    }
+
+    #[tokio::test]
+    async fn where_the_os_hides_them_other_users_processes_and_jobs_are_left_out() {
+        let mut snap = (*owned_by(&[1001, 1000, 0, 1000, 1001])).clone();
+        let job = |i: usize, members: &[u32]| crate::model::Job {
+            root: snap.processes[i].id,
+            members: members.to_vec(),
+            footprint: 1 << 30,
+            gpu_memory: None,
+            basis: crate::model::Basis::Rss,
+        };
+        snap.jobs = vec![job(0, &[10, 14]), job(1, &[11, 12, 13])];
+        let snap = Arc::new(snap);
+        let (v, _) = document(&snap, Sight::OwnOnly(1000)).await;
+        let pids: Vec<u64> = v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(pids, [11, 13]);
+        assert_eq!(
+            v["processes"][0]["argv"][0], "/secret/11",
+            "their own in full"
+        );
+        assert_eq!(v["jobs"].as_array().unwrap().len(), 1, "{}", v["jobs"]);
+        assert_eq!(v["jobs"][0]["members"], serde_json::json!([11, 13]));
+        assert_eq!(v["source"], "test");
+        let (v, _) = document(&snap, Sight::NoneListed).await;
+        assert_eq!(v["processes"], serde_json::json!([]));
+        assert_eq!(v["jobs"], serde_json::json!([]));
+        // Where the OS shows them, they are listed (redacted).
+        let (v, _) = document(&snap, Sight::Own(1000)).await;
+        assert_eq!(v["processes"].as_array().unwrap().len(), 5);
+        assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
     }
 
     #[tokio::test]

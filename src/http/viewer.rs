@@ -3,12 +3,23 @@
 //!
 //! `ps` shows every process's name, pid, user and memory to everyone, but on
 //! a machine mounted with `hidepid=2` another user's command line is hidden,
-//! and a Jupyter notebook's path is known to headroom only because it asked
-//! the user's own Jupyter server with the user's token. So a process's
-//! `argv`, `exe`, notebook, kernel id and the workload evidence drawn from
-//! them are shown only to a viewer who is root or who owns the process;
-//! anyone else gets the process with those left out and `"redacted": true`.
-//! `http.show_all_users = true` shows everything to everyone.
+//! which libraries a process maps (`/proc/[pid]/maps`) is hidden from other
+//! users everywhere, and a Jupyter notebook's path is known to headroom only
+//! because it asked the user's own Jupyter server with the user's token. So
+//! a process's `argv`, `exe`, notebook, kernel id and the workload evidence
+//! drawn from them or from its mapped libraries are shown only to a viewer
+//! who is root or who owns the process; anyone else gets the process with
+//! those left out and `"redacted": true`. Where `/proc` hides other users'
+//! processes altogether (`hidepid`, [`crate::sys::proc_visibility`]), a
+//! viewer who is not root, nor in the mount's exempt group, is not shown
+//! other users' processes at all ([`Sight::OwnOnly`]): not in the process
+//! list, the jobs, the metrics or the events. `http.show_all_users = true`
+//! shows everything to everyone.
+//!
+//! An event about another user's process ([`crate::event::Event::redacted`])
+//! loses the notebook and kernel id, and a post-mortem what the kernel log
+//! said (its line, addresses, library): the OS shows the kernel log to root
+//! only (`dmesg_restrict`).
 //!
 //! The viewer is the uid owning the client end of the TCP connection, looked
 //! up once per connection ([`Peer`]) from the kernel's socket table
@@ -32,15 +43,18 @@
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use tokio::sync::OnceCell;
 
 use crate::config::Config;
-use crate::event::{Event, EventKind, ProcessRef};
-use crate::model::{Action, Argv, HIDDEN_PATH, ProcessSample, TmpfsFile, Unowned, Workload};
+use crate::model::{
+    Action, Argv, HIDDEN_PATH, Job, ProcessSample, Snapshot, TmpfsFile, Unowned, Workload,
+};
+use crate::sys::proc_visibility::{self, ProcVisibility};
 
 /// What replaces each hidden hook argument.
 pub const REDACTED: &str = "[redacted]";
@@ -148,12 +162,27 @@ impl Viewer {
         }
     }
 
-    /// What this viewer may see, given the config's `show_all_users`.
+    /// What this viewer may see, given the config's `show_all_users` and
+    /// how the OS shows other users' processes.
     pub async fn sight(&self, config: &Config) -> Sight {
         if config.http.show_all_users {
             return Sight::Everything;
         }
-        Sight::of(self.uid().await)
+        let uid = self.uid().await;
+        if uid == Some(0) {
+            return Sight::Everything;
+        }
+        let hidden = tokio::task::spawn_blocking(move || {
+            let v = proc_visibility_now();
+            match uid {
+                Some(uid) => proc_visibility::hidden_from(v, uid),
+                None => v.hides_others,
+            }
+        })
+        .await
+        // Showing too little is the safe mistake.
+        .unwrap_or(true);
+        Sight::under(uid, hidden)
     }
 }
 
@@ -173,24 +202,58 @@ impl<S: Send + Sync> FromRequestParts<S> for Viewer {
     }
 }
 
-/// Which processes' private details a viewer sees.
+/// How long what the OS shows is taken as known before `/proc`'s mount
+/// options are read again.
+const VISIBILITY_FOR: Duration = Duration::from_secs(5);
+
+/// How `/proc` shows other users' processes, read at most once every
+/// [`VISIBILITY_FOR`] (a remount takes effect within that).
+fn proc_visibility_now() -> ProcVisibility {
+    static LAST: Mutex<Option<(Instant, ProcVisibility)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    match *last {
+        Some((at, v)) if at.elapsed() < VISIBILITY_FOR => v,
+        _ => {
+            let v = proc_visibility::read();
+            *last = Some((Instant::now(), v));
+            v
+        }
+    }
+}
+
+/// Which processes a viewer is shown, and whose private details.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sight {
-    /// Every process's (root, or `show_all_users`).
+    /// Every process, in full (root, or `show_all_users`).
     Everything,
-    /// Only the processes owned by this uid.
+    /// Every process; in full only those owned by this uid.
     Own(u32),
-    /// None (an unknown viewer).
+    /// Every process, none in full (an unknown viewer).
     Nothing,
+    /// Only the processes owned by this uid, in full: the OS hides other
+    /// users' processes from it (`hidepid`).
+    OwnOnly(u32),
+    /// No process at all: an unknown viewer where the OS hides other
+    /// users' processes.
+    NoneListed,
 }
 
 impl Sight {
-    /// The sight of a viewer with this uid (`None`: unknown).
+    /// The sight of a viewer with this uid (`None`: unknown) where the OS
+    /// shows every process to everyone.
     pub fn of(uid: Option<u32>) -> Self {
-        match uid {
-            Some(0) => Sight::Everything,
-            Some(uid) => Sight::Own(uid),
-            None => Sight::Nothing,
+        Self::under(uid, false)
+    }
+
+    /// The sight of a viewer with this uid (`None`: unknown); `hidden`:
+    /// the OS hides other users' processes from it.
+    pub fn under(uid: Option<u32>, hidden: bool) -> Self {
+        match (uid, hidden) {
+            (Some(0), _) => Sight::Everything,
+            (Some(uid), false) => Sight::Own(uid),
+            (Some(uid), true) => Sight::OwnOnly(uid),
+            (None, false) => Sight::Nothing,
+            (None, true) => Sight::NoneListed,
         }
     }
 
@@ -198,9 +261,23 @@ impl Sight {
     pub fn sees(self, owner: Option<u32>) -> bool {
         match self {
             Sight::Everything => true,
-            Sight::Own(uid) => owner == Some(uid),
-            Sight::Nothing => false,
+            Sight::Own(uid) | Sight::OwnOnly(uid) => owner == Some(uid),
+            Sight::Nothing | Sight::NoneListed => false,
         }
+    }
+
+    /// Whether a process owned by `owner` is shown to the viewer at all.
+    pub fn lists(self, owner: Option<u32>) -> bool {
+        match self {
+            Sight::Everything | Sight::Own(_) | Sight::Nothing => true,
+            Sight::OwnOnly(uid) => owner == Some(uid),
+            Sight::NoneListed => false,
+        }
+    }
+
+    /// Whether some process may be left out of what the viewer is shown.
+    pub fn omits_any(self) -> bool {
+        matches!(self, Sight::OwnOnly(_) | Sight::NoneListed)
     }
 }
 
@@ -213,6 +290,65 @@ pub fn redact_process(p: &ProcessSample) -> ProcessSample {
         argv: Argv::default(),
         workload: redact_workload(&p.workload),
         ..p.clone()
+    }
+}
+
+/// The jobs of `snap` shown to a viewer with `sight`: those whose root it
+/// is shown, with the members it is shown.
+pub fn listed_jobs(snap: &Snapshot, sight: Sight) -> Vec<Job> {
+    if !sight.omits_any() {
+        return snap.jobs.clone();
+    }
+    let owners: std::collections::HashMap<u32, Option<u32>> =
+        snap.processes.iter().map(|p| (p.id.pid, p.uid)).collect();
+    let listed = |pid: u32| owners.get(&pid).is_some_and(|uid| sight.lists(*uid));
+    snap.jobs
+        .iter()
+        .filter(|j| listed(j.pid()))
+        .map(|j| Job {
+            members: j.members.iter().copied().filter(|m| listed(*m)).collect(),
+            ..j.clone()
+        })
+        .collect()
+}
+
+/// `snap` with only the processes and jobs shown to a viewer with `sight`
+/// (all of them unless the OS hides some from it).
+pub fn listed_part(snap: &Snapshot, sight: Sight) -> Snapshot {
+    // No `..`: a field added to Snapshot must be considered here.
+    let Snapshot {
+        taken_at,
+        source,
+        sample_micros,
+        system,
+        swap,
+        pressure,
+        gpus,
+        processes,
+        jobs: _,
+        unowned,
+        errors,
+        collectors,
+        notes,
+    } = snap;
+    Snapshot {
+        taken_at: *taken_at,
+        source: source.clone(),
+        sample_micros: *sample_micros,
+        system: *system,
+        swap: *swap,
+        pressure: *pressure,
+        gpus: gpus.clone(),
+        processes: processes
+            .iter()
+            .filter(|p| sight.lists(p.uid))
+            .cloned()
+            .collect(),
+        jobs: listed_jobs(snap, sight),
+        unowned: unowned.clone(),
+        errors: *errors,
+        collectors: collectors.clone(),
+        notes: notes.clone(),
     }
 }
 
@@ -253,14 +389,14 @@ fn redact_workload(w: &Workload) -> Workload {
     }
 }
 
-/// Evidence lines that quote nothing but the process name, mapped library
-/// names, GPU figures, and pids and workload kinds (`worker of jupyter
-/// kernel 4821: its parent`; see `crate::workload`, `crate::sample::gpu`
-/// and the job assembly in `crate::sample`); every other line may quote the
-/// command line or the executable.
+/// Evidence lines that quote nothing but the process name, GPU figures, and
+/// pids and workload kinds (`worker of jupyter kernel 4821: its parent`;
+/// see `crate::workload`, `crate::sample::gpu` and the job assembly in
+/// `crate::sample`); every other line may quote the command line, the
+/// executable or the libraries the process maps (`maps libtorch_cpu.so`,
+/// from `/proc/[pid]/maps`, which the OS shows to its owner only).
 fn evidence_is_public(line: &str) -> bool {
     [
-        "maps ",
         "process name is ",
         "holds ",
         "has a context on GPU ",
@@ -268,41 +404,6 @@ fn evidence_is_public(line: &str) -> bool {
     ]
     .iter()
     .any(|prefix| line.starts_with(prefix))
-}
-
-/// `e` with the notebook and kernel id of its process left out, if the
-/// viewer may not see them; `None` when nothing needs hiding.
-pub fn redact_event(e: &Event, sight: Sight) -> Option<Event> {
-    let process = match &e.kind {
-        EventKind::LimitCrossed { process, .. }
-        | EventKind::LimitCleared { process, .. }
-        | EventKind::LimitHeldNotActing { process, .. }
-        | EventKind::Action { process, .. }
-        | EventKind::Skipped { process, .. }
-        | EventKind::Exited { process, .. } => process,
-        EventKind::Started { .. } | EventKind::Stopped | EventKind::ConfigReloaded { .. } => {
-            return None;
-        }
-    };
-    if sight.sees(process.uid) {
-        return None;
-    }
-    let mut e = e.clone();
-    if let EventKind::LimitCrossed { process, .. }
-    | EventKind::LimitCleared { process, .. }
-    | EventKind::LimitHeldNotActing { process, .. }
-    | EventKind::Action { process, .. }
-    | EventKind::Skipped { process, .. }
-    | EventKind::Exited { process, .. } = &mut e.kind
-    {
-        redact_ref(process);
-    }
-    Some(e)
-}
-
-fn redact_ref(p: &mut ProcessRef) {
-    p.notebook = None;
-    p.kernel_id = None;
 }
 
 /// `config` with every hook argument after the program replaced by
@@ -419,10 +520,8 @@ mod tests {
         assert_eq!(r.workload.kernel_id, None);
         assert_eq!(
             r.workload.evidence,
-            [
-                "maps libtorch_cpu.so",
-                "holds 1.0 GiB of GPU memory on GPU 0"
-            ]
+            ["holds 1.0 GiB of GPU memory on GPU 0"],
+            "the libraries it maps are its owner's to see"
         );
         assert_eq!((r.id, r.uid, r.footprint), (p.id, p.uid, p.footprint));
         assert_eq!((&r.name, &r.user), (&p.name, &p.user));
@@ -450,28 +549,18 @@ mod tests {
     }
 
     #[test]
-    fn events_of_hidden_processes_lose_their_notebook() {
-        let event = Event {
-            at: crate::model::Timestamp(1),
-            kind: EventKind::LimitCrossed {
-                rule: "r".into(),
-                process: ProcessRef::of(&kernel(1000)),
-                detail: "footprint 5 GiB > 4 GiB".into(),
-            },
-        };
-        assert_eq!(redact_event(&event, Sight::Own(1000)), None);
-        assert_eq!(redact_event(&event, Sight::Everything), None);
-        let hidden = redact_event(&event, Sight::Own(1001)).expect("redacted");
-        let EventKind::LimitCrossed { process, .. } = hidden.kind else {
-            panic!("kind kept");
-        };
-        assert_eq!((process.notebook, process.kernel_id), (None, None));
-        assert_eq!(process.pid, 42);
-        let started = Event {
-            at: crate::model::Timestamp(1),
-            kind: EventKind::Stopped,
-        };
-        assert_eq!(redact_event(&started, Sight::Nothing), None);
+    fn where_the_os_hides_other_users_processes_a_user_is_shown_only_their_own() {
+        let own = Sight::under(Some(1000), true);
+        assert_eq!(own, Sight::OwnOnly(1000));
+        assert!(own.lists(Some(1000)) && own.sees(Some(1000)));
+        assert!(!own.lists(Some(1001)) && !own.lists(Some(0)) && !own.lists(None));
+        let unknown = Sight::under(None, true);
+        assert!(!unknown.lists(Some(0)) && !unknown.sees(Some(0)));
+        assert_eq!(Sight::under(Some(0), true), Sight::Everything);
+        assert!(own.omits_any() && unknown.omits_any());
+        for open in [Sight::of(Some(1000)), Sight::of(None), Sight::of(Some(0))] {
+            assert!(open.lists(Some(4242)) && !open.omits_any());
+        }
     }
 
     #[test]

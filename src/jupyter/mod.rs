@@ -397,6 +397,7 @@ impl Problem {
 }
 
 use crate::model::printable;
+use crate::model::text_caps::capped;
 
 /// Logs each problem once: again only when the message for the same thing
 /// changes, or after it worked in between.
@@ -813,17 +814,13 @@ impl LookupThread {
         let named: Vec<String> = answer
             .asked
             .iter()
-            .filter_map(|k| {
-                self.map
-                    .get(k)
-                    .map(|m| format!("{} → {}", short(&k.id), printable(&m.notebook)))
+            .filter_map(|k| self.map.get(k).map(|m| (k, m)))
+            .map(|(k, m)| {
+                let notebook = capped(&m.notebook, LOGGED_NOTEBOOK_MAX);
+                format!("{} → {}", short(&k.id), printable(&notebook))
             })
             .collect();
-        let outcome = if named.is_empty() {
-            "no server knows them (asking again later)".to_string()
-        } else {
-            named.join(", ")
-        };
+        let outcome = logged_list(&named);
         let whose = answer.owner.map_or_else(
             || "of an unknown user".to_string(),
             |uid| format!("of uid {uid}"),
@@ -843,6 +840,30 @@ impl LookupThread {
 fn short(id: &str) -> String {
     let start: String = id.chars().take(8).collect();
     printable(&start).into_owned()
+}
+
+/// The most kernels one lookup's log line names, and the most bytes of
+/// each notebook path it shows: a line stays short whatever the servers
+/// say.
+const LOGGED_KERNELS: usize = 8;
+const LOGGED_NOTEBOOK_MAX: usize = 256;
+
+/// A lookup's outcome for the log: at most [`LOGGED_KERNELS`] kernels
+/// named, then how many more.
+fn logged_list(named: &[String]) -> String {
+    if named.is_empty() {
+        return "no server knows them (asking again later)".to_string();
+    }
+    let mut out = named
+        .iter()
+        .take(LOGGED_KERNELS)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if named.len() > LOGGED_KERNELS {
+        out.push_str(&format!(" and {} more", named.len() - LOGGED_KERNELS));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1079,6 +1100,17 @@ mod tests {
             first.contains(&PathBuf::from("/srv/reloaded/runtime")),
             "{first:?}"
         );
+    }
+
+    #[test]
+    fn a_lookups_log_line_names_a_few_kernels_and_counts_the_rest() {
+        let named: Vec<String> = (0..20).map(|i| format!("k{i} → n{i}.ipynb")).collect();
+        let line = logged_list(&named);
+        assert!(line.starts_with("k0 → n0.ipynb, k1"), "{line}");
+        assert!(line.ends_with(" and 12 more"), "{line}");
+        assert!(!line.contains("k8 "), "{line}");
+        assert_eq!(logged_list(&named[..1]), "k0 → n0.ipynb");
+        assert!(logged_list(&[]).contains("no server knows them"));
     }
 
     #[test]

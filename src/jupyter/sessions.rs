@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::runtime::ServerInfo;
+use crate::model::text_caps::{NAME_MAX, PATH_MAX, cap, cap_opt};
 
 /// How long one server may take to answer.
 pub const TIMEOUT: Duration = Duration::from_secs(1);
@@ -55,7 +56,10 @@ struct RawKernel {
 /// Parse the body of `GET /api/sessions`: a JSON array of sessions. The path
 /// is the session's `path` (jupyter_server, Notebook ≥ 5) or its
 /// `notebook.path` (older servers). Sessions without a kernel or a path are
-/// left out.
+/// left out, and so are those whose kernel id is longer than a file name
+/// (no kernel's connection file can carry it). The server is another
+/// user's: a path is kept to [`PATH_MAX`] bytes and a kernel spec's name to
+/// [`NAME_MAX`] (see [`crate::model::text_caps`]).
 pub fn parse_sessions(body: &str) -> Result<Vec<KernelSession>, String> {
     let raw: Vec<RawSession> = serde_json::from_str(body).map_err(|e| {
         let start: String = body.chars().take(80).collect();
@@ -64,7 +68,7 @@ pub fn parse_sessions(body: &str) -> Result<Vec<KernelSession>, String> {
     Ok(raw
         .into_iter()
         .filter_map(|s| {
-            let kernel = s.kernel?;
+            let kernel = s.kernel.filter(|k| k.id.len() <= NAME_MAX)?;
             let path = s
                 .path
                 .filter(|p| !p.is_empty())
@@ -72,8 +76,8 @@ pub fn parse_sessions(body: &str) -> Result<Vec<KernelSession>, String> {
                 .filter(|p| !p.is_empty())?;
             Some(KernelSession {
                 kernel_id: kernel.id,
-                path,
-                kernel_name: kernel.name.filter(|n| !n.is_empty()),
+                path: cap(path, PATH_MAX),
+                kernel_name: cap_opt(kernel.name.filter(|n| !n.is_empty()), NAME_MAX),
             })
         })
         .collect())
@@ -255,6 +259,22 @@ mod tests {
                 kernel_name: Some("python3".into()),
             }]
         );
+    }
+
+    #[test]
+    fn long_paths_are_cut_and_ids_no_kernel_can_have_are_left_out() {
+        let path = "p".repeat(3_900_000);
+        let name = "n".repeat(1000);
+        let body = serde_json::json!([
+            {"path": path, "kernel": {"id": "k1", "name": name}},
+            {"path": "x.ipynb", "kernel": {"id": "i".repeat(NAME_MAX + 1)}},
+        ])
+        .to_string();
+        let s = parse_sessions(&body).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].kernel_id, "k1");
+        assert_eq!(s[0].path.len(), PATH_MAX);
+        assert!(s[0].kernel_name.as_ref().unwrap().len() <= NAME_MAX);
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //! - [`this_process`]: headroom's own effective uid (every privilege
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
+//! - [`proc_visibility`]: whether the OS hides other users' processes from a
+//!   user (`/proc` mounted with `hidepid`).
 //! - [`shm`]: the pure parsers of memory no process owns (SysV segments,
 //!   tmpfs mounts, shared mappings and memfds); on Linux
 //!   `linux_ffi_statx.rs` `stat`s the files it finds from cached
@@ -48,6 +50,7 @@ pub mod macos_proc_info;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos_sysctl;
 pub mod passwd;
+pub mod proc_visibility;
 pub mod process_owner;
 pub mod procfs;
 pub mod residency;

@@ -2265,5 +2265,813 @@ fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its
         );
         report_figures(&f, &base, hwm, attacked);
     }
+
+// Text other users control in events; the events endpoint; what the port
+// shows of other users' processes (kernel log lines, mapped libraries,
+// hidepid)
+// ---------------------------------------------------------------------------
+
+/// Jupyter servers of the attacker that name each of its short-lived
+/// kernels with a notebook path of megabytes, and processes whose command
+/// line carries a kernel id of kilobytes. Arguments: RUNTIME_DIR
+/// KERNEL_DIR SERVERS BATCHES PATH_BYTES LIFETIME LONG_IDS. It serves
+/// `/api/sessions` on SERVERS loopback ports, writes a runtime file for
+/// each into RUNTIME_DIR, then starts BATCHES batches of one kernel per
+/// server (each naming its batch's kernel), plus LONG_IDS processes with a
+/// 3900-character kernel id, each living LIFETIME seconds. Prints
+/// `servers N`, `kernels started=K` after each batch, then `done`.
+const JUPYTER_FLOOD: &str = r#"
+import json, os, subprocess, sys, threading, time, uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+def say(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+runtime, kernel_dir = sys.argv[1], sys.argv[2]
+servers, batches, path_bytes = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+lifetime, long_ids = float(sys.argv[6]), int(sys.argv[7])
+current = [None] * servers
+notebook = "n" * path_bytes + ".ipynb"
+
+class Sessions(BaseHTTPRequestHandler):
+    def do_GET(self):
+        kid = current[self.server.index]
+        sessions = [] if kid is None else [{
+            "id": "s", "path": notebook, "name": "n.ipynb", "type": "notebook",
+            "kernel": {"id": kid, "name": "python3"},
+        }]
+        body = json.dumps(sessions).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+pid = os.getpid()
+for i in range(servers):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Sessions)
+    srv.index = i
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    info = {"base_url": "/", "hostname": "127.0.0.1", "password": False, "pid": pid,
+            "port": port, "root_dir": "/", "secure": False, "sock": "", "token": "t",
+            "url": f"http://127.0.0.1:{port}/", "version": "2.14.0"}
+    with open(os.path.join(runtime, f"jpserver-{pid}{i}.json"), "w") as out:
+        json.dump(info, out)
+say(f"servers {servers}")
+
+def kernel(kid):
+    path = os.path.join(kernel_dir, f"kernel-{kid}.json")
+    return subprocess.Popen(["/bin/sh", "-c", f"sleep {lifetime}", "sh", path])
+
+started = 0
+for _ in range(batches):
+    procs = []
+    for i in range(servers):
+        kid = str(uuid.uuid4())
+        current[i] = kid
+        procs.append(kernel(kid))
+    for _ in range(long_ids):
+        procs.append(kernel("k" * 3900 + uuid.uuid4().hex))
+    started += len(procs)
+    say(f"kernels started={started}")
+    for p in procs:
+        p.wait()
+say("done")
+while True:
+    time.sleep(3600)
+"#;
+
+/// The daemon's kernels of the flood: batches of this many (one per
+/// server, the most one user's servers are asked), each living this long.
+const FLOOD_SERVERS: &str = "8";
+const FLOOD_BATCHES: &str = "6";
+const FLOOD_LIFETIME: &str = "6";
+/// A notebook path just under the 4 MiB a Jupyter answer may be.
+const FLOOD_PATH_BYTES: &str = "3900000";
+/// Processes with a kernel id of 3900 characters, per batch.
+const FLOOD_LONG_IDS: &str = "40";
+/// Connections asking for `/api/v1/events` and never reading the answer.
+const UNREAD_EVENT_LISTS: &str = "240";
+/// The most bytes any kernel id and notebook path may keep (a file name;
+/// `PATH_MAX`).
+const KERNEL_ID_MAX: usize = 255;
+const NOTEBOOK_MAX: usize = 4096;
+
+/// `source`, written to the stage as `name`, run by python3 as the
+/// attacker with `args` (with as many open files as root can give it).
+fn attacker_program(stage: &Stage, name: &str, source: &str, args: &[&str]) -> Command {
+    let script = stage.path(name);
+    std::fs::write(&script, source).expect("write the attacker's program");
+    chmod(&script, 0o644);
+    let mut c = Command::new("prlimit");
+    c.args(["--nofile=16384:16384", "--", "setpriv"])
+        .args([
+            &format!("--reuid={ATTACKER}"),
+            &format!("--regid={ATTACKER}"),
+            "--init-groups",
+            "--",
+            "/usr/bin/python3",
+            "-u",
+        ])
+        .arg(&script)
+        .args(args);
+    c
+}
+
+/// A directory in the stage owned by the attacker.
+fn attackers_dir(stage: &Stage, name: &str) -> PathBuf {
+    let dir = stage.path(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    chmod(&dir, 0o755);
+    chown(&dir, uid_of(ATTACKER));
+    dir
+}
+
+/// `GET path` as root with a 30 s timeout and a 64 MiB body cap: the
+/// status and body, or what went wrong.
+fn root_get(d: &RootDaemon, path: &str) -> Result<(u16, String), String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut res = agent
+        .get(&d.url(path))
+        .call()
+        .map_err(|e| format!("GET {path} as root: {e}"))?;
+    let status = res.status().as_u16();
+    res.body_mut()
+        .with_config()
+        .limit(64 * MIB)
+        .read_to_string()
+        .map(|body| (status, body))
+        .map_err(|e| format!("GET {path} as root: {e}"))
+}
+
+/// `GET path` as the attacker: the status (`"200"`) and the body.
+fn attacker_get(stage: &Stage, d: &RootDaemon, path: &str) -> (String, String) {
+    let out = attacker_python(stage, &["get", &d.url(path)])
+        .output()
+        .expect("attacker get");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match text.split_once('\n') {
+        Some((status, body)) => (status.to_string(), body.to_string()),
+        None => (text, String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// The events of an `/api/v1/events` answer (empty when it is not one).
+fn events_of(body: &str) -> Vec<serde_json::Value> {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["events"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// Waits up to `within` for root's `/api/v1/events` to hold an event
+/// `wanted` picks; the event, or the last answer.
+fn await_event(
+    d: &RootDaemon,
+    within: Duration,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> Result<serde_json::Value, String> {
+    let deadline = Instant::now() + within;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match root_get(d, "/api/v1/events") {
+            Ok((200, body)) => {
+                if let Some(e) = events_of(&body).into_iter().find(|e| wanted(e)) {
+                    return Ok(e);
+                }
+                last = body.chars().take(300).collect();
+            }
+            Ok((status, body)) => last = format!("{status} {}", excerpt(&body, "")),
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Err(last)
+}
+
+/// The journal (every file of it, as `headroom events` reads it) holds an
+/// action on each of `pids`, and `headroom events` skipped no line.
+fn journal_keeps_actions(f: &mut Findings, dir: &Path, pids: &[u32]) {
+    std::thread::sleep(Duration::from_secs(1));
+    let out = Command::new(HEADROOM)
+        .args(["events", "--json", "--journal"])
+        .arg(dir.join("journal.jsonl"))
+        .output()
+        .expect("headroom events");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    f.check(out.status.success(), || {
+        format!("`headroom events` failed: {}", excerpt(&stderr, ""))
+    });
+    f.check(!stderr.contains("skipped"), || {
+        format!(
+            "`headroom events` skipped journal lines: {}",
+            excerpt(&stderr, "skipped")
+        )
+    });
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    f.note(format!(
+        "the journal holds {} events in {} bytes of `headroom events --json`",
+        events.len(),
+        stdout.len()
+    ));
+    for &pid in pids {
+        let acted = events.iter().any(|e| {
+            e["event"] == "action" && e["process"]["pid"].as_u64() == Some(u64::from(pid))
+        });
+        f.check(acted, || {
+            format!("the journal lost the action on pid {pid} (or never had it)")
+        });
+    }
+}
+
+/// A hog crossing the limit: how soon it was signalled, or nothing (a
+/// failure recorded), and its pid.
+fn hog_reaction(
+    f: &mut Findings,
+    d: &mut RootDaemon,
+    link: &Path,
+    when: &str,
+) -> (Option<Reaction>, u32) {
+    let mut hog = hog_as(ATTACKER, link);
+    let pid = hog.pid();
+    match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+        Ok(r) => {
+            f.note(format!(
+                "{when}: the hog (pid {pid}) was signalled {:.0} MiB past the limit, {:.0} ms \
+                 after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            ));
+            (Some(r), pid)
+        }
+        Err(why) => {
+            f.fail(format!(
+                "{when}: {why}\ndaemon running: {}; its last log lines:\n{}",
+                d.running(),
+                d.log_tail(15)
+            ));
+            (None, pid)
+        }
+    }
+}
+
+/// A reaction under attack not much later than the baseline's (the bounds
+/// of [`attacked_reaction`]).
+fn within_baseline(f: &mut Findings, base: &Baseline, r: Reaction) {
+    let b = base.reaction;
+    let bound_mib = REACTION_FACTOR * b.past_limit_mib.max(0.0) + REACTION_SLACK_MIB;
+    f.check(r.past_limit_mib <= bound_mib, || {
+        format!(
+            "under attack the hog got {:.0} MiB past the limit before SIGTERM, more than \
+             {bound_mib:.0} MiB (baseline {:.0} MiB)",
+            r.past_limit_mib, b.past_limit_mib
+        )
+    });
+    let bound_ms = REACTION_FACTOR * b.ms_after_crossing + REACTION_SLACK_MS;
+    f.check(r.ms_after_crossing <= bound_ms, || {
+        format!(
+            "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
+             {bound_ms:.0} ms (baseline {:.0} ms)",
+            r.ms_after_crossing, b.ms_after_crossing
+        )
+    });
+}
+
+#[test]
+fn huge_notebook_paths_and_kernel_ids_cost_bounded_memory_and_keep_every_action() {
+    let session = begin("megabyte notebook paths, kilobyte kernel ids, unread event lists");
+    let mut f = Findings::new(&session);
+    ensure_user(REGULAR_ATTACKER, false);
+    let stage = Stage::new();
+    let dir = private_dir();
+    let runtime = attackers_dir(&stage, "runtime");
+    let kernel_dir = attackers_dir(&stage, "kernels");
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(
+        dir.path(),
+        &format!(
+            "{}{}[jupyter]\nother_users = true\nruntime_dirs = [{}]\n",
+            http_cap(),
+            hog_rule(&link, None),
+            toml_str(&runtime.display().to_string())
+        ),
+    );
+    // Root's Jupyter kernel, whose id is root's to see, and another user's
+    // process that no rule matches.
+    let victims = private_dir();
+    let victim_id = "9d1e7c44-victim-kernel-5b2f0a";
+    let mut victim = Some(fake_kernel(victims.path(), victim_id));
+    let mut innocent = Proc::spawn({
+        let mut c = as_user(
+            REGULAR_ATTACKER,
+            &stage.hog_link("innocent", "innocent-work"),
+        );
+        c.args(["--rate", "max", "--max", "400MiB", "--catch", "TERM"]);
+        c
+    });
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let (base_reaction, base_pid) = hog_reaction(&mut f, &mut d, &link, "baseline");
+        let base = Baseline {
+            reaction: base_reaction.unwrap_or(Reaction {
+                past_limit_mib: 0.0,
+                ms_after_crossing: 0.0,
+            }),
+            hwm: d.hwm(),
+        };
+        f.note(format!("baseline: daemon VmHWM {:.1} MiB", mib(base.hwm)));
+        let port = d.addr.port().to_string();
+        let (r, k) = (
+            runtime.display().to_string(),
+            kernel_dir.display().to_string(),
+        );
+        let mut flood = Proc::spawn(attacker_program(
+            &stage,
+            "jupyter_flood.py",
+            JUPYTER_FLOOD,
+            &[
+                &r,
+                &k,
+                FLOOD_SERVERS,
+                FLOOD_BATCHES,
+                FLOOD_PATH_BYTES,
+                FLOOD_LIFETIME,
+                FLOOD_LONG_IDS,
+            ],
+        ));
+        let (_, servers) = flood.expect_line("servers", Duration::from_secs(30));
+        f.note(format!(
+            "attacker: {servers} Jupyter servers naming 3.9 MB notebooks"
+        ));
+        // Two batches in, the victim's kernel ends: its post-mortem names its id.
+        flood.expect_line("kernels started=", Duration::from_secs(30));
+        flood.expect_line("kernels started=", Duration::from_secs(30));
+        drop(victim.take());
+        let mut readers = Proc::spawn(attacker_python(
+            &stage,
+            &["noread", &port, UNREAD_EVENT_LISTS, "/api/v1/events"],
+        ));
+        let (_, sent) = readers.expect_line("sent", Duration::from_secs(60));
+        f.note(format!(
+            "attacker: {sent} /api/v1/events requests, never read"
+        ));
+        let finished = flood.wait_line("done", Duration::from_secs(90));
+        let lookups = d.log_text().matches("Jupyter lookup").count();
+        f.note(format!(
+            "attacker: {}; the daemon logged {lookups} Jupyter lookups",
+            flood
+                .last("kernels started=")
+                .unwrap_or_else(|| "no kernel started".into())
+        ));
+        f.check(finished.is_some(), || {
+            format!("the attacker's kernels did not all end: {}", flood.output())
+        });
+        healthz_during(&mut f, &d);
+        let (attacked, attacked_pid) = hog_reaction(&mut f, &mut d, &link, "under attack");
+        if let (Some(_), Some(r)) = (base_reaction, attacked) {
+            within_baseline(&mut f, &base, r);
+        }
+        let hwm = memory_bounded(&mut f, &d, base.hwm);
+        readers.kill();
+        // What root is shown: every text within its cap, the victim's
+        // post-mortem there (the control for the attacker's view below).
+        match root_get(&d, "/api/v1/events") {
+            Ok((200, body)) => {
+                let events = events_of(&body);
+                f.note(format!(
+                    "root's /api/v1/events: {} events in {} bytes",
+                    events.len(),
+                    body.len()
+                ));
+                let longest = |field: &str| {
+                    events
+                        .iter()
+                        .filter_map(|e| e["process"][field].as_str())
+                        .map(str::len)
+                        .max()
+                        .unwrap_or(0)
+                };
+                let (ids, notebooks) = (longest("kernel_id"), longest("notebook"));
+                f.note(format!(
+                    "longest kernel id {ids} bytes, longest notebook {notebooks} bytes"
+                ));
+                f.check(ids <= KERNEL_ID_MAX && notebooks <= NOTEBOOK_MAX, || {
+                    format!(
+                        "events carry a kernel id of {ids} bytes or a notebook path of \
+                         {notebooks} bytes (at most {KERNEL_ID_MAX} and {NOTEBOOK_MAX})"
+                    )
+                });
+                f.check(notebooks > 0, || {
+                    "no event names an attacker's notebook: the daemon never looked them up, \
+                     so the bounds above prove nothing"
+                        .into()
+                });
+                f.check(body.contains(victim_id), || {
+                    "root's events lack the victim kernel's post-mortem: its absence from the \
+                     attacker's view proves nothing"
+                        .into()
+                });
+            }
+            Ok((status, body)) => f.fail(format!(
+                "root's GET /api/v1/events: {status} {}",
+                excerpt(&body, "")
+            )),
+            Err(e) => f.fail(e),
+        }
+        let (status, shown) = attacker_get(&stage, &d, "/api/v1/events");
+        f.check(status == "200", || {
+            format!("the attacker's GET /api/v1/events: {status}")
+        });
+        f.check(!shown.contains(victim_id), || {
+            format!(
+                "{ATTACKER} reads root's kernel id in /api/v1/events: {}",
+                excerpt(&shown, victim_id)
+            )
+        });
+        innocent.drain();
+        f.check(innocent.last("signal").is_none(), || {
+            format!(
+                "{REGULAR_ATTACKER}'s innocent process was signalled: {}",
+                innocent.output()
+            )
+        });
+        journal_keeps_actions(&mut f, dir.path(), &[base_pid, attacked_pid]);
+        healthz_after(&mut f, &mut d);
+        report_figures(&f, &base, hwm, attacked);
+    }
+    innocent.kill();
+    f.finish();
+}
+
+/// A native library whose function faults (a read of address 0), as a
+/// crashing extension of another user's notebook would.
+const CRASHING_LIBRARY: &str = "int crashing_op_segv(void) { return *(volatile int *)0; }\n";
+
+/// Waits 4 s (two samples see it), then calls the faulting library named
+/// by `argv[1]`; `argv[2]` names its Jupyter connection file.
+const CRASH_AFTER_A_WHILE: &str = "import ctypes, sys, time; lib = ctypes.CDLL(sys.argv[1]); time.sleep(4); lib.crashing_op_segv()";
+
+/// `source` (C) built with `cc` into the shared library `stage/lib/name`,
+/// readable by everyone.
+fn shared_library(stage: &Stage, name: &str, source: &str) -> PathBuf {
+    let dir = stage.path("lib");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    chmod(&dir, 0o755);
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, source).expect("write the library's source");
+    let lib = dir.join(name);
+    let cc = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(&c)
+        .output()
+        .expect("cc (Debian package gcc)");
+    assert!(
+        cc.status.success(),
+        "cc {name}: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    chmod(&lib, 0o755);
+    lib
+}
+
+#[test]
+fn another_users_crash_is_told_without_its_kernel_log_line() {
+    let session = begin("another user's segfault line through /api/v1/events");
+    let mut f = Findings::new(&session);
+    ensure_user(REGULAR_ATTACKER, false);
+    let trace = std::fs::read_to_string("/proc/sys/debug/exception-trace").unwrap_or_default();
+    assert_eq!(
+        trace.trim(),
+        "1",
+        "debug.exception-trace is off: the kernel logs no segfault line to redact \
+         (`sysctl debug.exception-trace=1`)"
+    );
+    let stage = Stage::new();
+    let dir = private_dir();
+    let library = shared_library(&stage, "libcrashing_op.so", CRASHING_LIBRARY);
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(dir.path(), &hog_rule(&link, None));
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        // The victim's kernel-like process crashes inside the library.
+        let connection = stage.path("victim/kernel-5e0c2b7d-crash.json");
+        let mut victim = Proc::spawn({
+            let mut c = as_user(REGULAR_ATTACKER, Path::new("/usr/bin/python3"));
+            c.args(["-c", CRASH_AFTER_A_WHILE])
+                .arg(&library)
+                .arg(&connection);
+            c
+        });
+        let victim_pid = u64::from(victim.pid());
+        let status = victim.wait_exit(Duration::from_secs(30));
+        f.note(format!(
+            "the victim's process (pid {victim_pid}) ended: {status:?}"
+        ));
+        let is_victims = |e: &serde_json::Value| {
+            e["event"] == "exited" && e["process"]["pid"].as_u64() == Some(victim_pid)
+        };
+        // Root's view: the kernel log's line and library (the control).
+        match await_event(&d, Duration::from_secs(30), |e| {
+            is_victims(e) && e["cause"]["kind"] == "crashed"
+        }) {
+            Ok(e) => {
+                f.note(format!("root is told: {}", e["cause"]));
+                f.check(e["cause"]["library"] == "libcrashing_op.so", || {
+                    format!(
+                        "root's post-mortem does not name the library, so its absence below \
+                         proves nothing: {}",
+                        e["cause"]
+                    )
+                });
+            }
+            Err(last) => f.fail(format!(
+                "no post-mortem saying the victim (pid {victim_pid}) crashed within 30 s; \
+                 root's last answer: {last}"
+            )),
+        }
+        // The attacker's view: the crash, not the kernel log's words.
+        let (status, body) = attacker_get(&stage, &d, "/api/v1/events");
+        f.check(status == "200", || {
+            format!("the attacker's GET /api/v1/events: {status}")
+        });
+        match events_of(&body).into_iter().find(|e| is_victims(e)) {
+            Some(e) => {
+                f.note(format!("the attacker is told: {}", e["cause"]));
+                let text = e.to_string();
+                for secret in ["libcrashing_op", "segfault", " ip ", "error 4", " sp "] {
+                    f.check(!text.contains(secret), || {
+                        format!(
+                            "{ATTACKER} reads {secret:?} of {REGULAR_ATTACKER}'s crash, which \
+                             only the kernel log (root's to read) says: {}",
+                            excerpt(&text, secret)
+                        )
+                    });
+                }
+                f.check(e["cause"]["kind"] == "crashed", || {
+                    format!("the attacker's post-mortem lost the kind: {}", e["cause"])
+                });
+            }
+            None => f.note(format!(
+                "the victim's post-mortem is not in the attacker's events: {}",
+                excerpt(&body, "")
+            )),
+        }
+        f.check(!body.contains("libcrashing_op"), || {
+            format!(
+                "{ATTACKER}'s /api/v1/events names the victim's library: {}",
+                excerpt(&body, "libcrashing_op")
+            )
+        });
+        // Enforcement goes on, and the journal keeps what it did.
+        let (_, pid) = hog_reaction(&mut f, &mut d, &link, "after the crash");
+        journal_keeps_actions(&mut f, dir.path(), &[pid]);
+    }
+    f.finish();
+}
+
+/// A stand-in for PyTorch's CPU library: only its name matters.
+const TORCH_STUB: &str = "int torch_stub(void) { return 0; }\n";
+
+/// Loads the library named by `argv[1]` and sleeps.
+const LOAD_AND_SLEEP: &str =
+    "import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); time.sleep(100000)";
+
+#[test]
+fn the_libraries_another_users_process_maps_are_not_shown_to_the_attacker() {
+    let session = begin("another user's mapped libraries through the API");
+    let mut f = Findings::new(&session);
+    ensure_user(REGULAR_ATTACKER, false);
+    let stage = Stage::new();
+    let dir = private_dir();
+    let library = shared_library(&stage, "libtorch_cpu.so", TORCH_STUB);
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(dir.path(), &hog_rule(&link, None));
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let victim = Proc::spawn({
+            let mut c = as_user(REGULAR_ATTACKER, Path::new("/usr/bin/python3"));
+            c.args(["-c", LOAD_AND_SLEEP]).arg(&library);
+            c
+        });
+        let path = format!("/api/v1/processes/{}", victim.pid());
+        // Root is told which library classified it (the control).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = String::new();
+        while Instant::now() < deadline && !seen.contains("maps libtorch_cpu.so") {
+            std::thread::sleep(Duration::from_millis(500));
+            seen = root_get(&d, &path).map(|(_, b)| b).unwrap_or_else(|e| e);
+        }
+        f.check(seen.contains("maps libtorch_cpu.so"), || {
+            format!(
+                "root is not told that the victim maps libtorch_cpu.so, so its absence below \
+                 proves nothing: {}",
+                excerpt(&seen, "evidence")
+            )
+        });
+        for p in [
+            path.as_str(),
+            "/api/v1/snapshot",
+            "/api/v1/processes?limit=100000",
+            "/metrics",
+        ] {
+            let (status, body) = attacker_get(&stage, &d, p);
+            f.check(status == "200", || {
+                format!("the attacker's GET {p}: {status}")
+            });
+            f.check(!body.contains("libtorch_cpu"), || {
+                format!(
+                    "{ATTACKER} learns from {p} which libraries {REGULAR_ATTACKER}'s process \
+                     maps (/proc/[pid]/maps is its owner's to read): {}",
+                    excerpt(&body, "libtorch_cpu")
+                )
+            });
+        }
+        let (_, pid) = hog_reaction(&mut f, &mut d, &link, "beside the victim");
+        journal_keeps_actions(&mut f, dir.path(), &[pid]);
+        drop(victim);
+    }
+    f.finish();
+}
+
+/// Runs the rest of its command line in a mount namespace of its own whose
+/// `/proc` is mounted with `hidepid=invisible`: the daemon sees a machine
+/// whose `ps` shows each user their own processes only, and every other
+/// test on this machine keeps its `/proc`.
+const HIDEPID: [&str; 8] = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    "mount -t proc -o hidepid=invisible proc /proc && exec \"$@\"",
+    "sh",
+];
+
+/// The pids and owners of the processes an answer lists.
+fn listed(body: &str) -> Vec<(u64, Option<u64>)> {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["processes"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|p| (p["pid"].as_u64().unwrap_or(0), p["uid"].as_u64()))
+        .collect()
+}
+
+#[test]
+fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
+    let session = begin("every process listed to every user under hidepid");
+    let mut f = Findings::new(&session);
+    ensure_user(REGULAR_ATTACKER, false);
+    let attacker = u64::from(uid_of(ATTACKER));
+    let stage = Stage::new();
+    let dir = private_dir();
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(dir.path(), &hog_rule(&link, None));
+    match RootDaemon::start_through(dir.path(), &text, &HIDEPID) {
+        Err(e) => f.fail(format!(
+            "the daemon did not start under hidepid (exit code {:?}); its log:\n{}",
+            e.code, e.log
+        )),
+        Ok(mut d) => {
+            // The victim: a long-lived process and a short-lived kernel.
+            let victim = Proc::spawn({
+                let mut c = as_user(REGULAR_ATTACKER, Path::new("/usr/bin/python3"));
+                c.args(["-c", "import time; time.sleep(100000)"]);
+                c
+            });
+            let kernel = Proc::spawn({
+                let mut c = as_user(REGULAR_ATTACKER, Path::new("/bin/sh"));
+                c.args(["-c", "sleep 6", "sh"])
+                    .arg(stage.path("victim/kernel-7a41c0de-hidden.json"));
+                c
+            });
+            let (victim_pid, kernel_pid) = (u64::from(victim.pid()), u64::from(kernel.pid()));
+            // The attacker's own process, which it must still be shown.
+            let own = Proc::spawn({
+                let mut c = as_user(ATTACKER, Path::new("/bin/sleep"));
+                c.arg("100000");
+                c
+            });
+            let own_pid = u64::from(own.pid());
+            std::thread::sleep(Duration::from_secs(3));
+            // Root is shown everything (the control).
+            let root_view = root_get(&d, "/api/v1/snapshot")
+                .map(|(_, b)| listed(&b))
+                .unwrap_or_default();
+            let root_pids: Vec<u64> = root_view.iter().map(|(p, _)| *p).collect();
+            f.check(
+                [victim_pid, kernel_pid, own_pid]
+                    .iter()
+                    .all(|p| root_pids.contains(p)),
+                || {
+                    format!(
+                        "root's snapshot lacks the victim ({victim_pid}, {kernel_pid}) or the \
+                         attacker's process ({own_pid}): the daemon did not sample them"
+                    )
+                },
+            );
+            let root_metrics = root_get(&d, "/metrics").map(|(_, b)| b).unwrap_or_default();
+            f.check(
+                root_metrics.contains(&format!("pid=\"{kernel_pid}\"")),
+                || {
+                    "root's /metrics has no series of the victim's kernel, so its absence below \
+                 proves nothing"
+                        .into()
+                },
+            );
+            for p in ["/api/v1/snapshot", "/api/v1/processes?limit=100000"] {
+                let (status, body) = attacker_get(&stage, &d, p);
+                let shown = listed(&body);
+                f.note(format!(
+                    "the attacker's {p}: {status}, {} processes",
+                    shown.len()
+                ));
+                let others: Vec<&(u64, Option<u64>)> = shown
+                    .iter()
+                    .filter(|(_, uid)| *uid != Some(attacker))
+                    .collect();
+                f.check(status == "200" && others.is_empty(), || {
+                    format!(
+                        "{ATTACKER} (uid {attacker}) is shown {} processes of other users in \
+                         {p}, which `ps` under hidepid=invisible does not show it: {:?}",
+                        others.len(),
+                        others.iter().take(10).collect::<Vec<_>>()
+                    )
+                });
+                f.check(shown.iter().any(|(pid, _)| *pid == own_pid), || {
+                    format!("{ATTACKER} is not shown its own process {own_pid} in {p}")
+                });
+            }
+            let (status, _) = attacker_get(&stage, &d, &format!("/api/v1/processes/{victim_pid}"));
+            f.check(status == "404", || {
+                format!(
+                    "the attacker's GET /api/v1/processes/{victim_pid} (another user's \
+                     process): {status}, not 404"
+                )
+            });
+            let (_, metrics) = attacker_get(&stage, &d, "/metrics");
+            for pid in [victim_pid, kernel_pid] {
+                f.check(!metrics.contains(&format!("pid=\"{pid}\"")), || {
+                    format!(
+                        "{ATTACKER}'s /metrics has series of {REGULAR_ATTACKER}'s pid {pid}: {}",
+                        excerpt(&metrics, &format!("pid=\"{pid}\""))
+                    )
+                });
+            }
+            // The kernel ends: root is told, the attacker is not.
+            let ended = |e: &serde_json::Value| {
+                e["event"] == "exited" && e["process"]["pid"].as_u64() == Some(kernel_pid)
+            };
+            if let Err(last) = await_event(&d, Duration::from_secs(30), ended) {
+                f.fail(format!(
+                    "no post-mortem of the victim's kernel (pid {kernel_pid}) in root's \
+                     events within 30 s: {last}"
+                ));
+            }
+            let (hog_reacted, hog_pid) = hog_reaction(&mut f, &mut d, &link, "under hidepid");
+            let (status, body) = attacker_get(&stage, &d, "/api/v1/events");
+            let events = events_of(&body);
+            let others: Vec<&serde_json::Value> = events
+                .iter()
+                .filter(|e| {
+                    e["process"].is_object() && e["process"]["uid"].as_u64() != Some(attacker)
+                })
+                .collect();
+            f.check(status == "200" && others.is_empty(), || {
+                format!(
+                    "{ATTACKER}'s /api/v1/events tells of {} events of other users' processes: \
+                     {}",
+                    others.len(),
+                    others
+                        .first()
+                        .map(|e| excerpt(&e.to_string(), ""))
+                        .unwrap_or_default()
+                )
+            });
+            if hog_reacted.is_some() {
+                f.check(
+                    events.iter().any(|e| {
+                        e["event"] == "action"
+                            && e["process"]["pid"].as_u64() == Some(u64::from(hog_pid))
+                    }),
+                    || format!("{ATTACKER} is not told of the action on its own hog {hog_pid}"),
+                );
+            }
+            journal_keeps_actions(&mut f, dir.path(), &[hog_pid]);
+            drop((victim, kernel, own));
+        }
+    }
     f.finish();
 }

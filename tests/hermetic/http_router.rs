@@ -637,6 +637,64 @@ async fn events_and_metrics_hide_other_users_notebooks() {
 }
 
 #[tokio::test]
+async fn events_take_a_limit_and_hide_other_users_kernel_log_records() {
+    use headroom::event::{Event, EventKind, ExitCause, ExitCauseKind, ProcessRef};
+    let mut state = users_state(0);
+    let snap = state.snapshot.clone().expect("snapshot");
+    for (i, p) in snap.processes.iter().enumerate() {
+        state.add_event(Event {
+            at: Timestamp(1_000 + i as u64),
+            kind: EventKind::Exited {
+                process: ProcessRef::of(p),
+                last_action: None,
+                peak_footprint: p.footprint,
+                last_growth_bytes_per_second: None,
+                headroom_action: None,
+                cause: Some(ExitCause {
+                    kind: ExitCauseKind::Crashed,
+                    how: "the kernel log (/dev/kmsg) recorded a crash: segfault in libsecret.so"
+                        .into(),
+                    detail: Some("python3[7]: segfault at 0 ip 00007f01 in libsecret.so".into()),
+                    signal: Some("SIGSEGV".into()),
+                    library: Some("libsecret.so".into()),
+                    not_memory: true,
+                }),
+                job: None,
+                worker_of: None,
+            },
+        });
+    }
+    let ana = Some(Peer::known(Some(1000)));
+    let v = get_as(state.clone(), "/api/v1/events?limit=2", ana.clone())
+        .await
+        .json();
+    let events = v["events"].as_array().expect("events");
+    assert_eq!(events.len(), 2, "{v}");
+    assert_eq!(
+        (v["kept"].as_u64(), v["matched"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(events[1]["at"], 1_002, "the most recent last");
+    let all = get_as(state.clone(), "/api/v1/events", ana).await.json();
+    for e in all["events"].as_array().expect("events") {
+        let mine = e["process"]["uid"] == 1000;
+        assert_eq!(e["cause"]["library"] == "libsecret.so", mine, "{e}");
+        assert_eq!(e["cause"]["detail"].is_string(), mine, "{e}");
+        assert_eq!(e["cause"]["signal"], "SIGSEGV", "{e}");
+        assert_eq!(
+            e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("libsecret"),
+            mine,
+            "{e}"
+        );
+    }
+    let bad = get(state, "/api/v1/events?limit=0").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
 async fn config_hides_hook_arguments_from_everyone() {
     let config = Config::from_toml_str(
         "[[rule]]\nname = \"page\"\nfootprint = \"1GiB\"\nactions = [{ hook = [\"/usr/local/bin/notify\", \"https://hooks.example/T0/SECRET\"] }]\n",

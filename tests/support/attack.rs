@@ -432,11 +432,26 @@ impl RootDaemon {
     /// Write `config` to `dir/headroom.toml` and start the daemon on it;
     /// wait for its first sample, or for it to exit.
     pub fn start(dir: &Path, config: &str) -> Result<RootDaemon, Exited> {
+        Self::start_through(dir, config, &[])
+    }
+
+    /// [`RootDaemon::start`], through `wrapper` (a program and its
+    /// arguments that execs the rest of its command line in its own place,
+    /// such as `unshare`): the daemon keeps the pid of the process started.
+    pub fn start_through(dir: &Path, config: &str, wrapper: &[&str]) -> Result<RootDaemon, Exited> {
         let cfg = dir.join("headroom.toml");
         std::fs::write(&cfg, config).expect("write config");
         chmod(&cfg, 0o644);
         let soft = nofile_hard().map_or(DAEMON_NOFILE, |h| h.min(DAEMON_NOFILE));
-        let mut child = Command::new("prlimit")
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg("prlimit");
+                c
+            }
+            None => Command::new("prlimit"),
+        };
+        let mut child = command
             .arg(format!("--nofile={soft}:"))
             .arg("--")
             .arg(HEADROOM)

@@ -424,7 +424,7 @@
     const list = $("events");
     const since = Date.now() - 24 * 3600 * 1000;
     try {
-      const body = await getJson("/api/v1/events?since=" + since);
+      const body = await getJson("/api/v1/events?limit=50&since=" + since);
       const items = (body.events || []).slice(-50).reverse();
       events.count = items.length;
       if (!items.length) {
