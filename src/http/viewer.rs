@@ -280,7 +280,12 @@ pub fn redact_event(e: &Event, sight: Sight) -> Option<Event> {
         | EventKind::Action { process, .. }
         | EventKind::Skipped { process, .. }
         | EventKind::Exited { process, .. } => process,
-        EventKind::Started { .. } | EventKind::Stopped | EventKind::ConfigReloaded { .. } => {
+        // A summary names a user and counts of events: no notebook, no
+        // kernel id, nothing `ps` would not show.
+        EventKind::Started { .. }
+        | EventKind::Stopped
+        | EventKind::ConfigReloaded { .. }
+        | EventKind::EventsSummarized { .. } => {
             return None;
         }
     };
