@@ -141,7 +141,15 @@ pub fn render(event: &Event, time: &str) -> String {
             written,
             left_out,
             causes,
-        } => summary(event.at, *uid, user.as_deref(), *since, *written, left_out, causes),
+        } => summary(
+            event.at,
+            *uid,
+            user.as_deref(),
+            *since,
+            *written,
+            left_out,
+            causes,
+        ),
         EventKind::ConfigReloaded { path, error } => match error {
             None => format!("reload  {}: applied", printable(path)),
             Some(error) => format!(

@@ -502,10 +502,7 @@ pub struct ReadOutcome {
 /// first, keeping events at or after `since`. Torn last lines are skipped
 /// and counted; corrupt lines are counted and the first reported; neither
 /// is an error. [`read_events`] reads the journal's both sets.
-pub fn read_file_set(
-    path: &Path,
-    since: Option<Timestamp>,
-) -> Result<ReadOutcome, JournalError> {
+pub fn read_file_set(path: &Path, since: Option<Timestamp>) -> Result<ReadOutcome, JournalError> {
     let mut out = ReadOutcome::default();
     let mut files: Vec<PathBuf> = rotated_files(path)
         .into_iter()

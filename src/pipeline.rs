@@ -263,7 +263,9 @@ fn journal_thread(
         let next = shares.next_due();
         let received = match next {
             Some(due) => events.recv_timeout(due.since(Timestamp::now())),
-            None => events.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            None => events
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
         };
         let event = match received {
             Ok(event) => event,

@@ -218,7 +218,10 @@ mod tests {
         .unwrap();
         // The process events' 5 before the record's 5; a side that is out
         // of order (a post-mortem dated at its end) stays as written.
-        let merged = merge(events(&[1, 5, 9], &stopped), events(&[2, 5, 4, 10], &summary));
+        let merged = merge(
+            events(&[1, 5, 9], &stopped),
+            events(&[2, 5, 4, 10], &summary),
+        );
         let got: Vec<(u64, bool)> = merged
             .events
             .iter()

@@ -259,7 +259,15 @@ mod tests {
     }
 
     #[expect(clippy::type_complexity, reason = "a summary's fields, for comparing")]
-    fn summary(e: &Event) -> (Option<u32>, Timestamp, u64, Vec<(&str, u64)>, Vec<(&str, u64)>) {
+    fn summary(
+        e: &Event,
+    ) -> (
+        Option<u32>,
+        Timestamp,
+        u64,
+        Vec<(&str, u64)>,
+        Vec<(&str, u64)>,
+    ) {
         let EventKind::EventsSummarized {
             uid,
             since,

@@ -1564,7 +1564,10 @@ fn stop_daemon(f: &mut Findings, d: &mut RootDaemon) {
 fn journal_files_private(f: &mut Findings, dir: &Path) {
     use std::os::unix::fs::MetadataExt as _;
     let Ok(entries) = std::fs::read_dir(dir) else {
-        f.fail(format!("cannot list the journal's directory {}", dir.display()));
+        f.fail(format!(
+            "cannot list the journal's directory {}",
+            dir.display()
+        ));
         return;
     };
     let mut names = Vec::new();
@@ -1656,7 +1659,10 @@ fn a_flood_of_short_lived_kernels_leaves_the_journal_every_action_and_the_log_bo
         std::thread::sleep(left);
         healthz_during(&mut f, &d);
         let spawned = attacker.last("status spawned=");
-        f.note(format!("attacker: {}", spawned.as_deref().unwrap_or("no status")));
+        f.note(format!(
+            "attacker: {}",
+            spawned.as_deref().unwrap_or("no status")
+        ));
         attacker.kill();
         // The last ones' post-mortems.
         std::thread::sleep(Duration::from_secs(4));
