@@ -69,7 +69,7 @@ use crate::sample::probe::{Probe, Reading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::{DurationHistogram, State};
 use cadence::{AfterProbe, Cadence, Cause, Depth};
-use sample_log::{Tracker, log_policy_event};
+use sample_log::Tracker;
 pub use working::Working;
 
 /// How long the loop stays at the fast interval after an OS pressure event.
@@ -361,6 +361,7 @@ impl Daemon {
     /// Journal the stop, hand the readers what the journal already handed
     /// back (the rest is on disk) and wait for the pipeline's threads.
     async fn stop(&self, mut run: Running) -> Result<(), DaemonError> {
+        run.tracker.drain();
         run.pipeline.record(EventKind::Stopped);
         while let Ok(event) = run.pipeline.journaled.try_recv() {
             self.tx.send_modify(|s| s.add_event(event));
@@ -469,6 +470,7 @@ impl Daemon {
         });
         let evaluation = self.decide(run, &snap);
         self.report_ends(run, &snap, observed);
+        run.tracker.notices();
         evaluation
     }
 
@@ -502,7 +504,7 @@ impl Daemon {
             at,
         );
         for kind in &evaluation.events {
-            log_policy_event(kind);
+            run.tracker.policy_event(kind);
             run.pipeline.record_at(at, kind.clone());
         }
         for d in &evaluation.decisions {
@@ -525,7 +527,7 @@ impl Daemon {
         for event in ended {
             let sentence = crate::event_line::postmortem(&event).unwrap_or_default();
             if let EventKind::Exited { process, .. } = &event.kind {
-                info!(pid = process.pid, "{sentence}");
+                run.tracker.postmortem(process, &sentence);
                 if notify {
                     run.pipeline.act(Decision {
                         rule: "postmortem".to_string(),

@@ -4,6 +4,8 @@
 //! [`Event`]s that the journal appends (one JSON object per line), the
 //! metrics count, and the API and status page show.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::text_caps::{
@@ -174,6 +176,26 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worker_of: Option<Box<ProcessRef>>,
     },
+    /// A user's process events (post-mortems, limits crossed or cleared)
+    /// past that user's share of the journal, counted instead of written:
+    /// one summary per user for each minute in which the share ran out (see
+    /// [`crate::journal::shares`]). Written to the journal only.
+    EventsSummarized {
+        /// The owner of the processes; `None` where it could not be read.
+        uid: Option<u32>,
+        user: Option<String>,
+        /// When the minute summarised began; the event's `at` is when it
+        /// ended.
+        since: Timestamp,
+        /// The user's process events written in full in that minute.
+        written: u64,
+        /// The events left out, by name (`exited`, `limit-crossed`, ...).
+        left_out: BTreeMap<String, u64>,
+        /// The post-mortems among them, by cause (`unknown`, `oom-killer`,
+        /// ...).
+        #[serde(default)]
+        causes: BTreeMap<String, u64>,
+    },
 }
 
 /// A job's root ended: what its post-mortem says of the job (the root and
@@ -228,14 +250,20 @@ impl Event {
                     *cause = cause.redacted();
                 }
             }
-            EventKind::Started { .. } | EventKind::Stopped | EventKind::ConfigReloaded { .. } => {}
+            // A summary names a user and counts of events: nothing `ps`
+            // would not show.
+            EventKind::Started { .. }
+            | EventKind::Stopped
+            | EventKind::ConfigReloaded { .. }
+            | EventKind::EventsSummarized { .. } => {}
         }
         e
     }
 }
 
 impl EventKind {
-    /// The process the event is about; `None` for the daemon's own events.
+    /// The process the event is about; `None` for the daemon's own events
+    /// and for a summary of a user's events (written to the journal only).
     pub fn process(&self) -> Option<&ProcessRef> {
         match self {
             EventKind::LimitCrossed { process, .. }
@@ -244,9 +272,10 @@ impl EventKind {
             | EventKind::Action { process, .. }
             | EventKind::Skipped { process, .. }
             | EventKind::Exited { process, .. } => Some(process),
-            EventKind::Started { .. } | EventKind::Stopped | EventKind::ConfigReloaded { .. } => {
-                None
-            }
+            EventKind::Started { .. }
+            | EventKind::Stopped
+            | EventKind::ConfigReloaded { .. }
+            | EventKind::EventsSummarized { .. } => None,
         }
     }
 
@@ -262,6 +291,7 @@ impl EventKind {
             EventKind::Action { .. } => "action",
             EventKind::Skipped { .. } => "skipped",
             EventKind::Exited { .. } => "exited",
+            EventKind::EventsSummarized { .. } => "events-summarized",
         }
     }
 }

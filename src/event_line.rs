@@ -32,7 +32,10 @@
 //! [`printable`], and the finished line once more, so a line is one line
 //! and holds no control character, whatever field it came from.
 
+use std::collections::BTreeMap;
+
 use crate::event::{Event, EventKind, ExitCauseKind, JobEnd, Outcome, ProcessRef};
+use crate::model::Timestamp;
 use crate::report::{format_bytes, printable};
 
 /// The line for `event`, after `time` (the event's time as the reader wants it).
@@ -131,6 +134,22 @@ pub fn render(event: &Event, time: &str) -> String {
             if *dry_run { ", dry run" } else { "" }
         ),
         EventKind::Stopped => "stopped".to_string(),
+        EventKind::EventsSummarized {
+            uid,
+            user,
+            since,
+            written,
+            left_out,
+            causes,
+        } => summary(
+            event.at,
+            *uid,
+            user.as_deref(),
+            *since,
+            *written,
+            left_out,
+            causes,
+        ),
         EventKind::ConfigReloaded { path, error } => match error {
             None => format!("reload  {}: applied", printable(path)),
             Some(error) => format!(
@@ -141,6 +160,42 @@ pub fn render(event: &Event, time: &str) -> String {
         },
     };
     printable(&format!("{time}  {body}")).into_owned()
+}
+
+/// An `events-summarized` event: whose events were left out of the
+/// journal, how many of each, over how long, and how many were written.
+fn summary(
+    at: Timestamp,
+    uid: Option<u32>,
+    user: Option<&str>,
+    since: Timestamp,
+    written: u64,
+    left_out: &BTreeMap<String, u64>,
+    causes: &BTreeMap<String, u64>,
+) -> String {
+    let whose = match (uid, user) {
+        (Some(uid), Some(user)) => format!("uid {uid} ({})", printable(user)),
+        (Some(uid), None) => format!("uid {uid}"),
+        (None, _) => "processes of an unknown owner".to_string(),
+    };
+    let counts = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(name, n)| format!("{n} {}", printable(name)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let total: u64 = left_out.values().fold(0, |a, n| a.saturating_add(*n));
+    let by_cause = if causes.is_empty() {
+        String::new()
+    } else {
+        format!("; post-mortems by cause: {}", counts(causes))
+    };
+    format!(
+        "journal  {whose}: {total} process events left out of the journal in the {:.0} s \
+         before ({}{by_cause}); {written} written in full",
+        at.since(since).as_secs_f64(),
+        counts(left_out)
+    )
 }
 
 /// An `exited` event with a cause as a sentence (see the module
@@ -440,6 +495,27 @@ mod tests {
         assert_eq!(
             process_label(&p),
             "work/train.ipynb (kernel 3f2a…, pid 48113)"
+        );
+    }
+
+    #[test]
+    fn a_summary_says_whose_events_were_left_out_and_how_many() {
+        let e = Event {
+            at: Timestamp(61_000),
+            kind: EventKind::EventsSummarized {
+                uid: Some(999),
+                user: Some("mal\u{1b}lory".into()),
+                since: Timestamp(1_000),
+                written: 100,
+                left_out: [("exited".to_string(), 4900), ("limit-crossed".into(), 3)].into(),
+                causes: [("unknown".to_string(), 4900)].into(),
+            },
+        };
+        assert_eq!(
+            render(&e, "T"),
+            "T  journal  uid 999 (mal\\u{1b}lory): 4903 process events left out of the journal \
+             in the 60 s before (4900 exited, 3 limit-crossed; post-mortems by cause: 4900 \
+             unknown); 100 written in full"
         );
     }
 

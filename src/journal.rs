@@ -1,14 +1,21 @@
 //! The journal: append-only JSON Lines of [`Event`]s that survives `kill -9`
 //! and power loss.
 //!
+//! It is two sets of files ([`layout`]): the record of what headroom did
+//! (actions, the daemon's start, stop and reloads) and the events of
+//! processes (post-mortems, limits crossed), so that no number of
+//! processes' ends can rotate an action out of the journal; each user gets
+//! a share of the process events ([`shares`]). [`Journals`] writes both,
+//! [`read_events`] reads both as one. What follows holds for each set.
+//!
 //! Each event is one line, written with one `write_all` and made durable with
 //! `sync_data` before [`Journal::append`] returns. A crash mid-write leaves a
 //! torn last line (no trailing newline): readers skip it, and the next
 //! [`Journal::open`] cuts it off so the next event starts on a line of its
 //! own. When the file would grow past `max_bytes` it is rotated:
 //! `journal.jsonl` becomes `journal.jsonl.1`, `.1` becomes `.2`, and so on,
-//! keeping `keep` files in all (the current one included). [`read_events`]
-//! reads them oldest first.
+//! keeping `keep` files in all (the current one included).
+//! [`read_file_set`] reads them oldest first.
 //!
 //! Files are created private: directories 0700, the journal 0600 (it names
 //! users and their processes).
@@ -25,6 +32,9 @@
 //! used; rotation renames and removes names without following links, and
 //! opens the new file the same way.
 
+mod layout;
+pub mod shares;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _};
@@ -34,6 +44,8 @@ use crate::config::DaemonConfig;
 use crate::event::Event;
 use crate::model::Timestamp;
 use crate::sys::state_dirs::{StateDirs, state_dirs};
+
+pub use layout::{FileSet, Journals, processes_path, read_events};
 
 /// Size and number of journal files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +232,7 @@ impl Journal {
     /// that is free (vacated by the rename before it) or holds the oldest
     /// file, which is dropped on purpose. A crash between two renames leaves
     /// a gap in the numbers (`.2` and `.4`, no `.3`) but every event still in
-    /// exactly one file, in age order, and [`read_events`] skips gaps. The
+    /// exactly one file, in age order, and [`read_file_set`] skips gaps. The
     /// fsync after each rename makes it durable before the next starts, so a
     /// power loss cannot keep a later rename and lose an earlier one (which
     /// could overwrite a file whose move was lost). A crash after the last
@@ -470,10 +482,11 @@ pub struct CorruptLine {
     pub error: String,
 }
 
-/// What [`read_events`] found.
+/// What [`read_events`] (or [`read_file_set`]) found.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ReadOutcome {
-    /// Events at or after `since`, oldest first.
+    /// Events at or after `since`, oldest first (each file set's in the
+    /// order written).
     pub events: Vec<Event>,
     /// The files read, oldest first. Empty: there is no journal yet.
     pub files: Vec<PathBuf>,
@@ -485,10 +498,11 @@ pub struct ReadOutcome {
     pub first_corrupt: Option<CorruptLine>,
 }
 
-/// Read the journal at `path` and its rotated files, oldest first, keeping
-/// events at or after `since`. Torn last lines are skipped and counted;
-/// corrupt lines are counted and the first reported; neither is an error.
-pub fn read_events(path: &Path, since: Option<Timestamp>) -> Result<ReadOutcome, JournalError> {
+/// Read one file set, the file at `path` and its rotated files, oldest
+/// first, keeping events at or after `since`. Torn last lines are skipped
+/// and counted; corrupt lines are counted and the first reported; neither
+/// is an error. [`read_events`] reads the journal's both sets.
+pub fn read_file_set(path: &Path, since: Option<Timestamp>) -> Result<ReadOutcome, JournalError> {
     let mut out = ReadOutcome::default();
     let mut files: Vec<PathBuf> = rotated_files(path)
         .into_iter()

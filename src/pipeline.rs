@@ -7,8 +7,15 @@
 //! async workers, and a slow disk never delays a signal: the actuator does
 //! not wait for the journal.
 //!
+//! The journal thread writes each event to its file set ([`Journals`]),
+//! a user's process events within that user's share ([`Shares`]): the
+//! events past it are counted, and the summary written when the user's
+//! window ends (the thread wakes for it) or before the daemon's `stopped`.
+//! Every event, written or counted, goes on to the daemon loop: the
+//! metrics count them all.
+//!
 //! A journal that cannot be opened (a root daemon refuses one a user could
-//! change, see [`Journal::open_checked`]) never stops the daemon: the
+//! change, see [`Journals::open_checked`]) never stops the daemon: the
 //! refusal is logged as an error, events are kept in memory only (they still
 //! reach the shared state), every event not written is counted, and the
 //! journal is tried again every [`JOURNAL_RETRY`], so a fixed one is taken
@@ -25,7 +32,8 @@ use tracing::{error, info, warn};
 
 use crate::act::{Actuator, ActuatorOptions};
 use crate::event::{Event, EventKind};
-use crate::journal::{Journal, JournalOptions};
+use crate::journal::shares::Shares;
+use crate::journal::{JournalOptions, Journals};
 use crate::model::Timestamp;
 use crate::policy::Decision;
 use crate::report::rate_limit::RateLimit;
@@ -80,10 +88,10 @@ struct Opener {
 }
 
 impl Opener {
-    fn open(&self, health: &JournalHealth) -> Option<Journal> {
+    fn open(&self, health: &JournalHealth) -> Option<Journals> {
         let opened = match self.trusted_uid {
-            Some(uid) => Journal::open_checked(&self.path, self.opts, uid),
-            None => Journal::open(&self.path, self.opts),
+            Some(uid) => Journals::open_checked(&self.path, self.opts, uid),
+            None => Journals::open(&self.path, self.opts),
         };
         match opened {
             Ok(j) => {
@@ -112,7 +120,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Start the actuator and journal threads. The journal is opened
-    /// checked when headroom runs as root ([`Journal::open_checked`]); one
+    /// checked when headroom runs as root ([`Journals::open_checked`]); one
     /// that cannot be opened is logged, and events are then kept in memory
     /// only until a later try succeeds.
     pub fn start(journal_path: PathBuf, journal_opts: JournalOptions) -> Self {
@@ -121,7 +129,7 @@ impl Pipeline {
     }
 
     /// [`Pipeline::start`] with the journal's check chosen by the caller:
-    /// `trusted_uid` `Some(uid)` opens it with [`Journal::open_checked`].
+    /// `trusted_uid` `Some(uid)` opens it with [`Journals::open_checked`].
     pub fn start_with(
         journal_path: PathBuf,
         journal_opts: JournalOptions,
@@ -236,15 +244,35 @@ impl Pipeline {
 
 fn journal_thread(
     opener: Opener,
-    mut journal: Option<Journal>,
+    mut journal: Option<Journals>,
     events: mpsc::Receiver<Event>,
     journaled: UnboundedSender<Event>,
     health: &JournalHealth,
 ) {
-    let mut failures = 0u64;
-    let mut failure_log = RateLimit::default();
+    let mut writer = Writer {
+        failures: 0,
+        failure_log: RateLimit::default(),
+        health,
+    };
+    let mut shares = Shares::default();
     let mut last_try = Instant::now();
-    for event in events {
+    loop {
+        for summary in shares.due(Timestamp::now()) {
+            writer.write(&mut journal, &summary);
+        }
+        let next = shares.next_due();
+        let received = match next {
+            Some(due) => events.recv_timeout(due.since(Timestamp::now())),
+            None => events
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        let event = match received {
+            Ok(event) => event,
+            // A summary is due.
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         if journal.is_none() && last_try.elapsed() >= opener.retry {
             last_try = Instant::now();
             let before = health.problem();
@@ -261,13 +289,42 @@ fn journal_thread(
                 (None, _) => {}
             }
         }
+        if matches!(event.kind, EventKind::Stopped) {
+            // The counts of the windows still open go before the stop.
+            for summary in shares.drain(event.at) {
+                writer.write(&mut journal, &summary);
+            }
+        }
+        // Shares follow the events' own times, so that a summary's span
+        // holds the events it counts.
+        if shares.admit(&event, event.at) {
+            writer.write(&mut journal, &event);
+        }
+        // The daemon loop may have stopped first at shutdown: nothing to do.
+        let _ = journaled.send(event);
+    }
+    for summary in shares.drain(Timestamp::now()) {
+        writer.write(&mut journal, &summary);
+    }
+}
+
+/// Writes events to the journal, counting and logging (rate-limited) the
+/// ones that could not be written.
+struct Writer<'a> {
+    failures: u64,
+    failure_log: RateLimit,
+    health: &'a JournalHealth,
+}
+
+impl Writer<'_> {
+    fn write(&mut self, journal: &mut Option<Journals>, event: &Event) {
         let written = match journal.as_mut() {
-            Some(j) => match j.append(&event) {
+            Some(j) => match j.append(event) {
                 Ok(()) => true,
                 Err(e) => {
-                    failures += 1;
-                    if failure_log.due(Instant::now()).is_some() {
-                        warn!("journal write failed ({failures} so far): {e}");
+                    self.failures += 1;
+                    if self.failure_log.due(Instant::now()).is_some() {
+                        warn!("journal write failed ({} so far): {e}", self.failures);
                     }
                     false
                 }
@@ -275,10 +332,8 @@ fn journal_thread(
             None => false,
         };
         if !written {
-            health.unwritten.fetch_add(1, Ordering::Relaxed);
+            self.health.unwritten.fetch_add(1, Ordering::Relaxed);
         }
-        // The daemon loop may have stopped first at shutdown: nothing to do.
-        let _ = journaled.send(event);
     }
 }
 
@@ -290,6 +345,86 @@ mod tests {
 
     fn stopped() -> EventKind {
         EventKind::Stopped
+    }
+
+    fn ended(uid: u32, pid: u32) -> EventKind {
+        EventKind::Exited {
+            process: crate::event::ProcessRef {
+                pid,
+                start: 1,
+                name: "python3".into(),
+                user: Some("mallory".into()),
+                uid: Some(uid),
+                workload: crate::model::WorkloadKind::Jupyter,
+                footprint: 10,
+                kernel_id: None,
+                notebook: None,
+            },
+            last_action: None,
+            peak_footprint: 10,
+            last_growth_bytes_per_second: None,
+            headroom_action: None,
+            cause: None,
+            job: None,
+            worker_of: None,
+        }
+    }
+
+    #[test]
+    fn a_users_flood_of_post_mortems_leaves_the_record_whole_and_is_summarised() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let opts = JournalOptions {
+            max_bytes: 64 * 1024,
+            keep: 2,
+        };
+        let mut p = Pipeline::start_inner(path.clone(), opts, None, JOURNAL_RETRY);
+        let t0 = Timestamp::now();
+        let at = |ms: u64| t0.plus(Duration::from_millis(ms));
+        p.record_at(
+            at(0),
+            EventKind::Started {
+                version: "1".into(),
+                config: None,
+                dry_run: false,
+            },
+        );
+        for pid in 0..5000 {
+            p.record_at(at(1 + u64::from(pid) / 100), ended(999, pid));
+        }
+        p.record_at(at(50), ended(1000, 1));
+        p.record_at(at(100), stopped());
+        let mut handed_back = 0;
+        while handed_back < 5003 {
+            assert!(p.journaled.blocking_recv().is_some());
+            handed_back += 1;
+        }
+        p.shut_down();
+        let read = crate::journal::read_events(&path, None).unwrap();
+        let names: Vec<&str> = read.events.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(names.first(), Some(&"started"));
+        assert_eq!(names.last(), Some(&"stopped"));
+        let full = |uid| {
+            read.events
+                .iter()
+                .filter(|e| matches!(&e.kind, EventKind::Exited { process, .. } if process.uid == Some(uid)))
+                .count()
+        };
+        assert_eq!(full(999), 100);
+        assert_eq!(full(1000), 1);
+        let summaries: Vec<_> = read
+            .events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::EventsSummarized { uid, left_out, .. } => Some((*uid, left_out.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(summaries.len(), 1);
+        assert_eq!(summaries[0].0, Some(999));
+        assert_eq!(summaries[0].1.get("exited"), Some(&4900));
+        // The summary is written before the stop.
+        assert_eq!(names[names.len() - 2], "events-summarized");
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! listed under its root, with the job's total, and each footprint with its
 //! counting basis where that is not the OS's usual one, and memory no
 //! process owns below it (`report/unowned.rs`). [`rate_limit`]
-//! keeps a recurring condition from flooding the log.
+//! keeps a recurring condition from flooding the log, [`source_limit`] one
+//! user's processes.
 
 pub mod rate_limit;
+pub mod source_limit;
 mod unowned;
 
 use std::collections::HashMap;

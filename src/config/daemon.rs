@@ -31,10 +31,12 @@ pub struct DaemonConfig {
     /// Event journal file. `None`: the daemon picks the platform default. Absolute.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "path_lossy")]
     pub journal: Option<PathBuf>,
-    /// Rotate the journal when it would grow past this size. Default 16MiB; at least
+    /// Rotate a journal file (of either set: the record, the process events)
+    /// when it would grow past this size. Default 16MiB; at least
     /// 64KiB.
     pub journal_max_size: ByteSize,
-    /// Journal files kept, the current one included. Default 5; 1..=100.
+    /// Journal files kept of each set, the current one included. Default 5;
+    /// 1..=100.
     pub journal_files: usize,
     /// Log actions instead of carrying them out. Default false.
     pub dry_run: bool,

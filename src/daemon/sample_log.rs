@@ -1,16 +1,21 @@
-//! What the daemon loop says in its log about each sample and each policy
-//! event: changes rather than states (the first sample, a pressure level
-//! that moved, an ML process seen for the first time, sampling that failed
-//! or works again), with failures throttled.
+//! What the daemon loop says in its log about each sample, each policy
+//! event and each post-mortem: changes rather than states (the first
+//! sample, a pressure level that moved, an ML process seen for the first
+//! time, sampling that failed or works again), with failures throttled and
+//! the lines about each user's processes bounded ([`SourceLimit`]: a user
+//! who starts a thousand processes a second gets a bounded number of lines
+//! and a count of the rest).
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use tracing::{debug, error, info, warn};
 
 use crate::daemon::cadence::Depth;
-use crate::event::EventKind;
+use crate::event::{EventKind, ProcessRef};
 use crate::model::{PressureLevel, ProcessId, Snapshot};
 use crate::report::rate_limit::RateLimit;
+use crate::report::source_limit::{Notice, SourceLimit};
 use crate::report::{format_bytes, printable};
 use crate::sample::SampleError;
 
@@ -22,6 +27,8 @@ pub struct Tracker {
     failure_log: RateLimit,
     level: Option<PressureLevel>,
     ml: HashSet<ProcessId>,
+    /// The lines about each user's processes.
+    sources: SourceLimit,
 }
 
 impl Tracker {
@@ -88,9 +95,10 @@ impl Tracker {
         self.level = Some(level);
 
         let mut seen = HashSet::new();
+        let now = Instant::now();
         for p in snap.processes.iter().filter(|p| p.workload.is_ml()) {
             seen.insert(p.id);
-            if !self.ml.contains(&p.id) {
+            if !self.ml.contains(&p.id) && self.sources.admit(p.uid, p.user.as_deref(), now) {
                 info!(
                     pid = p.id.pid,
                     workload = p.workload.kind.as_str(),
@@ -120,8 +128,57 @@ impl Tracker {
     }
 }
 
+impl Tracker {
+    /// A policy event in the log, within its process owner's lines.
+    pub fn policy_event(&mut self, kind: &EventKind) {
+        let process = match kind {
+            EventKind::LimitCrossed { process, .. }
+            | EventKind::LimitHeldNotActing { process, .. }
+            | EventKind::LimitCleared { process, .. } => process,
+            _ => return,
+        };
+        if self.admits(process) {
+            log_policy_event(kind);
+        }
+    }
+
+    /// A post-mortem's sentence in the log, within its process owner's lines.
+    pub fn postmortem(&mut self, process: &ProcessRef, sentence: &str) {
+        if self.admits(process) {
+            info!(pid = process.pid, "{sentence}");
+        }
+    }
+
+    fn admits(&mut self, process: &ProcessRef) -> bool {
+        self.sources
+            .admit(process.uid, process.user.as_deref(), Instant::now())
+    }
+
+    /// Log the notices of users whose lines are left out, and the counts of
+    /// their windows that ended.
+    pub fn notices(&mut self) {
+        for notice in self.sources.notices(Instant::now()) {
+            log_notice(&notice);
+        }
+    }
+
+    /// At a stop: log the counts of every window with lines left out.
+    pub fn drain(&mut self) {
+        for notice in self.sources.drain(Instant::now()) {
+            log_notice(&notice);
+        }
+    }
+}
+
+fn log_notice(notice: &Notice) {
+    match notice {
+        Notice::Suppressing { uid, .. } => warn!(uid = *uid, "{notice}"),
+        Notice::Suppressed { uid, .. } => info!(uid = *uid, "{notice}"),
+    }
+}
+
 /// Policy events in the log: crossings at warn, the rest at info.
-pub fn log_policy_event(kind: &EventKind) {
+fn log_policy_event(kind: &EventKind) {
     match kind {
         EventKind::LimitCrossed {
             rule,

@@ -1810,6 +1810,65 @@ fn reaction_within_bounds(f: &mut Findings, base: Reaction, r: Reaction) {
             "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
              {REACTION_FACTOR}× the baseline's {:.0} ms + {REACTION_SLACK_MS} ms = {bound_ms:.0} ms",
             r.ms_after_crossing, base.ms_after_crossing
+
+// A flood of short-lived kernel-like processes against the journal and the log
+// ---------------------------------------------------------------------------
+//
+// The attacker starts hundreds of processes a second that the daemon takes
+// for Jupyter kernels (`tail -f …/kernel-<id>.json`, renamed), each living a
+// couple of seconds: every one is watched, and its end is a post-mortem.
+// With one journal for everything, the post-mortems rotated `started` and
+// every signal out of all the journal's files, and every kernel cost two
+// log lines. The journal here is the smallest the config allows (5 files of
+// 64 KiB), so that the flood fills it in seconds instead of minutes.
+
+/// Processes the flood starts a second, and how long each lives (long
+/// enough for a sample to see it).
+const FLOOD_RATE: &str = "300";
+const FLOOD_LIFE: &str = "2";
+/// How long the flood runs.
+const FLOOD_FOR: Duration = Duration::from_secs(25);
+/// The most log lines that may name the flood's processes: the daemon
+/// bounds what it logs about one user's processes (30 lines a minute),
+/// far below the two lines per process the flood asks for.
+const FLOOD_LOG_LINES: usize = 100;
+/// The most post-mortems of the attacker's that may be written in full:
+/// each user's share of the journal is 100 process events a minute.
+const FLOOD_FULL_POSTMORTEMS: usize = 250;
+
+/// The journal's events as `headroom events --journal PATH --json` prints them.
+fn journal_events(f: &mut Findings, journal: &Path) -> Vec<serde_json::Value> {
+    let out = Command::new(HEADROOM)
+        .args(["events", "--json", "--journal"])
+        .arg(journal)
+        .output()
+        .expect("headroom events");
+    f.check(out.status.success(), || {
+        format!(
+            "`headroom events --journal {}` failed: {}",
+            journal.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Stop the daemon as its service manager would (SIGTERM) and wait for it.
+fn stop_daemon(f: &mut Findings, d: &mut RootDaemon) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &d.pid.to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while d.running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f.check(!d.running(), || {
+        format!(
+            "the daemon did not stop within 30 s of SIGTERM; its last log lines:\n{}",
+            d.log_tail(15)
         )
     });
 }
@@ -2145,6 +2204,77 @@ fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its
             hog_rule(&link, None),
             toml_str(&ra),
             toml_str(&rv)
+
+/// Every file of the journal's directory is root's and private (0600): a
+/// user reads no one's post-mortems there.
+fn journal_files_private(f: &mut Findings, dir: &Path) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        f.fail(format!(
+            "cannot list the journal's directory {}",
+            dir.display()
+        ));
+        return;
+    };
+    let mut names = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.contains("jsonl") {
+            continue;
+        }
+        if let Ok(meta) = entry.metadata() {
+            f.check(meta.uid() == 0 && meta.mode() & 0o077 == 0, || {
+                format!(
+                    "journal file {name} is owned by uid {} with mode {:04o}: other users \
+                     may read it",
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                )
+            });
+        }
+        names.push(name);
+    }
+    names.sort();
+    f.note(format!("journal files: {}", names.join(" ")));
+}
+
+#[test]
+fn a_flood_of_short_lived_kernels_leaves_the_journal_every_action_and_the_log_bounded() {
+    let session = begin("short-lived kernel flood against the journal and the log");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    ensure_user(REGULAR_ATTACKER, false);
+    let state = dir.path().join("state");
+    let journal = state.join("journal.jsonl");
+    // Connection files the kernel-like processes are given, and the
+    // program they run, renamed so that the log says which lines are theirs.
+    let flood = stage.path("flood");
+    std::fs::create_dir(&flood).expect("mkdir flood");
+    chmod(&flood, 0o755);
+    for i in 0..16 {
+        let file = flood.join(format!("kernel-flood{i:02}.json"));
+        std::fs::write(&file, "{}\n").expect("write a connection file");
+        chmod(&file, 0o644);
+    }
+    let program = flood.join("flood-kernel");
+    std::os::unix::fs::symlink("/usr/bin/tail", &program).expect("link tail");
+    // The victim's notebook kernel, ended during the flood.
+    let victim_dir = stage.path("victim");
+    std::fs::create_dir(&victim_dir).expect("mkdir victim");
+    chmod(&victim_dir, 0o755);
+    let victim_file = victim_dir.join("kernel-victim01.json");
+    std::fs::write(&victim_file, "{}\n").expect("write the victim's connection file");
+    chmod(&victim_file, 0o644);
+    let victim_program = victim_dir.join("victim-kernel");
+    std::os::unix::fs::symlink("/usr/bin/tail", &victim_program).expect("link tail");
+
+    let link = stage.hog_link("hogs", "hog-flood");
+    let text = config_with_journal(
+        &journal,
+        &format!(
+            "journal_max_size = \"64KiB\"\njournal_files = 5\n\n{}",
+            hog_rule(&link, None)
         ),
     );
     if let Some(mut d) = start(&mut f, dir.path(), &text)
@@ -3072,6 +3202,148 @@ fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
             journal_keeps_actions(&mut f, dir.path(), &[hog_pid]);
             drop((victim, kernel, own));
         }
+
+        let mut victim = Proc::spawn({
+            let mut c = as_user(REGULAR_ATTACKER, &victim_program);
+            c.arg("-f").arg(&victim_file);
+            c
+        });
+        let victim_pid = victim.pid();
+        let program = program.display().to_string();
+        let files = flood.display().to_string();
+        let flood_started = Instant::now();
+        let mut attacker = Proc::spawn(attacker_python(
+            &stage,
+            &["churn", &program, &files, FLOOD_RATE, FLOOD_LIFE],
+        ));
+        attacker.expect_line("status spawned=", Duration::from_secs(30));
+        std::thread::sleep(Duration::from_secs(8));
+        let attacked = attacked_reaction(&mut f, &mut d, &link, &base);
+        // The victim closes the notebook in the middle of the flood.
+        f.check(alive(victim_pid), || {
+            format!("the victim's kernel (pid {victim_pid}) was ended during the flood")
+        });
+        victim.kill();
+        let left = FLOOD_FOR.saturating_sub(flood_started.elapsed());
+        std::thread::sleep(left);
+        healthz_during(&mut f, &d);
+        let spawned = attacker.last("status spawned=");
+        f.note(format!(
+            "attacker: {}",
+            spawned.as_deref().unwrap_or("no status")
+        ));
+        attacker.kill();
+        // The last ones' post-mortems.
+        std::thread::sleep(Duration::from_secs(4));
+        let hwm = memory_bounded(&mut f, &d, base.hwm);
+        report_figures(&f, &base, hwm, attacked);
+        stop_daemon(&mut f, &mut d);
+
+        // The log: a bounded number of lines about the flood's processes,
+        // and a line that says how many more there were.
+        let log = d.log_text();
+        let flood_lines = log.lines().filter(|l| l.contains("flood-kernel")).count();
+        f.note(format!(
+            "log: {} lines in all, {flood_lines} naming the flood's processes",
+            log.lines().count()
+        ));
+        f.check(flood_lines <= FLOOD_LOG_LINES, || {
+            format!(
+                "the daemon logged {flood_lines} lines about {ATTACKER}'s short-lived processes \
+                 (at most {FLOOD_LOG_LINES} expected): one user's processes make the log grow \
+                 without bound"
+            )
+        });
+        // The count comes when the source's minute ends, or at the stop.
+        let source = format!("the processes of uid {}", uid_of(ATTACKER));
+        let counted = log
+            .lines()
+            .find(|l| l.contains("more lines about") && l.contains(&source));
+        f.check(counted.is_some(), || {
+            format!("no log line says how many lines about {source} were suppressed")
+        });
+        if let Some(line) = counted {
+            f.note(format!("log: {line}"));
+        }
+
+        // The journal: the daemon's start and stop, every signal, the
+        // victim's post-mortem; the attacker's flood summarised.
+        let events = journal_events(&mut f, &journal);
+        let named = |name: &str| {
+            events
+                .iter()
+                .filter(|e| e["event"] == name)
+                .collect::<Vec<_>>()
+        };
+        f.note(format!(
+            "journal: {} events, {} post-mortems",
+            events.len(),
+            named("exited").len()
+        ));
+        f.check(named("started").len() == 1, || {
+            format!(
+                "the journal holds {} `started` events (1 expected): the flood of post-mortems \
+                 rotated the daemon's start out of every journal file",
+                named("started").len()
+            )
+        });
+        f.check(named("stopped").len() == 1, || {
+            format!(
+                "the journal holds {} `stopped` events (1 expected)",
+                named("stopped").len()
+            )
+        });
+        let actions = named("action");
+        let sigterms = actions
+            .iter()
+            .filter(|e| e["action"] == "SIGTERM" && e["rule"] == "hog-limit")
+            .count();
+        f.check(sigterms == 2, || {
+            format!(
+                "the journal holds {sigterms} of the 2 SIGTERMs sent to the hogs (the first \
+                 before the flood, the second during it): the flood pushed actions out"
+            )
+        });
+        for a in &actions {
+            f.check(a["process"]["name"] == "hog-flood", || {
+                format!("the daemon acted on a process that is not the hog: {a}")
+            });
+        }
+        let victim_end = named("exited")
+            .into_iter()
+            .any(|e| e["process"]["pid"] == victim_pid);
+        f.check(victim_end, || {
+            format!(
+                "the journal has no post-mortem of the victim's kernel (pid {victim_pid}, \
+                 {REGULAR_ATTACKER}), which ended during {ATTACKER}'s flood"
+            )
+        });
+        let attacker_uid = uid_of(ATTACKER);
+        let full = named("exited")
+            .into_iter()
+            .filter(|e| e["process"]["uid"] == attacker_uid)
+            .count();
+        let summaries = named("events-summarized");
+        let summarized: u64 = summaries
+            .iter()
+            .filter(|e| e["uid"] == attacker_uid)
+            .filter_map(|e| e["left_out"]["exited"].as_u64())
+            .sum();
+        f.note(format!(
+            "journal: {full} of {ATTACKER}'s post-mortems written in full, {summarized} counted \
+             in {} summaries",
+            summaries.len()
+        ));
+        f.check(full <= FLOOD_FULL_POSTMORTEMS, || {
+            format!(
+                "{full} of {ATTACKER}'s post-mortems were written in full (at most \
+                 {FLOOD_FULL_POSTMORTEMS} expected): one user has the journal to itself"
+            )
+        });
+        f.check(summarized > 0, || {
+            format!("no `events-summarized` event counts {ATTACKER}'s post-mortems left out")
+        });
+        journal_files_private(&mut f, &state);
     }
     f.finish();
 }

@@ -300,11 +300,7 @@ fn start_daemon(dir: &Path, jupyter: &Jupyter, rules: &str) -> Daemon {
 }
 
 fn journal(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("journal.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    support::journal::events(&dir.join("journal.jsonl"))
 }
 
 /// The daemon's row for `pid`, once it names the notebook.

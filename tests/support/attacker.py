@@ -30,10 +30,17 @@ process group).
                                 DIR that accept and never answer: `ports …`,
                                 then `accepted I` for each connection
 
+    churn PROGRAM DIR RATE LIFE start `PROGRAM -f FILE` (FILE each Jupyter
+                                connection file DIR holds in turn) RATE times
+                                a second, each killed LIFE seconds later:
+                                short-lived kernel-like processes;
+                                `status spawned=S live=L` every second
+
 Status lines while holding connections: `status open=O cut=C`, where cut
 counts connections the daemon closed or reset.
 """
 
+import collections
 import errno
 import os
 import resource
@@ -414,6 +421,50 @@ def jupyter_slow(directory, n):
             held.append(conn)
             say(f"accepted {key.data}")
 
+def churn(program, directory, rate, life):
+    files = sorted(
+        os.path.join(directory, f)
+        for f in os.listdir(directory)
+        if f.startswith("kernel-") and f.endswith(".json")
+    )
+    name = os.path.basename(program)
+    live = collections.deque()
+    spawned = 0
+    started = time.monotonic()
+    last_status = started
+    while True:
+        now = time.monotonic()
+        # Behind schedule (a busy machine): at most a tenth of a second's
+        # worth at once, the rest given up.
+        due = int((now - started) * rate)
+        spawned = max(spawned, due - max(1, rate // 10))
+        while spawned < due:
+            path = files[spawned % len(files)]
+            try:
+                pid = os.posix_spawn(program, [name, "-f", path], {})
+            except OSError as e:
+                say(f"failed {e}")
+                break
+            live.append((now + life, pid))
+            spawned += 1
+        while live and live[0][0] <= now:
+            _, pid = live.popleft()
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        if now - last_status >= 1:
+            last_status = now
+            say(f"status spawned={spawned} live={len(live)}")
+        time.sleep(0.002)
+
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
@@ -439,6 +490,8 @@ def main():
         jupyter_server(args[0], args[1], args[2])
     elif cmd == "jupyter-slow":
         jupyter_slow(args[0], int(args[1]))
+    elif cmd == "churn":
+        churn(args[0], args[1], int(args[2]), float(args[3]))
     else:
         sys.exit(f"unknown attack {cmd!r}; see the docstring")
 

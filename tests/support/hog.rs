@@ -365,12 +365,10 @@ impl Sandbox {
         std::fs::write(path, text).expect("write config");
     }
 
-    /// The journal's events as JSON values.
+    /// The journal's events as JSON values, both file sets merged by time
+    /// as `headroom events` reads them.
     pub fn journal(&self) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(self.path("journal.jsonl")).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        super::journal::events(&self.path("journal.jsonl"))
     }
 }
 

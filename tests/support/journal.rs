@@ -1,6 +1,8 @@
 //! A journal as a user would prepare it for a root daemon, shared by both
 //! tiers' journal tests: a directory everyone can write holding a file of
-//! forged lines everyone can write, and what a refusal of it says.
+//! forged lines everyone can write, and what a refusal of it says; and a
+//! daemon's journal read back, both file sets, for the tests that look for
+//! its events.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -12,6 +14,18 @@ use super::chmod;
 /// Lines a user would forge, ending in a torn line that an accepted
 /// journal's open would cut.
 pub const FORGED: &str = "{\"at\":1,\"event\":\"stopped\"}\n{\"at\":2,\"event\":\"sto";
+
+/// The events of the journal at `path` (the record and the process events,
+/// merged by time, as `headroom events` reads them) as JSON values; none
+/// while there is no journal yet.
+pub fn events(path: &Path) -> Vec<serde_json::Value> {
+    headroom::journal::read_events(path, None)
+        .map(|read| read.events)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .collect()
+}
 
 /// Owner, mode and content of a file.
 pub fn state_of(path: &Path) -> (u32, u32, Vec<u8>) {
