@@ -126,20 +126,11 @@ pub fn parse_record(raw: &str) -> Option<Record<'_>> {
 /// prints an `oom-kill:` line before each kill (Linux 4.19 on: `dump_oom_summary`
 /// in `mm/oom_kill.c`). `None` if the release cannot be read.
 pub fn prints_oom_kill_line(release: &str) -> Option<bool> {
-    let mut parts = release.trim().split(['.', '-', '+', '_']);
-    let major: u32 = parts.next()?.parse().ok()?;
-    let minor: u32 =
-        parts
-            .next()?
-            .bytes()
-            .take_while(u8::is_ascii_digit)
-            .fold(None, |n: Option<u32>, d| {
-                Some(
-                    n.unwrap_or(0)
-                        .saturating_mul(10)
-                        .saturating_add(u32::from(d - b'0')),
-                )
-            })?;
+    let mut parts = release.trim().split('.');
+    let major: u32 = digits(parts.next()?)?;
+    let minor = parts.next()?;
+    let n = minor.bytes().take_while(u8::is_ascii_digit).count();
+    let minor: u32 = digits(&minor[..n])?;
     Some((major, minor) >= (4, 19))
 }
 
