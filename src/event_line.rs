@@ -336,7 +336,7 @@ fn verdict(cause: &crate::event::ExitCause, footprint: u64, peak: u64) -> String
 }
 
 /// `850 ms`, `6.0 s`, `3 min 20 s`, `2 h 5 min`.
-fn ago(ms: u64) -> String {
+pub fn ago(ms: u64) -> String {
     let s = ms / 1000;
     match ms {
         0..1_000 => format!("{ms} ms"),

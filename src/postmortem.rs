@@ -18,15 +18,25 @@
 //!    naming the signal and the library, and saying that memory was not the
 //!    reason, with the footprint at the last sample (unless the record says
 //!    it was: a Metal command buffer that failed for want of GPU memory).
-//! 3. **headroom's own signal**: a signal headroom delivered after the last
-//!    sample that saw the process alive (or a SIGKILL at any time):
-//!    `signal-by-headroom`, naming the rule and step.
+//! 3. **headroom's own signal** (`signal-by-headroom`, naming the rule and
+//!    step): a SIGKILL at any time; any signal headroom delivered after the
+//!    last sample that saw the process alive; the signal its exit status
+//!    names; or a SIGTERM that a later sample saw it survive (it handles
+//!    SIGTERM) and that it ended within [`SHUTDOWN_GRACE`] of: a clean
+//!    shutdown.
 //! 4. **A GPU fault** ([`GpuFault`]: an NVIDIA Xid naming its pid) before
 //!    it ended: `gpu-error`, with what the Xid means.
 //! 5. **Its exit status**, where the OS kept one for the daemon to read (a
 //!    zombie's `/proc/[pid]/stat` on Linux): an exit code is `exited`; a
 //!    signal nobody owns up to stays `unknown`, with the signal named.
-//! 6. Otherwise `unknown`, with what was looked at and found silent.
+//! 6. Otherwise `unknown`, with what was looked at and found silent, and
+//!    headroom's last signal if it sent one (which the process outlived).
+//!
+//! An exit status that was read overrules a record it belies: the OOM
+//! killer and jetsam end a process with SIGKILL and a crash with its own
+//! signal, so a process that died of SIGTERM or exited with a code was not
+//! ended by them, whatever a record says; nor by a signal of headroom's
+//! other than the one that ended it.
 //!
 //! A process gone without a record is judged one sample later, not at once
 //! (and no sooner than the OS's record lag, [`Observed::record_lag`]: a
@@ -66,6 +76,10 @@ const MAX_KILLS: usize = 256;
 /// How long a post-mortem waits for the outcome of a signal headroom was
 /// sending when the process vanished.
 pub const OUTCOME_WAIT: Duration = Duration::from_secs(5);
+/// How long a process that handles SIGTERM is given to shut down: ending
+/// within this of headroom's SIGTERM, it ended of it (Kubernetes gives a
+/// pod's containers as long by default, `terminationGracePeriodSeconds`).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// What is remembered of a watched process.
 #[derive(Debug, Clone)]
@@ -405,19 +419,97 @@ impl PostMortems {
         self.awaiting.remove(id);
     }
 
+    /// The signal headroom delivered that ended the process, if one did,
+    /// and when, in words:
+    /// - a SIGKILL, at any time (it cannot be caught);
+    /// - any signal delivered after the last sample that saw it alive;
+    /// - the signal its exit status names, when headroom delivered that
+    ///   one;
+    /// - a SIGTERM it handled (a later sample saw it alive) and ended within
+    ///   [`SHUTDOWN_GRACE`] of: a clean shutdown.
+    ///
+    /// Never one its exit status belies (another signal ended it).
+    fn signal_that_ended(&self, p: &Pending, t: &Tracked) -> Option<(&ActionTaken, String)> {
+        let status = p.status.as_ref().map(|e| &e.status);
+        if let Some(s) = self.sigkill.get(&p.id)
+            && ended_by(status, Some("SIGKILL"))
+        {
+            return Some((s, "which cannot be caught".to_string()));
+        }
+        let s = self
+            .last_signal
+            .get(&p.id)
+            .filter(|s| s.at >= t.first_seen)?;
+        let before = crate::event_line::ago(
+            u64::try_from(p.ended_at.since(s.at).as_millis()).unwrap_or(u64::MAX),
+        );
+        let named = matches!(status, Some(crate::sample::ExitStatus::Signal { name, .. }) if *name == s.action);
+        if named {
+            return Some((
+                s,
+                format!(
+                    "{before} before it was found ended, and its exit status names that signal"
+                ),
+            ));
+        }
+        // Another signal ended it (an exit code does not belie a signal the
+        // process handled: it exited because of it).
+        if matches!(status, Some(crate::sample::ExitStatus::Signal { .. })) {
+            return None;
+        }
+        if s.at >= t.last_alive {
+            return Some((s, "after the last sample that saw it alive".to_string()));
+        }
+        let shut_down = s.action == crate::model::SignalName::Term.as_str()
+            && p.ended_at.since(s.at) <= SHUTDOWN_GRACE;
+        shut_down.then(|| {
+            (
+                s,
+                format!(
+                    "{before} before it was found ended: a later sample saw it alive, so it handled the signal, and it ended within the {} a process is given to shut down after SIGTERM",
+                    crate::event_line::ago(
+                        u64::try_from(SHUTDOWN_GRACE.as_millis()).unwrap_or(u64::MAX)
+                    )
+                ),
+            )
+        })
+    }
+
+    /// What headroom sent a process whose end no signal of its explains, in
+    /// words: `headroom sent it no signal`, or its last signal and that the
+    /// process lived on after it.
+    fn signals_sent(&self, p: &Pending, t: &Tracked) -> String {
+        match self.last_signal.get(&p.id).filter(|s| s.at >= t.first_seen) {
+            None => "headroom sent it no signal".to_string(),
+            Some(s) => format!(
+                "headroom's last signal to it, {} (rule \"{}\", step {}) {} before it was found ended, did not end it: it lived on after it",
+                s.action,
+                s.rule,
+                s.step + 1,
+                crate::event_line::ago(
+                    u64::try_from(p.ended_at.since(s.at).as_millis()).unwrap_or(u64::MAX)
+                ),
+            ),
+        }
+    }
+
     fn cause_of(&self, p: &Pending, t: &Tracked, silence: &str) -> ExitCause {
         let pid = t.process.pid;
         let uid_fits = |uid: Option<u32>| match (uid, t.process.uid) {
             (Some(a), Some(b)) => a == b,
             _ => true,
         };
+        let status = p.status.as_ref().map(|e| &e.status);
+        // The OOM killer and jetsam end their victims with SIGKILL: an exit
+        // status that says otherwise belies the record.
         let kill = self.kills.iter().rev().find(|k| {
             k.pid == pid
                 && same_command(&k.name, &t.process.name)
                 && k.read_at >= t.first_seen
                 && uid_fits(k.uid)
+                && ended_by(status, Some("SIGKILL"))
         });
-        let status = p
+        let status_words = p
             .status
             .as_ref()
             .map(|e| format!("; its exit status, read from {}: {}", e.source, e.status))
@@ -434,7 +526,7 @@ impl PostMortems {
             return ExitCause {
                 kind,
                 how: format!(
-                    "{} recorded {killer} killing pid {} ({}){resident}: {}{status}",
+                    "{} recorded {killer} killing pid {} ({}){resident}: {}{status_words}",
                     k.source, k.pid, k.name, k.scope
                 ),
                 detail: Some(k.message.clone()),
@@ -465,6 +557,7 @@ impl PostMortems {
                     && (c.thread.is_some() || same_command(&c.name, &t.process.name))
                     && c.read_at >= t.first_seen
                     && uid_fits(c.uid)
+                    && ended_by(status, c.signal.as_deref())
             })
             .max_by_key(|c| (c.library.is_some(), c.read_at));
         if let Some(c) = crash {
@@ -495,7 +588,7 @@ impl PostMortems {
             return ExitCause {
                 kind: ExitCauseKind::Crashed,
                 how: format!(
-                    "{} recorded a crash of pid {} ({}){thread}: {}{library}{signal}{notes}{memory}{earlier}{status}",
+                    "{} recorded a crash of pid {} ({}){thread}: {}{library}{signal}{notes}{memory}{earlier}{status_words}",
                     witness(&c.source),
                     c.pid,
                     t.process.name,
@@ -507,20 +600,11 @@ impl PostMortems {
                 not_memory: c.memory.is_none(),
             };
         }
-        let signal = self
-            .sigkill
-            .get(&p.id)
-            .or_else(|| self.last_signal.get(&p.id).filter(|s| s.at >= t.last_alive));
-        if let Some(s) = signal {
-            let when = if s.action == "SIGKILL" {
-                "which cannot be caught".to_string()
-            } else {
-                "after the last sample that saw it alive".to_string()
-            };
+        if let Some((s, when)) = self.signal_that_ended(p, t) {
             return ExitCause {
                 kind: ExitCauseKind::SignalByHeadroom,
                 how: format!(
-                    "headroom's journal: it delivered {} (rule \"{}\", step {}) {when}{status}",
+                    "headroom's journal: it delivered {} (rule \"{}\", step {}) {when}{status_words}",
                     s.action,
                     s.rule,
                     s.step + 1
@@ -531,7 +615,7 @@ impl PostMortems {
         if let Some(g) = gpu {
             return ExitCause {
                 kind: ExitCauseKind::GpuError,
-                how: format!("{}, and it ended after{status}", gpu_words(g)),
+                how: format!("{}, and it ended after{status_words}", gpu_words(g)),
                 detail: Some(g.message.clone()),
                 not_memory: true,
                 ..ExitCause::default()
@@ -549,15 +633,18 @@ impl PostMortems {
             Some(e) => ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: format!(
-                    "its exit status, read from {} before its parent collected it: {}, but nothing says who sent the signal: {silence}, and headroom sent it none",
-                    e.source, e.status
+                    "its exit status, read from {} before its parent collected it: {}, but nothing says who sent the signal: {silence}, and {}",
+                    e.source,
+                    e.status,
+                    self.signals_sent(p, t)
                 ),
                 ..ExitCause::default()
             },
             None => ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: format!(
-                    "{silence}, headroom sent it no signal, and it was gone before its exit status could be read (only its parent learns that)"
+                    "{silence}, {}, and it was gone before its exit status could be read (only its parent learns that)",
+                    self.signals_sent(p, t)
                 ),
                 ..ExitCause::default()
             },
@@ -606,6 +693,17 @@ fn keep_recent<T>(
             .is_some_and(|r| now.since(read_at(r)) > KEEP_KILLS)
     {
         kept.pop_front();
+    }
+}
+
+/// Whether an exit status (if one was read) allows that `signal` ended the
+/// process: no status, or death by that signal (any signal where `signal`
+/// is unknown). An exit code means no signal ended it.
+fn ended_by(status: Option<&crate::sample::ExitStatus>, signal: Option<&str>) -> bool {
+    match status {
+        None => true,
+        Some(crate::sample::ExitStatus::Code(_)) => false,
+        Some(crate::sample::ExitStatus::Signal { name, .. }) => signal.is_none_or(|s| s == name),
     }
 }
 
@@ -838,6 +936,168 @@ mod tests {
         };
         assert_eq!(headroom_action.as_ref().unwrap().at, Timestamp(2010));
         assert_eq!(last_action.as_deref(), Some("SIGINT"));
+    }
+
+    /// headroom's SIGTERM to ada's kernel, decided at `at` and delivered
+    /// 10 ms later.
+    fn sigterm_delivered(run: &mut Run, at: u64) {
+        let (mut d, mut e) = sigint_decision(at + 10);
+        d.action = Action::Signal {
+            signal: crate::model::SignalName::Term,
+            require_handler: false,
+            process_group: false,
+        };
+        if let EventKind::Action { action, .. } = &mut e.kind {
+            *action = "SIGTERM".into();
+        }
+        run.pm.note_decision(&d, Timestamp(at));
+        run.pm.note_event(&e);
+    }
+
+    fn zombie(status: ExitStatus) -> (ProcessSample, Observed) {
+        let mut z = adas_kernel(42, 0);
+        z.resident = 0;
+        let observed = Observed {
+            ended: vec![Ended {
+                id: z.id,
+                status,
+                source: "/proc/42/stat".into(),
+            }],
+            ..Observed::default()
+        };
+        (z, observed)
+    }
+
+    #[test]
+    fn a_sigterm_handled_then_a_clean_shutdown_is_headroom_s() {
+        // The process catches SIGTERM, a sample sees it alive, and it exits
+        // 1.5 s after the signal.
+        let mut run = Run::new();
+        growing(&mut run, 3000);
+        sigterm_delivered(&mut run, 3000);
+        run.feed(
+            snapshot(4000).processes([adas_kernel(42, 2 * GIB)]).build(),
+            Observed::default(),
+        );
+        run.feed(snapshot(4510).build(), Observed::default());
+        let cause = run.cause().clone();
+        assert_eq!(cause.kind, ExitCauseKind::SignalByHeadroom, "{}", cause.how);
+        assert!(
+            cause.how.starts_with("headroom's journal: it delivered SIGTERM (rule \"notebook-runaway\", step 1) 1.5 s before it was found ended: a later sample saw it alive, so it handled the signal"),
+            "{}",
+            cause.how
+        );
+        let line = crate::event_line::postmortem(&run.events[0]).unwrap();
+        assert!(
+            line.contains("died: ended by headroom's SIGTERM (rule \"notebook-runaway\", step 1)"),
+            "{line}"
+        );
+        assert!(!line.contains("no signal"), "{line}");
+    }
+
+    #[test]
+    fn a_sigterm_outlived_beyond_the_grace_is_recalled_not_blamed() {
+        let mut run = Run::new();
+        growing(&mut run, 1000);
+        sigterm_delivered(&mut run, 1000);
+        for t in (2000..=40_000).step_by(1000) {
+            run.feed(
+                snapshot(t).processes([adas_kernel(42, GIB)]).build(),
+                Observed::default(),
+            );
+        }
+        run.feed(snapshot(41_000).build(), Observed::default());
+        run.feed(snapshot(42_000).build(), Observed::default());
+        let cause = run.cause().clone();
+        assert_eq!(cause.kind, ExitCauseKind::Unknown);
+        assert!(
+            cause.how.contains("headroom's last signal to it, SIGTERM (rule \"notebook-runaway\", step 1) 40.0 s before it was found ended, did not end it: it lived on after it"),
+            "{}",
+            cause.how
+        );
+        assert!(!cause.how.contains("no signal"), "{}", cause.how);
+        // Its exit code, read: it exited by itself, long after the signal.
+        let mut run = Run::new();
+        growing(&mut run, 1000);
+        sigterm_delivered(&mut run, 1000);
+        run.feed(
+            snapshot(40_000).processes([adas_kernel(42, GIB)]).build(),
+            Observed::default(),
+        );
+        let (z, observed) = zombie(ExitStatus::Code(0));
+        run.feed(snapshot(41_000).processes([z.clone()]).build(), observed);
+        run.feed(snapshot(42_000).processes([z]).build(), Observed::default());
+        assert_eq!(run.cause().kind, ExitCauseKind::Exited);
+    }
+
+    #[test]
+    fn an_exit_status_naming_headroom_s_signal_is_headroom_s() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let (d, e) = sigint_decision(2010);
+        run.pm.note_decision(&d, Timestamp(2000));
+        run.pm.note_event(&e);
+        for t in [3000, 60_000] {
+            run.feed(
+                snapshot(t).processes([adas_kernel(42, GIB)]).build(),
+                Observed::default(),
+            );
+        }
+        let (z, observed) = zombie(ExitStatus::Signal {
+            name: "SIGINT".into(),
+            core_dumped: false,
+        });
+        run.feed(snapshot(61_000).processes([z]).build(), observed);
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::SignalByHeadroom);
+        assert!(
+            cause.how.contains("and its exit status names that signal"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn an_exit_status_belies_a_kill_or_crash_record_that_does_not_fit_it() {
+        // A record of an OOM kill (which ends a process with SIGKILL) and a
+        // crash of SIGSEGV, but the process died of SIGTERM.
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let (z, mut observed) = zombie(ExitStatus::Signal {
+            name: "SIGTERM".into(),
+            core_dumped: false,
+        });
+        observed.kills = vec![oom_kill(42, 3000)];
+        observed.crashes = vec![segfault(42, 3000, Some("libc.so.6"))];
+        run.feed(snapshot(3000).processes([z.clone()]).build(), observed);
+        run.feed(snapshot(4000).processes([z]).build(), Observed::default());
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Unknown, "{}", cause.how);
+        assert!(
+            cause
+                .how
+                .contains("killed by SIGTERM, but nothing says who sent the signal"),
+            "{}",
+            cause.how
+        );
+        // The same records with the status they imply are believed.
+        for (status, kind) in [
+            ("SIGKILL", ExitCauseKind::OomKiller),
+            ("SIGSEGV", ExitCauseKind::Crashed),
+        ] {
+            let mut run = Run::new();
+            growing(&mut run, 2000);
+            let (z, mut observed) = zombie(ExitStatus::Signal {
+                name: status.into(),
+                core_dumped: false,
+            });
+            if kind == ExitCauseKind::OomKiller {
+                observed.kills = vec![oom_kill(42, 3000)];
+            }
+            observed.crashes = vec![segfault(42, 3000, None)];
+            run.feed(snapshot(3000).processes([z]).build(), observed);
+            assert_eq!(run.cause().kind, kind);
+        }
     }
 
     #[test]

@@ -22,7 +22,12 @@ fuzz_target!(|data: &[u8]| {
     for raw in text.split('\n') {
         let message = kmsg::parse_record(raw).map_or(raw, |r| r.message);
         match kmsg_crash::parse_kernel_line(message) {
-            Some(KernelLine::Fault { comm, library, fault, .. }) => {
+            Some(KernelLine::Fault {
+                comm,
+                library,
+                fault,
+                ..
+            }) => {
                 assert!(comm.len() <= message.len());
                 assert!(fault.len() <= message.len());
                 assert!(library.is_none_or(|l| message.contains(&l)));
@@ -31,9 +36,8 @@ fuzz_target!(|data: &[u8]| {
                 assert!(message.contains(&device));
                 assert!(name.is_none_or(|n| message.contains(&n)));
             }
-            Some(KernelLine::FatalSignal { comm, .. } | KernelLine::DumpHead { comm, .. }) => {
-                assert!(message.contains(&comm));
-            }
+            Some(KernelLine::FatalSignal { head, .. }) => assert!(message.starts_with(&head)),
+            Some(KernelLine::DumpHead { comm, .. }) => assert!(message.contains(&comm)),
             None => {}
         }
         match joiner.feed(message, Path::new("/dev/kmsg"), Timestamp(1)) {

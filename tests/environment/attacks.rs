@@ -1852,6 +1852,35 @@ fn journal_events(f: &mut Findings, journal: &Path) -> Vec<serde_json::Value> {
     });
     String::from_utf8_lossy(&out.stdout)
         .lines()
+
+// Kernel-log records an unprivileged user can provoke (a crash in a file
+// named like the OOM killer's lines), and post-mortems of a process that
+// handles SIGTERM
+// ---------------------------------------------------------------------------
+
+/// The attacker's crashing program: a read of address 0.
+const CRASH_AT_ZERO_C: &str = "int main(void) { return *(volatile int *)0; }\n";
+
+/// `program` run as the account-less uid `uid`, with no supplementary
+/// groups: the victim's side.
+fn as_uid(uid: u32, program: &Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={uid}"),
+        &format!("--regid={uid}"),
+        "--clear-groups",
+        "--",
+    ])
+    .arg(program);
+    c
+}
+
+/// Every event of the journal at `path` (a line that does not parse is left
+/// out: the daemon may be writing it).
+fn journal_events(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
@@ -2881,6 +2910,143 @@ fn another_users_crash_is_told_without_its_kernel_log_line() {
     let session = begin("another user's segfault line through /api/v1/events");
     let mut f = Findings::new(&session);
     ensure_user(REGULAR_ATTACKER, false);
+
+/// The post-mortem (`exited` event) of `pid` in the journal, once written.
+fn postmortem_of(journal: &Path, pid: u32, within: Duration) -> Option<serde_json::Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let found = journal_events(journal)
+            .into_iter()
+            .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid);
+        if found.is_some() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The journal's actions: `(pid, action, outcome)`.
+fn journal_actions(journal: &Path) -> Vec<(u64, String, String)> {
+    journal_events(journal)
+        .into_iter()
+        .filter(|e| e["event"] == "action")
+        .map(|e| {
+            (
+                e["process"]["pid"].as_u64().unwrap_or(0),
+                e["action"].as_str().unwrap_or("").to_string(),
+                e["outcome"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The journal has `SIGTERM` delivered to `pid`, and no action on any other
+/// process (the rule matches only the hog).
+fn journal_keeps_only_the_hogs_sigterm(f: &mut Findings, journal: &Path, pid: u32) {
+    let actions = journal_actions(journal);
+    f.check(
+        actions
+            .iter()
+            .any(|(p, a, o)| *p == u64::from(pid) && a == "SIGTERM" && o == "done"),
+        || format!("the journal lacks the SIGTERM delivered to the hog (pid {pid}): {actions:?}"),
+    );
+    let others: Vec<_> = actions
+        .iter()
+        .filter(|(p, _, _)| *p != u64::from(pid))
+        .collect();
+    f.check(others.is_empty(), || {
+        format!("the daemon acted on processes other than the hog: {others:?}")
+    });
+}
+
+/// `headroom events`' post-mortem line for `pid`.
+fn postmortem_line(journal: &Path, pid: u32) -> Option<String> {
+    let out = Command::new(HEADROOM)
+        .args(["events", "--journal"])
+        .arg(journal)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains("post-mortem") && l.contains(&format!("(pid {pid}")))
+        .map(str::to_string)
+}
+
+/// The kernel log from the moment it was opened: the test reads it as root
+/// to see that the kernel logged what the attacker provoked.
+struct KernelLogSince(std::fs::File);
+
+impl KernelLogSince {
+    fn open() -> KernelLogSince {
+        use std::io::Seek as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/kmsg")
+            .expect("open /dev/kmsg as root");
+        file.seek(std::io::SeekFrom::End(0))
+            .expect("seek /dev/kmsg");
+        KernelLogSince(file)
+    }
+
+    /// The records logged since the last call.
+    fn read(&mut self) -> Vec<String> {
+        let mut records = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => return records,
+                Ok(n) => records.push(String::from_utf8_lossy(&buf[..n]).into_owned()),
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
+                Err(_) => return records,
+            }
+        }
+    }
+}
+
+/// `name` as a file of the attacker's holding the crashing program, run
+/// through a link named `crash` until the kernel logs the crash (it logs
+/// about ten faults in five seconds, all users together). The record, if
+/// logged.
+fn crash_in_file_named(
+    stage: &Stage,
+    program: &Path,
+    name: &str,
+    log: &mut KernelLogSince,
+) -> Option<String> {
+    let dir = stage.path("forge");
+    for _ in 0..4 {
+        let _ = as_user(ATTACKER, Path::new("/bin/sh"))
+            .args([
+                "-c",
+                "mkdir -p \"$1\" && cp \"$0\" \"$1/$2\" && ln -sfn \"$1/$2\" \"$1/crash\" && exec \"$1/crash\"",
+            ])
+            .arg(program)
+            .arg(&dir)
+            .arg(name)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        std::thread::sleep(Duration::from_millis(300));
+        if let Some(r) = log.read().into_iter().find(|r| r.contains(name)) {
+            return Some(r);
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    None
+}
+
+/// The value of the Prometheus series `name{labels}` in `text`.
+fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[test]
+fn a_crash_in_a_file_named_like_a_kill_line_forges_no_oom_postmortem() {
+    let session = begin("crash in a file named like an OOM kill line");
+    let mut f = Findings::new(&session);
     let trace = std::fs::read_to_string("/proc/sys/debug/exception-trace").unwrap_or_default();
     assert_eq!(
         trace.trim(),
@@ -2966,6 +3132,186 @@ fn another_users_crash_is_told_without_its_kernel_log_line() {
         // Enforcement goes on, and the journal keeps what it did.
         let (_, pid) = hog_reaction(&mut f, &mut d, &link, "after the crash");
         journal_keeps_actions(&mut f, dir.path(), &[pid]);
+
+        "debug.exception-trace is {:?}: the kernel logs no fault lines, so the attack cannot be \
+         replayed; `sysctl debug.exception-trace=1` turns them on",
+        trace.trim()
+    );
+    let stage = Stage::new();
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    // The attacker's program, built here, copied by the attacker under the
+    // names below.
+    let source = stage.path("crash.c");
+    std::fs::write(&source, CRASH_AT_ZERO_C).expect("write crash.c");
+    let program = stage.path("crash-at-zero");
+    let built = Command::new(support::tool("cc", "CC", "gcc"))
+        .args(["-O0", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .expect("run cc");
+    assert!(built.success(), "cc failed to build {}", program.display());
+    chmod(&program, 0o755);
+    let forge = stage.path("forge");
+    std::fs::create_dir(&forge).expect("mkdir forge");
+    chown(&forge, uid_of(ATTACKER));
+    chmod(&forge, 0o755);
+    // The victim: another user's Jupyter kernel (a fake one), watched from
+    // its first sample.
+    let kernels = stage.path("victim");
+    std::fs::create_dir(&kernels).expect("mkdir victim");
+    chmod(&kernels, 0o755);
+    let connection = kernels.join("kernel-forged-oom.json");
+    std::fs::write(&connection, "{}\n").expect("write connection file");
+    chmod(&connection, 0o644);
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(dir.path(), &hog_rule(&link, Some(ATTACKER)));
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let base_hwm = d.hwm();
+        let mut victim = Proc::spawn({
+            let mut c = as_uid(VICTIM_UID, Path::new("/usr/bin/tail"));
+            c.arg("-f").arg(&connection);
+            c
+        });
+        let pid = victim.pid();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut listed = false;
+        while !listed && Instant::now() < deadline {
+            let (status, body) = support::get(&d.url(&format!("/api/v1/processes/{pid}")));
+            listed = status == 200 && body.contains("\"jupyter\"");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(
+            listed,
+            "the daemon never listed the victim's kernel (pid {pid})"
+        );
+        // The attack, while the attacker's own hog crosses its rule: a
+        // crash in a file named like the oom-kill line, then one named like
+        // the kill line, both naming the victim's pid, command and uid (a
+        // file name holds no `/`: the cgroups are named without).
+        let mut hog = hog_as(ATTACKER, &link);
+        let mut log = KernelLogSince::open();
+        let names = [
+            format!(
+                "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=user.slice,mems_allowed=0,global_oom,task_memcg=user.slice,task=tail,pid={pid},uid={VICTIM_UID}"
+            ),
+            format!(
+                "Out of memory: Killed process {pid} (tail) total-vm:20971520kB, anon-rss:20971520kB, file-rss:0kB, shmem-rss:0kB, UID:{VICTIM_UID} pgtables:40960kB oom_score_adj:0"
+            ),
+        ];
+        for name in &names {
+            match crash_in_file_named(&stage, &program, name, &mut log) {
+                Some(record) => f.note(format!("the kernel logged: {}", record.trim_end())),
+                None => f.fail(format!(
+                    "the kernel logged no crash in the file {name:?} in 4 tries (rate limit?): the \
+                     attack was not replayed"
+                )),
+            }
+        }
+        match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => f.note(format!(
+                "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            )),
+            Err(why) => f.fail(format!("the attacker's hog during the attack: {why}")),
+        }
+        let hog_pid = hog.pid();
+        drop(hog);
+        // The daemon reads the records with its next samples; then the
+        // victim ends its kernel with SIGTERM (left a zombie: its exit
+        // status is there to read).
+        std::thread::sleep(Duration::from_secs(3));
+        let killed = as_uid(VICTIM_UID, Path::new("/bin/kill"))
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill as the victim");
+        assert!(killed.success(), "the victim could not SIGTERM its kernel");
+        match postmortem_of(&journal, pid, Duration::from_secs(30)) {
+            None => f.fail(format!(
+                "no post-mortem of the victim's kernel (pid {pid}) within 30 s; the daemon's log:\n{}",
+                d.log_tail(20)
+            )),
+            Some(ended) => {
+                let cause = &ended["cause"];
+                f.note(format!(
+                    "the victim's post-mortem: {} ({})",
+                    cause["kind"], cause["how"]
+                ));
+                f.check(cause["kind"] != "oom-killer", || {
+                    format!("the forged record made the victim's post-mortem say OOM killer: {cause}")
+                });
+                let words = cause.to_string();
+                f.check(
+                    !words.contains("Killed process") && !words.contains("20.0 GiB"),
+                    || format!("the victim's post-mortem quotes the forged record: {cause}"),
+                );
+            }
+        }
+        if let Some(line) = postmortem_line(&journal, pid) {
+            f.check(!line.contains("OOM killer"), || {
+                format!("`headroom events` says the OOM killer ended the victim's kernel: {line}")
+            });
+        }
+        // The metric counts only real OOM post-mortems (other tests on this
+        // machine may provoke some), never the victim's.
+        let others = journal_events(&journal)
+            .iter()
+            .filter(|e| {
+                e["event"] == "exited"
+                    && e["cause"]["kind"] == "oom-killer"
+                    && e["process"]["pid"] != pid
+            })
+            .count();
+        let metrics = support::get(&d.url("/metrics")).1;
+        let counted = series_value(
+            &metrics,
+            "headroom_process_exits_total{cause=\"oom-killer\"}",
+        );
+        f.check(counted == Some(others as f64), || {
+            format!(
+                "headroom_process_exits_total{{cause=\"oom-killer\"}} is {counted:?}: it counts \
+                 the victim's kernel (the journal holds {others} OOM post-mortems of other processes)"
+            )
+        });
+        // What the attacker reads of the victim's end: no forged OOM kill.
+        let out = attacker_python(&stage, &["get", &d.url("/api/v1/events")])
+            .output()
+            .expect("attacker get");
+        let events = String::from_utf8_lossy(&out.stdout);
+        let shown = events
+            .split_once('\n')
+            .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(body).ok())
+            .and_then(|v| {
+                let list = v
+                    .as_array()
+                    .cloned()
+                    .or_else(|| v["events"].as_array().cloned())?;
+                list.into_iter()
+                    .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid)
+            });
+        match shown {
+            Some(e) => {
+                f.note(format!(
+                    "{ATTACKER} reads the victim's end as {}",
+                    e["cause"]["kind"]
+                ));
+                f.check(e["cause"]["kind"] != "oom-killer", || {
+                    format!("{ATTACKER} reads a forged OOM kill of the victim's kernel: {e}")
+                });
+            }
+            None => f.note(format!(
+                "{ATTACKER}'s /api/v1/events holds no post-mortem of the victim's kernel"
+            )),
+        }
+        journal_keeps_only_the_hogs_sigterm(&mut f, &journal, hog_pid);
+        let hwm = memory_bounded(&mut f, &d, base_hwm);
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+        ]);
+        f.check(d.running(), || "the daemon stopped".into());
+        victim.kill();
     }
     f.finish();
 }
@@ -3344,6 +3690,103 @@ fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
             format!("no `events-summarized` event counts {ATTACKER}'s post-mortems left out")
         });
         journal_files_private(&mut f, &state);
+
+#[test]
+fn a_process_that_handles_sigterm_and_exits_later_is_ended_by_headroom_s_sigterm() {
+    let session = begin("hog that handles SIGTERM and exits 1.5 s later");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    let link = stage.hog_link("graceful", "graceful-hog");
+    let text = config(dir.path(), &hog_rule(&link, Some(ATTACKER)));
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let base_hwm = d.hwm();
+        // The hog catches SIGTERM, stops growing and exits 1.5 s later.
+        let mut hog = Proc::spawn({
+            let mut c = as_user(ATTACKER, &link);
+            c.args([
+                "--rate",
+                crate::support::attack::HOG_RATE,
+                "--max",
+                crate::support::attack::HOG_MAX,
+                "--catch",
+                "TERM",
+                "--hold",
+                "1500ms",
+            ]);
+            c
+        });
+        let pid = hog.pid();
+        let reaction = await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN);
+        match &reaction {
+            Ok(r) => f.note(format!(
+                "signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            )),
+            Err(why) => f.fail(format!("the hog: {why}")),
+        }
+        // Reaped at once, as a shell or a supervisor would: no exit status
+        // is left for the daemon to read.
+        match hog.wait_exit(Duration::from_secs(10)) {
+            Some(status) => f.note(format!("the hog ended: {status}")),
+            None => f.fail(format!(
+                "the hog did not exit within 10 s of SIGTERM: {}",
+                hog.output()
+            )),
+        }
+        match postmortem_of(&journal, pid, Duration::from_secs(30)) {
+            None => f.fail(format!(
+                "no post-mortem of the hog (pid {pid}) within 30 s; the daemon's log:\n{}",
+                d.log_tail(20)
+            )),
+            Some(ended) => {
+                let cause = &ended["cause"];
+                let how = cause["how"].as_str().unwrap_or_default();
+                f.note(format!("post-mortem: {} ({how})", cause["kind"]));
+                f.check(cause["kind"] == "signal-by-headroom", || {
+                    format!("the hog's end was not put down to headroom's SIGTERM: {cause}")
+                });
+                f.check(
+                    how.contains("SIGTERM") && !how.contains("no signal"),
+                    || {
+                        format!(
+                            "the post-mortem's How contradicts the SIGTERM the journal holds: {how}"
+                        )
+                    },
+                );
+            }
+        }
+        match postmortem_line(&journal, pid) {
+            Some(line) => {
+                f.note(format!("headroom events: {line}"));
+                f.check(
+                    line.contains("ended by headroom's SIGTERM (rule \"hog-limit\", step 1)")
+                        && !line.contains("no signal"),
+                    || format!("`headroom events` contradicts itself: {line}"),
+                );
+            }
+            None => f.fail("`headroom events` shows no post-mortem of the hog".into()),
+        }
+        journal_keeps_only_the_hogs_sigterm(&mut f, &journal, pid);
+        let hwm = memory_bounded(&mut f, &d, base_hwm);
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+            (
+                "past_attack_mib",
+                reaction
+                    .as_ref()
+                    .map_or("none".into(), |r| format!("{:.0}", r.past_limit_mib)),
+            ),
+            (
+                "ms_attack",
+                reaction
+                    .as_ref()
+                    .map_or("none".into(), |r| format!("{:.0}", r.ms_after_crossing)),
+            ),
+        ]);
+        f.check(d.running(), || "the daemon stopped".into());
     }
     f.finish();
 }

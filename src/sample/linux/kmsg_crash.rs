@@ -50,6 +50,19 @@
 //! is the faulting *thread*'s (`task_pid_nr`), and the name the thread's:
 //! the reader ([`crate::sample::exit_causes`]) maps it to its process.
 //!
+//! These lines quote what other users choose: the command name (at most 15
+//! bytes, at the start), the file the fault was in (`… in FILE[…]`, up to
+//! 255 bytes, any of them but `/`), and in a fatal-signal line the
+//! program's file name, first. So each form is matched from the message's
+//! first byte to its last, the task's `[PID]` where a command name fits
+//! before it, the kernel's fields in their order, and nothing read inside
+//! a file name; a fatal-signal line, which starts with a file name, is
+//! recognised by its end and names no pid of its own: the register dump
+//! after it does, with the same command name. The reader hands over only
+//! the kernel's own records ([`super::kmsg::Record::from_kernel`]).
+//! `tests/fixtures/kmsg/forged-6.18.txt` holds such lines from a real
+//! kernel.
+//!
 //! Not recognised (and so never guessed at): arm64 fault names the kernel
 //! kills with SIGKILL or that no table names (their signal is left unknown),
 //! a SIGBUS from a file mapping read past its end (the kernel logs nothing),
@@ -63,6 +76,9 @@ use crate::sample::exit_causes::{Crash, GpuFault};
 
 /// Records a fatal-signal line waits for its register dump, at most.
 const DUMP_WITHIN: u32 = 8;
+
+/// The longest command name the kernel prints (`TASK_COMM_LEN` − 1 bytes).
+const COMM_MAX: usize = crate::model::COMM_LEN;
 
 /// One kernel log message this module recognises.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,13 +95,11 @@ pub enum KernelLine {
         /// The file the faulting instruction was mapped from.
         library: Option<String>,
     },
-    /// `… potentially unexpected fatal signal N.`: the pid is in the next
-    /// register dump, except on old kernels (`comm/pid: …`).
-    FatalSignal {
-        comm: String,
-        pid: Option<u32>,
-        signal: i32,
-    },
+    /// `HEAD: potentially unexpected fatal signal N.`: HEAD is `EXE: COMM`
+    /// (Linux 6.x: the program's file name, the process's choice, then its
+    /// command name), `COMM/PID` (before) or `COMM`. The process is the one
+    /// the register dump after it names ([`KernelLine::DumpHead`]).
+    FatalSignal { head: String, signal: i32 },
     /// `CPU: 1 UID: 0 PID: 17658 Comm: python3 …`, the head of a register
     /// dump.
     DumpHead {
@@ -103,8 +117,21 @@ pub enum KernelLine {
     },
 }
 
-/// Recognise one message (the text after the record's `;`).
+/// Recognise one message (the text after the record's `;`). Each form is
+/// matched from the message's first byte (the command name, at most 15
+/// bytes, then the kernel's words) to its last: a file name quoted in a
+/// line (`… in FILE[…]`, a fatal-signal line's program) is another user's
+/// choice, and no form is looked for inside it.
 pub fn parse_kernel_line(message: &str) -> Option<KernelLine> {
+    // First: this line starts with a file name of the process's choosing,
+    // which may be made to look like any other form.
+    if let Some((head, tail)) = message.rsplit_once(": potentially unexpected fatal signal ") {
+        let signal = digits(tail.strip_suffix('.')?)?;
+        return Some(KernelLine::FatalSignal {
+            head: head.to_string(),
+            signal,
+        });
+    }
     if let Some(rest) = message.strip_prefix("NVRM: Xid (") {
         return parse_xid(rest);
     }
@@ -114,56 +141,126 @@ pub fn parse_kernel_line(message: &str) -> Option<KernelLine> {
     if let Some(rest) = message.strip_prefix("CPU: ") {
         return parse_dump_head(rest);
     }
-    if let Some((head, tail)) = message.rsplit_once(": potentially unexpected fatal signal ") {
-        return parse_fatal_signal(head, tail);
+    if let Some(task) = leading_task(message, "]: segfault at ") {
+        return parse_segfault(task);
     }
-    if message.contains("]: segfault at ") {
-        return parse_segfault(message);
-    }
-    if message.contains("]: unhandled ") {
-        return parse_arm64_fault(message);
+    if let Some(task) = leading_task(message, "]: unhandled ") {
+        return parse_arm64_fault(task);
     }
     // Kernels before the `traps:` prefix: `comm[pid] general protection ip:…`.
-    if message.contains("] general protection ") {
-        return parse_trap(message);
+    if let Some(task) = leading_task(message, "] general protection ") {
+        return parse_trap_after(task, "general protection");
     }
     None
 }
 
-/// `comm[1234]` at the start of `text`, followed by `after`: the comm, the
-/// pid and what follows `after`. The comm (15 bytes at most, chosen by the
-/// process) may hold brackets; the pid is the digits in the last `[…]`
-/// before the first `]` + `after`.
-fn comm_and_pid<'a>(text: &'a str, after: &str) -> Option<(&'a str, u32, &'a str)> {
-    let close = text.find(&format!("]{after}"))?;
-    let open = text[..close].rfind('[')?;
-    let pid = text[open + 1..close].parse().ok()?;
-    Some((&text[..open], pid, &text[close + 1 + after.len()..]))
+/// A number in decimal digits only.
+fn digits<T: std::str::FromStr>(text: &str) -> Option<T> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
-/// `comm[pid]: segfault at ADDR ip IP sp SP error E[ in LIB[…]][ likely on CPU …]`.
-fn parse_segfault(message: &str) -> Option<KernelLine> {
-    let (comm, pid, rest) = comm_and_pid(message, ": ")?;
-    let rest = rest.strip_prefix("segfault at ")?;
-    let (fault, library) = fault_and_library(rest, "error ")?;
+/// A number in hexadecimal digits only.
+fn is_hex(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// How many bytes `text` stands for as `/dev/kmsg` writes it: each byte
+/// outside printable ASCII (and `\` itself) is written `\xNN`.
+fn raw_len(text: &str) -> usize {
+    text.len() - 3 * text.matches("\\x").count()
+}
+
+/// The task at the start of a line: `COMM[PID]` then `after` (the kernel's
+/// words, starting with `]`). COMM, at most [`COMM_MAX`] bytes, is the
+/// process's choice and may hold brackets; the kernel's `[PID]` is the
+/// last one a command name fits before.
+struct Task<'a> {
+    comm: &'a str,
+    pid: u32,
+    /// What follows `after`.
+    rest: &'a str,
+}
+
+fn leading_task<'a>(text: &'a str, after: &str) -> Option<Task<'a>> {
+    // A command name of 15 bytes, each written `\xNN`, then `[`.
+    let window = 4 * COMM_MAX + 1;
+    let mut found = None;
+    for (open, _) in text.match_indices('[') {
+        if open > window {
+            break;
+        }
+        let comm = &text[..open];
+        if raw_len(comm) > COMM_MAX {
+            break;
+        }
+        let inner = &text[open + 1..];
+        let n = inner.bytes().take_while(u8::is_ascii_digit).count();
+        if let (Some(pid), Some(rest)) = (digits(&inner[..n]), inner[n..].strip_prefix(after)) {
+            found = Some(Task { comm, pid, rest });
+        }
+    }
+    found
+}
+
+/// `segfault at ADDR ip IP sp SP error E[ in LIB[…]][ likely on CPU …]`
+/// (after `COMM[PID]: segfault at `; `show_signal_msg` in
+/// `arch/x86/mm/fault.c`).
+fn parse_segfault(task: Task<'_>) -> Option<KernelLine> {
+    let (addr, rest) = task.rest.split_once(' ')?;
+    let rest = rest.strip_prefix("ip ")?;
+    let (ip, rest) = rest.split_once(' ')?;
+    let rest = rest.strip_prefix("sp ")?;
+    let (sp, rest) = rest.split_once(' ')?;
+    let rest = rest.strip_prefix("error ")?;
+    let code = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+    if !(is_hex(addr) && is_hex(ip) && is_hex(sp) && code > 0) {
+        return None;
+    }
+    let fault_len = task.rest.len() - rest.len() + code;
+    let library = mapping(without_cpu(&rest[code..]))?;
     Some(KernelLine::Fault {
-        pid,
-        comm: comm.to_string(),
+        pid: task.pid,
+        comm: task.comm.to_string(),
         signal: Some(libc::SIGSEGV),
-        fault: format!("segfault at {fault}"),
+        fault: format!("segfault at {}", &task.rest[..fault_len]),
         library,
     })
 }
 
-/// `comm[pid] [trap ]DESC ip:IP sp:SP error:E[ in LIB[…]]` (after `traps: `).
+/// `COMM[PID] DESC ip:IP sp:SP error:E[ in LIB[…]]` (after `traps: `:
+/// `do_trap`, `exc_general_protection` and `do_int3_user` in
+/// `arch/x86/kernel/traps.c`).
 fn parse_trap(text: &str) -> Option<KernelLine> {
-    let (comm, pid, rest) = comm_and_pid(text, " ")?;
-    let (desc, _) = rest.split_once(" ip:")?;
-    let (_, library) = fault_and_library(rest, "error:")?;
+    let task = leading_task(text, "] ")?;
+    parse_trap_after(task, "")
+}
+
+/// The trap after its task: `lead` is the part of its description already
+/// matched (`general protection` in the older form).
+fn parse_trap_after<'a>(task: Task<'a>, lead: &'a str) -> Option<KernelLine> {
+    let (desc, rest) = if lead.is_empty() {
+        task.rest.split_once(" ip:")?
+    } else {
+        (lead, task.rest.strip_prefix("ip:")?)
+    };
+    // The kernel's own words: letters, digits and spaces.
+    if desc.is_empty() || !desc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b' ') {
+        return None;
+    }
+    let (ip, rest) = rest.split_once(" sp:")?;
+    let (sp, rest) = rest.split_once(" error:")?;
+    let code = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+    if !(is_hex(ip) && is_hex(sp) && code > 0) {
+        return None;
+    }
+    let library = mapping(&rest[code..])?;
     let kind = desc.strip_prefix("trap ").unwrap_or(desc);
     Some(KernelLine::Fault {
-        pid,
-        comm: comm.to_string(),
+        pid: task.pid,
+        comm: task.comm.to_string(),
         signal: trap_signal(kind),
         fault: desc.to_string(),
         library,
@@ -189,23 +286,31 @@ fn trap_signal(kind: &str) -> Option<i32> {
     })
 }
 
-/// Split `… {error_key}E[ in LIB[…]][ likely on CPU …]` into the fault's
-/// words (up to the error code) and the library.
-fn fault_and_library<'a>(rest: &'a str, error_key: &str) -> Option<(&'a str, Option<String>)> {
-    let at = rest.find(error_key)? + error_key.len();
-    let code_len = rest[at..].bytes().take_while(u8::is_ascii_hexdigit).count();
-    let end = at + code_len;
-    let fault = &rest[..end];
-    let tail = &rest[end..];
-    let tail = match tail.rfind(" likely on CPU ") {
-        Some(i) => &tail[..i],
-        None => tail,
+/// `tail` without the ` likely on CPU N (core N, socket N)` the kernel
+/// appends (Linux 6.1 on), if it ends so.
+fn without_cpu(tail: &str) -> &str {
+    let Some((before, cpu)) = tail.rsplit_once(" likely on CPU ") else {
+        return tail;
     };
-    let library = tail
-        .strip_prefix(" in ")
-        .and_then(mapped_file)
-        .map(str::to_string);
-    Some((fault, library))
+    let well_formed = cpu
+        .split_once(" (core ")
+        .and_then(|(n, rest)| Some((n, rest.strip_suffix(')')?.split_once(", socket ")?)))
+        .is_some_and(|(n, (core, socket))| {
+            digits::<u32>(n).is_some()
+                && digits::<u32>(core).is_some()
+                && digits::<u32>(socket).is_some()
+        });
+    if well_formed { before } else { tail }
+}
+
+/// What follows a fault's error code: nothing (`Some(None)`), or ` in
+/// LIB[…]` (`Some(Some(LIB))`); anything else is not the kernel's line.
+fn mapping(tail: &str) -> Option<Option<String>> {
+    if tail.is_empty() {
+        return Some(None);
+    }
+    let file = mapped_file(tail.strip_prefix(" in ")?)?;
+    Some(Some(file.to_string()))
 }
 
 /// `LIB[OFF,BASE+SIZE]` or `LIB[BASE+SIZE]` (`print_vma_addr`): `LIB`. The
@@ -224,20 +329,19 @@ fn mapped_file(text: &str) -> Option<&str> {
 }
 
 /// arm64 (`arm64_show_signal` in `arch/arm64/kernel/traps.c`, 4.19 and
-/// later): `comm[pid]: unhandled exception: [CLASS, ESR 0xESR, ]DESC[ in
+/// later): `COMM[PID]: unhandled exception: [CLASS, ESR 0xESR, ]DESC[ in
 /// LIB[BASE+SIZE]]`, DESC being the fault's name (`level 3 translation
 /// fault`, `undefined instruction`, `User debug trap`, …). Before 4.19:
-/// `comm[pid]: unhandled DESC (SIGNAL) at 0xADDR, esr 0xESR[, in LIB[…]]`.
-fn parse_arm64_fault(message: &str) -> Option<KernelLine> {
-    let (comm, pid, rest) = comm_and_pid(message, ": ")?;
-    let rest = rest.strip_prefix("unhandled ")?;
+/// `COMM[PID]: unhandled DESC (SIGNAL) at 0xADDR, esr 0xESR[, in LIB[…]]`.
+fn parse_arm64_fault(task: Task<'_>) -> Option<KernelLine> {
+    let rest = task.rest;
     let (fault, signal, library) = match rest.strip_prefix("exception: ") {
         Some(rest) => {
-            let (fault, library) = match rest.rsplit_once(" in ") {
-                Some((fault, tail)) if mapped_file(tail).is_some() => {
-                    (fault, mapped_file(tail).map(str::to_string))
-                }
-                _ => (rest, None),
+            // The kernel's words hold no ` in `: the first one starts the
+            // mapping.
+            let (fault, library) = match rest.split_once(" in ") {
+                Some((fault, tail)) => (fault, Some(mapped_file(tail)?.to_string())),
+                None => (rest, None),
             };
             let desc = fault
                 .split_once(", ESR 0x")
@@ -254,17 +358,22 @@ fn parse_arm64_fault(message: &str) -> Option<KernelLine> {
         None => {
             let (desc, after) = rest.split_once(" (")?;
             let (signal, after) = after.split_once(") at 0x")?;
-            let signal = signal.parse().ok()?;
-            let library = after
-                .split_once(", in ")
-                .and_then(|(_, tail)| mapped_file(tail))
-                .map(str::to_string);
+            let signal = digits(signal)?;
+            let (addr, after) = after.split_once(", esr 0x")?;
+            let code = after.bytes().take_while(u8::is_ascii_hexdigit).count();
+            if !is_hex(addr) || code == 0 {
+                return None;
+            }
+            let library = match &after[code..] {
+                "" => None,
+                tail => Some(mapped_file(tail.strip_prefix(", in ")?)?.to_string()),
+            };
             (desc, Some(signal), library)
         }
     };
     Some(KernelLine::Fault {
-        pid,
-        comm: comm.to_string(),
+        pid: task.pid,
+        comm: task.comm.to_string(),
         signal,
         fault: fault.to_string(),
         library,
@@ -302,40 +411,42 @@ fn arm64_fault_signal(desc: &str) -> Option<i32> {
     })
 }
 
-/// `[EXE: ]COMM` or `COMM/PID`, then `N.`.
-fn parse_fatal_signal(head: &str, tail: &str) -> Option<KernelLine> {
-    let signal = tail.strip_suffix('.').unwrap_or(tail).trim().parse().ok()?;
-    // Linux 5.x and earlier: `comm/pid`. Since 6.x (print_fatal_signal with
-    // `%pD`): `exe: comm`.
-    if let Some((comm, pid)) = head.rsplit_once('/')
-        && let Ok(pid) = pid.parse()
-    {
-        return Some(KernelLine::FatalSignal {
-            comm: comm.to_string(),
-            pid: Some(pid),
-            signal,
-        });
-    }
-    let comm = head.split_once(": ").map_or(head, |(_, comm)| comm);
-    Some(KernelLine::FatalSignal {
-        comm: comm.to_string(),
-        pid: None,
-        signal,
-    })
+/// Whether a fatal-signal line's HEAD names the process a register dump
+/// names: `EXE: COMM` or `COMM` (Linux 6.x), or `COMM/PID` (before).
+fn head_names(head: &str, pid: u32, comm: &str) -> bool {
+    head == comm
+        || head
+            .strip_suffix(comm)
+            .is_some_and(|exe| exe.ends_with(": ") && exe.len() > 2)
+        || head
+            .strip_prefix(comm)
+            .and_then(|p| p.strip_prefix('/'))
+            .and_then(digits::<u32>)
+            == Some(pid)
 }
 
-/// `N [UID: U ]PID: P Comm: C Not tainted …` / `… Tainted: …` (after `CPU: `).
+/// `N [UID: U ]PID: P Comm: C Not tainted …` / `… Tainted: …` (after
+/// `CPU: `; `dump_stack_print_info` in `lib/dump_stack.c`).
 fn parse_dump_head(rest: &str) -> Option<KernelLine> {
-    let uid = rest
-        .split_once(" UID: ")
-        .and_then(|(_, r)| r.split(' ').next())
-        .and_then(|u| u.parse().ok());
-    let (_, after_pid) = rest.split_once(" PID: ")?;
-    let (pid, after) = after_pid.split_once(" Comm: ")?;
-    let pid = pid.parse().ok()?;
-    let end = after
-        .rfind(" Not tainted")
-        .or_else(|| after.rfind(" Tainted: "))?;
+    let (cpu, rest) = rest.split_once(' ')?;
+    digits::<u32>(cpu)?;
+    let (uid, rest) = match rest.strip_prefix("UID: ") {
+        Some(r) => {
+            let (uid, r) = r.split_once(' ')?;
+            (Some(digits(uid)?), r)
+        }
+        None => (None, rest),
+    };
+    let rest = rest.strip_prefix("PID: ")?;
+    let (pid, after) = rest.split_once(" Comm: ")?;
+    let pid = digits(pid)?;
+    // The command name (at most 15 bytes) ends where the kernel's words
+    // begin: the last place a command name fits before.
+    let end = [" Not tainted", " Tainted: "]
+        .iter()
+        .flat_map(|words| after.match_indices(words).map(|(i, _)| i))
+        .filter(|&i| raw_len(&after[..i]) <= COMM_MAX)
+        .max()?;
     Some(KernelLine::DumpHead {
         pid,
         comm: after[..end].to_string(),
@@ -348,13 +459,13 @@ fn parse_dump_head(rest: &str) -> Option<KernelLine> {
 /// the bus.`, `): 13, 0001 00000000 …`).
 fn parse_xid(rest: &str) -> Option<KernelLine> {
     let (device, rest) = rest.split_once("): ")?;
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let code = rest[..digits].parse().ok()?;
-    let rest = &rest[digits..];
+    let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let code = digits(&rest[..n])?;
+    let rest = &rest[n..];
     let pid = rest
         .strip_prefix(", pid=")
         .map(|r| r.split(',').next().unwrap_or(r))
-        .and_then(|p| p.parse().ok());
+        .and_then(digits);
     let name = rest
         .split_once(", name=")
         .map(|(_, r)| r.split(", ").next().unwrap_or(r))
@@ -406,7 +517,8 @@ pub fn xid_meaning(code: u32) -> Option<&'static str> {
 /// A fatal-signal line waiting for the register dump that names its pid.
 #[derive(Debug, Clone)]
 struct Waiting {
-    comm: String,
+    /// The line's `EXE: COMM`, `COMM/PID` or `COMM`.
+    head: String,
     signal: i32,
     message: String,
     /// Records seen since.
@@ -459,31 +571,22 @@ impl CrashJoiner {
                 read_at,
                 ..Crash::default()
             })),
-            KernelLine::FatalSignal {
-                comm,
-                pid: Some(pid),
-                signal,
-            } => Some(KernelRecord::Crash(fatal(
-                pid, comm, signal, message, source, read_at,
-            ))),
-            KernelLine::FatalSignal {
-                comm,
-                pid: None,
-                signal,
-            } => {
+            // The line's head is the program file's name, the process's
+            // choice: the process is the one its register dump names.
+            KernelLine::FatalSignal { head, signal } => {
                 self.waiting = Some(Waiting {
-                    comm,
+                    head,
                     signal,
                     message: message.to_string(),
                     age: 0,
                 });
                 None
             }
-            KernelLine::DumpHead { pid, comm, .. } => {
-                let w = self.waiting.take_if(|w| w.comm == comm)?;
-                Some(KernelRecord::Crash(fatal(
-                    pid, comm, w.signal, &w.message, source, read_at,
-                )))
+            KernelLine::DumpHead { pid, comm, uid } => {
+                let w = self.waiting.take_if(|w| head_names(&w.head, pid, &comm))?;
+                let mut crash = fatal(pid, comm, w.signal, &w.message, source, read_at);
+                crash.uid = uid;
+                Some(KernelRecord::Crash(crash))
             }
             KernelLine::Xid {
                 device,
@@ -768,15 +871,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // Before 6.x: `comm/pid: potentially unexpected fatal signal N.`
+        // Before 6.x: `comm/pid: potentially unexpected fatal signal N.`,
+        // its register dump after it.
+        let fatal = "python3/31337: potentially unexpected fatal signal 11.";
         assert_eq!(
-            parse_kernel_line("python3/31337: potentially unexpected fatal signal 11."),
+            parse_kernel_line(fatal),
             Some(KernelLine::FatalSignal {
-                comm: "python3".into(),
-                pid: Some(31337),
+                head: "python3/31337".into(),
                 signal: 11
             })
         );
+        let mut joiner = CrashJoiner::default();
+        assert_eq!(
+            joiner.feed(fatal, Path::new("/dev/kmsg"), Timestamp(0)),
+            None
+        );
+        let dump = "CPU: 3 PID: 31337 Comm: python3 Not tainted 5.4.0-150-generic #167-Ubuntu";
+        match joiner.feed(dump, Path::new("/dev/kmsg"), Timestamp(0)) {
+            Some(KernelRecord::Crash(c)) => {
+                assert_eq!((c.pid, c.signal.as_deref()), (31337, Some("SIGSEGV")));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -793,6 +909,108 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(parse_kernel_line("x[abc]: segfault at 0"), None);
+    }
+
+    #[test]
+    fn no_form_is_read_inside_a_file_name_the_line_quotes() {
+        for line in [
+            // A trap whose program file holds a trap's words, its process
+            // named with a pid in brackets.
+            "traps: a[9] x[22000] trap invalid opcode ip:1 sp:2 error:0 in y[1] z ip:0 sp:0 error:0[11a2,562e+1000]",
+            "traps: a[9] x[22000]: segfault at 0 ip 0000 sp 0000 error 4 in evil ip:0 sp:0 error:0[11a9,55ee+1000]",
+            // A fault line with words after its mapping.
+            "crash[5]: segfault at 0 ip 0 sp 0 error 4 in x[1+1]' started with executable stack",
+            "process '/tmp/a[1] general protection ip:1 sp:1 error:1' started with executable stack",
+        ] {
+            match parse_kernel_line(line) {
+                None => {}
+                Some(KernelLine::Fault { pid, .. }) => assert_eq!(pid, 22000, "{line}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // A fatal-signal line starts with the program file's name, which
+        // may be named like any other line: it stays a fatal-signal line.
+        for exe in [
+            "traps: victim[99999] trap invalid opcode ip:0 sp:0 error:0",
+            "NVRM: Xid (PCI:0000:0a:00): 31, pid=99999, name=victim, Ch 00000010",
+            "CPU: 0 PID: 99999 Comm: victim Not tainted 6.18.44",
+            "victim[99999]: segfault at 0 ip 0 sp 0 error 4",
+        ] {
+            let line = format!("{exe}: crash: potentially unexpected fatal signal 11.");
+            assert!(
+                matches!(
+                    parse_kernel_line(&line),
+                    Some(KernelLine::FatalSignal { signal: 11, .. })
+                ),
+                "{line}"
+            );
+        }
+        // A file name ending like the kernel's CPU words is still the file's.
+        let line = "crash[5]: segfault at 0 ip 0 sp 0 error 4 in e.so[1,2+3] likely on CPU 0 (core 0, socket x)[11a9,55ee+1000]";
+        match parse_kernel_line(line) {
+            Some(KernelLine::Fault {
+                pid: 5, library, ..
+            }) => assert_eq!(
+                library.as_deref(),
+                Some("e.so[1,2+3] likely on CPU 0 (core 0, socket x)")
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fatal_signal_is_joined_only_with_the_dump_of_the_process_it_names() {
+        let dump = |pid: u32, comm: &str| {
+            format!(
+                "CPU: 0 UID: 999 PID: {pid} Comm: {comm} Not tainted 6.18.44-fc-v669 #1 PREEMPT(none) "
+            )
+        };
+        let joined = |fatal: &str, dump: &str| {
+            let mut joiner = CrashJoiner::default();
+            assert_eq!(
+                joiner.feed(fatal, Path::new("/dev/kmsg"), Timestamp(0)),
+                None
+            );
+            match joiner.feed(dump, Path::new("/dev/kmsg"), Timestamp(0)) {
+                Some(KernelRecord::Crash(c)) => Some((c.pid, c.uid)),
+                None => None,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Linux 6.x: a process named `victim/99999` is not pid 99999.
+        let six = "evil: victim/99999: potentially unexpected fatal signal 11.";
+        assert_eq!(
+            joined(six, &dump(22091, "victim/99999")),
+            Some((22091, Some(999)))
+        );
+        // The older form's pid must be the dump's.
+        let five = "victim/99999: potentially unexpected fatal signal 11.";
+        assert_eq!(joined(five, &dump(22091, "victim")), None);
+        assert_eq!(
+            joined(five, &dump(99999, "victim")),
+            Some((99999, Some(999)))
+        );
+        // Another process's dump.
+        assert_eq!(joined(six, &dump(22091, "python3")), None);
+        // A command name holding the kernel's words after it.
+        let odd = "x: a Not tainted: potentially unexpected fatal signal 6.";
+        assert_eq!(joined(odd, &dump(7, "a Not tainted")), Some((7, Some(999))));
+    }
+
+    #[test]
+    fn the_general_protection_form_before_the_traps_prefix_is_read() {
+        let line =
+            "python[4242] general protection ip:7f12 sp:7ffc error:0 in libfoo.so[7f10000+2a000]";
+        assert_eq!(
+            parse_kernel_line(line),
+            Some(KernelLine::Fault {
+                pid: 4242,
+                comm: "python".into(),
+                signal: Some(libc::SIGSEGV),
+                fault: "general protection".into(),
+                library: Some("libfoo.so".into()),
+            })
+        );
     }
 
     #[test]

@@ -27,7 +27,10 @@
 //! entry, after a `Filtering the log data using …` preamble) and accepts a
 //! kill only from the kernel (`processID` 0): any process can write
 //! "memorystatus: killing …" to the log under its own pid, and such a line
-//! is refused, not believed. [`parse_kill_message`] reads the message.
+//! is refused, not believed. [`parse_kill_message`] reads the message, and
+//! only as a whole: the kernel's own lines quote process names too
+//! (`memorystatus: NAME [PID] exceeded mem limit: …`), so a kill form is
+//! matched from the message's start to the kernel's figures at its end.
 
 use serde::Deserialize;
 
@@ -124,12 +127,17 @@ fn head(line: &str) -> String {
     line.chars().take(80).collect()
 }
 
-/// Read a kernel kill message (see the module documentation).
+/// Read a kernel kill message (see the module documentation). The message
+/// must be the kernel's line from its first byte to its last: other kernel
+/// lines quote process names (`memorystatus: NAME [PID] exceeded mem
+/// limit: …`), up to 32 bytes of another user's choice, and a name made to
+/// read `killing_top_process pid 4242 [x]` must not make a kill.
 pub fn parse_kill_message(message: &str) -> Option<JetsamKill> {
     let message = message.trim_end();
     // `%lu.%03d ` before `memorystatus:` in some forms.
-    let at = message.find("memorystatus: killing")?;
-    let rest = &message[at + "memorystatus: ".len()..];
+    let rest = without_uptime(message)
+        .strip_prefix("memorystatus: ")
+        .filter(|r| r.starts_with("killing"))?;
     if let Some(rest) = rest.strip_prefix("killing largest compressed process ") {
         let (name, pid, after) = name_then_pid(rest)?;
         let mb: Option<u64> = after
@@ -161,7 +169,11 @@ pub fn parse_kill_message(message: &str) -> Option<JetsamKill> {
             message: message.to_string(),
         });
     }
-    // `killing_… pid N [NAME] (REASON PRIO AGEs rf:… type:…) SIZEKB - …`
+    // `killing_… pid N [NAME] (REASON PRIO AGEs rf:… type:…) SIZEKB - …`,
+    // ending in the kernel's figures.
+    if !ends_with_kill_figures(rest) {
+        return None;
+    }
     let (action, after) = rest.split_once(" pid ")?;
     if !action.starts_with("killing_") || action.contains(' ') {
         return None;
@@ -207,6 +219,40 @@ pub fn parse_kill_message(message: &str) -> Option<JetsamKill> {
         priority,
         footprint_bytes,
         message: message.to_string(),
+    })
+}
+
+/// `message` without the `%lu.%03d ` uptime some forms start with.
+fn without_uptime(message: &str) -> &str {
+    let Some((stamp, rest)) = message.split_once(' ') else {
+        return message;
+    };
+    let well_formed = stamp.split_once('.').is_some_and(|(secs, ms)| {
+        !secs.is_empty()
+            && secs.bytes().all(|b| b.is_ascii_digit())
+            && ms.len() == 3
+            && ms.bytes().all(|b| b.is_ascii_digit())
+    });
+    if well_formed { rest } else { message }
+}
+
+/// Whether a `killing_…` line ends as the kernel ends one:
+/// `memorystatus_available_pages: N[ compressor_size:N]` or
+/// `jetsam_reason->osr_code: N`.
+fn ends_with_kill_figures(text: &str) -> bool {
+    let number = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    let text = match text.rsplit_once(" compressor_size:") {
+        Some((before, n)) if number(n) => before,
+        _ => text,
+    };
+    [
+        "memorystatus_available_pages: ",
+        "jetsam_reason->osr_code: ",
+    ]
+    .iter()
+    .any(|words| {
+        text.rsplit_once(words)
+            .is_some_and(|(before, n)| !before.is_empty() && number(n))
     })
 }
 
@@ -355,6 +401,24 @@ mod tests {
         assert_eq!(k.name, "evil] (per-process-limit 0) 1KB");
         assert_eq!(k.reason.as_deref(), Some("vm-pageshortage"));
         assert_eq!(k.footprint_bytes, Some(2048 * 1024));
+    }
+
+    #[test]
+    fn a_name_made_to_look_like_a_kill_in_another_kernel_line_is_no_kill() {
+        // The limit line quotes the process's name (32 bytes at most) first.
+        for line in [
+            "memorystatus: killing_top_process pid 4242 [x] [1509] exceeded mem limit: ActiveHard 50 MB (fatal)",
+            "memorystatus: killing x [4242] due to swap [1509] exceeded mem limit: ActiveHard 50 MB (fatal)",
+            "memorystatus: killing_idle_process pid 4242 [x] jetsam_reason->osr_code: 9 and more",
+            "Sandbox: memorystatus: killing_idle_process pid 4242 [x] jetsam_reason->osr_code: 9",
+            "x memorystatus: killing_idle_process pid 4242 [x] jetsam_reason->osr_code: 9",
+        ] {
+            assert_eq!(parse_kill_message(line), None, "{line}");
+        }
+        let stamped = parse_kill_message(
+            "12.345 memorystatus: killing_idle_process pid 386 [wallpaperexportd] jetsam_reason->osr_code: 9",
+        );
+        assert_eq!(stamped.map(|k| k.pid), Some(386));
     }
 
     #[test]
