@@ -1495,3 +1495,224 @@ fn memory_no_process_owns_steers_no_machine_wide_rule_onto_an_innocent_process()
     victim.kill();
     f.finish();
 }
+
+// ---------------------------------------------------------------------------
+// A process group another user's hog joined (`process_group = true` in a
+// session two users share)
+// ---------------------------------------------------------------------------
+
+use crate::support::attack::kill_group;
+
+/// The root harness of a session two users share (as a `tmux` started for
+/// both): it runs in a session of its own (through `setsid`), starts the
+/// victim's job as the leader of a process group, says `victim PID`, then
+/// starts the attacker's program, which joins the victim's group with
+/// `setpgid(0, pgid)` (allowed within one session, whoever owns the group)
+/// and execs the hog. The victim's job prints nothing; the hog's lines come
+/// out on the harness's stdout.
+const SHARED_SESSION: &str = r#"
+import os, subprocess, sys
+victim_user, attacker_user, hog = sys.argv[1:4]
+def as_user(user, argv):
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"] + argv
+victim = subprocess.Popen(
+    as_user(victim_user, ["/bin/sh", "-c", "sleep 100000; : victim-job-XYZ"]),
+    process_group=0, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+print(f"victim {victim.pid} session {os.getsid(0)}", flush=True)
+join = "import os, sys; os.setpgid(0, int(sys.argv[1])); os.execv(sys.argv[2], sys.argv[2:])"
+attacker = subprocess.Popen(
+    as_user(attacker_user, ["/usr/bin/python3", "-c", join, str(victim.pid), hog] + sys.argv[4:]),
+    stdin=subprocess.DEVNULL)
+attacker.wait()
+victim.wait()
+"#;
+
+/// The shared session: its harness, and the groups to kill when the test
+/// ends (the harness's and the victim's, which the hog joined).
+struct SharedSession {
+    harness: Proc,
+    victim: u32,
+    session: u32,
+}
+
+impl SharedSession {
+    /// Start the harness with the victim `victim_user` and the attacker's
+    /// hog started through `link` (growing at the reaction hogs' rate).
+    fn start(victim_user: &str, link: &Path) -> SharedSession {
+        let mut c = Command::new("setsid");
+        c.args(["--wait", "/usr/bin/python3", "-u", "-c", SHARED_SESSION])
+            .args([victim_user, ATTACKER])
+            .arg(link)
+            .args([
+                "--rate",
+                crate::support::attack::HOG_RATE,
+                "--max",
+                crate::support::attack::HOG_MAX,
+                "--catch",
+                "TERM",
+            ]);
+        let mut harness = Proc::spawn(c);
+        let (_, line) = harness.expect_line("victim ", Duration::from_secs(20));
+        let mut words = line.split_whitespace().skip(1).step_by(2);
+        let mut next = || words.next().and_then(|w| w.parse::<u32>().ok());
+        let (Some(victim), Some(session)) = (next(), next()) else {
+            panic!("the harness said {line:?}");
+        };
+        SharedSession {
+            harness,
+            victim,
+            session,
+        }
+    }
+}
+
+impl Drop for SharedSession {
+    fn drop(&mut self) {
+        kill_group(self.victim);
+        kill_group(self.session);
+        self.harness.kill();
+    }
+}
+
+/// The members of process group `pgid` now, with their owners.
+fn group_with_owners(pgid: u32) -> Vec<(u32, Option<u32>)> {
+    headroom::act::identity::group_members(pgid)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|pid| {
+            let owner = headroom::act::identity::member(pid)
+                .ok()
+                .flatten()
+                .and_then(|m| m.uid);
+            (pid, owner)
+        })
+        .collect()
+}
+
+/// The journal's `action` events on `pid` (in `dir/journal.jsonl`), once
+/// there is one or after 10 s.
+fn journaled_actions_on(dir: &Path, pid: u32) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+        let found: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "action" && e["process"]["pid"] == pid)
+            .collect();
+        if !found.is_empty() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_group_signal_spares_another_users_job_the_hog_joined() {
+    let session = begin("process group joined in a shared session");
+    let mut f = Findings::new(&session);
+    // A second, ordinary account plays the victim.
+    ensure_user(REGULAR_ATTACKER, false);
+    let (victim_uid, attacker_uid) = (uid_of(REGULAR_ATTACKER), uid_of(ATTACKER));
+    let stage = Stage::new();
+    let dir = private_dir();
+    let link = stage.hog_link("joined", "hog-joined");
+    let text = config(
+        dir.path(),
+        &format!(
+            "[[rule]]\nname = \"group-limit\"\nfootprint = \"{}MiB\"\nother_users = true\n\
+             cooldown = \"1h\"\nactions = [{{ signal = \"SIGTERM\", process_group = true }}]\n\
+             [rule.match]\nargv = {}\n",
+            LIMIT / MIB,
+            argv_pattern(&link)
+        ),
+    );
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let base_hwm = d.hwm();
+        let mut shared = SharedSession::start(REGULAR_ATTACKER, &link);
+        let hog_pid = match shared.harness.wait_line("ready", Duration::from_secs(20)) {
+            Some(_) => group_with_owners(shared.victim)
+                .into_iter()
+                .find(|&(_, owner)| owner == Some(attacker_uid))
+                .map(|(pid, _)| pid),
+            None => None,
+        };
+        let victims: Vec<u32> = group_with_owners(shared.victim)
+            .into_iter()
+            .filter(|&(_, owner)| owner == Some(victim_uid))
+            .map(|(pid, _)| pid)
+            .collect();
+        f.note(format!(
+            "process group {}: the victim's {victims:?} (uid {victim_uid}) and the attacker's hog \
+             {hog_pid:?} (uid {attacker_uid})",
+            shared.victim
+        ));
+        assert!(
+            hog_pid.is_some() && !victims.is_empty(),
+            "the attacker's hog did not join the victim's group {}: {:?}\n{}",
+            shared.victim,
+            group_with_owners(shared.victim),
+            shared.harness.output()
+        );
+        let hog_pid = hog_pid.unwrap_or_default();
+        match await_reaction(&mut shared.harness, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => f.note(format!(
+                "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            )),
+            Err(why) => f.fail(format!("the attacker's hog in the victim's group: {why}")),
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        for &pid in &victims {
+            f.check(alive(pid), || {
+                format!(
+                    "the victim's process {pid} (uid {victim_uid}) died: the step signalled the \
+                     process group {} that {ATTACKER}'s hog had joined",
+                    shared.victim
+                )
+            });
+        }
+        // The journal records the step, and who was spared and why.
+        let actions = journaled_actions_on(dir.path(), hog_pid);
+        let spared = format!(
+            "left alone: pid {} (uid {victim_uid}, not the target's owner uid {attacker_uid})",
+            shared.victim
+        );
+        match actions.first() {
+            Some(a) => {
+                let detail = a["detail"].as_str().unwrap_or_default();
+                f.note(format!("journal: {} {detail}", a["outcome"]));
+                f.check(a["outcome"] == "done" && detail.contains(&spared), || {
+                    format!("the journal's action on the hog does not say {spared:?}: {a}")
+                });
+            }
+            None => f.fail(format!(
+                "no action on the hog (pid {hog_pid}) in the journal within 10 s"
+            )),
+        }
+        let log = d.log_text();
+        f.check(log.contains(&spared), || {
+            format!(
+                "the daemon's log does not say {spared:?}; its last lines:\n{}",
+                d.log_tail(10)
+            )
+        });
+        // What the attacker reads of the event names no more than `ps` does.
+        let out = attacker_python(&stage, &["get", &d.url("/api/v1/events")])
+            .output()
+            .expect("attacker get");
+        let events = String::from_utf8_lossy(&out.stdout);
+        f.check(!events.contains("victim-job-XYZ"), || {
+            format!(
+                "{ATTACKER} reads the victim's command line in /api/v1/events: {}",
+                excerpt(&events, "victim-job-XYZ")
+            )
+        });
+        let hwm = memory_bounded(&mut f, &d, base_hwm);
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+        ]);
+    }
+    f.finish();
+}
