@@ -159,6 +159,7 @@ pub fn run() -> Report {
     let mut checks = sample_checks(platform_sampler(&gpu).as_mut());
     checks.extend(crate::sample::doctor_checks());
     checks.push(crate::act::doctor::signals());
+    checks.push(crate::act::doctor::notifier());
     Report { facts, checks }
 }
 
