@@ -1716,3 +1716,150 @@ fn a_group_signal_spares_another_users_job_the_hog_joined() {
     }
     f.finish();
 }
+
+// ---------------------------------------------------------------------------
+// A notifier planted early on the daemon's PATH
+// ---------------------------------------------------------------------------
+
+/// The journal's `action` events of `rule` (in `dir/journal.jsonl`), once
+/// there is one or after 20 s.
+fn journaled_actions_of(dir: &Path, rule: &str) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+        let found: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "action" && e["rule"] == rule)
+            .collect();
+        if !found.is_empty() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn notifications_run_no_program_from_the_daemons_path() {
+    let session = begin("notify-send planted on the daemon's PATH");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    // The attacker's directory, group-writable, first on the daemon's PATH,
+    // with a notify-send that records who ran it and with what.
+    let bin = stage.path("attacker-bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let ran = bin.join("ran");
+    let planted = bin.join("notify-send");
+    std::fs::write(
+        &planted,
+        format!(
+            "#!/bin/sh\necho \"uid $(id -u): $*\" >> {}\n",
+            ran.display()
+        ),
+    )
+    .expect("write notify-send");
+    chmod(&planted, 0o755);
+    let attacker = uid_of(ATTACKER);
+    chown(&planted, attacker);
+    chown(&bin, attacker);
+    chmod(&bin, 0o775);
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    // Root's process crosses a notify rule; the attacker's hog a SIGTERM rule.
+    let notified = stage.hog_link("notified", "hog-notified");
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(
+        dir.path(),
+        &format!(
+            "[[rule]]\nname = \"notify-root\"\nfootprint = \"64MiB\"\nroot = true\n\
+             cooldown = \"1h\"\nactions = [{{ notify = true }}]\n[rule.match]\nargv = {}\n\n{}",
+            argv_pattern(&notified),
+            hog_rule(&link, None)
+        ),
+    );
+    // A session bus for root, so that only the notifier's lookup decides.
+    let env = [
+        ("PATH", path.as_str()),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus"),
+    ];
+    match RootDaemon::start_with_env(dir.path(), &text, &env) {
+        Ok(mut d) => {
+            let base_hwm = d.hwm();
+            let mut root_hog = Proc::spawn({
+                let mut c = Command::new(&notified);
+                c.args(["--rate", "max", "--max", "128MiB", "--catch", "TERM"]);
+                c
+            });
+            root_hog.expect_line("ready", Duration::from_secs(20));
+            let mut hog = hog_as(ATTACKER, &link);
+            match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+                Ok(r) => f.note(format!(
+                    "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms after \
+                     crossing",
+                    r.past_limit_mib, r.ms_after_crossing
+                )),
+                Err(why) => f.fail(format!("the attacker's hog: {why}")),
+            }
+            // The notification's outcome is journaled when its run ends.
+            let notes = journaled_actions_of(dir.path(), "notify-root");
+            match notes.first() {
+                Some(a) => {
+                    f.note(format!("journal: notify {} {}", a["outcome"], a["why"]));
+                    f.check(a["process"]["pid"] == root_hog.pid(), || {
+                        format!("the notify action is not on root's process: {a}")
+                    });
+                }
+                None => f.fail("no notify action in the journal within 20 s".into()),
+            }
+            std::thread::sleep(Duration::from_secs(2));
+            let said = std::fs::read_to_string(&ran).unwrap_or_default();
+            f.check(said.is_empty(), || {
+                format!(
+                    "the daemon ran {} (owned by {ATTACKER}, first on its PATH): {}",
+                    planted.display(),
+                    said.trim()
+                )
+            });
+            if let Some(line) = d
+                .log_text()
+                .lines()
+                .find(|l| l.contains("notifications cannot be shown"))
+            {
+                f.note(format!("the daemon said: {line}"));
+            }
+            root_hog.drain();
+            f.check(root_hog.last("signal ").is_none(), || {
+                format!(
+                    "root's process under the notify rule was signalled: {:?}",
+                    root_hog.last("signal ")
+                )
+            });
+            // The doctor, run with the same PATH, names no file of the attacker's.
+            let doctor = Command::new(HEADROOM)
+                .arg("doctor")
+                .env("PATH", &path)
+                .output()
+                .expect("headroom doctor");
+            let report = String::from_utf8_lossy(&doctor.stdout);
+            let line = report
+                .lines()
+                .find(|l| l.split_whitespace().nth(1) == Some("notifier"))
+                .unwrap_or_default()
+                .to_string();
+            f.note(format!("headroom doctor: {line}"));
+            f.check(!line.is_empty() && !line.contains("attacker-bin"), || {
+                format!("headroom doctor's notifier line: {line:?}")
+            });
+            let hwm = memory_bounded(&mut f, &d, base_hwm);
+            f.figures(&[
+                ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+                ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+            ]);
+        }
+        Err(e) => f.fail(format!(
+            "the daemon did not start (exit code {:?}); its log:\n{}",
+            e.code, e.log
+        )),
+    }
+    f.finish();
+}
