@@ -330,25 +330,48 @@ mod tests {
     #[test]
     fn a_users_member_is_allowed_with_other_users() {
         assert_eq!(
-            refusal(&member(Some(1000), "python3", None), ADA, &reach(false, true)),
+            refusal(
+                &member(Some(1000), "python3", None),
+                ADA,
+                &reach(false, true)
+            ),
             None
         );
         assert!(
-            refusal(&member(Some(1000), "python3", None), ADA, &reach(true, false)).is_some()
+            refusal(
+                &member(Some(1000), "python3", None),
+                ADA,
+                &reach(true, false)
+            )
+            .is_some()
         );
     }
 
     #[test]
     fn a_member_of_another_user_is_left_alone_whatever_the_reach() {
-        let why = refusal(&member(Some(1001), "python3", None), ADA, &reach(true, true));
+        let why = refusal(
+            &member(Some(1001), "python3", None),
+            ADA,
+            &reach(true, true),
+        );
         assert_eq!(
             why.as_deref(),
             Some("uid 1001, not the target's owner uid 1000")
         );
         let why = refusal(&member(Some(0), "bash", None), ADA, &reach(true, true));
-        assert_eq!(why.as_deref(), Some("root, not the target's owner uid 1000"));
-        let why = refusal(&member(Some(1000), "python3", None), ROOT, &reach(true, true));
-        assert_eq!(why.as_deref(), Some("uid 1000, not the target's owner root"));
+        assert_eq!(
+            why.as_deref(),
+            Some("root, not the target's owner uid 1000")
+        );
+        let why = refusal(
+            &member(Some(1000), "python3", None),
+            ROOT,
+            &reach(true, true),
+        );
+        assert_eq!(
+            why.as_deref(),
+            Some("uid 1000, not the target's owner root")
+        );
     }
 
     #[test]

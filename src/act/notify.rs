@@ -394,7 +394,10 @@ mod tests {
         assert_eq!(find_notifier("notify-send", &dirs, uid), Ok(good));
         // With only the open directory, nothing runs, and the reason names it.
         let err = find_notifier("notify-send", &dirs[..1], uid).unwrap_err();
-        assert!(err.starts_with("no trusted desktop notifier: notify-send found, but "), "{err}");
+        assert!(
+            err.starts_with("no trusted desktop notifier: notify-send found, but "),
+            "{err}"
+        );
         assert!(
             err.contains(&format!(
                 "{} is writable by users other than root (mode 0775)",
@@ -460,6 +463,9 @@ mod tests {
             Some(OsStr::new(&bus))
         )));
         assert!(env.contains(&(OsStr::new("HOME"), Some(OsStr::new("/home/ada")))));
-        assert!(env.contains(&(OsStr::new("PATH"), Some(OsStr::new(super::super::HOOK_PATH)))));
+        assert!(env.contains(&(
+            OsStr::new("PATH"),
+            Some(OsStr::new(super::super::HOOK_PATH))
+        )));
     }
 }
