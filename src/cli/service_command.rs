@@ -188,7 +188,7 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         );
         if scope == Scope::System {
             eprintln!(
-                "headroom: the service {}",
+                "headroom: {}",
                 crate::service::binary_note(&params.binary, &params.source)
             );
         }

@@ -72,7 +72,10 @@ pub fn choose(
 /// service running `binary`.
 pub fn note(binary: &Path, source: &BinarySource) -> String {
     match source {
-        BinarySource::InPlace => format!("runs {}, which only root can change", binary.display()),
+        BinarySource::InPlace => format!(
+            "the service runs {}, which only root can change",
+            binary.display()
+        ),
         BinarySource::Copy { from, why } => format!(
             "{why}: a service that runs as root must not run a program anyone else can replace, \
              so a copy of {} is installed at {} (owned by root, mode 0755) and the service runs \

@@ -303,8 +303,9 @@ mod tests {
         let plan = plan_install(&p).unwrap();
         assert!(plan.copies.is_empty());
         assert!(
-            plan.notes
-                .contains(&"runs /usr/local/bin/headroom, which only root can change".to_string()),
+            plan.notes.contains(
+                &"the service runs /usr/local/bin/headroom, which only root can change".to_string()
+            ),
             "{:?}",
             plan.notes
         );

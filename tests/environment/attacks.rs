@@ -1863,3 +1863,198 @@ fn notifications_run_no_program_from_the_daemons_path() {
     }
     f.finish();
 }
+
+// ---------------------------------------------------------------------------
+// The system service installed from a binary its user can replace
+// ---------------------------------------------------------------------------
+
+use crate::support::attack::status_bytes;
+
+/// Where the README says a system service's own copy of headroom goes on
+/// Linux.
+const ROOT_COPY: &str = "/usr/local/sbin/headroom";
+
+/// `headroom service install --system` for real, in a mount namespace of its
+/// own (`unshare --mount`): tmpfs over `/etc/systemd/system` and
+/// `/usr/local/sbin`, and `systemctl` replaced by `$1`, which records its
+/// arguments. `$2` (the attacker's copy of headroom) installs the service on
+/// the config `$3`; the script says what the unit runs and who owns the
+/// service's copy, if one was made; then the attacker (`$5`) overwrites
+/// `$2` with `$4`, and the script starts the unit's `ExecStart=` as systemd
+/// would at the next boot: the daemon, in the namespace's place.
+const PRIVATE_INSTALL: &str = r#"
+set -e
+for d in /etc/systemd/system /usr/local/sbin; do
+    mount -t tmpfs -o mode=0755 headroom-install "$d"
+done
+mount --bind "$1" /usr/bin/systemctl
+"$2" service install --system --config "$3"
+exec_start=$(sed -n 's/^ExecStart=//p' /etc/systemd/system/headroom.service)
+echo "unit runs: $exec_start"
+echo "copy: $(stat -c 'uid=%u mode=%a' /usr/local/sbin/headroom 2>/dev/null || echo none)"
+setpriv --reuid="$5" --regid="$5" --init-groups -- /bin/cp "$4" "$2"
+echo "replaced $2"
+exec $exec_start
+"#;
+
+#[test]
+fn the_system_service_runs_no_binary_its_user_can_replace() {
+    let session = begin("service installed from a binary its user can replace");
+    let mut f = Findings::new(&session);
+    need_tools_for_the_private_install();
+    let stage = Stage::new();
+    let dir = private_dir();
+    // Root's, and open to the attacker, who must reach their home in it.
+    chmod(dir.path(), 0o755);
+    let attacker = uid_of(ATTACKER);
+    // The attacker's `cargo install`: ~/.cargo/bin/headroom, theirs.
+    let home = dir.path().join("home");
+    let cargo_bin = home.join(".cargo/bin");
+    std::fs::create_dir_all(&cargo_bin).expect("mkdir");
+    let theirs = cargo_bin.join("headroom");
+    std::fs::copy(HEADROOM, &theirs).expect("copy headroom");
+    for p in [&home, &home.join(".cargo"), &cargo_bin, &theirs] {
+        chmod(p, 0o755);
+        chown(p, attacker);
+    }
+    // What they put there once root has installed the service: it notes
+    // who ran it, then runs headroom, so that nothing looks amiss.
+    let ran = home.join("ran-as");
+    let evil = stage.path("evil-headroom");
+    std::fs::write(
+        &evil,
+        format!(
+            "#!/bin/sh\nid -u >> {}\nexec {HEADROOM} \"$@\"\n",
+            ran.display()
+        ),
+    )
+    .expect("write the replacement");
+    chmod(&evil, 0o755);
+    let systemctl = dir.path().join("systemctl");
+    let calls = dir.path().join("systemctl-calls");
+    std::fs::write(
+        &systemctl,
+        format!("#!/bin/sh\necho \"$*\" >> {}\n", calls.display()),
+    )
+    .expect("write systemctl");
+    chmod(&systemctl, 0o755);
+    let link = stage.hog_link("hogs", "hog-limit");
+    let cfg = dir.path().join("headroom.toml");
+    std::fs::write(
+        &cfg,
+        config(
+            dir.path(),
+            &format!(
+                "[http]\nlisten = \"127.0.0.1:0\"\n\n{}",
+                hog_rule(&link, None)
+            ),
+        ),
+    )
+    .expect("write config");
+    chmod(&cfg, 0o644);
+    let mut service = Proc::spawn({
+        let mut c = Command::new("unshare");
+        c.args(["--mount", "--propagation", "private", "/bin/sh", "-c"])
+            .arg(PRIVATE_INSTALL)
+            .arg("private-install")
+            .args([&systemctl, &theirs, &cfg, &evil])
+            .arg(ATTACKER)
+            .env("HEADROOM_LOG", "info");
+        c
+    });
+    let started = service.wait_line("first sample:", Duration::from_secs(60));
+    for needle in [
+        "unit runs: ",
+        "copy: ",
+        "stderr: installed ",
+        "stderr: headroom: ",
+    ] {
+        if let Some(line) = service.last(needle) {
+            f.note(format!("install: {line}"));
+        }
+    }
+    let unit_runs = service.last("unit runs: ").unwrap_or_default();
+    f.check(
+        !unit_runs.is_empty() && !unit_runs.contains(&*theirs.display().to_string()),
+        || {
+            format!(
+                "the system unit runs {} (owned by {ATTACKER}): {unit_runs:?}",
+                theirs.display()
+            )
+        },
+    );
+    let copy = service.last("copy: ").unwrap_or_default();
+    f.check(
+        unit_runs.contains(ROOT_COPY) && copy.ends_with("uid=0 mode=755"),
+        || {
+            format!(
+                "the unit does not run a root-owned copy at {ROOT_COPY}: {unit_runs:?}, {copy:?}"
+            )
+        },
+    );
+    if started.is_none() {
+        f.fail(format!(
+            "the installed service never took its first sample; its output:\n{}",
+            service.output()
+        ));
+    } else {
+        let base_hwm = status_bytes(service.pid(), "VmHWM").unwrap_or(0);
+        let mut hog = hog_as(ATTACKER, &link);
+        match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => f.note(format!(
+                "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            )),
+            Err(why) => f.fail(format!(
+                "the installed service: {why}\nits output:\n{}",
+                service.output()
+            )),
+        }
+        let actions = journaled_actions_on(dir.path(), hog.pid());
+        f.check(
+            actions.first().is_some_and(|a| a["outcome"] == "done"),
+            || format!("the journal holds no SIGTERM done on the hog: {actions:?}"),
+        );
+        let hwm = status_bytes(service.pid(), "VmHWM").unwrap_or(u64::MAX);
+        f.check(hwm <= base_hwm + MEMORY_SLACK, || {
+            format!(
+                "the service's VmHWM {:.1} MiB, past its first sample's {:.1} MiB + {} MiB",
+                mib(hwm),
+                mib(base_hwm),
+                MEMORY_SLACK / MIB
+            )
+        });
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+        ]);
+    }
+    let said = std::fs::read_to_string(&ran).unwrap_or_default();
+    f.check(said.is_empty(), || {
+        format!(
+            "the service ran {ATTACKER}'s replacement of {} as uid {}",
+            theirs.display(),
+            said.trim()
+        )
+    });
+    f.note(format!(
+        "systemctl was called with: {:?}",
+        std::fs::read_to_string(&calls)
+            .unwrap_or_default()
+            .lines()
+            .collect::<Vec<_>>()
+    ));
+    service.kill();
+    f.finish();
+}
+
+/// The private install needs `unshare` and `mount` (util-linux, mount) and
+/// a `systemctl` to stand in for.
+fn need_tools_for_the_private_install() {
+    support::need_tools(&[("unshare", "util-linux"), ("mount", "mount")]);
+    assert!(
+        Path::new("/usr/bin/systemctl").exists() && Path::new("/etc/systemd/system").is_dir(),
+        "the private install stands in for /usr/bin/systemctl and /etc/systemd/system: install \
+         the Debian package systemd"
+    );
+}
