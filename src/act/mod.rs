@@ -49,9 +49,9 @@ pub struct ActuatorOptions {
     /// How long a desktop notification command may run. Default 10s.
     pub notify_timeout: Duration,
     /// The directories the notifier (`notify-send`, `osascript`) is looked
-    /// for in, in order; default [`notify::NOTIFIER_DIRS`]. Never `$PATH`,
+    /// for in, in order; default `notify::NOTIFIER_DIRS`. Never `$PATH`,
     /// and a notifier is run only if only root (or headroom's own uid) can
-    /// change it and every directory above it ([`notify::find_notifier`]).
+    /// change it and every directory above it (`notify::find_notifier`).
     pub notifier_dirs: Vec<PathBuf>,
     /// Parent of the per-user runtime directories holding session buses.
     /// Default `/run/user`.
