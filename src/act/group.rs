@@ -109,7 +109,8 @@ pub(super) fn deliver(
         Ok(Some(Member { uid: None, .. })) => {
             return Verdict::Ended(
                 Outcome::Refused(format!(
-                    "cannot read the owner of {target}, so cannot tell which members of process                      group {pgid} are its owner's; nothing sent"
+                    "cannot read the owner of {target}, so cannot tell which members of process \
+                     group {pgid} are its owner's; nothing sent"
                 )),
                 String::new(),
             );
