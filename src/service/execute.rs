@@ -157,13 +157,21 @@ fn make_parents(path: &Path) -> Result<(), ServiceError> {
 /// Install the service's copy of headroom: `to`'s directories must be
 /// root's alone (missing ones are created so); the copy is written to a
 /// sibling (owned by root, mode 0755, synced) renamed over `to`, then
-/// checked again.
+/// checked again. When `from` is the running program, its bytes are read
+/// from the running program itself (Linux: `/proc/self/exe`), so that a
+/// file put at `from` after headroom started is not what gets installed.
 fn install_copy(c: &CopyStep) -> Result<(), ServiceError> {
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     root_alone(&c.to)?;
     make_parents(&c.to)?;
     refuse_symlink(&c.to)?;
-    let mut source = std::fs::File::open(&c.from).map_err(io_err("read", &c.from))?;
+    let running = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
+    let read = if running.as_deref() == Some(c.from.as_path()) {
+        crate::sys::this_process::own_image(&c.from)
+    } else {
+        c.from.clone()
+    };
+    let mut source = std::fs::File::open(&read).map_err(io_err("read", &read))?;
     let tmp = c.to.with_extension("tmp-headroom");
     let _ = std::fs::remove_file(&tmp);
     let mut file = std::fs::OpenOptions::new()
