@@ -160,6 +160,7 @@ pub fn run() -> Report {
     checks.extend(crate::sample::doctor_checks());
     checks.push(crate::act::doctor::signals());
     checks.push(http_port());
+    checks.push(crate::act::doctor::notifier());
     Report { facts, checks }
 }
 

@@ -28,6 +28,13 @@
 //! - the NVML library `[gpu] nvml_library`: at every load attempt, at start
 //!   and at each retry ([`crate::sample::gpu::nvml`]): an untrusted one is
 //!   not loaded and the collector says why;
+//! - the desktop notifier (`notify-send`, `osascript`): looked for in `/usr/bin`
+//!   and `/bin` only, never on `PATH`, and run only if it passes, before every
+//!   notification (`act::notify::find_notifier`);
+//! - the headroom binary a system service runs: the one `service install
+//!   --system` runs from if it passes, otherwise a root-owned copy it makes
+//!   ([`crate::service::choose`]); a root daemon started from a binary that
+//!   does not pass says so at start;
 //! - the journal's directory and file ([`crate::journal::Journal::open_checked`]):
 //!   the directory must pass, the file must be a regular file (not a link)
 //!   owned by root and not writable by group or others; one a user created

@@ -11,8 +11,10 @@
 # Homebrew's: the label (homebrew.mxcl.headroom), paths under the Homebrew
 # prefix, launchd's default ExitTimeOut (20 s), and no Umask key: the service
 # DSL sets neither. The daemon creates its journal 0600 in a 0700 directory
-# whatever the umask. `sudo brew services start headroom` runs it as root instead,
-# like the LaunchDaemon.
+# whatever the umask. The block is for the agent only: Homebrew's prefix
+# belongs to the user who installed Homebrew, so `sudo brew services start`
+# would run as root a binary that user can replace. The caveats give the
+# command that installs the LaunchDaemon on a root-owned copy instead.
 class Headroom < Formula
   desc "Memory-pressure daemon for machine-learning workloads"
   homepage "https://github.com/OWNER/headroom"
@@ -48,8 +50,12 @@ class Headroom < Formula
   def caveats
     <<~EOS
       `brew services start headroom` runs headroom as you: it watches your processes.
-      To watch every user's processes, run it as root:
-        sudo brew services start headroom
+      To watch every user's processes, install the LaunchDaemon, which runs as root
+      a copy of headroom that only root can change (/usr/local/libexec/headroom):
+        sudo #{opt_bin}/headroom service install --system
+      Not `sudo brew services start headroom`: it would run as root a file in
+      #{HOMEBREW_PREFIX}, which belongs to you. After `brew upgrade headroom`,
+      run the install again to update the copy.
       Check what works on this Mac (and what needs root):
         headroom doctor
     EOS

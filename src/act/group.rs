@@ -1,11 +1,14 @@
 //! A signal step with `process_group = true`: the group's members, each
 //! checked like a target and signalled on its own.
 //!
-//! `kill(-pgid)` would reach every process of the group, and a user can put
-//! a process of their own into a group that holds root's processes or
-//! protected ones (a user's job started from a root shell, a service's
-//! helper). So the actuator lists the members ([`identity::group_members`])
-//! and, for each one:
+//! `kill(-pgid)` would reach every process of the group, and a group is
+//! not its owner's alone: a user's job started from a root shell holds
+//! root's processes, and any process may join any group of its own session
+//! (`setpgid(0, pgid)`), so in a session two users share (a `tmux` or
+//! `screen` started by one for both, a `su` inside a terminal) one user's
+//! process can join the other's job. So the group step reaches only what
+//! the target's owner could have started: the actuator reads the target's
+//! owner, lists the members ([`identity::group_members`]) and, for each one:
 //!
 //! 1. never pid 0 or 1, headroom itself or one of its ancestors;
 //! 2. pins it (Linux: `pidfd_open`) and reads its facts after the pin
@@ -16,13 +19,18 @@
 //!    [`crate::policy::protection::owner_allowed`] decides for targets);
 //! 5. `[protect]` must not protect it (names and executables, for root's
 //!    and system accounts' processes: [`crate::policy::protection::config_protection`]);
-//! 6. in a dry run it is counted, not signalled; otherwise the signal goes
+//! 6. its owner must be the target's owner ([`Owner`]): a member of another
+//!    user, root's included, is left alone whatever the rule's reach, and
+//!    so is a member whose owner cannot be read;
+//! 7. in a dry run it is counted, not signalled; otherwise the signal goes
 //!    through its own pidfd, or with `kill` after its start time is checked
 //!    again where there are no pidfds.
 //!
-//! Members that fail a check are left alone and named in the report, with
-//! why. The target's `require_handler` check covers the step; the members
-//! get the signal as a group signal would give it to them.
+//! Members that fail a check are left alone and named in the report (the
+//! log line and the journal's event), with why: `left alone: pid 17 (uid
+//! 1001, not the target's owner uid 1000)`. The target's `require_handler`
+//! check covers the step; the members get the signal as a group signal
+//! would give it to them.
 //!
 //! A race is accepted: a process that joins the group (a member forks)
 //! after the list is made is not signalled, and a member's owner could
@@ -54,8 +62,41 @@ enum Fate {
     NotAMember,
 }
 
-/// Signal (or in a dry run, check) every member of group `pgid`, of which
-/// `target` (the decision's process, already checked) is one.
+/// The owner of the step's target, read after its identity was checked:
+/// the only owner whose members the step may signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner(u32);
+
+impl Owner {
+    /// Why a member owned by `uid` is not the target owner's, if it is not.
+    fn refuses(self, uid: Option<u32>) -> Option<String> {
+        match uid {
+            Some(uid) if uid == self.0 => None,
+            Some(uid) => Some(format!(
+                "{}, not the target's owner {}",
+                uid_name(uid),
+                uid_name(self.0)
+            )),
+            None => Some(format!(
+                "its owner cannot be read, so it may not be the target's owner {}",
+                uid_name(self.0)
+            )),
+        }
+    }
+}
+
+/// `root` or `uid 1000`.
+fn uid_name(uid: u32) -> String {
+    if uid == 0 {
+        "root".into()
+    } else {
+        format!("uid {uid}")
+    }
+}
+
+/// Signal (or in a dry run, check) every member of group `pgid` that the
+/// target's owner owns, of which `target` (the decision's process, already
+/// checked) is one.
 pub(super) fn deliver(
     d: &Decision,
     signal: SignalName,
@@ -63,6 +104,25 @@ pub(super) fn deliver(
     target: &str,
     lineage: &[u32],
 ) -> Verdict {
+    let owner = match identity::member(d.process.pid) {
+        Ok(Some(Member { uid: Some(uid), .. })) => Owner(uid),
+        Ok(Some(Member { uid: None, .. })) => {
+            return Verdict::Ended(
+                Outcome::Refused(format!(
+                    "cannot read the owner of {target}, so cannot tell which members of process \
+                     group {pgid} are its owner's; nothing sent"
+                )),
+                String::new(),
+            );
+        }
+        Ok(None) => return Verdict::Ended(Outcome::Gone, String::new()),
+        Err(e) => {
+            return Verdict::Ended(
+                Outcome::Failed(format!("cannot read the owner of {target}: {e}")),
+                String::new(),
+            );
+        }
+    };
     let pids = match identity::group_members(pgid) {
         Ok(pids) => pids,
         Err(e) => {
@@ -84,20 +144,35 @@ pub(super) fn deliver(
     }
     let fates: Vec<(u32, Fate)> = pids
         .into_iter()
-        .map(|pid| (pid, fate(pid, pgid, signal, &d.reach, lineage, d.dry_run)))
+        .map(|pid| {
+            let checks = Checks {
+                pgid,
+                owner,
+                reach: &d.reach,
+                lineage,
+            };
+            (pid, fate(pid, signal, &checks, d.dry_run))
+        })
         .collect();
     summarize(signal, pgid, &fates, d.dry_run)
 }
 
-/// Check one member and, unless in a dry run, signal it.
-fn fate(
-    pid: u32,
+/// What every member is checked against.
+struct Checks<'a> {
     pgid: u32,
-    signal: SignalName,
-    reach: &Reach,
-    lineage: &[u32],
-    dry_run: bool,
-) -> Fate {
+    owner: Owner,
+    reach: &'a Reach,
+    lineage: &'a [u32],
+}
+
+/// Check one member and, unless in a dry run, signal it.
+fn fate(pid: u32, signal: SignalName, checks: &Checks<'_>, dry_run: bool) -> Fate {
+    let Checks {
+        pgid,
+        owner,
+        reach,
+        lineage,
+    } = *checks;
     // 1. Who must never be signalled.
     if pid <= 1 {
         return Fate::LeftAlone("init".into());
@@ -120,7 +195,7 @@ fn fate(
         // What cannot be checked is not signalled.
         Err(e) => return Fate::LeftAlone(format!("cannot read its owner and name: {e}")),
     };
-    if let Some(why) = refusal(&facts, reach) {
+    if let Some(why) = refusal(&facts, owner, reach) {
         return Fate::LeftAlone(why);
     }
     if dry_run {
@@ -133,18 +208,20 @@ fn fate(
     }
 }
 
-/// Why the rule may not touch this member (checks 3 to 5), if it may not.
-fn refusal(m: &Member, reach: &Reach) -> Option<String> {
+/// Why the rule may not touch this member (checks 3 to 6), if it may not.
+fn refusal(m: &Member, owner: Owner, reach: &Reach) -> Option<String> {
     if m.kernel_thread {
         return Some("a kernel thread".into());
     }
     if let Some(why) = reach.refuses_owner(m.uid) {
         return Some(why);
     }
-    match protection::config_protection(&reach.protect, &m.name, m.exe.as_deref(), m.uid) {
-        Protection::Protected(why) => Some(format!("protected: {why}")),
-        Protection::Unprotected(_) => None,
+    if let Protection::Protected(why) =
+        protection::config_protection(&reach.protect, &m.name, m.exe.as_deref(), m.uid)
+    {
+        return Some(format!("protected: {why}"));
     }
+    owner.refuses(m.uid)
 }
 
 /// Send through the pin; without a pidfd, only after the start time is
@@ -242,31 +319,78 @@ mod tests {
         }
     }
 
+    const ROOT: Owner = Owner(0);
+    const ADA: Owner = Owner(1000);
+
     #[test]
     fn roots_member_is_refused_when_the_rule_has_root_false() {
-        let why = refusal(&member(Some(0), "bash", None), &reach(false, true));
+        let why = refusal(&member(Some(0), "bash", None), ROOT, &reach(false, true));
         assert_eq!(why.as_deref(), Some("root, rule has root = false"));
     }
 
     #[test]
     fn a_users_member_is_allowed_with_other_users() {
         assert_eq!(
-            refusal(&member(Some(1000), "python3", None), &reach(false, true)),
+            refusal(
+                &member(Some(1000), "python3", None),
+                ADA,
+                &reach(false, true)
+            ),
             None
         );
-        assert!(refusal(&member(Some(1000), "python3", None), &reach(true, false)).is_some());
+        assert!(
+            refusal(
+                &member(Some(1000), "python3", None),
+                ADA,
+                &reach(true, false)
+            )
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn a_member_of_another_user_is_left_alone_whatever_the_reach() {
+        let why = refusal(
+            &member(Some(1001), "python3", None),
+            ADA,
+            &reach(true, true),
+        );
+        assert_eq!(
+            why.as_deref(),
+            Some("uid 1001, not the target's owner uid 1000")
+        );
+        let why = refusal(&member(Some(0), "bash", None), ADA, &reach(true, true));
+        assert_eq!(
+            why.as_deref(),
+            Some("root, not the target's owner uid 1000")
+        );
+        let why = refusal(
+            &member(Some(1000), "python3", None),
+            ROOT,
+            &reach(true, true),
+        );
+        assert_eq!(
+            why.as_deref(),
+            Some("uid 1000, not the target's owner root")
+        );
+    }
+
+    #[test]
+    fn a_member_whose_owner_cannot_be_read_is_left_alone() {
+        let why = refusal(&member(None, "python3", None), ADA, &reach(true, true)).unwrap();
+        assert!(why.starts_with("its owner cannot be read"), "{why}");
     }
 
     #[test]
     fn a_system_accounts_member_named_sshd_is_protected() {
-        let why = refusal(&member(Some(0), "sshd", None), &reach(true, true)).unwrap();
+        let why = refusal(&member(Some(0), "sshd", None), ROOT, &reach(true, true)).unwrap();
         assert!(why.starts_with("protected: \"sshd\""), "{why}");
     }
 
     #[test]
     fn a_users_member_named_sshd_is_not() {
         assert_eq!(
-            refusal(&member(Some(1000), "sshd", None), &reach(false, true)),
+            refusal(&member(Some(1000), "sshd", None), ADA, &reach(false, true)),
             None
         );
     }
@@ -276,7 +400,7 @@ mod tests {
         let mut m = member(Some(0), "kworker/0:1", None);
         m.kernel_thread = true;
         assert_eq!(
-            refusal(&m, &reach(true, true)).as_deref(),
+            refusal(&m, ADA, &reach(true, true)).as_deref(),
             Some("a kernel thread")
         );
     }

@@ -27,7 +27,6 @@ mod portable;
 mod posix;
 mod signal;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -49,9 +48,11 @@ pub use hook::OUTPUT_LIMIT as HOOK_OUTPUT_LIMIT;
 pub struct ActuatorOptions {
     /// How long a desktop notification command may run. Default 10s.
     pub notify_timeout: Duration,
-    /// Where to look for the notifier (`notify-send`, `osascript`); `None`
-    /// searches `$PATH`.
-    pub notifier_path: Option<OsString>,
+    /// The directories the notifier (`notify-send`, `osascript`) is looked
+    /// for in, in order; default `notify::NOTIFIER_DIRS`. Never `$PATH`,
+    /// and a notifier is run only if only root (or headroom's own uid) can
+    /// change it and every directory above it (`notify::find_notifier`).
+    pub notifier_dirs: Vec<PathBuf>,
     /// Parent of the per-user runtime directories holding session buses.
     /// Default `/run/user`.
     pub runtime_dir: PathBuf,
@@ -64,7 +65,7 @@ impl Default for ActuatorOptions {
     fn default() -> Self {
         Self {
             notify_timeout: Duration::from_secs(10),
-            notifier_path: None,
+            notifier_dirs: notify::NOTIFIER_DIRS.iter().map(PathBuf::from).collect(),
             runtime_dir: PathBuf::from("/run/user"),
             run_hooks_in_dry_run: false,
         }
@@ -221,7 +222,7 @@ impl Actuator {
         let cmd = notify::command(
             &message,
             audience,
-            self.opts.notifier_path.as_deref(),
+            &self.opts.notifier_dirs,
             &self.opts.runtime_dir,
             || std::fs::read_to_string(crate::sys::passwd::SYSTEM_PASSWD),
         );

@@ -4,9 +4,20 @@
 //! Linux: `notify-send`, talking to the user's session bus at
 //! `/run/user/<uid>/bus`. A daemon running as root runs it as the user who
 //! owns the process (their uid, primary gid, home and bus; no supplementary
-//! groups); a daemon running as a user runs it as itself, on its own session.
-//! macOS: `osascript`, through `launchctl asuser` when root. Elsewhere
-//! there is no notifier.
+//! groups) or, for root's process, as root; a daemon running as a user runs
+//! it as itself, on its own session. macOS: `osascript`, through `launchctl
+//! asuser` when root. Elsewhere there is no notifier.
+//!
+//! The notifier is never looked up on `PATH`: a directory early on the
+//! daemon's `PATH` that a user can write (a group-writable `/usr/local/bin`,
+//! a `~/bin` left in a root shell's `PATH`) would let that user's program
+//! run as every user a notification is for, and as root. It is taken from
+//! [`NOTIFIER_DIRS`] only (`/usr/bin`, then `/bin`), and run only if it
+//! passes the check a root daemon applies to hooks
+//! ([`crate::sys::trusted_path::check_path`]): the file and every directory
+//! above it changeable by root alone (or by the daemon's own uid).
+//! [`find_notifier`] says which one runs, or why none does; `headroom
+//! doctor` shows it ([`crate::act::doctor::notifier`]).
 //!
 //! The text names processes other users named. It never becomes markup or
 //! code: control characters are escaped as [`printable`] writes them
@@ -16,11 +27,62 @@
 //! (`on run argv`) that reads title and body from its arguments, so no text
 //! is ever spliced into a script.
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::report::printable;
+use crate::sys::trusted_path::check_path;
+
+/// Where the notifier is looked for, in this order: the system's own
+/// directories. Not `/usr/local/bin`: Homebrew's on an Intel Mac belongs to
+/// a user, and Debian's `staff` group may write there.
+pub const NOTIFIER_DIRS: [&str; 2] = ["/usr/bin", "/bin"];
+
+/// This platform's notifier program, if it has one.
+pub const NOTIFIER: Option<&str> = if cfg!(target_os = "linux") {
+    Some("notify-send")
+} else if cfg!(target_os = "macos") {
+    Some("osascript")
+} else {
+    None
+};
+
+/// The notifier `name` in the first of `dirs` that holds an executable file
+/// of that name, if only root and `trusted_uid` can change it and every
+/// directory above it; otherwise why there is none, naming each file found
+/// and what is wrong with it. Nothing outside `dirs` is looked at.
+pub fn find_notifier(name: &str, dirs: &[PathBuf], trusted_uid: u32) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut refused = Vec::new();
+    for dir in dirs.iter().filter(|d| d.is_absolute()) {
+        let path = dir.join(name);
+        let executable = std::fs::metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if !executable {
+            continue;
+        }
+        match check_path(&path, trusted_uid) {
+            Ok(()) => return Ok(path),
+            Err(u) => refused.push(u.what()),
+        }
+    }
+    let searched = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if refused.is_empty() {
+        Err(format!(
+            "no desktop notifier: {name} not found in {searched} (it is never looked up on PATH)"
+        ))
+    } else {
+        Err(format!(
+            "no trusted desktop notifier: {name} found, but {}; a user who can change it could \
+             run code as anyone a notification is for, root included, so it is not run",
+            refused.join("; ")
+        ))
+    }
+}
 
 /// The message to show.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,25 +102,28 @@ pub struct Audience {
 
 /// The command that shows `message`, or why none can.
 ///
-/// `search_path` is where to look for the notifier (`$PATH` when `None`);
-/// `runtime_dir` is the parent of the per-user runtime directories
-/// (`/run/user`); `passwd` is the text of `/etc/passwd`, read only when a root
-/// daemon needs the target user's gid and home.
+/// `dirs` is where to look for the notifier ([`find_notifier`], trusting
+/// `audience.own_uid` besides root); `runtime_dir` is the parent of the
+/// per-user runtime directories (`/run/user`); `passwd` is the text of
+/// `/etc/passwd`, read only when a root daemon needs the target user's gid
+/// and home.
 pub fn command(
     message: &Message,
     audience: Audience,
-    search_path: Option<&OsStr>,
+    dirs: &[PathBuf],
     runtime_dir: &Path,
     passwd: impl FnOnce() -> std::io::Result<String>,
 ) -> Result<Command, String> {
-    platform_command(message, audience, search_path, runtime_dir, passwd)
+    let name = NOTIFIER.ok_or_else(|| "no desktop notifier on this platform".to_string())?;
+    let notifier = find_notifier(name, dirs, audience.own_uid)?;
+    platform_command(message, audience, &notifier, runtime_dir, passwd)
 }
 
 #[cfg(target_os = "linux")]
 fn platform_command(
     message: &Message,
     audience: Audience,
-    search_path: Option<&OsStr>,
+    notifier: &Path,
     runtime_dir: &Path,
     passwd: impl FnOnce() -> std::io::Result<String>,
 ) -> Result<Command, String> {
@@ -66,15 +131,13 @@ fn platform_command(
 
     use crate::sys::passwd::{SYSTEM_PASSWD, by_uid};
 
-    let notifier = find_program("notify-send", search_path)
-        .ok_or_else(|| "no desktop notifier: notify-send not found".to_string())?;
     let as_root = audience.own_uid == 0;
     let uid = match (as_root, audience.target_uid) {
         (true, Some(uid)) => uid,
         _ => audience.own_uid,
     };
     let bus = runtime_dir.join(uid.to_string()).join("bus");
-    let mut cmd = Command::new(&notifier);
+    let mut cmd = Command::new(notifier);
     cmd.args(notify_send_args(message));
     if as_root && uid != 0 {
         if !bus.exists() {
@@ -87,7 +150,7 @@ fn platform_command(
         let entry = by_uid(&text, uid)
             .ok_or_else(|| format!("uid {uid} has no entry in {SYSTEM_PASSWD}"))?;
         cmd.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("PATH", super::HOOK_PATH)
             .env("HOME", entry.home)
             .env("XDG_RUNTIME_DIR", runtime_dir.join(uid.to_string()))
             .env("DBUS_SESSION_BUS_ADDRESS", bus_address(&bus))
@@ -109,12 +172,10 @@ fn platform_command(
 fn platform_command(
     message: &Message,
     audience: Audience,
-    search_path: Option<&OsStr>,
+    osascript: &Path,
     _runtime_dir: &Path,
     _passwd: impl FnOnce() -> std::io::Result<String>,
 ) -> Result<Command, String> {
-    let osascript = find_program("osascript", search_path)
-        .ok_or_else(|| "no desktop notifier: osascript not found".to_string())?;
     let args = osascript_args(message);
     let cmd = match (audience.own_uid, audience.target_uid) {
         // Root has no GUI session: show it in the user's, as the user.
@@ -125,12 +186,12 @@ fn platform_command(
                 .arg("/usr/bin/sudo")
                 .arg("-u")
                 .arg(format!("#{uid}"))
-                .arg(&osascript)
+                .arg(osascript)
                 .args(&args);
             c
         }
         _ => {
-            let mut c = Command::new(&osascript);
+            let mut c = Command::new(osascript);
             c.args(&args);
             c
         }
@@ -142,7 +203,7 @@ fn platform_command(
 fn platform_command(
     _message: &Message,
     _audience: Audience,
-    _search_path: Option<&OsStr>,
+    _notifier: &Path,
     _runtime_dir: &Path,
     _passwd: impl FnOnce() -> std::io::Result<String>,
 ) -> Result<Command, String> {
@@ -219,29 +280,10 @@ fn bus_address(bus: &Path) -> std::ffi::OsString {
     address
 }
 
-/// The first executable file called `name` in `search_path` (or `$PATH`).
-pub fn find_program(name: &str, search_path: Option<&OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let from_env;
-    let dirs = match search_path {
-        Some(p) => p,
-        None => {
-            from_env = std::env::var_os("PATH").unwrap_or_default();
-            from_env.as_os_str()
-        }
-    };
-    std::env::split_paths(dirs)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|path| {
-            std::fs::metadata(path)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::trusted_path::tests::{chmod, private_dir};
 
     fn message() -> Message {
         Message {
@@ -309,61 +351,102 @@ mod tests {
         assert!(quoted[..6].iter().all(|a| !a.contains("shell")));
     }
 
+    /// An executable file `name` in `dir`.
+    fn program(dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        chmod(&path, 0o755);
+        path
+    }
+
     #[test]
-    fn programs_are_found_only_where_executable() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let plain = dir.path().join("plain");
-        std::fs::write(&plain, "").unwrap();
-        let run = dir.path().join("run");
-        std::fs::write(&run, "").unwrap();
-        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = dir.path().as_os_str();
-        assert_eq!(find_program("run", Some(path)), Some(run));
-        assert_eq!(find_program("plain", Some(path)), None);
-        assert_eq!(find_program("run", Some(OsStr::new(""))), None);
+    fn a_notifier_is_found_only_as_an_executable_in_the_given_directories() {
+        let (dir, uid) = private_dir();
+        let run = program(dir.path(), "run");
+        std::fs::write(dir.path().join("plain"), "").unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        assert_eq!(find_notifier("run", &dirs, uid), Ok(run));
+        let err = find_notifier("plain", &dirs, uid).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "no desktop notifier: plain not found in {} (it is never looked up on PATH)",
+                dir.path().display()
+            )
+        );
+        // A relative directory (`bin` on a PATH) is never searched.
+        assert!(find_notifier("run", &[PathBuf::from("bin")], uid).is_err());
+    }
+
+    #[test]
+    fn a_notifier_others_can_change_is_passed_over_for_a_trusted_one() {
+        let (dir, uid) = private_dir();
+        let open = dir.path().join("open");
+        let trusted = dir.path().join("trusted");
+        for d in [&open, &trusted] {
+            std::fs::create_dir(d).unwrap();
+            chmod(d, 0o755);
+        }
+        program(&open, "notify-send");
+        let good = program(&trusted, "notify-send");
+        chmod(&open, 0o775);
+        let dirs = [open.clone(), trusted.clone()];
+        assert_eq!(find_notifier("notify-send", &dirs, uid), Ok(good));
+        // With only the open directory, nothing runs, and the reason names it.
+        let err = find_notifier("notify-send", &dirs[..1], uid).unwrap_err();
+        assert!(
+            err.starts_with("no trusted desktop notifier: notify-send found, but "),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "{} is writable by users other than root (mode 0775)",
+                open.display()
+            )),
+            "{err}"
+        );
+        assert!(err.contains("so it is not run"), "{err}");
+    }
+
+    #[test]
+    fn the_notifier_is_looked_for_in_the_systems_own_directories_only() {
+        assert_eq!(NOTIFIER_DIRS, ["/usr/bin", "/bin"]);
     }
 
     #[cfg(target_os = "linux")]
     #[test]
     fn without_notify_send_the_reason_is_given() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, uid) = private_dir();
         let err = command(
             &message(),
             Audience {
                 target_uid: Some(1000),
-                own_uid: 1000,
+                own_uid: uid,
             },
-            Some(dir.path().as_os_str()),
+            &[dir.path().to_path_buf()],
             Path::new("/run/user"),
             || Ok(String::new()),
         )
         .unwrap_err();
-        assert_eq!(err, "no desktop notifier: notify-send not found");
+        assert!(
+            err.starts_with("no desktop notifier: notify-send not found in "),
+            "{err}"
+        );
     }
 
     #[cfg(target_os = "linux")]
     #[test]
     fn a_root_daemon_needs_the_users_session_bus() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let bin = tempfile::tempdir().unwrap();
-        let notifier = bin.path().join("notify-send");
-        std::fs::write(&notifier, "").unwrap();
-        std::fs::set_permissions(&notifier, std::fs::Permissions::from_mode(0o755)).unwrap();
+        use std::ffi::OsStr;
+        let notifier = Path::new("/usr/bin/notify-send");
         let runtime = tempfile::tempdir().unwrap();
         let audience = Audience {
             target_uid: Some(1000),
             own_uid: 0,
         };
         let passwd = || Ok("ada:x:1000:1001:Ada:/home/ada:/bin/sh\n".to_string());
-        let err = command(
-            &message(),
-            audience,
-            Some(bin.path().as_os_str()),
-            runtime.path(),
-            passwd,
-        )
-        .unwrap_err();
+        let err =
+            platform_command(&message(), audience, notifier, runtime.path(), passwd).unwrap_err();
         assert!(
             err.starts_with("no desktop session for uid 1000: "),
             "{err}"
@@ -371,14 +454,7 @@ mod tests {
 
         std::fs::create_dir_all(runtime.path().join("1000")).unwrap();
         std::fs::write(runtime.path().join("1000/bus"), "").unwrap();
-        let cmd = command(
-            &message(),
-            audience,
-            Some(bin.path().as_os_str()),
-            runtime.path(),
-            passwd,
-        )
-        .unwrap();
+        let cmd = platform_command(&message(), audience, notifier, runtime.path(), passwd).unwrap();
         assert_eq!(cmd.get_program(), notifier.as_os_str());
         let env: Vec<_> = cmd.get_envs().collect();
         let bus = format!("unix:path={}/1000/bus", runtime.path().display());
@@ -387,5 +463,9 @@ mod tests {
             Some(OsStr::new(&bus))
         )));
         assert!(env.contains(&(OsStr::new("HOME"), Some(OsStr::new("/home/ada")))));
+        assert!(env.contains(&(
+            OsStr::new("PATH"),
+            Some(OsStr::new(super::super::HOOK_PATH))
+        )));
     }
 }

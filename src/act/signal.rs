@@ -13,9 +13,10 @@
 //! 5. `process_group`: never group 0 or 1, headroom's own group, or a group
 //!    led by one of its ancestors. The group is never signalled as a whole
 //!    (`kill(-pgid)` would reach root's processes and protected ones in it
-//!    too): each member is checked like a target and signalled through a
-//!    pidfd of its own, or left alone and named in the report (see
-//!    [`group`]).
+//!    too, and any process of the session may join the group): only the
+//!    members the target's owner owns may be signalled, each checked like a
+//!    target and signalled through a pidfd of its own; the others are left
+//!    alone and named in the report (see [`group`]).
 //! 6. Dry run stops here: everything was checked, nothing is sent.
 //! 7. Send: through the pidfd (Linux 5.3+), otherwise `kill` after the
 //!    identity check.

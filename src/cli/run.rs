@@ -26,6 +26,30 @@ pub struct HttpOverrides {
     pub allow_remote: bool,
 }
 
+/// As root, say so when the running binary is one others can change (`sudo
+/// brew services start`, a unit written by hand naming `~/.cargo/bin`):
+/// whoever can change it runs their code as root at the next start. The
+/// daemon runs on; `service install --system` installs a copy root alone
+/// can change.
+fn warn_if_others_can_replace_this_binary() {
+    if crate::sys::this_process::effective_uid() != 0 {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    if let Err(u) = crate::sys::trusted_path::check_path(&exe, 0) {
+        tracing::warn!(
+            "running as root from {}, but {}: whoever can change it runs their code as root at \
+             the next start; `sudo {} service install --system` installs a copy only root can \
+             change and runs that",
+            exe.display(),
+            u.what(),
+            exe.display()
+        );
+    }
+}
+
 /// Run the daemon in the foreground until SIGTERM or SIGINT.
 pub fn run_daemon(
     config_path: Option<PathBuf>,
@@ -51,6 +75,7 @@ pub fn run_daemon(
             .map_err(|why| CliError::Usage(format!("--listen {addr}: {why}")))?;
     }
     crate::logging::init(log_format.unwrap_or(config.daemon.log_format));
+    warn_if_others_can_replace_this_binary();
     // Room for enforcement's descriptors whatever HTTP clients open; the
     // HTTP server keeps a reserve out of what this leaves.
     match crate::sys::fd_limit::raise_open_files() {

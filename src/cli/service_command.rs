@@ -1,6 +1,8 @@
 //! `headroom service install|uninstall`: which service the flags and the
 //! user running the command mean (scope and manager), what may be done
-//! here and what only printed, then the plan of [`crate::service`] printed
+//! here and what only printed, which headroom binary a system service runs
+//! (this one if only root can change it, otherwise a root-owned copy:
+//! [`crate::service::choose`]), then the plan of [`crate::service`] printed
 //! or carried out.
 
 use std::path::PathBuf;
@@ -127,9 +129,12 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
     if !print {
         can_act_here(manager, native, scope, uid, install)?;
     }
-    let binary = std::env::current_exe()
+    let running = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .map_err(|e| CliError::Runtime(format!("cannot find the headroom executable: {e}")))?;
+    // A system service runs as root: only a binary root alone can change.
+    let trusted = crate::sys::trusted_path::check_path(&running, 0);
+    let (binary, source) = crate::service::choose(manager, scope, &running, trusted);
     let config = match config {
         Some(c) => {
             let abs = c
@@ -144,6 +149,7 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         manager,
         scope,
         binary,
+        source,
         config,
         home: std::env::var_os("HOME").map(PathBuf::from),
         uid,
@@ -166,7 +172,8 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         return write_stdout(&plan.render(manager));
     }
     let shown = params.binary.display().to_string();
-    if install && (shown.contains("/Cellar/") || shown.contains("/target/")) {
+    if install && scope == Scope::User && (shown.contains("/Cellar/") || shown.contains("/target/"))
+    {
         eprintln!(
             "headroom: note: the service runs {shown}, which an upgrade or `cargo clean` replaces; with Homebrew use `brew services start headroom` instead"
         );
@@ -179,6 +186,12 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
             manager.as_str(),
             scope.flag()
         );
+        if scope == Scope::System {
+            eprintln!(
+                "headroom: {}",
+                crate::service::binary_note(&params.binary, &params.source)
+            );
+        }
     } else {
         eprintln!("headroom: service stopped and removed");
     }

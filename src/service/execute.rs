@@ -1,19 +1,25 @@
-//! A plan carried out: directories created with their modes and owners,
-//! files written whole (a sibling renamed over the target), removals, then
-//! commands. Symbolic links are never written through.
+//! A plan carried out: the service's copy of headroom (owned by root, and
+//! checked to be root's alone with every directory above it, before and
+//! after), directories created with their modes and owners, files written
+//! whole (a sibling renamed over the target), removals, then commands.
+//! Symbolic links are never written through.
 
 use std::io;
 use std::path::Path;
 use std::process::Command;
 
 use super::ServiceError;
-use super::plan::{CommandStep, Contents, DirStep, FileStep, Plan};
+use super::plan::{CommandStep, Contents, CopyStep, DirStep, FileStep, Plan};
+use crate::sys::trusted_path::check_path;
 
 impl Plan {
-    /// Carry the plan out: directories, files, removals, then commands,
-    /// stopping at the first failure that matters. Symbolic links are never
-    /// written through.
+    /// Carry the plan out: the copy of headroom, directories, files,
+    /// removals, then commands, stopping at the first failure that matters.
+    /// Symbolic links are never written through.
     pub fn execute(&self) -> Result<(), ServiceError> {
+        for c in &self.copies {
+            install_copy(c)?;
+        }
         for d in &self.dirs {
             make_dir(d)?;
         }
@@ -108,6 +114,89 @@ fn write_file(f: &FileStep) -> Result<(), ServiceError> {
     Ok(())
 }
 
+/// `path` must be root's alone, with every directory above it (for a path
+/// not there yet: the nearest directory that is).
+fn root_alone(path: &Path) -> Result<(), ServiceError> {
+    check_path(path, 0).map_err(|u| ServiceError::UntrustedCopy {
+        path: path.to_owned(),
+        what: u.what(),
+        fix: u.fix("/usr/local/sbin"),
+    })
+}
+
+/// Create each missing directory above `path`, owned by root (group 0),
+/// mode 0755; directories already there are left as they are.
+fn make_parents(path: &Path) -> Result<(), ServiceError> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    let missing: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+        .collect();
+    for dir in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(source) => {
+                return Err(ServiceError::Io {
+                    action: "create",
+                    path: dir.to_owned(),
+                    source,
+                });
+            }
+        }
+        std::os::unix::fs::chown(dir, Some(0), Some(0))
+            .map_err(io_err("change the owner of", dir))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err("set the mode of", dir))?;
+        eprintln!("created {}", dir.display());
+    }
+    Ok(())
+}
+
+/// Install the service's copy of headroom: `to`'s directories must be
+/// root's alone (missing ones are created so); the copy is written to a
+/// sibling (owned by root, mode 0755, synced) renamed over `to`, then
+/// checked again. When `from` is the running program, its bytes are read
+/// from the running program itself (Linux: `/proc/self/exe`), so that a
+/// file put at `from` after headroom started is not what gets installed.
+fn install_copy(c: &CopyStep) -> Result<(), ServiceError> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    root_alone(&c.to)?;
+    make_parents(&c.to)?;
+    refuse_symlink(&c.to)?;
+    let running = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
+    let read = if running.as_deref() == Some(c.from.as_path()) {
+        crate::sys::this_process::own_image(&c.from)
+    } else {
+        c.from.clone()
+    };
+    let mut source = std::fs::File::open(&read).map_err(io_err("read", &read))?;
+    let tmp = c.to.with_extension("tmp-headroom");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&tmp)
+        .map_err(io_err("create", &tmp))?;
+    io::copy(&mut source, &mut file)
+        .and_then(|_| file.sync_all())
+        .map_err(io_err("write", &tmp))?;
+    std::os::unix::fs::chown(&tmp, Some(0), Some(0))
+        .map_err(io_err("change the owner of", &tmp))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err("set the mode of", &tmp))?;
+    std::fs::rename(&tmp, &c.to).map_err(io_err("replace", &c.to))?;
+    root_alone(&c.to)?;
+    eprintln!(
+        "installed {} (a copy of {}, owned by root, mode 0755)",
+        c.to.display(),
+        c.from.display()
+    );
+    Ok(())
+}
+
 fn run(c: &CommandStep) -> Result<(), ServiceError> {
     let shown = c.argv.join(" ");
     let Some((program, args)) = c.argv.split_first() else {
@@ -145,6 +234,7 @@ mod tests {
         let plan = Plan {
             title: "test".into(),
             notes: vec![],
+            copies: vec![],
             dirs: vec![
                 DirStep {
                     path: dir.path().join("conf"),
@@ -194,6 +284,36 @@ mod tests {
         };
         let err = failing.execute().unwrap_err();
         assert!(err.to_string().contains("`false` failed"), "{err}");
+    }
+
+    #[test]
+    fn a_copy_where_others_can_write_is_refused_before_anything_is_written() {
+        use crate::sys::trusted_path::tests::{chmod, private_dir};
+        let (dir, _) = private_dir();
+        let open = dir.path().join("sbin");
+        std::fs::create_dir(&open).unwrap();
+        chmod(&open, 0o777);
+        let from = dir.path().join("headroom");
+        std::fs::write(&from, "#!/bin/sh\n").unwrap();
+        let to = open.join("new/headroom");
+        let err = install_copy(&CopyStep {
+            from,
+            to: to.clone(),
+        })
+        .unwrap_err();
+        let said = err.to_string();
+        assert!(matches!(err, ServiceError::UntrustedCopy { .. }), "{said}");
+        assert!(
+            said.starts_with(&format!(
+                "cannot install headroom at {} for the service: {} is writable by users other \
+                 than root (mode 0777)",
+                to.display(),
+                open.display()
+            )),
+            "{said}"
+        );
+        assert!(said.contains("chmod go-w"), "{said}");
+        assert!(!open.join("new").exists(), "nothing is created");
     }
 
     #[test]

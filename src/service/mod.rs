@@ -13,14 +13,19 @@
 //! | `--system` | LaunchDaemon `io.headroom.daemon` in `/Library/LaunchDaemons`, root, every user's processes | `/etc/systemd/system/headroom.service`, root with five capabilities |
 //! | `--user` | LaunchAgent `io.headroom.agent` in `~/Library/LaunchAgents`, this user's processes | `~/.config/systemd/user/headroom.service` |
 //!
-//! One file per part: `paths.rs` where each manager and scope keeps its
-//! files, `plist.rs` a small property-list emitter (strings, booleans,
+//! A system service runs only a headroom binary that root alone can change:
+//! the running one if it is, otherwise a root-owned copy the installer
+//! makes (`binary.rs`).
+//!
+//! One file per part: `binary.rs` which executable the service runs,
+//! `paths.rs` where each manager and scope keeps its files, `plist.rs` a small property-list emitter (strings, booleans,
 //! integers, arrays, dictionaries: what the plists use; the tests read it
 //! back with the `plist` crate), `launchd.rs` the plist and `launchctl`
 //! targets, `systemd.rs` the unit and `systemctl` commands, `plan.rs` the
 //! install and uninstall plans, `print.rs` a plan as text for `--print`,
 //! and `execute.rs` a plan carried out on the file system.
 
+mod binary;
 mod execute;
 mod launchd;
 mod paths;
@@ -32,9 +37,15 @@ mod systemd;
 use std::io;
 use std::path::PathBuf;
 
+pub use binary::{
+    BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, note as binary_note,
+    root_binary,
+};
 pub use launchd::{HARD_OPEN_FILES, SOFT_OPEN_FILES, launchd_plist};
 pub use paths::{Layout, config_path, layout, program_arguments};
-pub use plan::{CommandStep, Contents, DirStep, FileStep, Plan, plan_install, plan_uninstall};
+pub use plan::{
+    CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, plan_install, plan_uninstall,
+};
 pub use plist::{PlistValue, render_plist};
 pub use systemd::systemd_unit;
 
@@ -91,8 +102,11 @@ impl Scope {
 pub struct Params {
     pub manager: Manager,
     pub scope: Scope,
-    /// The headroom executable, absolute.
+    /// The headroom executable the service runs, absolute.
     pub binary: PathBuf,
+    /// Where `binary` comes from: the running executable where it is, or a
+    /// copy the installer makes first ([`choose`]).
+    pub source: BinarySource,
     /// The config file passed to `headroom run --config`, absolute; `None`
     /// for the default path of this manager and scope.
     pub config: Option<PathBuf>,
@@ -126,6 +140,14 @@ pub enum ServiceError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "cannot install headroom at {path} for the service: {what}, and a service that runs as root must run a program only root can change; {fix}, or install headroom where only root can write and run `service install --system` from there"
+    )]
+    UntrustedCopy {
+        path: PathBuf,
+        what: String,
+        fix: String,
+    },
     #[error("`{command}` failed ({status}); the steps before it were done, see above")]
     Command { command: String, status: String },
 }
@@ -144,6 +166,7 @@ mod testing {
             manager,
             scope,
             binary: PathBuf::from("/usr/local/bin/headroom"),
+            source: super::BinarySource::InPlace,
             config: None,
             home: Some(PathBuf::from("/Users/ann")),
             uid: 501,

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::binary::{BinarySource, note};
 use super::launchd::{MACOS_ADMIN_GID, launchd_plist, launchd_target};
 use super::paths::{Layout, config_path, layout};
 use super::systemd::{systemctl, systemd_unit};
@@ -34,6 +35,16 @@ pub struct FileStep {
     pub contents: Contents,
 }
 
+/// The service's own copy of headroom: `from` copied to `to`, owned by root
+/// (group 0), mode 0755, with any missing directory above `to` created the
+/// same way; `to` and every directory above it must be root's alone, before
+/// and after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyStep {
+    pub from: PathBuf,
+    pub to: PathBuf,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandStep {
     pub argv: Vec<String>,
@@ -42,12 +53,13 @@ pub struct CommandStep {
     pub may_fail: bool,
 }
 
-/// Everything an install or uninstall does, in order: directories, files,
-/// removals, commands.
+/// Everything an install or uninstall does, in order: the service's copy of
+/// headroom, directories, files, removals, commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub title: String,
     pub notes: Vec<String>,
+    pub copies: Vec<CopyStep>,
     pub dirs: Vec<DirStep>,
     pub files: Vec<FileStep>,
     pub remove: Vec<PathBuf>,
@@ -95,12 +107,22 @@ pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
             params.manager.as_str()
         ),
         notes: Vec::new(),
+        copies: Vec::new(),
         dirs: Vec::new(),
         files: Vec::new(),
         remove: Vec::new(),
         commands: Vec::new(),
     };
     let private = if system { 0o750 } else { 0o700 };
+    if system {
+        plan.notes.push(note(&params.binary, &params.source));
+    }
+    if let BinarySource::Copy { from, .. } = &params.source {
+        plan.copies.push(CopyStep {
+            from: from.clone(),
+            to: params.binary.clone(),
+        });
+    }
     if params.config.is_none() {
         plan.dirs.push(DirStep {
             path: l.config_dir.clone(),
@@ -190,11 +212,18 @@ pub fn plan_uninstall(params: &Params) -> Result<Plan, ServiceError> {
             l.state_dir.display(),
             l.log_dir.display()
         )],
+        copies: Vec::new(),
         dirs: Vec::new(),
         files: Vec::new(),
         remove: vec![l.service_file.clone()],
         commands: Vec::new(),
     };
+    if params.scope == Scope::System {
+        plan.notes.push(format!(
+            "kept: {}, if the install put a copy of headroom there",
+            super::binary::root_binary(params.manager).display()
+        ));
+    }
     match params.manager {
         Manager::Launchd => {
             let (_, target) = launchd_target(params);
@@ -265,6 +294,47 @@ mod tests {
                 "systemctl enable headroom.service",
                 "systemctl restart headroom.service"
             ]
+        );
+    }
+
+    #[test]
+    fn a_system_install_says_which_binary_it_runs_and_copies_one_others_can_change() {
+        let p = params(Manager::Systemd, Scope::System);
+        let plan = plan_install(&p).unwrap();
+        assert!(plan.copies.is_empty());
+        assert!(
+            plan.notes.contains(
+                &"the service runs /usr/local/bin/headroom, which only root can change".to_string()
+            ),
+            "{:?}",
+            plan.notes
+        );
+        let mut p = params(Manager::Launchd, Scope::System);
+        p.binary = PathBuf::from("/usr/local/libexec/headroom/headroom");
+        p.source = BinarySource::Copy {
+            from: PathBuf::from("/usr/local/bin/headroom"),
+            why: "/usr/local/bin is owned by uid 501, not by root".into(),
+        };
+        let plan = plan_install(&p).unwrap();
+        assert_eq!(
+            plan.copies,
+            [CopyStep {
+                from: PathBuf::from("/usr/local/bin/headroom"),
+                to: PathBuf::from("/usr/local/libexec/headroom/headroom"),
+            }]
+        );
+        assert!(
+            plan.notes[0].starts_with("/usr/local/bin is owned by uid 501, not by root: "),
+            "{:?}",
+            plan.notes
+        );
+        // A user service says nothing of the kind.
+        let plan = plan_install(&params(Manager::Launchd, Scope::User)).unwrap();
+        assert!(plan.copies.is_empty());
+        assert!(
+            !plan.notes.iter().any(|n| n.contains("only root")),
+            "{:?}",
+            plan.notes
         );
     }
 

@@ -46,6 +46,24 @@ impl Plan {
         for n in &self.notes {
             let _ = writeln!(out, "# {n}");
         }
+        // `root:wheel` or `root:root`, as `install` takes them.
+        let root = owner_name((0, 0), manager);
+        let (user, group) = root.split_once(':').unwrap_or(("root", "0"));
+        for c in &self.copies {
+            if let Some(dir) = c.to.parent() {
+                let _ = writeln!(
+                    out,
+                    "\ninstall -d -o {user} -g {group} -m 0755 {}  # if missing",
+                    shell_word(&dir.display().to_string())
+                );
+            }
+            let _ = writeln!(
+                out,
+                "install -o {user} -g {group} -m 0755 {} {}  # the service's own copy, root's alone",
+                shell_word(&c.from.display().to_string()),
+                shell_word(&c.to.display().to_string())
+            );
+        }
         if !self.dirs.is_empty() {
             out.push('\n');
         }
@@ -122,5 +140,28 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("<key>ProgramArguments</key>"), "{text}");
+    }
+
+    #[test]
+    fn the_printed_plan_installs_the_services_copy_of_headroom() {
+        let mut p = params(Manager::Launchd, Scope::System);
+        p.binary = crate::service::root_binary(Manager::Launchd);
+        p.source = crate::service::BinarySource::Copy {
+            from: "/usr/local/bin/headroom".into(),
+            why: "/usr/local/bin is owned by uid 501, not by root".into(),
+        };
+        let text = plan_install(&p).unwrap().render(Manager::Launchd);
+        assert!(
+            text.contains(
+                "\ninstall -d -o root -g wheel -m 0755 /usr/local/libexec/headroom  # if missing\n\
+                 install -o root -g wheel -m 0755 /usr/local/bin/headroom \
+                 /usr/local/libexec/headroom/headroom  # the service's own copy, root's alone\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("<string>/usr/local/libexec/headroom/headroom</string>"),
+            "{text}"
+        );
     }
 }

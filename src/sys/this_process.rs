@@ -1,16 +1,30 @@
 //! Facts about headroom's own process that decide what it may do: the
 //! effective uid (the one the kernel checks for signals and for reading
-//! other users' processes), whether that is root, and the calling thread's
-//! CPU priority. Every privilege decision reads the effective uid from
+//! other users' processes), whether that is root, the calling thread's
+//! CPU priority, and the file of its own program (which the service
+//! installer copies). Every privilege decision reads the effective uid from
 //! here, so the daemon, the doctor and the service installer agree.
 
 use std::io;
+use std::path::{Path, PathBuf};
 
 /// The effective uid of this process (`geteuid`, which cannot fail).
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid takes no arguments, touches no memory of ours and
     // always succeeds (POSIX).
     unsafe { libc::geteuid() }
+}
+
+/// The file to read for the program this process runs, if `exe` (a path
+/// of the executable) is its path: on Linux `/proc/self/exe`, which opens
+/// the file the process was started from even if another took its path
+/// since; elsewhere `exe` itself.
+pub fn own_image(exe: &Path) -> PathBuf {
+    if cfg!(target_os = "linux") {
+        PathBuf::from("/proc/self/exe")
+    } else {
+        exe.to_path_buf()
+    }
 }
 
 /// Whether headroom runs as root (effective uid 0).

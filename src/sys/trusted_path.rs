@@ -1,6 +1,7 @@
 //! Whether only root can change a path: the check a root daemon applies to
 //! every file it loads, runs or writes (its config, hook programs and their
-//! scripts, the NVML library, the journal).
+//! scripts, the desktop notifier, the NVML library, the journal), and the
+//! installer to the binary a system service runs.
 //!
 //! A root daemon uses a path only if it and every directory on the way to it
 //! can be changed by root alone: owned by root (or the daemon's own uid) and

@@ -3706,6 +3706,54 @@ fn a_process_that_handles_sigterm_and_exits_later_is_ended_by_headroom_s_sigterm
         let mut hog = Proc::spawn({
             let mut c = as_user(ATTACKER, &link);
             c.args([
+
+// A process group another user's hog joined (`process_group = true` in a
+// session two users share)
+// ---------------------------------------------------------------------------
+
+use crate::support::attack::kill_group;
+
+/// The root harness of a session two users share (as a `tmux` started for
+/// both): it runs in a session of its own (through `setsid`), starts the
+/// victim's job as the leader of a process group, says `victim PID`, then
+/// starts the attacker's program, which joins the victim's group with
+/// `setpgid(0, pgid)` (allowed within one session, whoever owns the group)
+/// and execs the hog. The victim's job prints nothing; the hog's lines come
+/// out on the harness's stdout.
+const SHARED_SESSION: &str = r#"
+import os, subprocess, sys
+victim_user, attacker_user, hog = sys.argv[1:4]
+def as_user(user, argv):
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"] + argv
+victim = subprocess.Popen(
+    as_user(victim_user, ["/bin/sh", "-c", "sleep 100000; : victim-job-XYZ"]),
+    process_group=0, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+print(f"victim {victim.pid} session {os.getsid(0)}", flush=True)
+join = "import os, sys; os.setpgid(0, int(sys.argv[1])); os.execv(sys.argv[2], sys.argv[2:])"
+attacker = subprocess.Popen(
+    as_user(attacker_user, ["/usr/bin/python3", "-c", join, str(victim.pid), hog] + sys.argv[4:]),
+    stdin=subprocess.DEVNULL)
+attacker.wait()
+victim.wait()
+"#;
+
+/// The shared session: its harness, and the groups to kill when the test
+/// ends (the harness's and the victim's, which the hog joined).
+struct SharedSession {
+    harness: Proc,
+    victim: u32,
+    session: u32,
+}
+
+impl SharedSession {
+    /// Start the harness with the victim `victim_user` and the attacker's
+    /// hog started through `link` (growing at the reaction hogs' rate).
+    fn start(victim_user: &str, link: &Path) -> SharedSession {
+        let mut c = Command::new("setsid");
+        c.args(["--wait", "/usr/bin/python3", "-u", "-c", SHARED_SESSION])
+            .args([victim_user, ATTACKER])
+            .arg(link)
+            .args([
                 "--rate",
                 crate::support::attack::HOG_RATE,
                 "--max",
@@ -3769,6 +3817,165 @@ fn a_process_that_handles_sigterm_and_exits_later_is_ended_by_headroom_s_sigterm
             None => f.fail("`headroom events` shows no post-mortem of the hog".into()),
         }
         journal_keeps_only_the_hogs_sigterm(&mut f, &journal, pid);
+
+            ]);
+        let mut harness = Proc::spawn(c);
+        let (_, line) = harness.expect_line("victim ", Duration::from_secs(20));
+        let mut words = line.split_whitespace().skip(1).step_by(2);
+        let mut next = || words.next().and_then(|w| w.parse::<u32>().ok());
+        let (Some(victim), Some(session)) = (next(), next()) else {
+            panic!("the harness said {line:?}");
+        };
+        SharedSession {
+            harness,
+            victim,
+            session,
+        }
+    }
+}
+
+impl Drop for SharedSession {
+    fn drop(&mut self) {
+        kill_group(self.victim);
+        kill_group(self.session);
+        self.harness.kill();
+    }
+}
+
+/// The members of process group `pgid` now, with their owners.
+fn group_with_owners(pgid: u32) -> Vec<(u32, Option<u32>)> {
+    headroom::act::identity::group_members(pgid)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|pid| {
+            let owner = headroom::act::identity::member(pid)
+                .ok()
+                .flatten()
+                .and_then(|m| m.uid);
+            (pid, owner)
+        })
+        .collect()
+}
+
+/// The journal's `action` events on `pid` (in `dir/journal.jsonl`), once
+/// there is one or after 10 s.
+fn journaled_actions_on(dir: &Path, pid: u32) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+        let found: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "action" && e["process"]["pid"] == pid)
+            .collect();
+        if !found.is_empty() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_group_signal_spares_another_users_job_the_hog_joined() {
+    let session = begin("process group joined in a shared session");
+    let mut f = Findings::new(&session);
+    // A second, ordinary account plays the victim.
+    ensure_user(REGULAR_ATTACKER, false);
+    let (victim_uid, attacker_uid) = (uid_of(REGULAR_ATTACKER), uid_of(ATTACKER));
+    let stage = Stage::new();
+    let dir = private_dir();
+    let link = stage.hog_link("joined", "hog-joined");
+    let text = config(
+        dir.path(),
+        &format!(
+            "[[rule]]\nname = \"group-limit\"\nfootprint = \"{}MiB\"\nother_users = true\n\
+             cooldown = \"1h\"\nactions = [{{ signal = \"SIGTERM\", process_group = true }}]\n\
+             [rule.match]\nargv = {}\n",
+            LIMIT / MIB,
+            argv_pattern(&link)
+        ),
+    );
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let base_hwm = d.hwm();
+        let mut shared = SharedSession::start(REGULAR_ATTACKER, &link);
+        let hog_pid = match shared.harness.wait_line("ready", Duration::from_secs(20)) {
+            Some(_) => group_with_owners(shared.victim)
+                .into_iter()
+                .find(|&(_, owner)| owner == Some(attacker_uid))
+                .map(|(pid, _)| pid),
+            None => None,
+        };
+        let victims: Vec<u32> = group_with_owners(shared.victim)
+            .into_iter()
+            .filter(|&(_, owner)| owner == Some(victim_uid))
+            .map(|(pid, _)| pid)
+            .collect();
+        f.note(format!(
+            "process group {}: the victim's {victims:?} (uid {victim_uid}) and the attacker's hog \
+             {hog_pid:?} (uid {attacker_uid})",
+            shared.victim
+        ));
+        assert!(
+            hog_pid.is_some() && !victims.is_empty(),
+            "the attacker's hog did not join the victim's group {}: {:?}\n{}",
+            shared.victim,
+            group_with_owners(shared.victim),
+            shared.harness.output()
+        );
+        let hog_pid = hog_pid.unwrap_or_default();
+        match await_reaction(&mut shared.harness, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => f.note(format!(
+                "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            )),
+            Err(why) => f.fail(format!("the attacker's hog in the victim's group: {why}")),
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        for &pid in &victims {
+            f.check(alive(pid), || {
+                format!(
+                    "the victim's process {pid} (uid {victim_uid}) died: the step signalled the \
+                     process group {} that {ATTACKER}'s hog had joined",
+                    shared.victim
+                )
+            });
+        }
+        // The journal records the step, and who was spared and why.
+        let actions = journaled_actions_on(dir.path(), hog_pid);
+        let spared = format!(
+            "left alone: pid {} (uid {victim_uid}, not the target's owner uid {attacker_uid})",
+            shared.victim
+        );
+        match actions.first() {
+            Some(a) => {
+                let detail = a["detail"].as_str().unwrap_or_default();
+                f.note(format!("journal: {} {detail}", a["outcome"]));
+                f.check(a["outcome"] == "done" && detail.contains(&spared), || {
+                    format!("the journal's action on the hog does not say {spared:?}: {a}")
+                });
+            }
+            None => f.fail(format!(
+                "no action on the hog (pid {hog_pid}) in the journal within 10 s"
+            )),
+        }
+        let log = d.log_text();
+        f.check(log.contains(&spared), || {
+            format!(
+                "the daemon's log does not say {spared:?}; its last lines:\n{}",
+                d.log_tail(10)
+            )
+        });
+        // What the attacker reads of the event names no more than `ps` does.
+        let out = attacker_python(&stage, &["get", &d.url("/api/v1/events")])
+            .output()
+            .expect("attacker get");
+        let events = String::from_utf8_lossy(&out.stdout);
+        f.check(!events.contains("victim-job-XYZ"), || {
+            format!(
+                "{ATTACKER} reads the victim's command line in /api/v1/events: {}",
+                excerpt(&events, "victim-job-XYZ")
+            )
+        });
         let hwm = memory_bounded(&mut f, &d, base_hwm);
         f.figures(&[
             ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
@@ -3789,4 +3996,351 @@ fn a_process_that_handles_sigterm_and_exits_later_is_ended_by_headroom_s_sigterm
         f.check(d.running(), || "the daemon stopped".into());
     }
     f.finish();
+}
+
+        ]);
+    }
+    f.finish();
+}
+
+// ---------------------------------------------------------------------------
+// A notifier planted early on the daemon's PATH
+// ---------------------------------------------------------------------------
+
+/// The journal's `action` events of `rule` (in `dir/journal.jsonl`), once
+/// there is one or after 20 s.
+fn journaled_actions_of(dir: &Path, rule: &str) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+        let found: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "action" && e["rule"] == rule)
+            .collect();
+        if !found.is_empty() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn notifications_run_no_program_from_the_daemons_path() {
+    let session = begin("notify-send planted on the daemon's PATH");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    // The attacker's directory, group-writable, first on the daemon's PATH,
+    // with a notify-send that records who ran it and with what.
+    let bin = stage.path("attacker-bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let ran = bin.join("ran");
+    let planted = bin.join("notify-send");
+    std::fs::write(
+        &planted,
+        format!(
+            "#!/bin/sh\necho \"uid $(id -u): $*\" >> {}\n",
+            ran.display()
+        ),
+    )
+    .expect("write notify-send");
+    chmod(&planted, 0o755);
+    let attacker = uid_of(ATTACKER);
+    chown(&planted, attacker);
+    chown(&bin, attacker);
+    chmod(&bin, 0o775);
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    // Root's process crosses a notify rule; the attacker's hog a SIGTERM rule.
+    let notified = stage.hog_link("notified", "hog-notified");
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(
+        dir.path(),
+        &format!(
+            "[[rule]]\nname = \"notify-root\"\nfootprint = \"64MiB\"\nroot = true\n\
+             cooldown = \"1h\"\nactions = [{{ notify = true }}]\n[rule.match]\nargv = {}\n\n{}",
+            argv_pattern(&notified),
+            hog_rule(&link, None)
+        ),
+    );
+    // A session bus for root, so that only the notifier's lookup decides.
+    let env = [
+        ("PATH", path.as_str()),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus"),
+    ];
+    match RootDaemon::start_with_env(dir.path(), &text, &env) {
+        Ok(mut d) => {
+            let base_hwm = d.hwm();
+            let mut root_hog = Proc::spawn({
+                let mut c = Command::new(&notified);
+                c.args(["--rate", "max", "--max", "128MiB", "--catch", "TERM"]);
+                c
+            });
+            root_hog.expect_line("ready", Duration::from_secs(20));
+            let mut hog = hog_as(ATTACKER, &link);
+            match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+                Ok(r) => f.note(format!(
+                    "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms after \
+                     crossing",
+                    r.past_limit_mib, r.ms_after_crossing
+                )),
+                Err(why) => f.fail(format!("the attacker's hog: {why}")),
+            }
+            // The notification's outcome is journaled when its run ends.
+            let notes = journaled_actions_of(dir.path(), "notify-root");
+            match notes.first() {
+                Some(a) => {
+                    f.note(format!("journal: notify {} {}", a["outcome"], a["why"]));
+                    f.check(a["process"]["pid"] == root_hog.pid(), || {
+                        format!("the notify action is not on root's process: {a}")
+                    });
+                }
+                None => f.fail("no notify action in the journal within 20 s".into()),
+            }
+            std::thread::sleep(Duration::from_secs(2));
+            let said = std::fs::read_to_string(&ran).unwrap_or_default();
+            f.check(said.is_empty(), || {
+                format!(
+                    "the daemon ran {} (owned by {ATTACKER}, first on its PATH): {}",
+                    planted.display(),
+                    said.trim()
+                )
+            });
+            if let Some(line) = d
+                .log_text()
+                .lines()
+                .find(|l| l.contains("notifications cannot be shown"))
+            {
+                f.note(format!("the daemon said: {line}"));
+            }
+            root_hog.drain();
+            f.check(root_hog.last("signal ").is_none(), || {
+                format!(
+                    "root's process under the notify rule was signalled: {:?}",
+                    root_hog.last("signal ")
+                )
+            });
+            // The doctor, run with the same PATH, names no file of the attacker's.
+            let doctor = Command::new(HEADROOM)
+                .arg("doctor")
+                .env("PATH", &path)
+                .output()
+                .expect("headroom doctor");
+            let report = String::from_utf8_lossy(&doctor.stdout);
+            let line = report
+                .lines()
+                .find(|l| l.split_whitespace().nth(1) == Some("notifier"))
+                .unwrap_or_default()
+                .to_string();
+            f.note(format!("headroom doctor: {line}"));
+            f.check(!line.is_empty() && !line.contains("attacker-bin"), || {
+                format!("headroom doctor's notifier line: {line:?}")
+            });
+            let hwm = memory_bounded(&mut f, &d, base_hwm);
+            f.figures(&[
+                ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+                ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+            ]);
+        }
+        Err(e) => f.fail(format!(
+            "the daemon did not start (exit code {:?}); its log:\n{}",
+            e.code, e.log
+        )),
+    }
+    f.finish();
+}
+
+// ---------------------------------------------------------------------------
+// The system service installed from a binary its user can replace
+// ---------------------------------------------------------------------------
+
+use crate::support::attack::status_bytes;
+
+/// Where the README says a system service's own copy of headroom goes on
+/// Linux.
+const ROOT_COPY: &str = "/usr/local/sbin/headroom";
+
+/// `headroom service install --system` for real, in a mount namespace of its
+/// own (`unshare --mount`): tmpfs over `/etc/systemd/system` and
+/// `/usr/local/sbin`, and `systemctl` replaced by `$1`, which records its
+/// arguments. `$2` (the attacker's copy of headroom) installs the service on
+/// the config `$3`; the script says what the unit runs and who owns the
+/// service's copy, if one was made; then the attacker (`$5`) overwrites
+/// `$2` with `$4`, and the script starts the unit's `ExecStart=` as systemd
+/// would at the next boot: the daemon, in the namespace's place.
+const PRIVATE_INSTALL: &str = r#"
+set -e
+for d in /etc/systemd/system /usr/local/sbin; do
+    mount -t tmpfs -o mode=0755 headroom-install "$d"
+done
+mount --bind "$1" /usr/bin/systemctl
+"$2" service install --system --config "$3"
+exec_start=$(sed -n 's/^ExecStart=//p' /etc/systemd/system/headroom.service)
+echo "unit runs: $exec_start"
+echo "copy: $(stat -c 'uid=%u mode=%a' /usr/local/sbin/headroom 2>/dev/null || echo none)"
+setpriv --reuid="$5" --regid="$5" --init-groups -- /bin/cp "$4" "$2"
+echo "replaced $2"
+exec $exec_start
+"#;
+
+#[test]
+fn the_system_service_runs_no_binary_its_user_can_replace() {
+    let session = begin("service installed from a binary its user can replace");
+    let mut f = Findings::new(&session);
+    need_tools_for_the_private_install();
+    let stage = Stage::new();
+    let dir = private_dir();
+    // Root's, and open to the attacker, who must reach their home in it.
+    chmod(dir.path(), 0o755);
+    let attacker = uid_of(ATTACKER);
+    // The attacker's `cargo install`: ~/.cargo/bin/headroom, theirs.
+    let home = dir.path().join("home");
+    let cargo_bin = home.join(".cargo/bin");
+    std::fs::create_dir_all(&cargo_bin).expect("mkdir");
+    let theirs = cargo_bin.join("headroom");
+    std::fs::copy(HEADROOM, &theirs).expect("copy headroom");
+    for p in [&home, &home.join(".cargo"), &cargo_bin, &theirs] {
+        chmod(p, 0o755);
+        chown(p, attacker);
+    }
+    // What they put there once root has installed the service: it notes
+    // who ran it, then runs headroom, so that nothing looks amiss.
+    let ran = home.join("ran-as");
+    let evil = stage.path("evil-headroom");
+    std::fs::write(
+        &evil,
+        format!(
+            "#!/bin/sh\nid -u >> {}\nexec {HEADROOM} \"$@\"\n",
+            ran.display()
+        ),
+    )
+    .expect("write the replacement");
+    chmod(&evil, 0o755);
+    let systemctl = dir.path().join("systemctl");
+    let calls = dir.path().join("systemctl-calls");
+    std::fs::write(
+        &systemctl,
+        format!("#!/bin/sh\necho \"$*\" >> {}\n", calls.display()),
+    )
+    .expect("write systemctl");
+    chmod(&systemctl, 0o755);
+    let link = stage.hog_link("hogs", "hog-limit");
+    let cfg = dir.path().join("headroom.toml");
+    std::fs::write(
+        &cfg,
+        config(
+            dir.path(),
+            &format!(
+                "[http]\nlisten = \"127.0.0.1:0\"\n\n{}",
+                hog_rule(&link, None)
+            ),
+        ),
+    )
+    .expect("write config");
+    chmod(&cfg, 0o644);
+    let mut service = Proc::spawn({
+        let mut c = Command::new("unshare");
+        c.args(["--mount", "--propagation", "private", "/bin/sh", "-c"])
+            .arg(PRIVATE_INSTALL)
+            .arg("private-install")
+            .args([&systemctl, &theirs, &cfg, &evil])
+            .arg(ATTACKER)
+            .env("HEADROOM_LOG", "info");
+        c
+    });
+    let started = service.wait_line("first sample:", Duration::from_secs(60));
+    for needle in [
+        "unit runs: ",
+        "copy: ",
+        "stderr: installed ",
+        "stderr: headroom: ",
+    ] {
+        if let Some(line) = service.last(needle) {
+            f.note(format!("install: {line}"));
+        }
+    }
+    let unit_runs = service.last("unit runs: ").unwrap_or_default();
+    f.check(
+        !unit_runs.is_empty() && !unit_runs.contains(&*theirs.display().to_string()),
+        || {
+            format!(
+                "the system unit runs {} (owned by {ATTACKER}): {unit_runs:?}",
+                theirs.display()
+            )
+        },
+    );
+    let copy = service.last("copy: ").unwrap_or_default();
+    f.check(
+        unit_runs.contains(ROOT_COPY) && copy.ends_with("uid=0 mode=755"),
+        || {
+            format!(
+                "the unit does not run a root-owned copy at {ROOT_COPY}: {unit_runs:?}, {copy:?}"
+            )
+        },
+    );
+    if started.is_none() {
+        f.fail(format!(
+            "the installed service never took its first sample; its output:\n{}",
+            service.output()
+        ));
+    } else {
+        let base_hwm = status_bytes(service.pid(), "VmHWM").unwrap_or(0);
+        let mut hog = hog_as(ATTACKER, &link);
+        match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => f.note(format!(
+                "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            )),
+            Err(why) => f.fail(format!(
+                "the installed service: {why}\nits output:\n{}",
+                service.output()
+            )),
+        }
+        let actions = journaled_actions_on(dir.path(), hog.pid());
+        f.check(
+            actions.first().is_some_and(|a| a["outcome"] == "done"),
+            || format!("the journal holds no SIGTERM done on the hog: {actions:?}"),
+        );
+        let hwm = status_bytes(service.pid(), "VmHWM").unwrap_or(u64::MAX);
+        f.check(hwm <= base_hwm + MEMORY_SLACK, || {
+            format!(
+                "the service's VmHWM {:.1} MiB, past its first sample's {:.1} MiB + {} MiB",
+                mib(hwm),
+                mib(base_hwm),
+                MEMORY_SLACK / MIB
+            )
+        });
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+        ]);
+    }
+    let said = std::fs::read_to_string(&ran).unwrap_or_default();
+    f.check(said.is_empty(), || {
+        format!(
+            "the service ran {ATTACKER}'s replacement of {} as uid {}",
+            theirs.display(),
+            said.trim()
+        )
+    });
+    f.note(format!(
+        "systemctl was called with: {:?}",
+        std::fs::read_to_string(&calls)
+            .unwrap_or_default()
+            .lines()
+            .collect::<Vec<_>>()
+    ));
+    service.kill();
+    f.finish();
+}
+
+/// The private install needs `unshare` and `mount` (util-linux, mount) and
+/// a `systemctl` to stand in for.
+fn need_tools_for_the_private_install() {
+    support::need_tools(&[("unshare", "util-linux"), ("mount", "mount")]);
+    assert!(
+        Path::new("/usr/bin/systemctl").exists() && Path::new("/etc/systemd/system").is_dir(),
+        "the private install stands in for /usr/bin/systemctl and /etc/systemd/system: install \
+         the Debian package systemd"
+    );
 }

@@ -71,6 +71,7 @@ fn unit_of(scope: Scope) -> String {
         manager: Manager::Systemd,
         scope,
         binary: Path::new(BIN).canonicalize().unwrap(),
+        source: service::BinarySource::InPlace,
         config: Some(valid_config()),
         home: Some(home.path().to_path_buf()),
         uid: headroom::sys::this_process::effective_uid(),

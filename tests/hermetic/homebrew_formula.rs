@@ -30,6 +30,7 @@ fn agent() -> plist::Dictionary {
         manager: Manager::Launchd,
         scope: Scope::User,
         binary: PathBuf::from("/opt/homebrew/bin/headroom"),
+        source: service::BinarySource::InPlace,
         config: None,
         home: Some(PathBuf::from("/Users/you")),
         uid: 501,

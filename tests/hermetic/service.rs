@@ -1,8 +1,10 @@
 //! `headroom service install|uninstall --print` for both service managers,
 //! run as the real binary: the launchd plists are read back with the
 //! `plist` crate (keys, absolute paths, program arguments the CLI accepts),
-//! the systemd units run headroom on the given config, and the files shipped
-//! in `launchd/` and `systemd/` are exactly what the installer writes.
+//! the systemd units run headroom on the given config, a system service runs
+//! a binary only root can change (a root-owned copy of one others can), and
+//! the files shipped in `launchd/` and `systemd/` are exactly what the
+//! installer writes.
 //! `systemd-analyze verify` of the units is in the environment tier
 //! (`tests/environment/service.rs`).
 
@@ -82,9 +84,18 @@ const DOCUMENTED: &[&str] = &[
     "EnvironmentVariables",
 ];
 
-/// Program arguments must be what `headroom run --config FILE` parses to.
-fn assert_runs_with_config(args: &[String], config: &Path) {
-    assert_eq!(Path::new(&args[0]), binary());
+/// The binary a service of `scope` runs when installed by the test binary:
+/// for the system, the test binary itself if only root can change it,
+/// otherwise the root-owned copy the installer makes.
+fn service_binary(manager: Manager, scope: Scope) -> PathBuf {
+    let trusted = headroom::sys::trusted_path::check_path(&binary(), 0);
+    service::choose(manager, scope, &binary(), trusted).0
+}
+
+/// Program arguments must be what `headroom run --config FILE` parses to,
+/// with `program` first.
+fn assert_runs_with_config(args: &[String], program: &Path, config: &Path) {
+    assert_eq!(Path::new(&args[0]), program);
     let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     match cli.command {
         Sub::Run {
@@ -97,7 +108,13 @@ fn assert_runs_with_config(args: &[String], config: &Path) {
     }
 }
 
-fn check_plist(text: &str, label: &str, log_dir: &Path, config: &Path) -> plist::Dictionary {
+fn check_plist(
+    text: &str,
+    label: &str,
+    log_dir: &Path,
+    program: &Path,
+    config: &Path,
+) -> plist::Dictionary {
     let dict = plist::Value::from_reader_xml(text.as_bytes())
         .unwrap_or_else(|e| panic!("{e}:\n{text}"))
         .into_dictionary()
@@ -113,7 +130,7 @@ fn check_plist(text: &str, label: &str, log_dir: &Path, config: &Path) -> plist:
         .iter()
         .map(|v| v.as_string().unwrap().to_owned())
         .collect();
-    assert_runs_with_config(&args, config);
+    assert_runs_with_config(&args, program, config);
     assert_eq!(dict.get("RunAtLoad").unwrap().as_boolean(), Some(true));
     let keep = dict
         .get("KeepAlive")
@@ -188,6 +205,7 @@ fn the_launch_daemon_plist_runs_headroom_as_root_on_the_given_config() {
         &plist,
         "io.headroom.daemon",
         Path::new("/Library/Logs/headroom"),
+        &service_binary(Manager::Launchd, Scope::System),
         &config,
     );
     assert!(dict.get("EnvironmentVariables").is_none());
@@ -225,6 +243,7 @@ fn the_launch_agent_plist_lives_in_the_users_library() {
         &plist,
         "io.headroom.agent",
         &home_path.join("Library/Logs/headroom"),
+        &binary(),
         &config,
     );
     let env = dict
@@ -324,14 +343,25 @@ fn repo(path: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
 }
 
-/// The parameters the shipped files are rendered with: a binary installed
-/// in /usr/local/bin, the default config, and (for the agent) a
+/// The parameters the shipped files are rendered with: the agent runs a
+/// binary installed in /usr/local/bin, the daemon its root-owned copy (made
+/// from there by the installer), the default config, and (for the agent) a
 /// placeholder home that `headroom service install --user` replaces.
 fn shipped(manager: Manager, scope: Scope) -> Params {
+    let (binary, source) = service::choose(
+        manager,
+        scope,
+        Path::new("/usr/local/bin/headroom"),
+        Err(headroom::sys::trusted_path::Untrusted {
+            path: PathBuf::from("/usr/local/bin"),
+            problem: headroom::sys::trusted_path::Problem::Owner { uid: 501 },
+        }),
+    );
     Params {
         manager,
         scope,
-        binary: PathBuf::from("/usr/local/bin/headroom"),
+        binary,
+        source,
         config: None,
         home: Some(PathBuf::from("/Users/you")),
         uid: 501,
@@ -402,6 +432,97 @@ fn the_systemd_units_run_headroom_on_the_given_config() {
             .find_map(|l| l.strip_prefix("ExecStart="))
             .unwrap();
         let args: Vec<String> = exec.split(' ').map(str::to_owned).collect();
-        assert_runs_with_config(&args, &config);
+        let program = if scope == "--system" {
+            service_binary(Manager::Systemd, Scope::System)
+        } else {
+            binary()
+        };
+        assert_runs_with_config(&args, &program, &config);
     }
+}
+
+/// The test binary, hard-linked into a directory every user can write,
+/// inside the checkout's `target/` (the same file system).
+fn binary_others_can_replace() -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = tempfile::tempdir_in(&base).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let linked = dir.path().join("headroom");
+    std::fs::hard_link(binary(), &linked).unwrap();
+    (dir, linked)
+}
+
+#[test]
+fn a_system_service_runs_a_root_owned_copy_of_a_binary_others_can_replace() {
+    let (dir, linked) = binary_others_can_replace();
+    let home = tempfile::tempdir().unwrap();
+    let config = valid_config();
+    for (manager, service_file, copy, group) in [
+        (
+            "systemd",
+            "/etc/systemd/system/headroom.service",
+            "/usr/local/sbin/headroom",
+            "root",
+        ),
+        (
+            "launchd",
+            "/Library/LaunchDaemons/io.headroom.daemon.plist",
+            "/usr/local/libexec/headroom/headroom",
+            "wheel",
+        ),
+    ] {
+        let out = Command::new(&linked)
+            .args([
+                "service",
+                "install",
+                "--print",
+                "--system",
+                "--manager",
+                manager,
+            ])
+            .args(["--config", config.to_str().unwrap()])
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        let plan = stdout(&out);
+        let why = format!(
+            "# {} is writable by users other than root (mode 0777): a service that runs as root \
+             must not run a program anyone else can replace, so a copy of {} is installed at \
+             {copy} (owned by root, mode 0755) and the service runs that",
+            dir.path().display(),
+            linked.display()
+        );
+        assert!(plan.contains(&why), "{plan}");
+        assert!(
+            plan.contains(&format!(
+                "\ninstall -o root -g {group} -m 0755 {} {copy}  # the service's own copy",
+                linked.display()
+            )),
+            "{plan}"
+        );
+        let file = written(&plan, service_file);
+        assert!(file.contains(copy), "{file}");
+        assert!(!file.contains(&linked.display().to_string()), "{file}");
+    }
+    // A user service runs the user's binary where it is.
+    let out = Command::new(&linked)
+        .args([
+            "service",
+            "install",
+            "--print",
+            "--user",
+            "--manager",
+            "systemd",
+        ])
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let plan = stdout(&out);
+    assert!(!plan.contains("install -o root"), "{plan}");
+    assert!(
+        plan.contains(&format!("ExecStart={} run", linked.display())),
+        "{plan}"
+    );
 }

@@ -432,13 +432,32 @@ impl RootDaemon {
     /// Write `config` to `dir/headroom.toml` and start the daemon on it;
     /// wait for its first sample, or for it to exit.
     pub fn start(dir: &Path, config: &str) -> Result<RootDaemon, Exited> {
-        Self::start_through(dir, config, &[])
+        Self::launch(dir, config, &[], &[])
     }
 
     /// [`RootDaemon::start`], through `wrapper` (a program and its
     /// arguments that execs the rest of its command line in its own place,
     /// such as `unshare`): the daemon keeps the pid of the process started.
     pub fn start_through(dir: &Path, config: &str, wrapper: &[&str]) -> Result<RootDaemon, Exited> {
+        Self::launch(dir, config, wrapper, &[])
+    }
+
+    /// [`RootDaemon::start`] with `env` set in the daemon's environment
+    /// last (a `PATH` given here replaces [`LEAKY_PATH`]).
+    pub fn start_with_env(
+        dir: &Path,
+        config: &str,
+        env: &[(&str, &str)],
+    ) -> Result<RootDaemon, Exited> {
+        Self::launch(dir, config, &[], env)
+    }
+
+    fn launch(
+        dir: &Path,
+        config: &str,
+        wrapper: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<RootDaemon, Exited> {
         let cfg = dir.join("headroom.toml");
         std::fs::write(&cfg, config).expect("write config");
         chmod(&cfg, 0o644);
@@ -460,6 +479,7 @@ impl RootDaemon {
             .env("HEADROOM_LOG", "info")
             .env(LEAK_VAR, "1")
             .env("PATH", LEAKY_PATH)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
