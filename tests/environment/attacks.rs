@@ -1600,58 +1600,6 @@ fn journaled_actions(path: &Path) -> Vec<(u64, String, String)> {
 /// `GET /healthz` at `addr` within a 1 s client timeout: the status and the
 /// body, or why there was none.
 fn healthz_at(addr: &str) -> Result<(u16, serde_json::Value), String> {
-
-// Python processes whose /proc/PID/maps is hundreds of MB
-// ---------------------------------------------------------------------------
-//
-// Any user can name a process `python3`, and the daemon lists the libraries
-// of Python processes from their `maps` to find a framework. The attacker's
-// processes each map one page of a file with a 3.8 KB path 65 000 times:
-// 250 MB of `maps` each, which the kernel takes seconds to render. Read
-// whole on the sampler's path, they blinded it (stale health, a fast hog
-// signalled gigabytes late) and took the daemon's memory to hundreds of MB.
-
-/// How fast the hogs of this attack grow: a blind second is 500 MiB.
-const MAPS_HOG_RATE: &str = "500MiB/s";
-/// How far they may grow, so that a late signal shows how late.
-const MAPS_HOG_MAX: &str = "3GiB";
-/// The attacker's processes, their mappings each, and the length of the
-/// mapped file's path.
-const MAPS_PROCESSES: &str = "7";
-const MAPS_MAPPINGS: &str = "65000";
-const MAPS_PATH_BYTES: &str = "3800";
-/// How long `/healthz` is watched once the processes are up: their first
-/// scans and the 30 s rescan after.
-const MAPS_WATCH: Duration = Duration::from_secs(40);
-
-/// A hog of the attacker's, through `link`, growing at [`MAPS_HOG_RATE`]
-/// and catching SIGTERM.
-fn maps_hog(link: &Path) -> Proc {
-    let mut c = as_user(ATTACKER, link);
-    c.args([
-        "--rate",
-        MAPS_HOG_RATE,
-        "--max",
-        MAPS_HOG_MAX,
-        "--catch",
-        "TERM",
-    ]);
-    Proc::spawn(c)
-}
-
-/// What `/healthz` said while it was watched.
-#[derive(Debug, Default)]
-struct HealthWatch {
-    probes: usize,
-    /// Answers other than 200 ("stale", "starting"), and no answer within 1 s.
-    unhealthy: usize,
-    /// The longest run of unhealthy probes in a row.
-    longest_run: usize,
-}
-
-/// Probe `/healthz` at `addr` every 250 ms for `watch`, each with a 1 s
-/// client timeout.
-fn watch_health(addr: std::net::SocketAddr, watch: Duration) -> HealthWatch {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(1)))
@@ -1737,7 +1685,153 @@ fn a_squatted_http_port_neither_stops_enforcement_nor_passes_for_the_daemon() {
                      with the port squatted",
                     r.past_limit_mib, r.ms_after_crossing
                 ));
+                Some(r)
+            }
+            Err(why) => {
+                f.fail(format!(
+                    "the daemon did not act with its port squatted: {why}"
+                ));
+                None
+            }
+        };
+        let hog_pid = u64::from(hog.pid());
+        drop(hog);
+        f.check(squatter.alive(), || {
+            format!(
+                "{ATTACKER}'s listener (pid {}), matched by no rule, died",
+                squatter.pid()
+            )
+        });
+        // The attacker lets go: the daemon binds the port and answers.
+        squatter.kill();
+        let released = Instant::now();
+        let bound = daemon.wait_line(
+            &format!("status page: http://{addr}/"),
+            Duration::from_secs(30),
+        );
+        let bound_after = released.elapsed();
+        f.check(bound.is_some(), || {
+            format!(
+                "the daemon did not listen on {addr} within 30 s of the port's release; its log:\n{}",
+                daemon.output()
+            )
+        });
+        if bound.is_some() {
+            f.note(format!(
+                "the daemon listened {} ms after the port was released",
+                bound_after.as_millis()
+            ));
+            match healthz_at(&addr) {
+                Ok((200, health)) => f.note(format!(
+                    "/healthz: 200, {} samples, {} failed bind attempts",
+                    health["samples"], health["http_bind_failures"]
+                )),
+                other => f.fail(format!("/healthz once the daemon listens: {other:?}")),
+            }
+            let (code, stdout, stderr) = root_client(&["status", "--json"], &addr);
+            f.check(code == Some(0) && stdout.contains("\"processes\""), || {
+                format!(
+                    "`headroom status` as root refuses or fails the daemon itself: exit {code:?}, \
+                     {stderr}"
+                )
+            });
+        }
+        // The journal holds the SIGTERM, and no action on anything else.
+        std::thread::sleep(Duration::from_secs(1));
+        let actions = journaled_actions(&journal);
+        f.check(
+            actions
+                .iter()
+                .any(|(p, a, o)| *p == hog_pid && a == "SIGTERM" && o == "done"),
+            || format!("the journal lacks the hog's SIGTERM (pid {hog_pid}): {actions:?}"),
+        );
+        f.check(actions.iter().all(|(p, _, _)| *p == hog_pid), || {
+            format!("the daemon acted on something besides the hog (pid {hog_pid}): {actions:?}")
+        });
+        let hwm = status_bytes(daemon.pid(), "VmHWM").unwrap_or(u64::MAX);
+        f.check(hwm <= base_hwm + MEMORY_SLACK, || {
+            format!(
+                "the daemon's VmHWM went from {:.1} MiB to {:.1} MiB while retrying its port \
+                 (bound: +{} MiB)",
+                mib(base_hwm),
+                mib(hwm),
+                MEMORY_SLACK / MIB
+            )
+        });
+        f.check(daemon.alive(), || "the daemon stopped".into());
+        let fmt = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0}"));
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+            ("past_attack_mib", fmt(reaction.map(|r| r.past_limit_mib))),
+            ("ms_attack", fmt(reaction.map(|r| r.ms_after_crossing))),
+            (
+                "bind_after_release_ms",
+                format!("{}", bound_after.as_millis()),
+            ),
+        ]);
+    }
+    daemon.kill();
+    f.finish();
+}
 
+// ---------------------------------------------------------------------------
+// Python processes whose /proc/PID/maps is hundreds of MB
+// ---------------------------------------------------------------------------
+//
+// Any user can name a process `python3`, and the daemon lists the libraries
+// of Python processes from their `maps` to find a framework. The attacker's
+// processes each map one page of a file with a 3.8 KB path 65 000 times:
+// 250 MB of `maps` each, which the kernel takes seconds to render. Read
+// whole on the sampler's path, they blinded it (stale health, a fast hog
+// signalled gigabytes late) and took the daemon's memory to hundreds of MB.
+
+/// How fast the hogs of this attack grow: a blind second is 500 MiB.
+const MAPS_HOG_RATE: &str = "500MiB/s";
+/// How far they may grow, so that a late signal shows how late.
+const MAPS_HOG_MAX: &str = "3GiB";
+/// The attacker's processes, their mappings each, and the length of the
+/// mapped file's path.
+const MAPS_PROCESSES: &str = "7";
+const MAPS_MAPPINGS: &str = "65000";
+const MAPS_PATH_BYTES: &str = "3800";
+/// How long `/healthz` is watched once the processes are up: their first
+/// scans and the 30 s rescan after.
+const MAPS_WATCH: Duration = Duration::from_secs(40);
+
+/// A hog of the attacker's, through `link`, growing at [`MAPS_HOG_RATE`]
+/// and catching SIGTERM.
+fn maps_hog(link: &Path) -> Proc {
+    let mut c = as_user(ATTACKER, link);
+    c.args([
+        "--rate",
+        MAPS_HOG_RATE,
+        "--max",
+        MAPS_HOG_MAX,
+        "--catch",
+        "TERM",
+    ]);
+    Proc::spawn(c)
+}
+
+/// What `/healthz` said while it was watched.
+#[derive(Debug, Default)]
+struct HealthWatch {
+    probes: usize,
+    /// Answers other than 200 ("stale", "starting"), and no answer within 1 s.
+    unhealthy: usize,
+    /// The longest run of unhealthy probes in a row.
+    longest_run: usize,
+}
+
+/// Probe `/healthz` at `addr` every 250 ms for `watch`, each with a 1 s
+/// client timeout.
+fn watch_health(addr: std::net::SocketAddr, watch: Duration) -> HealthWatch {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(1)))
+        .build()
+        .into();
     let url = format!("http://{addr}/healthz");
     let end = Instant::now() + watch;
     let mut seen = HealthWatch::default();
@@ -1810,94 +1904,6 @@ fn reaction_within_bounds(f: &mut Findings, base: Reaction, r: Reaction) {
             "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
              {REACTION_FACTOR}× the baseline's {:.0} ms + {REACTION_SLACK_MS} ms = {bound_ms:.0} ms",
             r.ms_after_crossing, base.ms_after_crossing
-
-// A flood of short-lived kernel-like processes against the journal and the log
-// ---------------------------------------------------------------------------
-//
-// The attacker starts hundreds of processes a second that the daemon takes
-// for Jupyter kernels (`tail -f …/kernel-<id>.json`, renamed), each living a
-// couple of seconds: every one is watched, and its end is a post-mortem.
-// With one journal for everything, the post-mortems rotated `started` and
-// every signal out of all the journal's files, and every kernel cost two
-// log lines. The journal here is the smallest the config allows (5 files of
-// 64 KiB), so that the flood fills it in seconds instead of minutes.
-
-/// Processes the flood starts a second, and how long each lives (long
-/// enough for a sample to see it).
-const FLOOD_RATE: &str = "300";
-const FLOOD_LIFE: &str = "2";
-/// How long the flood runs.
-const FLOOD_FOR: Duration = Duration::from_secs(25);
-/// The most log lines that may name the flood's processes: the daemon
-/// bounds what it logs about one user's processes (30 lines a minute),
-/// far below the two lines per process the flood asks for.
-const FLOOD_LOG_LINES: usize = 100;
-/// The most post-mortems of the attacker's that may be written in full:
-/// each user's share of the journal is 100 process events a minute.
-const FLOOD_FULL_POSTMORTEMS: usize = 250;
-
-/// The journal's events as `headroom events --journal PATH --json` prints them.
-fn journal_events(f: &mut Findings, journal: &Path) -> Vec<serde_json::Value> {
-    let out = Command::new(HEADROOM)
-        .args(["events", "--json", "--journal"])
-        .arg(journal)
-        .output()
-        .expect("headroom events");
-    f.check(out.status.success(), || {
-        format!(
-            "`headroom events --journal {}` failed: {}",
-            journal.display(),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-
-// Kernel-log records an unprivileged user can provoke (a crash in a file
-// named like the OOM killer's lines), and post-mortems of a process that
-// handles SIGTERM
-// ---------------------------------------------------------------------------
-
-/// The attacker's crashing program: a read of address 0.
-const CRASH_AT_ZERO_C: &str = "int main(void) { return *(volatile int *)0; }\n";
-
-/// `program` run as the account-less uid `uid`, with no supplementary
-/// groups: the victim's side.
-fn as_uid(uid: u32, program: &Path) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args([
-        &format!("--reuid={uid}"),
-        &format!("--regid={uid}"),
-        "--clear-groups",
-        "--",
-    ])
-    .arg(program);
-    c
-}
-
-/// Every event of the journal at `path` (a line that does not parse is left
-/// out: the daemon may be writing it).
-fn journal_events(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// Stop the daemon as its service manager would (SIGTERM) and wait for it.
-fn stop_daemon(f: &mut Findings, d: &mut RootDaemon) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &d.pid.to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while d.running() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    f.check(!d.running(), || {
-        format!(
-            "the daemon did not stop within 30 s of SIGTERM; its last log lines:\n{}",
-            d.log_tail(15)
         )
     });
 }
@@ -1975,8 +1981,6 @@ fn python_processes_with_huge_maps_neither_blind_the_sampler_nor_grow_its_memory
             }
             Err(why) => {
                 f.fail(format!(
-                    "the daemon did not act with its port squatted: {why}"
-
                     "under attack: {why}\ndaemon running: {}; its last log lines:\n{}",
                     d.running(),
                     d.log_tail(15)
@@ -1984,72 +1988,6 @@ fn python_processes_with_huge_maps_neither_blind_the_sampler_nor_grow_its_memory
                 None
             }
         };
-        let hog_pid = u64::from(hog.pid());
-        drop(hog);
-        f.check(squatter.alive(), || {
-            format!(
-                "{ATTACKER}'s listener (pid {}), matched by no rule, died",
-                squatter.pid()
-            )
-        });
-        // The attacker lets go: the daemon binds the port and answers.
-        squatter.kill();
-        let released = Instant::now();
-        let bound = daemon.wait_line(
-            &format!("status page: http://{addr}/"),
-            Duration::from_secs(30),
-        );
-        let bound_after = released.elapsed();
-        f.check(bound.is_some(), || {
-            format!(
-                "the daemon did not listen on {addr} within 30 s of the port's release; its log:\n{}",
-                daemon.output()
-            )
-        });
-        if bound.is_some() {
-            f.note(format!(
-                "the daemon listened {} ms after the port was released",
-                bound_after.as_millis()
-            ));
-            match healthz_at(&addr) {
-                Ok((200, health)) => f.note(format!(
-                    "/healthz: 200, {} samples, {} failed bind attempts",
-                    health["samples"], health["http_bind_failures"]
-                )),
-                other => f.fail(format!("/healthz once the daemon listens: {other:?}")),
-            }
-            let (code, stdout, stderr) = root_client(&["status", "--json"], &addr);
-            f.check(code == Some(0) && stdout.contains("\"processes\""), || {
-                format!(
-                    "`headroom status` as root refuses or fails the daemon itself: exit {code:?}, \
-                     {stderr}"
-                )
-            });
-        }
-        // The journal holds the SIGTERM, and no action on anything else.
-        std::thread::sleep(Duration::from_secs(1));
-        let actions = journaled_actions(&journal);
-        f.check(
-            actions
-                .iter()
-                .any(|(p, a, o)| *p == hog_pid && a == "SIGTERM" && o == "done"),
-            || format!("the journal lacks the hog's SIGTERM (pid {hog_pid}): {actions:?}"),
-        );
-        f.check(actions.iter().all(|(p, _, _)| *p == hog_pid), || {
-            format!("the daemon acted on something besides the hog (pid {hog_pid}): {actions:?}")
-        });
-        let hwm = status_bytes(daemon.pid(), "VmHWM").unwrap_or(u64::MAX);
-        f.check(hwm <= base_hwm + MEMORY_SLACK, || {
-            format!(
-                "the daemon's VmHWM went from {:.1} MiB to {:.1} MiB while retrying its port \
-                 (bound: +{} MiB)",
-                mib(base_hwm),
-                mib(hwm),
-                MEMORY_SLACK / MIB
-            )
-        });
-        f.check(daemon.alive(), || "the daemon stopped".into());
-
         drop(hog);
         let health = watcher.join().unwrap_or_default();
         f.note(format!("/healthz during the attack: {health:?}"));
@@ -2077,16 +2015,6 @@ fn python_processes_with_huge_maps_neither_blind_the_sampler_nor_grow_its_memory
         f.figures(&[
             ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
             ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-            ("past_attack_mib", fmt(reaction.map(|r| r.past_limit_mib))),
-            ("ms_attack", fmt(reaction.map(|r| r.ms_after_crossing))),
-            (
-                "bind_after_release_ms",
-                format!("{}", bound_after.as_millis()),
-            ),
-        ]);
-    }
-    daemon.kill();
-
             ("past_base_mib", fmt(base.map(|r| r.past_limit_mib))),
             ("past_attack_mib", fmt(attacked.map(|r| r.past_limit_mib))),
             ("ms_base", fmt(base.map(|r| r.ms_after_crossing))),
@@ -2233,77 +2161,6 @@ fn another_users_jupyter_servers_neither_take_a_kernels_notebook_nor_hold_up_its
             hog_rule(&link, None),
             toml_str(&ra),
             toml_str(&rv)
-
-/// Every file of the journal's directory is root's and private (0600): a
-/// user reads no one's post-mortems there.
-fn journal_files_private(f: &mut Findings, dir: &Path) {
-    use std::os::unix::fs::MetadataExt as _;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        f.fail(format!(
-            "cannot list the journal's directory {}",
-            dir.display()
-        ));
-        return;
-    };
-    let mut names = Vec::new();
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.contains("jsonl") {
-            continue;
-        }
-        if let Ok(meta) = entry.metadata() {
-            f.check(meta.uid() == 0 && meta.mode() & 0o077 == 0, || {
-                format!(
-                    "journal file {name} is owned by uid {} with mode {:04o}: other users \
-                     may read it",
-                    meta.uid(),
-                    meta.mode() & 0o7777
-                )
-            });
-        }
-        names.push(name);
-    }
-    names.sort();
-    f.note(format!("journal files: {}", names.join(" ")));
-}
-
-#[test]
-fn a_flood_of_short_lived_kernels_leaves_the_journal_every_action_and_the_log_bounded() {
-    let session = begin("short-lived kernel flood against the journal and the log");
-    let mut f = Findings::new(&session);
-    let stage = Stage::new();
-    let dir = private_dir();
-    ensure_user(REGULAR_ATTACKER, false);
-    let state = dir.path().join("state");
-    let journal = state.join("journal.jsonl");
-    // Connection files the kernel-like processes are given, and the
-    // program they run, renamed so that the log says which lines are theirs.
-    let flood = stage.path("flood");
-    std::fs::create_dir(&flood).expect("mkdir flood");
-    chmod(&flood, 0o755);
-    for i in 0..16 {
-        let file = flood.join(format!("kernel-flood{i:02}.json"));
-        std::fs::write(&file, "{}\n").expect("write a connection file");
-        chmod(&file, 0o644);
-    }
-    let program = flood.join("flood-kernel");
-    std::os::unix::fs::symlink("/usr/bin/tail", &program).expect("link tail");
-    // The victim's notebook kernel, ended during the flood.
-    let victim_dir = stage.path("victim");
-    std::fs::create_dir(&victim_dir).expect("mkdir victim");
-    chmod(&victim_dir, 0o755);
-    let victim_file = victim_dir.join("kernel-victim01.json");
-    std::fs::write(&victim_file, "{}\n").expect("write the victim's connection file");
-    chmod(&victim_file, 0o644);
-    let victim_program = victim_dir.join("victim-kernel");
-    std::os::unix::fs::symlink("/usr/bin/tail", &victim_program).expect("link tail");
-
-    let link = stage.hog_link("hogs", "hog-flood");
-    let text = config_with_journal(
-        &journal,
-        &format!(
-            "journal_max_size = \"64KiB\"\njournal_files = 5\n\n{}",
-            hog_rule(&link, None)
         ),
     );
     if let Some(mut d) = start(&mut f, dir.path(), &text)
@@ -2424,7 +2281,10 @@ fn a_flood_of_short_lived_kernels_leaves_the_journal_every_action_and_the_log_bo
         );
         report_figures(&f, &base, hwm, attacked);
     }
+    f.finish();
+}
 
+// ---------------------------------------------------------------------------
 // Text other users control in events; the events endpoint; what the port
 // shows of other users' processes (kernel log lines, mapped libraries,
 // hidepid)
@@ -2910,143 +2770,6 @@ fn another_users_crash_is_told_without_its_kernel_log_line() {
     let session = begin("another user's segfault line through /api/v1/events");
     let mut f = Findings::new(&session);
     ensure_user(REGULAR_ATTACKER, false);
-
-/// The post-mortem (`exited` event) of `pid` in the journal, once written.
-fn postmortem_of(journal: &Path, pid: u32, within: Duration) -> Option<serde_json::Value> {
-    let deadline = Instant::now() + within;
-    loop {
-        let found = journal_events(journal)
-            .into_iter()
-            .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid);
-        if found.is_some() || Instant::now() >= deadline {
-            return found;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The journal's actions: `(pid, action, outcome)`.
-fn journal_actions(journal: &Path) -> Vec<(u64, String, String)> {
-    journal_events(journal)
-        .into_iter()
-        .filter(|e| e["event"] == "action")
-        .map(|e| {
-            (
-                e["process"]["pid"].as_u64().unwrap_or(0),
-                e["action"].as_str().unwrap_or("").to_string(),
-                e["outcome"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
-}
-
-/// The journal has `SIGTERM` delivered to `pid`, and no action on any other
-/// process (the rule matches only the hog).
-fn journal_keeps_only_the_hogs_sigterm(f: &mut Findings, journal: &Path, pid: u32) {
-    let actions = journal_actions(journal);
-    f.check(
-        actions
-            .iter()
-            .any(|(p, a, o)| *p == u64::from(pid) && a == "SIGTERM" && o == "done"),
-        || format!("the journal lacks the SIGTERM delivered to the hog (pid {pid}): {actions:?}"),
-    );
-    let others: Vec<_> = actions
-        .iter()
-        .filter(|(p, _, _)| *p != u64::from(pid))
-        .collect();
-    f.check(others.is_empty(), || {
-        format!("the daemon acted on processes other than the hog: {others:?}")
-    });
-}
-
-/// `headroom events`' post-mortem line for `pid`.
-fn postmortem_line(journal: &Path, pid: u32) -> Option<String> {
-    let out = Command::new(HEADROOM)
-        .args(["events", "--journal"])
-        .arg(journal)
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.contains("post-mortem") && l.contains(&format!("(pid {pid}")))
-        .map(str::to_string)
-}
-
-/// The kernel log from the moment it was opened: the test reads it as root
-/// to see that the kernel logged what the attacker provoked.
-struct KernelLogSince(std::fs::File);
-
-impl KernelLogSince {
-    fn open() -> KernelLogSince {
-        use std::io::Seek as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open("/dev/kmsg")
-            .expect("open /dev/kmsg as root");
-        file.seek(std::io::SeekFrom::End(0))
-            .expect("seek /dev/kmsg");
-        KernelLogSince(file)
-    }
-
-    /// The records logged since the last call.
-    fn read(&mut self) -> Vec<String> {
-        let mut records = Vec::new();
-        let mut buf = vec![0u8; 8192];
-        loop {
-            match self.0.read(&mut buf) {
-                Ok(0) => return records,
-                Ok(n) => records.push(String::from_utf8_lossy(&buf[..n]).into_owned()),
-                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
-                Err(_) => return records,
-            }
-        }
-    }
-}
-
-/// `name` as a file of the attacker's holding the crashing program, run
-/// through a link named `crash` until the kernel logs the crash (it logs
-/// about ten faults in five seconds, all users together). The record, if
-/// logged.
-fn crash_in_file_named(
-    stage: &Stage,
-    program: &Path,
-    name: &str,
-    log: &mut KernelLogSince,
-) -> Option<String> {
-    let dir = stage.path("forge");
-    for _ in 0..4 {
-        let _ = as_user(ATTACKER, Path::new("/bin/sh"))
-            .args([
-                "-c",
-                "mkdir -p \"$1\" && cp \"$0\" \"$1/$2\" && ln -sfn \"$1/$2\" \"$1/crash\" && exec \"$1/crash\"",
-            ])
-            .arg(program)
-            .arg(&dir)
-            .arg(name)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-        std::thread::sleep(Duration::from_millis(300));
-        if let Some(r) = log.read().into_iter().find(|r| r.contains(name)) {
-            return Some(r);
-        }
-        std::thread::sleep(Duration::from_secs(5));
-    }
-    None
-}
-
-/// The value of the Prometheus series `name{labels}` in `text`.
-fn series_value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-}
-
-#[test]
-fn a_crash_in_a_file_named_like_a_kill_line_forges_no_oom_postmortem() {
-    let session = begin("crash in a file named like an OOM kill line");
-    let mut f = Findings::new(&session);
     let trace = std::fs::read_to_string("/proc/sys/debug/exception-trace").unwrap_or_default();
     assert_eq!(
         trace.trim(),
@@ -3132,186 +2855,6 @@ fn a_crash_in_a_file_named_like_a_kill_line_forges_no_oom_postmortem() {
         // Enforcement goes on, and the journal keeps what it did.
         let (_, pid) = hog_reaction(&mut f, &mut d, &link, "after the crash");
         journal_keeps_actions(&mut f, dir.path(), &[pid]);
-
-        "debug.exception-trace is {:?}: the kernel logs no fault lines, so the attack cannot be \
-         replayed; `sysctl debug.exception-trace=1` turns them on",
-        trace.trim()
-    );
-    let stage = Stage::new();
-    let dir = private_dir();
-    let journal = dir.path().join("journal.jsonl");
-    // The attacker's program, built here, copied by the attacker under the
-    // names below.
-    let source = stage.path("crash.c");
-    std::fs::write(&source, CRASH_AT_ZERO_C).expect("write crash.c");
-    let program = stage.path("crash-at-zero");
-    let built = Command::new(support::tool("cc", "CC", "gcc"))
-        .args(["-O0", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .status()
-        .expect("run cc");
-    assert!(built.success(), "cc failed to build {}", program.display());
-    chmod(&program, 0o755);
-    let forge = stage.path("forge");
-    std::fs::create_dir(&forge).expect("mkdir forge");
-    chown(&forge, uid_of(ATTACKER));
-    chmod(&forge, 0o755);
-    // The victim: another user's Jupyter kernel (a fake one), watched from
-    // its first sample.
-    let kernels = stage.path("victim");
-    std::fs::create_dir(&kernels).expect("mkdir victim");
-    chmod(&kernels, 0o755);
-    let connection = kernels.join("kernel-forged-oom.json");
-    std::fs::write(&connection, "{}\n").expect("write connection file");
-    chmod(&connection, 0o644);
-    let link = stage.hog_link("hogs", "hog-limit");
-    let text = config(dir.path(), &hog_rule(&link, Some(ATTACKER)));
-    if let Some(mut d) = start(&mut f, dir.path(), &text) {
-        let base_hwm = d.hwm();
-        let mut victim = Proc::spawn({
-            let mut c = as_uid(VICTIM_UID, Path::new("/usr/bin/tail"));
-            c.arg("-f").arg(&connection);
-            c
-        });
-        let pid = victim.pid();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut listed = false;
-        while !listed && Instant::now() < deadline {
-            let (status, body) = support::get(&d.url(&format!("/api/v1/processes/{pid}")));
-            listed = status == 200 && body.contains("\"jupyter\"");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        assert!(
-            listed,
-            "the daemon never listed the victim's kernel (pid {pid})"
-        );
-        // The attack, while the attacker's own hog crosses its rule: a
-        // crash in a file named like the oom-kill line, then one named like
-        // the kill line, both naming the victim's pid, command and uid (a
-        // file name holds no `/`: the cgroups are named without).
-        let mut hog = hog_as(ATTACKER, &link);
-        let mut log = KernelLogSince::open();
-        let names = [
-            format!(
-                "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=user.slice,mems_allowed=0,global_oom,task_memcg=user.slice,task=tail,pid={pid},uid={VICTIM_UID}"
-            ),
-            format!(
-                "Out of memory: Killed process {pid} (tail) total-vm:20971520kB, anon-rss:20971520kB, file-rss:0kB, shmem-rss:0kB, UID:{VICTIM_UID} pgtables:40960kB oom_score_adj:0"
-            ),
-        ];
-        for name in &names {
-            match crash_in_file_named(&stage, &program, name, &mut log) {
-                Some(record) => f.note(format!("the kernel logged: {}", record.trim_end())),
-                None => f.fail(format!(
-                    "the kernel logged no crash in the file {name:?} in 4 tries (rate limit?): the \
-                     attack was not replayed"
-                )),
-            }
-        }
-        match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
-            Ok(r) => f.note(format!(
-                "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
-                r.past_limit_mib, r.ms_after_crossing
-            )),
-            Err(why) => f.fail(format!("the attacker's hog during the attack: {why}")),
-        }
-        let hog_pid = hog.pid();
-        drop(hog);
-        // The daemon reads the records with its next samples; then the
-        // victim ends its kernel with SIGTERM (left a zombie: its exit
-        // status is there to read).
-        std::thread::sleep(Duration::from_secs(3));
-        let killed = as_uid(VICTIM_UID, Path::new("/bin/kill"))
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("kill as the victim");
-        assert!(killed.success(), "the victim could not SIGTERM its kernel");
-        match postmortem_of(&journal, pid, Duration::from_secs(30)) {
-            None => f.fail(format!(
-                "no post-mortem of the victim's kernel (pid {pid}) within 30 s; the daemon's log:\n{}",
-                d.log_tail(20)
-            )),
-            Some(ended) => {
-                let cause = &ended["cause"];
-                f.note(format!(
-                    "the victim's post-mortem: {} ({})",
-                    cause["kind"], cause["how"]
-                ));
-                f.check(cause["kind"] != "oom-killer", || {
-                    format!("the forged record made the victim's post-mortem say OOM killer: {cause}")
-                });
-                let words = cause.to_string();
-                f.check(
-                    !words.contains("Killed process") && !words.contains("20.0 GiB"),
-                    || format!("the victim's post-mortem quotes the forged record: {cause}"),
-                );
-            }
-        }
-        if let Some(line) = postmortem_line(&journal, pid) {
-            f.check(!line.contains("OOM killer"), || {
-                format!("`headroom events` says the OOM killer ended the victim's kernel: {line}")
-            });
-        }
-        // The metric counts only real OOM post-mortems (other tests on this
-        // machine may provoke some), never the victim's.
-        let others = journal_events(&journal)
-            .iter()
-            .filter(|e| {
-                e["event"] == "exited"
-                    && e["cause"]["kind"] == "oom-killer"
-                    && e["process"]["pid"] != pid
-            })
-            .count();
-        let metrics = support::get(&d.url("/metrics")).1;
-        let counted = series_value(
-            &metrics,
-            "headroom_process_exits_total{cause=\"oom-killer\"}",
-        );
-        f.check(counted == Some(others as f64), || {
-            format!(
-                "headroom_process_exits_total{{cause=\"oom-killer\"}} is {counted:?}: it counts \
-                 the victim's kernel (the journal holds {others} OOM post-mortems of other processes)"
-            )
-        });
-        // What the attacker reads of the victim's end: no forged OOM kill.
-        let out = attacker_python(&stage, &["get", &d.url("/api/v1/events")])
-            .output()
-            .expect("attacker get");
-        let events = String::from_utf8_lossy(&out.stdout);
-        let shown = events
-            .split_once('\n')
-            .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(body).ok())
-            .and_then(|v| {
-                let list = v
-                    .as_array()
-                    .cloned()
-                    .or_else(|| v["events"].as_array().cloned())?;
-                list.into_iter()
-                    .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid)
-            });
-        match shown {
-            Some(e) => {
-                f.note(format!(
-                    "{ATTACKER} reads the victim's end as {}",
-                    e["cause"]["kind"]
-                ));
-                f.check(e["cause"]["kind"] != "oom-killer", || {
-                    format!("{ATTACKER} reads a forged OOM kill of the victim's kernel: {e}")
-                });
-            }
-            None => f.note(format!(
-                "{ATTACKER}'s /api/v1/events holds no post-mortem of the victim's kernel"
-            )),
-        }
-        journal_keeps_only_the_hogs_sigterm(&mut f, &journal, hog_pid);
-        let hwm = memory_bounded(&mut f, &d, base_hwm);
-        f.figures(&[
-            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
-            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-        ]);
-        f.check(d.running(), || "the daemon stopped".into());
-        victim.kill();
     }
     f.finish();
 }
@@ -3548,7 +3091,148 @@ fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
             journal_keeps_actions(&mut f, dir.path(), &[hog_pid]);
             drop((victim, kernel, own));
         }
+    }
+    f.finish();
+}
 
+// ---------------------------------------------------------------------------
+// A flood of short-lived kernel-like processes against the journal and the log
+// ---------------------------------------------------------------------------
+//
+// The attacker starts hundreds of processes a second that the daemon takes
+// for Jupyter kernels (`tail -f …/kernel-<id>.json`, renamed), each living a
+// couple of seconds: every one is watched, and its end is a post-mortem.
+// With one journal for everything, the post-mortems rotated `started` and
+// every signal out of all the journal's files, and every kernel cost two
+// log lines. The journal here is the smallest the config allows (5 files of
+// 64 KiB), so that the flood fills it in seconds instead of minutes.
+
+/// Processes the flood starts a second, and how long each lives (long
+/// enough for a sample to see it).
+const FLOOD_RATE: &str = "300";
+const FLOOD_LIFE: &str = "2";
+/// How long the flood runs.
+const FLOOD_FOR: Duration = Duration::from_secs(25);
+/// The most log lines that may name the flood's processes: the daemon
+/// bounds what it logs about one user's processes (30 lines a minute),
+/// far below the two lines per process the flood asks for.
+const FLOOD_LOG_LINES: usize = 100;
+/// The most post-mortems of the attacker's that may be written in full:
+/// each user's share of the journal is 100 process events a minute.
+const FLOOD_FULL_POSTMORTEMS: usize = 250;
+
+/// The journal's events as `headroom events --journal PATH --json` prints them.
+fn journal_events(f: &mut Findings, journal: &Path) -> Vec<serde_json::Value> {
+    let out = Command::new(HEADROOM)
+        .args(["events", "--json", "--journal"])
+        .arg(journal)
+        .output()
+        .expect("headroom events");
+    f.check(out.status.success(), || {
+        format!(
+            "`headroom events --journal {}` failed: {}",
+            journal.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Stop the daemon as its service manager would (SIGTERM) and wait for it.
+fn stop_daemon(f: &mut Findings, d: &mut RootDaemon) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &d.pid.to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while d.running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f.check(!d.running(), || {
+        format!(
+            "the daemon did not stop within 30 s of SIGTERM; its last log lines:\n{}",
+            d.log_tail(15)
+        )
+    });
+}
+
+/// Every file of the journal's directory is root's and private (0600): a
+/// user reads no one's post-mortems there.
+fn journal_files_private(f: &mut Findings, dir: &Path) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        f.fail(format!(
+            "cannot list the journal's directory {}",
+            dir.display()
+        ));
+        return;
+    };
+    let mut names = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.contains("jsonl") {
+            continue;
+        }
+        if let Ok(meta) = entry.metadata() {
+            f.check(meta.uid() == 0 && meta.mode() & 0o077 == 0, || {
+                format!(
+                    "journal file {name} is owned by uid {} with mode {:04o}: other users \
+                     may read it",
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                )
+            });
+        }
+        names.push(name);
+    }
+    names.sort();
+    f.note(format!("journal files: {}", names.join(" ")));
+}
+
+#[test]
+fn a_flood_of_short_lived_kernels_leaves_the_journal_every_action_and_the_log_bounded() {
+    let session = begin("short-lived kernel flood against the journal and the log");
+    let mut f = Findings::new(&session);
+    let stage = Stage::new();
+    let dir = private_dir();
+    ensure_user(REGULAR_ATTACKER, false);
+    let state = dir.path().join("state");
+    let journal = state.join("journal.jsonl");
+    // Connection files the kernel-like processes are given, and the
+    // program they run, renamed so that the log says which lines are theirs.
+    let flood = stage.path("flood");
+    std::fs::create_dir(&flood).expect("mkdir flood");
+    chmod(&flood, 0o755);
+    for i in 0..16 {
+        let file = flood.join(format!("kernel-flood{i:02}.json"));
+        std::fs::write(&file, "{}\n").expect("write a connection file");
+        chmod(&file, 0o644);
+    }
+    let program = flood.join("flood-kernel");
+    std::os::unix::fs::symlink("/usr/bin/tail", &program).expect("link tail");
+    // The victim's notebook kernel, ended during the flood.
+    let victim_dir = stage.path("victim");
+    std::fs::create_dir(&victim_dir).expect("mkdir victim");
+    chmod(&victim_dir, 0o755);
+    let victim_file = victim_dir.join("kernel-victim01.json");
+    std::fs::write(&victim_file, "{}\n").expect("write the victim's connection file");
+    chmod(&victim_file, 0o644);
+    let victim_program = victim_dir.join("victim-kernel");
+    std::os::unix::fs::symlink("/usr/bin/tail", &victim_program).expect("link tail");
+
+    let link = stage.hog_link("hogs", "hog-flood");
+    let text = config_with_journal(
+        &journal,
+        &format!(
+            "journal_max_size = \"64KiB\"\njournal_files = 5\n\n{}",
+            hog_rule(&link, None)
+        ),
+    );
+    if let Some(mut d) = start(&mut f, dir.path(), &text)
+        && let Some(base) = baseline(&mut f, &d, &link)
+    {
         let mut victim = Proc::spawn({
             let mut c = as_user(REGULAR_ATTACKER, &victim_program);
             c.arg("-f").arg(&victim_file);
@@ -3690,6 +3374,365 @@ fn under_hidepid_the_attacker_is_shown_only_their_own_processes() {
             format!("no `events-summarized` event counts {ATTACKER}'s post-mortems left out")
         });
         journal_files_private(&mut f, &state);
+    }
+    f.finish();
+}
+
+// ---------------------------------------------------------------------------
+// Kernel-log records an unprivileged user can provoke (a crash in a file
+// named like the OOM killer's lines), and post-mortems of a process that
+// handles SIGTERM
+// ---------------------------------------------------------------------------
+
+/// The attacker's crashing program: a read of address 0.
+const CRASH_AT_ZERO_C: &str = "int main(void) { return *(volatile int *)0; }\n";
+
+/// `program` run as the account-less uid `uid`, with no supplementary
+/// groups: the victim's side.
+fn as_uid(uid: u32, program: &Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={uid}"),
+        &format!("--regid={uid}"),
+        "--clear-groups",
+        "--",
+    ])
+    .arg(program);
+    c
+}
+
+/// Every event of the journal at `path` (a line that does not parse is left
+/// out: the daemon may be writing it).
+fn journal_events(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The post-mortem (`exited` event) of `pid` in the journal, once written.
+fn postmortem_of(journal: &Path, pid: u32, within: Duration) -> Option<serde_json::Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let found = journal_events(journal)
+            .into_iter()
+            .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid);
+        if found.is_some() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The journal's actions: `(pid, action, outcome)`.
+fn journal_actions(journal: &Path) -> Vec<(u64, String, String)> {
+    journal_events(journal)
+        .into_iter()
+        .filter(|e| e["event"] == "action")
+        .map(|e| {
+            (
+                e["process"]["pid"].as_u64().unwrap_or(0),
+                e["action"].as_str().unwrap_or("").to_string(),
+                e["outcome"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The journal has `SIGTERM` delivered to `pid`, and no action on any other
+/// process (the rule matches only the hog).
+fn journal_keeps_only_the_hogs_sigterm(f: &mut Findings, journal: &Path, pid: u32) {
+    let actions = journal_actions(journal);
+    f.check(
+        actions
+            .iter()
+            .any(|(p, a, o)| *p == u64::from(pid) && a == "SIGTERM" && o == "done"),
+        || format!("the journal lacks the SIGTERM delivered to the hog (pid {pid}): {actions:?}"),
+    );
+    let others: Vec<_> = actions
+        .iter()
+        .filter(|(p, _, _)| *p != u64::from(pid))
+        .collect();
+    f.check(others.is_empty(), || {
+        format!("the daemon acted on processes other than the hog: {others:?}")
+    });
+}
+
+/// `headroom events`' post-mortem line for `pid`.
+fn postmortem_line(journal: &Path, pid: u32) -> Option<String> {
+    let out = Command::new(HEADROOM)
+        .args(["events", "--journal"])
+        .arg(journal)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains("post-mortem") && l.contains(&format!("(pid {pid}")))
+        .map(str::to_string)
+}
+
+/// The kernel log from the moment it was opened: the test reads it as root
+/// to see that the kernel logged what the attacker provoked.
+struct KernelLogSince(std::fs::File);
+
+impl KernelLogSince {
+    fn open() -> KernelLogSince {
+        use std::io::Seek as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/kmsg")
+            .expect("open /dev/kmsg as root");
+        file.seek(std::io::SeekFrom::End(0))
+            .expect("seek /dev/kmsg");
+        KernelLogSince(file)
+    }
+
+    /// The records logged since the last call.
+    fn read(&mut self) -> Vec<String> {
+        let mut records = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => return records,
+                Ok(n) => records.push(String::from_utf8_lossy(&buf[..n]).into_owned()),
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
+                Err(_) => return records,
+            }
+        }
+    }
+}
+
+/// `name` as a file of the attacker's holding the crashing program, run
+/// through a link named `crash` until the kernel logs the crash (it logs
+/// about ten faults in five seconds, all users together). The record, if
+/// logged.
+fn crash_in_file_named(
+    stage: &Stage,
+    program: &Path,
+    name: &str,
+    log: &mut KernelLogSince,
+) -> Option<String> {
+    let dir = stage.path("forge");
+    for _ in 0..4 {
+        let _ = as_user(ATTACKER, Path::new("/bin/sh"))
+            .args([
+                "-c",
+                "mkdir -p \"$1\" && cp \"$0\" \"$1/$2\" && ln -sfn \"$1/$2\" \"$1/crash\" && exec \"$1/crash\"",
+            ])
+            .arg(program)
+            .arg(&dir)
+            .arg(name)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        std::thread::sleep(Duration::from_millis(300));
+        if let Some(r) = log.read().into_iter().find(|r| r.contains(name)) {
+            return Some(r);
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    None
+}
+
+/// The value of the Prometheus series `name{labels}` in `text`.
+fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[test]
+fn a_crash_in_a_file_named_like_a_kill_line_forges_no_oom_postmortem() {
+    let session = begin("crash in a file named like an OOM kill line");
+    let mut f = Findings::new(&session);
+    let trace = std::fs::read_to_string("/proc/sys/debug/exception-trace").unwrap_or_default();
+    assert_eq!(
+        trace.trim(),
+        "1",
+        "debug.exception-trace is {:?}: the kernel logs no fault lines, so the attack cannot be \
+         replayed; `sysctl debug.exception-trace=1` turns them on",
+        trace.trim()
+    );
+    let stage = Stage::new();
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    // The attacker's program, built here, copied by the attacker under the
+    // names below.
+    let source = stage.path("crash.c");
+    std::fs::write(&source, CRASH_AT_ZERO_C).expect("write crash.c");
+    let program = stage.path("crash-at-zero");
+    let built = Command::new(support::tool("cc", "CC", "gcc"))
+        .args(["-O0", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .expect("run cc");
+    assert!(built.success(), "cc failed to build {}", program.display());
+    chmod(&program, 0o755);
+    let forge = stage.path("forge");
+    std::fs::create_dir(&forge).expect("mkdir forge");
+    chown(&forge, uid_of(ATTACKER));
+    chmod(&forge, 0o755);
+    // The victim: another user's Jupyter kernel (a fake one), watched from
+    // its first sample.
+    let kernels = stage.path("victim");
+    std::fs::create_dir(&kernels).expect("mkdir victim");
+    chmod(&kernels, 0o755);
+    let connection = kernels.join("kernel-forged-oom.json");
+    std::fs::write(&connection, "{}\n").expect("write connection file");
+    chmod(&connection, 0o644);
+    let link = stage.hog_link("hogs", "hog-limit");
+    let text = config(dir.path(), &hog_rule(&link, Some(ATTACKER)));
+    if let Some(mut d) = start(&mut f, dir.path(), &text) {
+        let base_hwm = d.hwm();
+        let mut victim = Proc::spawn({
+            let mut c = as_uid(VICTIM_UID, Path::new("/usr/bin/tail"));
+            c.arg("-f").arg(&connection);
+            c
+        });
+        let pid = victim.pid();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut listed = false;
+        while !listed && Instant::now() < deadline {
+            let (status, body) = support::get(&d.url(&format!("/api/v1/processes/{pid}")));
+            listed = status == 200 && body.contains("\"jupyter\"");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(
+            listed,
+            "the daemon never listed the victim's kernel (pid {pid})"
+        );
+        // The attack, while the attacker's own hog crosses its rule: a
+        // crash in a file named like the oom-kill line, then one named like
+        // the kill line, both naming the victim's pid, command and uid (a
+        // file name holds no `/`: the cgroups are named without).
+        let mut hog = hog_as(ATTACKER, &link);
+        let mut log = KernelLogSince::open();
+        let names = [
+            format!(
+                "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=user.slice,mems_allowed=0,global_oom,task_memcg=user.slice,task=tail,pid={pid},uid={VICTIM_UID}"
+            ),
+            format!(
+                "Out of memory: Killed process {pid} (tail) total-vm:20971520kB, anon-rss:20971520kB, file-rss:0kB, shmem-rss:0kB, UID:{VICTIM_UID} pgtables:40960kB oom_score_adj:0"
+            ),
+        ];
+        for name in &names {
+            match crash_in_file_named(&stage, &program, name, &mut log) {
+                Some(record) => f.note(format!("the kernel logged: {}", record.trim_end())),
+                None => f.fail(format!(
+                    "the kernel logged no crash in the file {name:?} in 4 tries (rate limit?): the \
+                     attack was not replayed"
+                )),
+            }
+        }
+        match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => f.note(format!(
+                "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                r.past_limit_mib, r.ms_after_crossing
+            )),
+            Err(why) => f.fail(format!("the attacker's hog during the attack: {why}")),
+        }
+        let hog_pid = hog.pid();
+        drop(hog);
+        // The daemon reads the records with its next samples; then the
+        // victim ends its kernel with SIGTERM (left a zombie: its exit
+        // status is there to read).
+        std::thread::sleep(Duration::from_secs(3));
+        let killed = as_uid(VICTIM_UID, Path::new("/bin/kill"))
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill as the victim");
+        assert!(killed.success(), "the victim could not SIGTERM its kernel");
+        match postmortem_of(&journal, pid, Duration::from_secs(30)) {
+            None => f.fail(format!(
+                "no post-mortem of the victim's kernel (pid {pid}) within 30 s; the daemon's log:\n{}",
+                d.log_tail(20)
+            )),
+            Some(ended) => {
+                let cause = &ended["cause"];
+                f.note(format!(
+                    "the victim's post-mortem: {} ({})",
+                    cause["kind"], cause["how"]
+                ));
+                f.check(cause["kind"] != "oom-killer", || {
+                    format!("the forged record made the victim's post-mortem say OOM killer: {cause}")
+                });
+                let words = cause.to_string();
+                f.check(
+                    !words.contains("Killed process") && !words.contains("20.0 GiB"),
+                    || format!("the victim's post-mortem quotes the forged record: {cause}"),
+                );
+            }
+        }
+        if let Some(line) = postmortem_line(&journal, pid) {
+            f.check(!line.contains("OOM killer"), || {
+                format!("`headroom events` says the OOM killer ended the victim's kernel: {line}")
+            });
+        }
+        // The metric counts only real OOM post-mortems (other tests on this
+        // machine may provoke some), never the victim's.
+        let others = journal_events(&journal)
+            .iter()
+            .filter(|e| {
+                e["event"] == "exited"
+                    && e["cause"]["kind"] == "oom-killer"
+                    && e["process"]["pid"] != pid
+            })
+            .count();
+        let metrics = support::get(&d.url("/metrics")).1;
+        let counted = series_value(
+            &metrics,
+            "headroom_process_exits_total{cause=\"oom-killer\"}",
+        );
+        f.check(counted == Some(others as f64), || {
+            format!(
+                "headroom_process_exits_total{{cause=\"oom-killer\"}} is {counted:?}: it counts \
+                 the victim's kernel (the journal holds {others} OOM post-mortems of other processes)"
+            )
+        });
+        // What the attacker reads of the victim's end: no forged OOM kill.
+        let out = attacker_python(&stage, &["get", &d.url("/api/v1/events")])
+            .output()
+            .expect("attacker get");
+        let events = String::from_utf8_lossy(&out.stdout);
+        let shown = events
+            .split_once('\n')
+            .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(body).ok())
+            .and_then(|v| {
+                let list = v
+                    .as_array()
+                    .cloned()
+                    .or_else(|| v["events"].as_array().cloned())?;
+                list.into_iter()
+                    .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid)
+            });
+        match shown {
+            Some(e) => {
+                f.note(format!(
+                    "{ATTACKER} reads the victim's end as {}",
+                    e["cause"]["kind"]
+                ));
+                f.check(e["cause"]["kind"] != "oom-killer", || {
+                    format!("{ATTACKER} reads a forged OOM kill of the victim's kernel: {e}")
+                });
+            }
+            None => f.note(format!(
+                "{ATTACKER}'s /api/v1/events holds no post-mortem of the victim's kernel"
+            )),
+        }
+        journal_keeps_only_the_hogs_sigterm(&mut f, &journal, hog_pid);
+        let hwm = memory_bounded(&mut f, &d, base_hwm);
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+        ]);
+        f.check(d.running(), || "the daemon stopped".into());
+        victim.kill();
+    }
+    f.finish();
+}
 
 #[test]
 fn a_process_that_handles_sigterm_and_exits_later_is_ended_by_headroom_s_sigterm() {
@@ -3706,54 +3749,6 @@ fn a_process_that_handles_sigterm_and_exits_later_is_ended_by_headroom_s_sigterm
         let mut hog = Proc::spawn({
             let mut c = as_user(ATTACKER, &link);
             c.args([
-
-// A process group another user's hog joined (`process_group = true` in a
-// session two users share)
-// ---------------------------------------------------------------------------
-
-use crate::support::attack::kill_group;
-
-/// The root harness of a session two users share (as a `tmux` started for
-/// both): it runs in a session of its own (through `setsid`), starts the
-/// victim's job as the leader of a process group, says `victim PID`, then
-/// starts the attacker's program, which joins the victim's group with
-/// `setpgid(0, pgid)` (allowed within one session, whoever owns the group)
-/// and execs the hog. The victim's job prints nothing; the hog's lines come
-/// out on the harness's stdout.
-const SHARED_SESSION: &str = r#"
-import os, subprocess, sys
-victim_user, attacker_user, hog = sys.argv[1:4]
-def as_user(user, argv):
-    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"] + argv
-victim = subprocess.Popen(
-    as_user(victim_user, ["/bin/sh", "-c", "sleep 100000; : victim-job-XYZ"]),
-    process_group=0, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-print(f"victim {victim.pid} session {os.getsid(0)}", flush=True)
-join = "import os, sys; os.setpgid(0, int(sys.argv[1])); os.execv(sys.argv[2], sys.argv[2:])"
-attacker = subprocess.Popen(
-    as_user(attacker_user, ["/usr/bin/python3", "-c", join, str(victim.pid), hog] + sys.argv[4:]),
-    stdin=subprocess.DEVNULL)
-attacker.wait()
-victim.wait()
-"#;
-
-/// The shared session: its harness, and the groups to kill when the test
-/// ends (the harness's and the victim's, which the hog joined).
-struct SharedSession {
-    harness: Proc,
-    victim: u32,
-    session: u32,
-}
-
-impl SharedSession {
-    /// Start the harness with the victim `victim_user` and the attacker's
-    /// hog started through `link` (growing at the reaction hogs' rate).
-    fn start(victim_user: &str, link: &Path) -> SharedSession {
-        let mut c = Command::new("setsid");
-        c.args(["--wait", "/usr/bin/python3", "-u", "-c", SHARED_SESSION])
-            .args([victim_user, ATTACKER])
-            .arg(link)
-            .args([
                 "--rate",
                 crate::support::attack::HOG_RATE,
                 "--max",
@@ -3817,7 +3812,82 @@ impl SharedSession {
             None => f.fail("`headroom events` shows no post-mortem of the hog".into()),
         }
         journal_keeps_only_the_hogs_sigterm(&mut f, &journal, pid);
+        let hwm = memory_bounded(&mut f, &d, base_hwm);
+        f.figures(&[
+            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+            (
+                "past_attack_mib",
+                reaction
+                    .as_ref()
+                    .map_or("none".into(), |r| format!("{:.0}", r.past_limit_mib)),
+            ),
+            (
+                "ms_attack",
+                reaction
+                    .as_ref()
+                    .map_or("none".into(), |r| format!("{:.0}", r.ms_after_crossing)),
+            ),
+        ]);
+        f.check(d.running(), || "the daemon stopped".into());
+    }
+    f.finish();
+}
 
+// ---------------------------------------------------------------------------
+// A process group another user's hog joined (`process_group = true` in a
+// session two users share)
+// ---------------------------------------------------------------------------
+
+use crate::support::attack::kill_group;
+
+/// The root harness of a session two users share (as a `tmux` started for
+/// both): it runs in a session of its own (through `setsid`), starts the
+/// victim's job as the leader of a process group, says `victim PID`, then
+/// starts the attacker's program, which joins the victim's group with
+/// `setpgid(0, pgid)` (allowed within one session, whoever owns the group)
+/// and execs the hog. The victim's job prints nothing; the hog's lines come
+/// out on the harness's stdout.
+const SHARED_SESSION: &str = r#"
+import os, subprocess, sys
+victim_user, attacker_user, hog = sys.argv[1:4]
+def as_user(user, argv):
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"] + argv
+victim = subprocess.Popen(
+    as_user(victim_user, ["/bin/sh", "-c", "sleep 100000; : victim-job-XYZ"]),
+    process_group=0, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+print(f"victim {victim.pid} session {os.getsid(0)}", flush=True)
+join = "import os, sys; os.setpgid(0, int(sys.argv[1])); os.execv(sys.argv[2], sys.argv[2:])"
+attacker = subprocess.Popen(
+    as_user(attacker_user, ["/usr/bin/python3", "-c", join, str(victim.pid), hog] + sys.argv[4:]),
+    stdin=subprocess.DEVNULL)
+attacker.wait()
+victim.wait()
+"#;
+
+/// The shared session: its harness, and the groups to kill when the test
+/// ends (the harness's and the victim's, which the hog joined).
+struct SharedSession {
+    harness: Proc,
+    victim: u32,
+    session: u32,
+}
+
+impl SharedSession {
+    /// Start the harness with the victim `victim_user` and the attacker's
+    /// hog started through `link` (growing at the reaction hogs' rate).
+    fn start(victim_user: &str, link: &Path) -> SharedSession {
+        let mut c = Command::new("setsid");
+        c.args(["--wait", "/usr/bin/python3", "-u", "-c", SHARED_SESSION])
+            .args([victim_user, ATTACKER])
+            .arg(link)
+            .args([
+                "--rate",
+                crate::support::attack::HOG_RATE,
+                "--max",
+                crate::support::attack::HOG_MAX,
+                "--catch",
+                "TERM",
             ]);
         let mut harness = Proc::spawn(c);
         let (_, line) = harness.expect_line("victim ", Duration::from_secs(20));
@@ -3980,24 +4050,6 @@ fn a_group_signal_spares_another_users_job_the_hog_joined() {
         f.figures(&[
             ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
             ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-            (
-                "past_attack_mib",
-                reaction
-                    .as_ref()
-                    .map_or("none".into(), |r| format!("{:.0}", r.past_limit_mib)),
-            ),
-            (
-                "ms_attack",
-                reaction
-                    .as_ref()
-                    .map_or("none".into(), |r| format!("{:.0}", r.ms_after_crossing)),
-            ),
-        ]);
-        f.check(d.running(), || "the daemon stopped".into());
-    }
-    f.finish();
-}
-
         ]);
     }
     f.finish();
