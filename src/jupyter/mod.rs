@@ -775,7 +775,18 @@ impl LookupThread {
             let spawned = std::thread::Builder::new()
                 .name("headroom-jupyter-ask".into())
                 .spawn(move || {
-                    let (found, problems) = lookup(&settings.dirs(), owner);
+                    // An answer always comes back, so that this user's
+                    // lookups are never left marked as under way.
+                    let asked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        lookup(&settings.dirs(), owner)
+                    }));
+                    let (found, problems) = asked.unwrap_or_else(|_| {
+                        let problem = Problem::new(
+                            "lookup".to_string(),
+                            "a Jupyter lookup failed unexpectedly; its kernels stay unmapped",
+                        );
+                        (HashMap::new(), vec![problem])
+                    });
                     let _ = tx.send(Answer {
                         owner,
                         asked: kernels,
@@ -1053,6 +1064,36 @@ mod tests {
             "{calls:?}"
         );
         assert_eq!(notebooks.dropped_requests(), 0);
+    }
+
+    #[test]
+    fn a_lookup_that_fails_leaves_its_users_next_one_free_to_start() {
+        use std::sync::atomic::AtomicUsize;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let notebooks = Notebooks::start_with(
+            &JupyterConfig::default(),
+            false,
+            Arc::new(move |_, owner| {
+                if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("a lookup that fails");
+                }
+                let found = HashMap::from([("k".to_string(), mapped("n.ipynb", owner))]);
+                (found, Vec::new())
+            }),
+        );
+        let kernel = Kernel::new("k", Some(1000));
+        let mut tries = 0;
+        wait_for("the kernel named after a failed lookup", || {
+            // The failed lookup's retry waits RETRY_FIRST; a reload clears it.
+            if tries % 50 == 0 {
+                notebooks.configure(&JupyterConfig::default());
+            }
+            tries += 1;
+            notebooks.send(Request::Lookup([kernel.clone()].into()));
+            notebooks.latest().contains_key(&kernel)
+        });
+        assert!(calls.load(Ordering::SeqCst) >= 2);
     }
 
     #[test]
