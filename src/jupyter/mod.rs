@@ -61,13 +61,14 @@
 //! control characters escaped.
 
 pub mod listener_check;
+mod lookup_thread;
 pub mod runtime;
 pub mod sessions;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -75,6 +76,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::JupyterConfig;
 use crate::model::{CollectorStatus, Snapshot};
+
+use lookup_thread::LookupThread;
 
 /// The first retry for a kernel id no server knew.
 pub const RETRY_FIRST: Duration = Duration::from_secs(2);
@@ -397,7 +400,6 @@ impl Problem {
 }
 
 use crate::model::printable;
-use crate::model::text_caps::capped;
 
 /// Logs each problem once: again only when the message for the same thing
 /// changes, or after it worked in between.
@@ -620,11 +622,11 @@ impl Notebooks {
 /// (`headroom snapshot`); blocks for the servers' answers (at most
 /// [`sessions::TIMEOUT`] each). Returns the problems met, to show.
 pub fn annotate_once(config: &JupyterConfig, as_root: bool, snap: &mut Snapshot) -> Vec<String> {
-    let owners: BTreeMap<Option<u32>, ()> = snap
+    let owners: BTreeSet<Option<u32>> = snap
         .processes
         .iter()
         .filter(|p| p.workload.kernel_id.is_some())
-        .map(|p| (p.uid, ()))
+        .map(|p| p.uid)
         .collect();
     if !config.enabled || owners.is_empty() {
         return Vec::new();
@@ -632,7 +634,7 @@ pub fn annotate_once(config: &JupyterConfig, as_root: bool, snap: &mut Snapshot)
     let dirs = settings(config, as_root).dirs();
     let answers: Vec<_> = std::thread::scope(|scope| {
         let asking: Vec<_> = owners
-            .keys()
+            .iter()
             .map(|&owner| {
                 let dirs = &dirs;
                 scope.spawn(move || (owner, look_up(dirs, owner, sessions::TIMEOUT)))
@@ -660,210 +662,11 @@ fn settings(config: &JupyterConfig, as_root: bool) -> Settings {
     }
 }
 
-/// One user's lookup, finished.
-struct Answer {
-    owner: Option<u32>,
-    asked: Vec<Kernel>,
-    found: HashMap<String, Mapped>,
-    problems: Vec<Problem>,
-    /// None of the kernels asked about was asked about before.
-    first_time: bool,
-    took: Duration,
-}
-
-/// The lookup thread: the map, the kernels present, and the lookups under
-/// way (one per user at most).
-struct LookupThread {
-    map: NotebookMap,
-    log: ProblemLog,
-    present: HashSet<Kernel>,
-    under_way: HashSet<Option<u32>>,
-    answers: Receiver<Answer>,
-    answer_tx: Sender<Answer>,
-    published: Published,
-    pending: Pending,
-    settings: Settings,
-    lookup: LookupFn,
-}
-
-impl LookupThread {
-    fn new(published: Published, pending: Pending, settings: Settings, lookup: LookupFn) -> Self {
-        let (answer_tx, answers) = mpsc::channel();
-        Self {
-            map: NotebookMap::default(),
-            log: ProblemLog::default(),
-            present: HashSet::new(),
-            under_way: HashSet::new(),
-            answers,
-            answer_tx,
-            published,
-            pending,
-            settings,
-            lookup,
-        }
-    }
-
-    /// Serve requests until the daemon's end is dropped.
-    fn run(mut self, rx: &Receiver<Request>) {
-        loop {
-            // While lookups are under way, wake up for their answers too.
-            let first = if self.under_way.is_empty() {
-                match rx.recv() {
-                    Ok(request) => Some(request),
-                    Err(_) => return,
-                }
-            } else {
-                match rx.recv_timeout(ANSWER_POLL) {
-                    Ok(request) => Some(request),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
-            };
-            // Requests that queued up: only the latest kernel set matters.
-            let mut asked = false;
-            for request in first.into_iter().chain(rx.try_iter()) {
-                if let Request::Lookup(kernels) = request {
-                    self.present = kernels;
-                    asked = true;
-                }
-            }
-            let mut changed = false;
-            while let Ok(answer) = self.answers.try_recv() {
-                self.take(answer);
-                changed = true;
-            }
-            let new = match self.pending.lock() {
-                Ok(mut slot) => slot.take(),
-                Err(poisoned) => poisoned.into_inner().take(),
-            };
-            if let Some(new) = new {
-                self.settings = new;
-                // Other directories may know the misses: ask again.
-                self.map.misses.clear();
-            }
-            if changed {
-                let snapshot = Arc::new(self.map.entries.clone());
-                match self.published.lock() {
-                    Ok(mut guard) => *guard = snapshot,
-                    Err(poisoned) => *poisoned.into_inner() = snapshot,
-                }
-            }
-            if asked && self.settings.enabled {
-                self.start_due();
-            }
-        }
-    }
-
-    /// Start a lookup for each user whose kernels are due and who has none
-    /// under way, up to [`MAX_LOOKUPS_AT_ONCE`] under way in all.
-    fn start_due(&mut self) {
-        let mut by_owner: BTreeMap<Option<u32>, Vec<Kernel>> = BTreeMap::new();
-        for kernel in self.map.due(&self.present, Instant::now()) {
-            if !self.under_way.contains(&kernel.uid) {
-                by_owner.entry(kernel.uid).or_default().push(kernel);
-            }
-        }
-        for (owner, kernels) in by_owner {
-            if self.under_way.len() >= MAX_LOOKUPS_AT_ONCE {
-                return;
-            }
-            // A kernel asked about before and still unknown is logged quietly.
-            let first_time = kernels.iter().any(|k| !self.map.misses.contains_key(k));
-            let settings = self.settings.clone();
-            let lookup = Arc::clone(&self.lookup);
-            let tx = self.answer_tx.clone();
-            let started = Instant::now();
-            let spawned = std::thread::Builder::new()
-                .name("headroom-jupyter-ask".into())
-                .spawn(move || {
-                    let (found, problems) = lookup(&settings.dirs(), owner);
-                    let _ = tx.send(Answer {
-                        owner,
-                        asked: kernels,
-                        found,
-                        problems,
-                        first_time,
-                        took: started.elapsed(),
-                    });
-                });
-            match spawned {
-                Ok(_) => {
-                    self.under_way.insert(owner);
-                }
-                Err(e) => {
-                    warn!("cannot start a Jupyter lookup, kernels stay unmapped for now: {e}");
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Take in one user's lookup: its answers into the map, its problems
-    /// into the log.
-    fn take(&mut self, answer: Answer) {
-        self.under_way.remove(&answer.owner);
-        for line in self.log.news(answer.problems) {
-            warn!("{line}");
-        }
-        self.map.refreshed(
-            for_owner(answer.found, answer.owner),
-            &answer.asked,
-            &self.present,
-            Instant::now(),
-        );
-        let named: Vec<String> = answer
-            .asked
-            .iter()
-            .filter_map(|k| self.map.get(k).map(|m| (k, m)))
-            .map(|(k, m)| {
-                let notebook = capped(&m.notebook, LOGGED_NOTEBOOK_MAX);
-                format!("{} → {}", short(&k.id), printable(&notebook))
-            })
-            .collect();
-        let outcome = logged_list(&named);
-        let whose = answer.owner.map_or_else(
-            || "of an unknown user".to_string(),
-            |uid| format!("of uid {uid}"),
-        );
-        let took = answer.took.as_millis();
-        let n = answer.asked.len();
-        if answer.first_time || !named.is_empty() {
-            info!("Jupyter lookup for {n} new kernel(s) {whose} in {took} ms: {outcome}");
-        } else {
-            debug!("Jupyter lookup again for {n} kernel(s) {whose} in {took} ms: {outcome}");
-        }
-    }
-}
-
 /// The first 8 characters of a kernel id, for logs (escaped: the id comes
 /// from a process's command line).
 fn short(id: &str) -> String {
     let start: String = id.chars().take(8).collect();
     printable(&start).into_owned()
-}
-
-/// The most kernels one lookup's log line names, and the most bytes of
-/// each notebook path it shows: a line stays short whatever the servers
-/// say.
-const LOGGED_KERNELS: usize = 8;
-const LOGGED_NOTEBOOK_MAX: usize = 256;
-
-/// A lookup's outcome for the log: at most [`LOGGED_KERNELS`] kernels
-/// named, then how many more.
-fn logged_list(named: &[String]) -> String {
-    if named.is_empty() {
-        return "no server knows them (asking again later)".to_string();
-    }
-    let mut out = named
-        .iter()
-        .take(LOGGED_KERNELS)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if named.len() > LOGGED_KERNELS {
-        out.push_str(&format!(" and {} more", named.len() - LOGGED_KERNELS));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -1011,7 +814,10 @@ mod tests {
     /// A lookup that blocks, for the kernels of `slow`, until `release`
     /// is dropped, and answers every other user's at once (`id` →
     /// `<uid>.ipynb`); counts the lookups of each user.
-    fn gated(slow: Option<u32>, release: Receiver<()>) -> (LookupFn, Calls, Receiver<()>) {
+    fn gated(
+        slow: Option<u32>,
+        release: mpsc::Receiver<()>,
+    ) -> (LookupFn, Calls, mpsc::Receiver<()>) {
         let (entered_tx, entered) = mpsc::channel();
         let entered_tx = Mutex::new(entered_tx);
         let release = Mutex::new(release);
@@ -1077,6 +883,36 @@ mod tests {
     }
 
     #[test]
+    fn a_lookup_that_fails_leaves_its_users_next_one_free_to_start() {
+        use std::sync::atomic::AtomicUsize;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let notebooks = Notebooks::start_with(
+            &JupyterConfig::default(),
+            false,
+            Arc::new(move |_, owner| {
+                if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("a lookup that fails");
+                }
+                let found = HashMap::from([("k".to_string(), mapped("n.ipynb", owner))]);
+                (found, Vec::new())
+            }),
+        );
+        let kernel = Kernel::new("k", Some(1000));
+        let mut tries = 0;
+        wait_for("the kernel named after a failed lookup", || {
+            // The failed lookup's retry waits RETRY_FIRST; a reload clears it.
+            if tries % 50 == 0 {
+                notebooks.configure(&JupyterConfig::default());
+            }
+            tries += 1;
+            notebooks.send(Request::Lookup([kernel.clone()].into()));
+            notebooks.latest().contains_key(&kernel)
+        });
+        assert!(calls.load(Ordering::SeqCst) >= 2);
+    }
+
+    #[test]
     fn a_reload_is_taken_up_by_the_next_lookup() {
         let seen_dirs = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&seen_dirs);
@@ -1100,17 +936,6 @@ mod tests {
             first.contains(&PathBuf::from("/srv/reloaded/runtime")),
             "{first:?}"
         );
-    }
-
-    #[test]
-    fn a_lookups_log_line_names_a_few_kernels_and_counts_the_rest() {
-        let named: Vec<String> = (0..20).map(|i| format!("k{i} → n{i}.ipynb")).collect();
-        let line = logged_list(&named);
-        assert!(line.starts_with("k0 → n0.ipynb, k1"), "{line}");
-        assert!(line.ends_with(" and 12 more"), "{line}");
-        assert!(!line.contains("k8 "), "{line}");
-        assert_eq!(logged_list(&named[..1]), "k0 → n0.ipynb");
-        assert!(logged_list(&[]).contains("no server knows them"));
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! and the interesting processes, re-checks the identity of those in this
 //! tick's round-robin slot ([`VERIFY_PERIOD`]) and re-scans the libraries
 //! of Python processes that may have imported a framework since
-//! ([`super::library_rescan`], read by a thread of their own). The light tick is in [`super::light_tick`];
-//! both end in [`Tracker::end_tick`] and become samples in
-//! [`Tracker::build_processes`]. The module doc of [`super`] explains why.
+//! ([`super::library_rescan`], read by a thread of their own). The light
+//! tick is in [`super::light_tick`]; both end in [`Tracker::end_tick`] and
+//! become samples in [`Tracker::build_processes`]. The module doc of
+//! [`super`] explains why.
 
 use std::collections::BTreeMap;
 use std::fs::File;
