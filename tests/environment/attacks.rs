@@ -1574,6 +1574,18 @@ impl Drop for SharedSession {
     }
 }
 
+/// The figures of an attack without a baseline hog: the daemon's peak
+/// memory before and after, and how the attacker's hog was stopped.
+fn reaction_figures(f: &Findings, base_hwm: u64, hwm: u64, attacked: Option<Reaction>) {
+    let fmt = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0}"));
+    f.figures(&[
+        ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+        ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+        ("past_attack_mib", fmt(attacked.map(|r| r.past_limit_mib))),
+        ("ms_attack", fmt(attacked.map(|r| r.ms_after_crossing))),
+    ]);
+}
+
 /// The members of process group `pgid` now, with their owners.
 fn group_with_owners(pgid: u32) -> Vec<(u32, Option<u32>)> {
     headroom::act::identity::group_members(pgid)
@@ -1655,13 +1667,19 @@ fn a_group_signal_spares_another_users_job_the_hog_joined() {
             shared.harness.output()
         );
         let hog_pid = hog_pid.unwrap_or_default();
-        match await_reaction(&mut shared.harness, LIMIT, SIGNAL_WITHIN) {
-            Ok(r) => f.note(format!(
-                "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
-                r.past_limit_mib, r.ms_after_crossing
-            )),
-            Err(why) => f.fail(format!("the attacker's hog in the victim's group: {why}")),
-        }
+        let reaction = match await_reaction(&mut shared.harness, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => {
+                f.note(format!(
+                    "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                    r.past_limit_mib, r.ms_after_crossing
+                ));
+                Some(r)
+            }
+            Err(why) => {
+                f.fail(format!("the attacker's hog in the victim's group: {why}"));
+                None
+            }
+        };
         std::thread::sleep(Duration::from_secs(2));
         for &pid in &victims {
             f.check(alive(pid), || {
@@ -1709,10 +1727,7 @@ fn a_group_signal_spares_another_users_job_the_hog_joined() {
             )
         });
         let hwm = memory_bounded(&mut f, &d, base_hwm);
-        f.figures(&[
-            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
-            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-        ]);
+        reaction_figures(&f, base_hwm, hwm, reaction);
     }
     f.finish();
 }
@@ -1792,14 +1807,20 @@ fn notifications_run_no_program_from_the_daemons_path() {
             });
             root_hog.expect_line("ready", Duration::from_secs(20));
             let mut hog = hog_as(ATTACKER, &link);
-            match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
-                Ok(r) => f.note(format!(
-                    "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms after \
-                     crossing",
-                    r.past_limit_mib, r.ms_after_crossing
-                )),
-                Err(why) => f.fail(format!("the attacker's hog: {why}")),
-            }
+            let reaction = match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+                Ok(r) => {
+                    f.note(format!(
+                        "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms \
+                         after crossing",
+                        r.past_limit_mib, r.ms_after_crossing
+                    ));
+                    Some(r)
+                }
+                Err(why) => {
+                    f.fail(format!("the attacker's hog: {why}"));
+                    None
+                }
+            };
             // The notification's outcome is journaled when its run ends.
             let notes = journaled_actions_of(dir.path(), "notify-root");
             match notes.first() {
@@ -1851,10 +1872,7 @@ fn notifications_run_no_program_from_the_daemons_path() {
                 format!("headroom doctor's notifier line: {line:?}")
             });
             let hwm = memory_bounded(&mut f, &d, base_hwm);
-            f.figures(&[
-                ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
-                ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-            ]);
+            reaction_figures(&f, base_hwm, hwm, reaction);
         }
         Err(e) => f.fail(format!(
             "the daemon did not start (exit code {:?}); its log:\n{}",
@@ -2000,16 +2018,22 @@ fn the_system_service_runs_no_binary_its_user_can_replace() {
     } else {
         let base_hwm = status_bytes(service.pid(), "VmHWM").unwrap_or(0);
         let mut hog = hog_as(ATTACKER, &link);
-        match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
-            Ok(r) => f.note(format!(
-                "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
-                r.past_limit_mib, r.ms_after_crossing
-            )),
-            Err(why) => f.fail(format!(
-                "the installed service: {why}\nits output:\n{}",
-                service.output()
-            )),
-        }
+        let reaction = match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+            Ok(r) => {
+                f.note(format!(
+                    "the hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
+                    r.past_limit_mib, r.ms_after_crossing
+                ));
+                Some(r)
+            }
+            Err(why) => {
+                f.fail(format!(
+                    "the installed service: {why}\nits output:\n{}",
+                    service.output()
+                ));
+                None
+            }
+        };
         let actions = journaled_actions_on(dir.path(), hog.pid());
         f.check(
             actions.first().is_some_and(|a| a["outcome"] == "done"),
@@ -2024,10 +2048,7 @@ fn the_system_service_runs_no_binary_its_user_can_replace() {
                 MEMORY_SLACK / MIB
             )
         });
-        f.figures(&[
-            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
-            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-        ]);
+        reaction_figures(&f, base_hwm, hwm, reaction);
     }
     let said = std::fs::read_to_string(&ran).unwrap_or_default();
     f.check(said.is_empty(), || {
