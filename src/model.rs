@@ -15,10 +15,12 @@ mod action;
 pub mod build;
 mod check;
 mod job;
+mod labels;
 mod shared;
 pub use action::{Action, SignalName};
 pub use check::{Check, CheckStatus};
 pub use job::{Basis, HIDDEN_PATH, Job, SysvSegment, TmpfsFile, Unowned};
+pub use labels::{LabelSet, Labels, Runtime};
 pub use shared::{Argv, SharedStr};
 
 /// Wall-clock instant, milliseconds since the Unix epoch.

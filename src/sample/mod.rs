@@ -14,6 +14,7 @@ pub mod fallback;
 #[cfg(unix)]
 pub mod gpu;
 pub mod jobs;
+pub mod labels;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod macos;
