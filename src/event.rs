@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ProcessId, ProcessSample, Timestamp, WorkloadKind};
+use crate::model::{LabelSet, ProcessId, ProcessSample, Timestamp, WorkloadKind};
 
 /// One journal entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,11 @@ pub struct ProcessRef {
     /// The notebook the kernel runs, where its Jupyter server said.
     #[serde(default)]
     pub notebook: Option<String>,
+    /// Who the process belonged to: its pod, container, Slurm job or
+    /// systemd unit, as its cgroup said. Absent where nothing was known,
+    /// and in journals written before labels existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<LabelSet>,
 }
 
 impl ProcessRef {
@@ -44,6 +49,7 @@ impl ProcessRef {
             footprint: p.footprint,
             kernel_id: p.workload.kernel_id.clone(),
             notebook: p.workload.notebook.clone(),
+            labels: p.labels.as_ref().map(|l| (**l).clone()),
         }
     }
 
@@ -341,6 +347,7 @@ mod tests {
                     footprint: 10,
                     kernel_id: None,
                     notebook: None,
+                    labels: None,
                 },
                 step: 0,
                 action: "SIGINT".into(),
@@ -373,6 +380,7 @@ mod tests {
                     footprint: 10,
                     kernel_id: None,
                     notebook: None,
+                    labels: None,
                 },
                 detail: "footprint 9 GiB > 8 GiB".into(),
                 reason: "owned by root and the rule has root = false".into(),

@@ -383,6 +383,12 @@ pub struct ProcessSample {
     #[serde(default)]
     pub forked: bool,
     pub workload: Workload,
+    /// Who the process belongs to, as its cgroup says: a pod and its
+    /// container, a container, a Slurm job, a systemd unit (see
+    /// [`LabelSet`]); shared by every process of one cgroup. `None` where
+    /// nothing is known (no cgroup read, labels turned off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Labels>,
 }
 
 impl ProcessSample {
@@ -411,6 +417,7 @@ impl ProcessSample {
             job: None,
             forked: false,
             workload: Workload::default(),
+            labels: None,
         }
     }
 }

@@ -8,6 +8,10 @@
 //! `argv`, `exe`, notebook, kernel id and the workload evidence drawn from
 //! them are shown only to a viewer who is root or who owns the process;
 //! anyone else gets the process with those left out and `"redacted": true`.
+//! So are the names of its container read from a directory other users
+//! may not list (Docker's); its pod, namespace and Kubernetes container,
+//! which the kubelet's world-readable log directories name, and the ids in
+//! its cgroup path, which anyone may read, stay.
 //! `http.show_all_users = true` shows everything to everyone.
 //!
 //! The viewer is the uid owning the client end of the TCP connection, looked
@@ -40,7 +44,9 @@ use tokio::sync::OnceCell;
 
 use crate::config::Config;
 use crate::event::{Event, EventKind, ProcessRef};
-use crate::model::{Action, Argv, HIDDEN_PATH, ProcessSample, TmpfsFile, Unowned, Workload};
+use crate::model::{
+    Action, Argv, HIDDEN_PATH, Labels, ProcessSample, TmpfsFile, Unowned, Workload,
+};
 
 /// What replaces each hidden hook argument.
 pub const REDACTED: &str = "[redacted]";
@@ -212,7 +218,20 @@ pub fn redact_process(p: &ProcessSample) -> ProcessSample {
         exe: None,
         argv: Argv::default(),
         workload: redact_workload(&p.workload),
+        labels: p.labels.as_ref().map(redact_labels),
         ..p.clone()
+    }
+}
+
+/// `labels` without the names read where other users may not look (a
+/// Docker container's name: Docker's directory is root's alone); the ids,
+/// which the process's cgroup shows to everyone, stay. Shared, not copied,
+/// where nothing needs hiding.
+fn redact_labels(labels: &Labels) -> Labels {
+    if labels.private_names {
+        Labels::new(labels.without_private_names())
+    } else {
+        labels.clone()
     }
 }
 
@@ -303,6 +322,9 @@ pub fn redact_event(e: &Event, sight: Sight) -> Option<Event> {
 fn redact_ref(p: &mut ProcessRef) {
     p.notebook = None;
     p.kernel_id = None;
+    if let Some(labels) = &mut p.labels {
+        *labels = labels.without_private_names();
+    }
 }
 
 /// `config` with every hook argument after the program replaced by
@@ -472,6 +494,57 @@ mod tests {
             kind: EventKind::Stopped,
         };
         assert_eq!(redact_event(&started, Sight::Nothing), None);
+    }
+
+    #[test]
+    fn a_docker_name_is_hidden_from_other_users_and_pod_names_and_ids_are_not() {
+        use crate::model::{LabelSet, Runtime};
+        let id = "3f2a9c1b7d0e5f64a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718";
+        let docker = LabelSet {
+            container: Some("jupyter-ana".into()),
+            container_id: Some(id.into()),
+            runtime: Some(Runtime::Docker),
+            private_names: true,
+            ..LabelSet::default()
+        };
+        let p: ProcessSample = process(42).uid(1000).labels(docker.clone()).into();
+        let shown = redact_process(&p);
+        let labels = shown.labels.expect("the ids stay");
+        assert_eq!(labels.container, None);
+        assert_eq!(labels.container_id.as_deref(), Some(id));
+        let event = Event {
+            at: crate::model::Timestamp(1),
+            kind: EventKind::LimitCrossed {
+                rule: "r".into(),
+                process: ProcessRef::of(&p),
+                detail: "d".into(),
+            },
+        };
+        let EventKind::LimitCrossed { process: seen, .. } = redact_event(&event, Sight::Own(1001))
+            .expect("redacted")
+            .kind
+        else {
+            panic!("kind kept");
+        };
+        let labels = seen.labels.expect("the ids stay");
+        assert_eq!(
+            (labels.container, labels.container_id.as_deref()),
+            (None, Some(id))
+        );
+        // The kubelet's directories are world-readable: a pod's names stay.
+        let pod = LabelSet {
+            namespace: Some("ml".into()),
+            pod: Some("train-0".into()),
+            container: Some("trainer".into()),
+            ..LabelSet::default()
+        };
+        let p: ProcessSample = process(43).uid(1000).labels(pod.clone()).into();
+        let kept = redact_process(&p).labels.unwrap();
+        assert!(crate::model::Labels::ptr_eq(
+            &kept,
+            p.labels.as_ref().unwrap()
+        ));
+        assert_eq!(*kept, pod);
     }
 
     #[test]

@@ -190,6 +190,12 @@ impl ProcessBuilder {
         self
     }
 
+    /// Who the process belongs to (a pod, a container, a job, a unit).
+    pub fn labels(mut self, labels: crate::model::LabelSet) -> Self {
+        self.0.labels = Some(labels.into());
+        self
+    }
+
     /// How the footprint counts shared memory.
     pub fn basis(mut self, basis: crate::model::Basis) -> Self {
         self.0.basis = basis;

@@ -236,6 +236,7 @@ impl Sampler for SysinfoSampler {
                 job: None,
                 forked: false,
                 workload,
+                labels: None,
             });
         }
 

@@ -531,6 +531,7 @@ impl Tracker {
                 job: None,
                 forked: t.forked,
                 workload: t.workload.clone(),
+                labels: None,
             });
         }
         out

@@ -364,6 +364,7 @@ impl MacSampler {
                 job: None,
                 forked: false,
                 workload: k.workload.clone(),
+                labels: None,
             };
             sample.user = uid.and_then(|uid| self.users.name(&uid));
             out.push(sample);
