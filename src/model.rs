@@ -382,6 +382,18 @@ pub struct ProcessSample {
     /// a copy of its parent's program, not a program of its own.
     #[serde(default)]
     pub forked: bool,
+    /// The process's path in the memory-cgroup hierarchy (`/proc/[pid]/cgroup`:
+    /// the v1 `memory` controller's line where v1 memory is mounted, else
+    /// the v2 `0::` line), e.g. `/kubepods/burstable/pod…/…` or
+    /// `/slurm/uid_1000/job_42/step_0`; relative to the cgroup filesystem's
+    /// root as the daemon's cgroup namespace sees it. At most
+    /// [`crate::sys::procfs::CGROUP_PATH_MAX`] bytes (a longer path is not
+    /// kept). Any user may read it, like the file it comes from; names in it
+    /// can be another user's choice, so it is shown through [`printable`].
+    /// `None` where unknown (macOS, a kernel without cgroups, the sysinfo
+    /// sampler).
+    #[serde(default)]
+    pub cgroup: Option<SharedStr>,
     pub workload: Workload,
     /// Who the process belongs to, as its cgroup says: a pod and its
     /// container, a container, a Slurm job, a systemd unit (see
@@ -416,6 +428,7 @@ impl ProcessSample {
             held_open: 0,
             job: None,
             forked: false,
+            cgroup: None,
             workload: Workload::default(),
             labels: None,
         }

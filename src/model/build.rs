@@ -214,6 +214,12 @@ impl ProcessBuilder {
         self.0.job = Some(root);
         self
     }
+
+    /// The path in the memory-cgroup hierarchy.
+    pub fn cgroup(mut self, path: impl Into<SharedStr>) -> Self {
+        self.0.cgroup = Some(path.into());
+        self
+    }
 }
 
 impl From<ProcessBuilder> for ProcessSample {

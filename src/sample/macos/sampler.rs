@@ -363,6 +363,8 @@ impl MacSampler {
                 held_open: 0,
                 job: None,
                 forked: false,
+                // macOS has no cgroups.
+                cgroup: None,
                 workload: k.workload.clone(),
                 labels: None,
             };
