@@ -157,6 +157,8 @@ fi
 # The attacks and the soak measure the daemon's memory, reaction and
 # sampling jitter, which a browser or Prometheus started beside them would
 # disturb: they run after the rest, each set alone.
+# labels:: runs here: its processes hold 8 MiB each and its cgroups are
+# its own (one directory per test process in the memory hierarchy).
 say "cargo test --test environment (all but the attacks, the soak, the thrash test and the whole-machine notebook test)"
 env_status=0
 cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: || env_status=1
