@@ -300,11 +300,11 @@ pub fn process_label(p: &ProcessRef) -> String {
     let mut label = process_name(p);
     // Where it ran: `in pod ml/train-0 container trainer (containerd
     // 3f2a9c1b7d0e)`, `in slurm job 42 step 0`, `in unit jupyter-alice.service`.
-    if let Some(summary) = p.labels.as_ref().map(|l| l.summary()) {
-        if !summary.is_empty() {
-            label.push_str(" in ");
-            label.push_str(&printable(&summary));
-        }
+    if let Some(summary) = p.labels.as_ref().map(|l| l.summary())
+        && !summary.is_empty()
+    {
+        label.push_str(" in ");
+        label.push_str(&printable(&summary));
     }
     label
 }

@@ -124,12 +124,12 @@ pub fn parse(path: &str) -> LabelSet {
             track_unit(&mut set, c);
             continue;
         }
-        if in_kubepods || first {
-            if let Some(uid) = c.strip_prefix("pod").and_then(|u| pod_uid(u, '-')) {
-                set.pod_uid = Some(uid);
-                expect = Expect::PodContainer;
-                continue;
-            }
+        if (in_kubepods || first)
+            && let Some(uid) = c.strip_prefix("pod").and_then(|u| pod_uid(u, '-'))
+        {
+            set.pod_uid = Some(uid);
+            expect = Expect::PodContainer;
+            continue;
         }
         if c == "slurm" || c.strip_prefix("slurm_").is_some_and(|n| !n.is_empty()) {
             expect = Expect::SlurmUid;
@@ -408,7 +408,7 @@ mod tests {
         let controller = |l: &&str| l.splitn(3, ':').nth(2).map(str::to_string);
         let memory = lines
             .iter()
-            .find(|l| l.splitn(3, ':').nth(1) == Some("memory"))
+            .find(|l| l.split(':').nth(1) == Some("memory"))
             .and_then(controller);
         let v2 = lines
             .iter()
@@ -666,7 +666,7 @@ mod tests {
             format!(
                 "/user.slice/user-1000.slice/user@1000.service/kubepods.slice/kubepods-pod{UID}.slice/docker-{ID}.scope"
             ),
-            format!("/user.slice/user-1000.slice/user@1000.service/slurm/uid_0/job_1/step_0"),
+            "/user.slice/user-1000.slice/user@1000.service/slurm/uid_0/job_1/step_0".to_string(),
             format!("/user.slice/user-1000.slice/user@1000.service/docker/{ID}"),
         ] {
             let set = parse(&path);

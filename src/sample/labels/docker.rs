@@ -64,6 +64,10 @@ pub fn is_docker_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+/// A directory's (device, inode, mtime seconds, mtime nanoseconds): it
+/// changed when these did.
+type Stamp = (u64, u64, i64, i64);
+
 /// Docker's containers directory.
 #[derive(Debug)]
 pub struct DockerNames {
@@ -71,7 +75,7 @@ pub struct DockerNames {
     trusted_uid: u32,
     /// The directory's (device, inode, mtime) when its trust was checked,
     /// and what the check said: `Ok(public)` or why it was refused.
-    checked: Option<((u64, u64, i64, i64), Result<bool, String>)>,
+    checked: Option<(Stamp, Result<bool, String>)>,
     /// Looked up and found, and not found, since start.
     pub found: u64,
     pub failed: u64,
@@ -133,10 +137,10 @@ impl DockerNames {
         };
         self.present = true;
         let stamp = (meta.dev(), meta.ino(), meta.mtime(), meta.mtime_nsec());
-        if let Some((at, result)) = &self.checked {
-            if *at == stamp {
-                return Some(result.clone());
-            }
+        if let Some((at, result)) = &self.checked
+            && *at == stamp
+        {
+            return Some(result.clone());
         }
         let result = match crate::sys::trusted_path::check_path(dir, self.trusted_uid) {
             Ok(()) => Ok(super::kubelet::listable_by_anyone(dir)),
