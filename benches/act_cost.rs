@@ -107,6 +107,7 @@ fn process(pid: u32) -> ProcessRef {
         footprint: 1 << 20,
         kernel_id: None,
         notebook: None,
+        labels: None,
     }
 }
 

@@ -35,9 +35,12 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
-    let mut snap = platform_sampler(&GpuConfig::default())
-        .sample()
-        .expect("sample this machine");
+    let mut snap = platform_sampler(
+        &GpuConfig::default(),
+        &headroom::config::LabelsConfig::default(),
+    )
+    .sample()
+    .expect("sample this machine");
     // A busy desktop has about a thousand processes: copies of this
     // machine's, under pids no process has, make up the difference.
     let real = snap.processes.clone();

@@ -125,7 +125,10 @@ fn main() {
     std::thread::sleep(Duration::from_millis(500));
 
     // A daemon's state after 40 samples, 250 ms apart (5 in a smoke test).
-    let mut sampler = platform_sampler(&headroom::config::GpuConfig::default());
+    let mut sampler = platform_sampler(
+        &headroom::config::GpuConfig::default(),
+        &headroom::config::LabelsConfig::default(),
+    );
     let mut working = Working::new(Config::default());
     let mut state = working.initial_state(None, Timestamp::now());
     for _ in 0..samples {

@@ -142,10 +142,23 @@ cargo clippy --manifest-path fuzz/Cargo.toml --bins --locked -- -D warnings
 say "cargo test (unit tests, hermetic tier)"
 cargo test --locked --no-fail-fast
 
+# The deployment files: the Kubernetes manifests against the API's schemas
+# (from PyPI, offline), the kustomization, the ConfigMap's headroom.toml,
+# the Containerfile's lint. kubectl, which Debian does not package, is used
+# where it is installed and its step skipped, saying so, where it is not.
+say "deploy/ (scripts/deploy-check.sh)"
+if command -v python3 >/dev/null; then
+  scripts/deploy-check.sh
+else
+  echo "skipped: python3 is not installed, and the checks' tools come from PyPI"
+fi
+
 # The environment tier: root, a second user and the tools installed above.
 # The attacks and the soak measure the daemon's memory, reaction and
 # sampling jitter, which a browser or Prometheus started beside them would
 # disturb: they run after the rest, each set alone.
+# labels:: runs here: its processes hold 8 MiB each and its cgroups are
+# its own (one directory per test process in the memory hierarchy).
 say "cargo test --test environment (all but the attacks, the soak, the thrash test and the whole-machine notebook test)"
 env_status=0
 cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: || env_status=1

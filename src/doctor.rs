@@ -156,7 +156,8 @@ pub fn run() -> Report {
     let mut facts = common_facts();
     facts.extend(crate::sample::doctor_facts());
     let gpu = crate::config::GpuConfig::default();
-    let mut checks = sample_checks(platform_sampler(&gpu).as_mut());
+    let labels = crate::config::LabelsConfig::default();
+    let mut checks = sample_checks(platform_sampler(&gpu, &labels).as_mut());
     checks.extend(crate::sample::doctor_checks());
     checks.push(crate::act::doctor::signals());
     checks.push(http_port());
@@ -305,7 +306,13 @@ mod tests {
 
     #[test]
     fn the_sample_check_runs_this_machines_sampler() {
-        let checks = sample_checks(platform_sampler(&crate::config::GpuConfig::default()).as_mut());
+        let checks = sample_checks(
+            platform_sampler(
+                &crate::config::GpuConfig::default(),
+                &crate::config::LabelsConfig::default(),
+            )
+            .as_mut(),
+        );
         let check = &checks[0];
         assert_ne!(check.status, CheckStatus::Fail, "{check:?}");
         assert!(check.detail.contains("processes"), "{check:?}");

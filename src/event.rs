@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::text_caps::{
     CAUSE_MAX, NAME_MAX, PATH_MAX, RECORD_MAX, SIGNAL_NAME_MAX, cap, cap_opt, capped,
 };
-use crate::model::{ProcessId, ProcessSample, Timestamp, WorkloadKind};
+use crate::model::{LabelSet, ProcessId, ProcessSample, Timestamp, WorkloadKind};
 
 /// One journal entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,6 +35,11 @@ pub struct ProcessRef {
     /// The notebook the kernel runs, where its Jupyter server said.
     #[serde(default)]
     pub notebook: Option<String>,
+    /// Who the process belonged to: its pod, container, Slurm job or
+    /// systemd unit, as its cgroup said. Absent where nothing was known,
+    /// and in journals written before labels existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<LabelSet>,
 }
 
 impl ProcessRef {
@@ -62,6 +67,7 @@ impl ProcessRef {
                 .notebook
                 .as_deref()
                 .map(|n| capped(n, PATH_MAX).into_owned()),
+            labels: p.labels.as_ref().map(|l| (**l).clone()),
         }
     }
 
@@ -71,6 +77,11 @@ impl ProcessRef {
     fn redact(&mut self) {
         self.kernel_id = None;
         self.notebook = None;
+        // A Docker container's name comes from Docker's root-only directory;
+        // the ids in the cgroup path, which anyone may read, stay.
+        if let Some(labels) = &mut self.labels {
+            *labels = labels.without_private_names();
+        }
     }
 
     pub fn id(&self) -> ProcessId {
@@ -510,6 +521,7 @@ mod tests {
                     footprint: 10,
                     kernel_id: None,
                     notebook: None,
+                    labels: None,
                 },
                 step: 0,
                 action: "SIGINT".into(),
@@ -542,6 +554,7 @@ mod tests {
                     footprint: 10,
                     kernel_id: None,
                     notebook: None,
+                    labels: None,
                 },
                 detail: "footprint 9 GiB > 8 GiB".into(),
                 reason: "owned by root and the rule has root = false".into(),
@@ -619,6 +632,7 @@ mod tests {
             footprint: 10,
             kernel_id: Some("3f2a".into()),
             notebook: Some("secret/plans.ipynb".into()),
+            labels: None,
         };
         let e = Event {
             at: Timestamp(5),

@@ -348,8 +348,23 @@ pub fn ago(ms: u64) -> String {
 
 /// `train.ipynb (kernel 3f2a…, pid 48113)` for a kernel whose notebook is
 /// known, `python3 (pid 48113, jupyter kernel 3f2a…)` for one whose is not,
-/// `python3 (pid 48113)` for any other process.
+/// `python3 (pid 48113)` for any other process; then where it ran, where
+/// its cgroup said (`python3 (pid 48113) in pod ml/train-0 container
+/// trainer (containerd 3f2a9c1b7d0e)`).
 pub fn process_label(p: &ProcessRef) -> String {
+    let mut label = process_name(p);
+    // Where it ran: `in pod ml/train-0 container trainer (containerd
+    // 3f2a9c1b7d0e)`, `in slurm job 42 step 0`, `in unit jupyter-alice.service`.
+    if let Some(summary) = p.labels.as_ref().map(|l| l.summary())
+        && !summary.is_empty()
+    {
+        label.push_str(" in ");
+        label.push_str(&printable(&summary));
+    }
+    label
+}
+
+fn process_name(p: &ProcessRef) -> String {
     let name = printable(&p.name);
     match (p.notebook.as_deref().map(printable), p.kernel_id.as_deref()) {
         (Some(notebook), Some(kernel)) => {
@@ -403,6 +418,7 @@ mod tests {
             footprint: 9_771_050_598,
             kernel_id: Some("3f2a0b1c-aaaa".into()),
             notebook: None,
+            labels: None,
         }
     }
 
@@ -773,5 +789,27 @@ mod tests {
             ),
             "{line}"
         );
+    }
+    #[test]
+    fn a_process_in_a_pod_says_which_and_hostile_names_stay_one_line() {
+        let mut p = kernel();
+        p.labels = Some(crate::model::LabelSet {
+            namespace: Some("ml".into()),
+            pod: Some("train-0".into()),
+            container: Some("notebook\n[FAKE]".into()),
+            ..crate::model::LabelSet::default()
+        });
+        assert_eq!(
+            process_label(&p),
+            "python3 (pid 48113, jupyter kernel 3f2a…) in pod ml/train-0 container notebook\\n[FAKE]"
+        );
+        p.labels = Some(crate::model::LabelSet {
+            slurm_job: Some("42".into()),
+            slurm_step: Some("0".into()),
+            ..crate::model::LabelSet::default()
+        });
+        assert!(process_label(&p).ends_with(" in slurm job 42 step 0"));
+        p.labels = Some(crate::model::LabelSet::default());
+        assert!(!process_label(&p).contains(" in "));
     }
 }

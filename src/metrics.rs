@@ -17,9 +17,15 @@
 //! counted once) likewise, by the root's pid, under the same cap. How a
 //! footprint counts shared memory (`rss`, `pss`, `phys_footprint`) is an
 //! info series beside the figures, so that a change of basis does not start
-//! a new footprint series. A kernel's `notebook` label is shown only to a
-//! reader allowed to see it ([`render_for`]; the HTTP server decides who is),
-//! and so is the path of a tmpfs file no user could list (see [`unowned`]).
+//! a new footprint series. Who a process belongs to (its pod, namespace and
+//! container, its container's id, its Slurm job, its systemd unit) is on
+//! that info series too, for the same reason, and joined on `pid`: one
+//! value per process adds no series, whereas on the figures' series a
+//! label found a sample late would start new ones. A kernel's `notebook`
+//! label is shown only to a reader allowed to see it ([`render_for`]; the
+//! HTTP server decides who is), and so are a Docker container's name (read
+//! in root's own directory) and the path of a tmpfs file no user could list
+//! (see [`unowned`]).
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
@@ -579,6 +585,83 @@ fn unowned(
     Ok(())
 }
 
+/// The labels of `headroom_process_info`. Those after `job_role` say who
+/// the process belongs to ([`Placement`]): one value per pid, so they add
+/// no series, only the bytes of one longer line per process; the figures'
+/// series do not carry them, so a name found a sample late (or a pod
+/// renamed) starts no new footprint series, and a query joins them on
+/// `pid` (kube-state-metrics' `kube_pod_info` is joined the same way).
+const INFO_LABELS: [&str; 11] = [
+    "pid",
+    "basis",
+    "job_root_pid",
+    "job_role",
+    "namespace",
+    "pod",
+    "pod_uid",
+    "container",
+    "container_id",
+    "slurm_job",
+    "unit",
+];
+
+/// Who a process belongs to, as `headroom_process_info` labels it: each
+/// empty where unknown; a name read where other users may not look (a
+/// Docker container's) empty for a reader who may not see the process's
+/// command line.
+struct Placement<'a> {
+    namespace: &'a str,
+    pod: &'a str,
+    pod_uid: &'a str,
+    container: &'a str,
+    container_id: &'a str,
+    slurm_job: &'a str,
+    unit: &'a str,
+}
+
+impl<'a> Placement<'a> {
+    fn of(p: &'a ProcessSample, reader_sees_names: bool) -> Self {
+        let Some(l) = p.labels.as_deref() else {
+            return Self {
+                namespace: "",
+                pod: "",
+                pod_uid: "",
+                container: "",
+                container_id: "",
+                slurm_job: "",
+                unit: "",
+            };
+        };
+        let name = |n: &'a Option<String>| match n {
+            Some(n) if reader_sees_names || !l.private_names => n.as_str(),
+            _ => "",
+        };
+        let id = |n: &'a Option<String>| n.as_deref().unwrap_or("");
+        Self {
+            namespace: name(&l.namespace),
+            pod: name(&l.pod),
+            pod_uid: id(&l.pod_uid),
+            container: name(&l.container),
+            container_id: id(&l.container_id),
+            slurm_job: id(&l.slurm_job),
+            unit: id(&l.unit),
+        }
+    }
+
+    /// In [`INFO_LABELS`]' order, after `job_role`.
+    fn values(&self) -> [&'a str; 7] {
+        [
+            self.namespace,
+            self.pod,
+            self.pod_uid,
+            self.container,
+            self.container_id,
+            self.slurm_job,
+            self.unit,
+        ]
+    }
+}
+
 /// The processes that get their own series: ML workloads, largest first, at
 /// most `cap`.
 pub fn exported_processes(snap: &Snapshot, cap: usize) -> Vec<&ProcessSample> {
@@ -649,8 +732,8 @@ fn processes(
     let info = gauge(
         reg,
         "headroom_process_info",
-        "Always 1 for an ML process with series: how its footprint counts memory it shares (basis: rss counts a shared page in every process that maps it, pss splits it among them, phys_footprint is macOS's count), and the root of its job (job_root_pid, empty outside every job) and its role there (job_role: root, worker or empty).",
-        &["pid", "basis", "job_root_pid", "job_role"],
+        "Always 1 for an ML process with series: how its footprint counts memory it shares (basis: rss counts a shared page in every process that maps it, pss splits it among them, phys_footprint is macOS's count), the root of its job (job_root_pid, empty outside every job) and its role there (job_role: root, worker or empty), and who it belongs to as its cgroup says (namespace, pod, pod_uid and container of a Kubernetes pod; container and container_id of a Docker, containerd, CRI-O or Podman container; slurm_job; the systemd unit), empty where unknown. Join on pid to group the other per-process series by pod, container or job.",
+        &INFO_LABELS,
     )?;
     let headroom = exhaustion_headroom(snap);
     for p in shown {
@@ -672,8 +755,10 @@ fn processes(
             Some(r) => (r.to_string(), "worker"),
             None => (String::new(), ""),
         };
-        info.with_label_values(&[pid.as_str(), p.basis.as_str(), &root_label, role])
-            .set(1.0);
+        let placement = Placement::of(p, shows(p.uid));
+        let mut values = vec![pid.as_str(), p.basis.as_str(), &root_label, role];
+        values.extend(placement.values());
+        info.with_label_values(&values).set(1.0);
         resident.with_label_values(&l).set(p.resident as f64);
         if let Some(v) = p.swapped {
             swapped.with_label_values(&l).set(v as f64);
@@ -1207,8 +1292,8 @@ mod tests {
             "headroom_job_info{basis=\"pss\",root_pid=\"10\"} 1",
             "headroom_job_info{basis=\"rss\",root_pid=\"30\"} 1",
             "headroom_job_series_omitted 0",
-            "headroom_process_info{basis=\"pss\",job_role=\"root\",job_root_pid=\"10\",pid=\"10\"} 1",
-            "headroom_process_info{basis=\"pss\",job_role=\"worker\",job_root_pid=\"10\",pid=\"11\"} 1",
+            "headroom_process_info{basis=\"pss\",container=\"\",container_id=\"\",job_role=\"root\",job_root_pid=\"10\",namespace=\"\",pid=\"10\",pod=\"\",pod_uid=\"\",slurm_job=\"\",unit=\"\"} 1",
+            "headroom_process_info{basis=\"pss\",container=\"\",container_id=\"\",job_role=\"worker\",job_root_pid=\"10\",namespace=\"\",pid=\"11\",pod=\"\",pod_uid=\"\",slurm_job=\"\",unit=\"\"} 1",
         ] {
             assert!(text.contains(expected), "{expected} missing:\n{text}");
         }
@@ -1224,12 +1309,70 @@ mod tests {
         let text = render(&state_with(vec![snap], 50)).unwrap();
         assert!(
             text.contains(
-                "headroom_process_info{basis=\"rss\",job_role=\"\",job_root_pid=\"\",pid=\"7\"} 1"
+                "headroom_process_info{basis=\"rss\",container=\"\",container_id=\"\",job_role=\"\",job_root_pid=\"\",namespace=\"\",pid=\"7\",pod=\"\",pod_uid=\"\",slurm_job=\"\",unit=\"\"} 1"
             ),
             "{text}"
         );
         assert!(text.contains("headroom_job_series_omitted 0"));
         assert!(!text.contains("headroom_job_footprint_bytes{"));
+    }
+
+    #[test]
+    fn a_process_s_pod_container_job_and_unit_are_info_labels_joined_by_pid() {
+        use crate::model::{LabelSet, Runtime};
+        let id = "3f2a9c1b7d0e5f64a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718";
+        let pod = LabelSet {
+            namespace: Some("ml".into()),
+            pod: Some("train-0".into()),
+            pod_uid: Some("18d34ce4-50c7-452c-9df8-53c4a3fdf363".into()),
+            container: Some("trainer".into()),
+            container_id: Some(id.into()),
+            runtime: Some(Runtime::Containerd),
+            ..LabelSet::default()
+        };
+        let docker = LabelSet {
+            container: Some("jupyter-ana".into()),
+            container_id: Some(id.into()),
+            runtime: Some(Runtime::Docker),
+            private_names: true,
+            ..LabelSet::default()
+        };
+        let job = LabelSet {
+            slurm_job: Some("4749".into()),
+            slurm_step: Some("0".into()),
+            unit: Some("slurmstepd.scope".into()),
+            ..LabelSet::default()
+        };
+        let snap = machine(0)
+            .process(sampled(7, 3, WorkloadKind::Pytorch).uid(1000).labels(pod))
+            .process(
+                sampled(8, 2, WorkloadKind::Jupyter)
+                    .uid(1000)
+                    .labels(docker),
+            )
+            .process(sampled(9, 1, WorkloadKind::Jax).uid(1000).labels(job))
+            .build();
+        let state = state_with(vec![snap], 50);
+        let text = render(&state).unwrap();
+        for expected in [
+            format!(
+                "headroom_process_info{{basis=\"rss\",container=\"trainer\",container_id=\"{id}\",job_role=\"\",job_root_pid=\"\",namespace=\"ml\",pid=\"7\",pod=\"train-0\",pod_uid=\"18d34ce4-50c7-452c-9df8-53c4a3fdf363\",slurm_job=\"\",unit=\"\"}} 1"
+            ),
+            format!(
+                "headroom_process_info{{basis=\"rss\",container=\"jupyter-ana\",container_id=\"{id}\",job_role=\"\",job_root_pid=\"\",namespace=\"\",pid=\"8\",pod=\"\",pod_uid=\"\",slurm_job=\"\",unit=\"\"}} 1"
+            ),
+            "headroom_process_info{basis=\"rss\",container=\"\",container_id=\"\",job_role=\"\",job_root_pid=\"\",namespace=\"\",pid=\"9\",pod=\"\",pod_uid=\"\",slurm_job=\"4749\",unit=\"slurmstepd.scope\"} 1".to_string(),
+        ] {
+            assert!(text.contains(&expected), "{expected} missing:\n{text}");
+        }
+        // The footprint's series carry no placement: a name found later
+        // starts no new series.
+        assert!(text.contains("headroom_process_footprint_bytes{name=\"p7\",notebook=\"\",pid=\"7\",workload=\"pytorch\"}"));
+        // Docker's name is read in root's directory: another user's reader
+        // does not get it; the pod's names and the ids stay.
+        let stranger = render_for(&state, &|uid| uid == Some(1001)).unwrap();
+        assert!(stranger.contains(&format!("container=\"\",container_id=\"{id}\",job_role=\"\",job_root_pid=\"\",namespace=\"\",pid=\"8\"")), "{stranger}");
+        assert!(stranger.contains("container=\"trainer\""));
     }
 
     #[test]
@@ -1286,6 +1429,7 @@ mod tests {
             footprint: 1,
             kernel_id: None,
             notebook: None,
+            labels: None,
         };
         let crossed = EventKind::LimitCrossed {
             rule: "notebook-runaway".into(),

@@ -15,11 +15,13 @@ mod action;
 pub mod build;
 mod check;
 mod job;
+mod labels;
 mod shared;
 pub mod text_caps;
 pub use action::{Action, SignalName};
 pub use check::{Check, CheckStatus};
 pub use job::{Basis, HIDDEN_PATH, Job, SysvSegment, TmpfsFile, Unowned};
+pub use labels::{LabelSet, Labels, Runtime};
 pub use shared::{Argv, SharedStr};
 
 /// Wall-clock instant, milliseconds since the Unix epoch.
@@ -381,7 +383,25 @@ pub struct ProcessSample {
     /// a copy of its parent's program, not a program of its own.
     #[serde(default)]
     pub forked: bool,
+    /// The process's path in the memory-cgroup hierarchy (`/proc/[pid]/cgroup`:
+    /// the v1 `memory` controller's line where v1 memory is mounted, else
+    /// the v2 `0::` line), e.g. `/kubepods/burstable/pod…/…` or
+    /// `/slurm/uid_1000/job_42/step_0`; relative to the cgroup filesystem's
+    /// root as the daemon's cgroup namespace sees it. At most
+    /// [`crate::sys::procfs::CGROUP_PATH_MAX`] bytes (a longer path is not
+    /// kept). Any user may read it, like the file it comes from; names in it
+    /// can be another user's choice, so it is shown through [`printable`].
+    /// `None` where unknown (macOS, a kernel without cgroups, the sysinfo
+    /// sampler).
+    #[serde(default)]
+    pub cgroup: Option<SharedStr>,
     pub workload: Workload,
+    /// Who the process belongs to, as its cgroup says: a pod and its
+    /// container, a container, a Slurm job, a systemd unit (see
+    /// [`LabelSet`]); shared by every process of one cgroup. `None` where
+    /// nothing is known (no cgroup read, labels turned off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Labels>,
 }
 
 impl ProcessSample {
@@ -409,7 +429,9 @@ impl ProcessSample {
             held_open: 0,
             job: None,
             forked: false,
+            cgroup: None,
             workload: Workload::default(),
+            labels: None,
         }
     }
 }

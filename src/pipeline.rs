@@ -359,6 +359,7 @@ mod tests {
                 footprint: 10,
                 kernel_id: None,
                 notebook: None,
+                labels: None,
             },
             last_action: None,
             peak_footprint: 10,

@@ -248,7 +248,7 @@ fn config_from_json(value: serde_json::Value) -> Result<Config, String> {
 
 /// One sample of this machine, judged under `config`.
 fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, CliError> {
-    let mut sampler = crate::sample::platform_sampler(&config.gpu);
+    let mut sampler = crate::sample::platform_sampler(&config.gpu, &config.labels);
     let mut snap = sampler
         .sample()
         .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;

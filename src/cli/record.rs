@@ -16,7 +16,10 @@ pub fn record(out: &Path, duration: Duration, interval: Duration) -> Result<(), 
     }
     let mut writer = TraceWriter::create(out)
         .map_err(|e| CliError::Runtime(format!("cannot create {}: {e}", out.display())))?;
-    let mut sampler = platform_sampler(&Config::embedded_default().gpu);
+    let mut sampler = platform_sampler(
+        &Config::embedded_default().gpu,
+        &Config::embedded_default().labels,
+    );
     let started = Instant::now();
     let mut written = 0u64;
     let mut next = started;

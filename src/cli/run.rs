@@ -101,7 +101,7 @@ pub fn run_daemon(
                 .map_err(|e| CliError::Usage(format!("cannot replay {}: {e}", path.display())))?
                 .looped(true),
         )),
-        None => platform_sampler(&config.gpu),
+        None => platform_sampler(&config.gpu, &config.labels),
     };
     // The daemon loop is the runtime's only task (the HTTP server has a
     // runtime and thread of its own; samples, probes and actions run on

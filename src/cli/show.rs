@@ -81,7 +81,7 @@ pub fn status(
 /// print the snapshot.
 pub fn snapshot(config_path: Option<PathBuf>, output: SnapshotOutput) -> Result<(), CliError> {
     let config = load_config(config_path.as_deref())?;
-    let mut sampler = platform_sampler(&config.gpu);
+    let mut sampler = platform_sampler(&config.gpu, &config.labels);
     let mut snap = sampler
         .sample()
         .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;

@@ -19,6 +19,7 @@ mod error;
 mod gpu;
 mod http;
 mod jupyter;
+mod labels;
 mod postmortem;
 mod raw;
 pub mod rules;
@@ -33,6 +34,7 @@ pub use error::ConfigError;
 pub use gpu::GpuConfig;
 pub use http::{HttpConfig, parse_listen};
 pub use jupyter::JupyterConfig;
+pub use labels::LabelsConfig;
 pub use postmortem::PostmortemConfig;
 pub use rules::{Limits, Matcher, Protect, Rule, Scope, Select, Step, SystemCondition};
 pub use units::{
@@ -67,6 +69,8 @@ pub struct Config {
     pub jupyter: JupyterConfig,
     #[serde(default)]
     pub postmortem: PostmortemConfig,
+    #[serde(default)]
+    pub labels: LabelsConfig,
 }
 
 impl Config {
@@ -138,6 +142,7 @@ fn validate(raw: RawConfig, source: &Source<'_>) -> Result<Config, ConfigError> 
         http: http::validate(raw.http, source)?,
         jupyter: jupyter::validate(raw.jupyter, source)?,
         postmortem: postmortem::validate(raw.postmortem),
+        labels: labels::validate(raw.labels, source)?,
     })
 }
 
@@ -222,7 +227,7 @@ mod tests {
         let e = err("[rules]\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"
+            "t.toml:1:2: rules: unknown section \"rules\"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem, labels"
         );
     }
 
@@ -231,7 +236,7 @@ mod tests {
         let e = err("dry_run = true\n");
         assert_eq!(
             e.to_string(),
-            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"
+            "t.toml:1:1: dry_run: unknown key \"dry_run\"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem, labels"
         );
     }
 

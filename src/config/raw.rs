@@ -27,6 +27,7 @@ pub(crate) struct RawConfig {
     pub(crate) http: RawHttp,
     pub(crate) jupyter: RawJupyter,
     pub(crate) postmortem: RawPostmortem,
+    pub(crate) labels: RawLabels,
 }
 
 /// `[daemon]`: how the daemon samples, keeps history, logs and journals.
@@ -148,4 +149,14 @@ pub(crate) struct RawJupyter {
 #[serde(deny_unknown_fields, default, expecting = "a [postmortem] table")]
 pub(crate) struct RawPostmortem {
     pub(crate) notify: Option<bool>,
+}
+
+/// `[labels]`: who each process belongs to, from its cgroup.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [labels] table")]
+pub(crate) struct RawLabels {
+    pub(crate) enabled: Option<bool>,
+    pub(crate) pods_log_dir: Option<Spanned<String>>,
+    pub(crate) containers_log_dir: Option<Spanned<String>>,
+    pub(crate) docker_containers_dir: Option<Spanned<String>>,
 }

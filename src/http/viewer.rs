@@ -21,6 +21,12 @@
 //! said (its line, addresses, library): the OS shows the kernel log to root
 //! only (`dmesg_restrict`).
 //!
+//! The names of a process's container read from a directory other users may
+//! not list (Docker's) are shown only to the same viewers; its pod,
+//! namespace and Kubernetes container, which the kubelet's world-readable
+//! log directories name, and the ids in its cgroup path, which anyone may
+//! read, stay.
+//!
 //! The viewer is the uid owning the client end of the TCP connection, looked
 //! up once per connection ([`Peer`]) from the kernel's socket table
 //! ([`crate::sys::sockets::client_uid`]). A client that cannot be identified
@@ -52,7 +58,7 @@ use tokio::sync::OnceCell;
 
 use crate::config::Config;
 use crate::model::{
-    Action, Argv, HIDDEN_PATH, Job, ProcessSample, Snapshot, TmpfsFile, Unowned, Workload,
+    Action, Argv, HIDDEN_PATH, Job, Labels, ProcessSample, Snapshot, TmpfsFile, Unowned, Workload,
 };
 use crate::sys::proc_visibility::{self, ProcVisibility};
 
@@ -289,6 +295,7 @@ pub fn redact_process(p: &ProcessSample) -> ProcessSample {
         exe: None,
         argv: Argv::default(),
         workload: redact_workload(&p.workload),
+        labels: p.labels.as_ref().map(redact_labels),
         ..p.clone()
     }
 }
@@ -349,6 +356,18 @@ pub fn listed_part(snap: &Snapshot, sight: Sight) -> Snapshot {
         errors: *errors,
         collectors: collectors.clone(),
         notes: notes.clone(),
+    }
+}
+
+/// `labels` without the names read where other users may not look (a
+/// Docker container's name: Docker's directory is root's alone); the ids,
+/// which the process's cgroup shows to everyone, stay. Shared, not copied,
+/// where nothing needs hiding.
+fn redact_labels(labels: &Labels) -> Labels {
+    if labels.private_names {
+        Labels::new(labels.without_private_names())
+    } else {
+        labels.clone()
     }
 }
 
@@ -425,6 +444,7 @@ pub fn redact_config(config: &Config) -> Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::{Event, EventKind, ProcessRef};
     use crate::model::WorkloadKind;
     use crate::model::build::process;
 
@@ -561,6 +581,54 @@ mod tests {
         for open in [Sight::of(Some(1000)), Sight::of(None), Sight::of(Some(0))] {
             assert!(open.lists(Some(4242)) && !open.omits_any());
         }
+    }
+
+    #[test]
+    fn a_docker_name_is_hidden_from_other_users_and_pod_names_and_ids_are_not() {
+        use crate::model::{LabelSet, Runtime};
+        let id = "3f2a9c1b7d0e5f64a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718";
+        let docker = LabelSet {
+            container: Some("jupyter-ana".into()),
+            container_id: Some(id.into()),
+            runtime: Some(Runtime::Docker),
+            private_names: true,
+            ..LabelSet::default()
+        };
+        let p: ProcessSample = process(42).uid(1000).labels(docker.clone()).into();
+        let shown = redact_process(&p);
+        let labels = shown.labels.expect("the ids stay");
+        assert_eq!(labels.container, None);
+        assert_eq!(labels.container_id.as_deref(), Some(id));
+        let event = Event {
+            at: crate::model::Timestamp(1),
+            kind: EventKind::LimitCrossed {
+                rule: "r".into(),
+                process: ProcessRef::of(&p),
+                detail: "d".into(),
+            },
+        };
+        let EventKind::LimitCrossed { process: seen, .. } = event.redacted().kind else {
+            panic!("kind kept");
+        };
+        let labels = seen.labels.expect("the ids stay");
+        assert_eq!(
+            (labels.container, labels.container_id.as_deref()),
+            (None, Some(id))
+        );
+        // The kubelet's directories are world-readable: a pod's names stay.
+        let pod = LabelSet {
+            namespace: Some("ml".into()),
+            pod: Some("train-0".into()),
+            container: Some("trainer".into()),
+            ..LabelSet::default()
+        };
+        let p: ProcessSample = process(43).uid(1000).labels(pod.clone()).into();
+        let kept = redact_process(&p).labels.unwrap();
+        assert!(crate::model::Labels::ptr_eq(
+            &kept,
+            p.labels.as_ref().unwrap()
+        ));
+        assert_eq!(*kept, pod);
     }
 
     #[test]

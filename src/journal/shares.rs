@@ -221,6 +221,7 @@ mod tests {
             footprint: 10,
             kernel_id: None,
             notebook: None,
+            labels: None,
         }
     }
 

@@ -190,6 +190,12 @@ impl ProcessBuilder {
         self
     }
 
+    /// Who the process belongs to (a pod, a container, a job, a unit).
+    pub fn labels(mut self, labels: crate::model::LabelSet) -> Self {
+        self.0.labels = Some(labels.into());
+        self
+    }
+
     /// How the footprint counts shared memory.
     pub fn basis(mut self, basis: crate::model::Basis) -> Self {
         self.0.basis = basis;
@@ -206,6 +212,12 @@ impl ProcessBuilder {
     /// root itself).
     pub fn job(mut self, root: u32) -> Self {
         self.0.job = Some(root);
+        self
+    }
+
+    /// The path in the memory-cgroup hierarchy.
+    pub fn cgroup(mut self, path: impl Into<SharedStr>) -> Self {
+        self.0.cgroup = Some(path.into());
         self
     }
 }

@@ -33,6 +33,12 @@ impl SharedStr {
     pub fn ptr_eq(a: &Self, b: &Self) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
     }
+
+    /// How many clones of this allocation exist, this one included: an
+    /// interner drops the strings that only it still holds.
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.0)
+    }
 }
 
 impl Deref for SharedStr {
@@ -146,6 +152,12 @@ impl Argv {
     /// Whether `a` and `b` are clones of one allocation (not only equal).
     pub fn ptr_eq(a: &Self, b: &Self) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
+    }
+
+    /// How many clones of this allocation exist, this one included: an
+    /// interner drops the strings that only it still holds.
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.0)
     }
 }
 

@@ -235,7 +235,9 @@ impl Sampler for SysinfoSampler {
                 held_open: 0,
                 job: None,
                 forked: false,
+                cgroup: None,
                 workload,
+                labels: None,
             });
         }
 

@@ -14,6 +14,7 @@ pub mod fallback;
 #[cfg(unix)]
 pub mod gpu;
 pub mod jobs;
+pub mod labels;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod macos;
@@ -76,21 +77,31 @@ pub trait Sampler: Send {
 
 /// The native sampler for the OS this binary was built for, with GPU
 /// figures joined in where `gpu_settings` ask for them and the OS has a collector
-/// (NVML on Linux), and its processes grouped into jobs ([`jobs`]).
-pub fn platform_sampler(gpu_settings: &crate::config::GpuConfig) -> Box<dyn Sampler> {
+/// (NVML on Linux), its processes labelled with who they belong to where
+/// their cgroups say ([`labels`], as `label_settings` ask) and grouped
+/// into jobs ([`jobs`]).
+pub fn platform_sampler(
+    gpu_settings: &crate::config::GpuConfig,
+    label_settings: &crate::config::LabelsConfig,
+) -> Box<dyn Sampler> {
     #[cfg(target_os = "linux")]
     {
-        jobs::with_jobs(gpu::wrap(linux::LinuxSampler::new("/proc"), gpu_settings))
+        jobs::with_jobs(labels::with_labels(
+            gpu::wrap(linux::LinuxSampler::new("/proc"), gpu_settings),
+            label_settings,
+        ))
     }
     #[cfg(target_os = "macos")]
     {
         // NVML is Linux-only; the Mac's GPU is read by the sampler itself
         // through IOKit, which needs no settings.
-        let _ = gpu_settings;
+        // No cgroups on macOS: nothing to label.
+        let _ = (gpu_settings, label_settings);
         jobs::with_jobs(Box::new(macos::MacSampler::new()))
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
+        let _ = label_settings;
         jobs::with_jobs(gpu::wrap(fallback::SysinfoSampler::new(), gpu_settings))
     }
 }

@@ -269,6 +269,7 @@ mod tests {
             footprint: 1 << 20,
             kernel_id: Some("3f2a".into()),
             notebook: Some(notebook.into()),
+            labels: None,
         }
     }
 

@@ -680,6 +680,127 @@ fn is_shared_object(base: &[u8]) -> bool {
     base.ends_with(b".so") || base.windows(4).any(|w| w == b".so.")
 }
 
+// --- /proc/[pid]/cgroup --------------------------------------------------
+
+/// The longest memory-cgroup path a sample keeps, in bytes. Real paths are
+/// well under it (a Kubernetes container under the systemd driver,
+/// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice/cri-containerd-<64 hex>.scope`,
+/// is about 200 bytes; Docker in Docker or kind nest two such paths). The
+/// names in a path can be chosen by another user (a systemd user unit, a
+/// delegated subtree, a container name), and the kernel lets a path reach
+/// `PATH_MAX` (4096): a longer path is not kept at all, since a path cut
+/// short names another cgroup, or none.
+pub const CGROUP_PATH_MAX: usize = 1024;
+
+/// One line of `/proc/[pid]/cgroup`: `hierarchy-ID:controller-list:path`
+/// (cgroups(7)). A cgroup v1 hierarchy has a non-zero ID and its
+/// comma-separated controllers (`4:memory:/docker/…`, `1:cpu,cpuacct:/`,
+/// `9:name=systemd:/…`); the v2 hierarchy is `0::/…`. The path is relative
+/// to the hierarchy's root as seen from the reading process's cgroup
+/// namespace, so from inside a namespace it can begin with `/..`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupLine<'a> {
+    pub hierarchy: u32,
+    /// Empty for the v2 hierarchy.
+    pub controllers: &'a str,
+    /// The raw bytes: a cgroup name is any bytes but `/` (and `\n`, which
+    /// `cgroup_mkdir` refuses precisely to keep this file parsable).
+    pub path: &'a [u8],
+}
+
+impl CgroupLine<'_> {
+    /// The line of the v2 (unified) hierarchy.
+    pub fn is_unified(&self) -> bool {
+        self.hierarchy == 0 && self.controllers.is_empty()
+    }
+
+    /// A v1 hierarchy with controller `name` (`memory`, `name=systemd`)
+    /// bound to it.
+    pub fn has_controller(&self, name: &str) -> bool {
+        self.hierarchy != 0 && self.controllers.split(',').any(|c| c == name)
+    }
+}
+
+/// The well-formed lines of `/proc/[pid]/cgroup`. Only lines ended by a
+/// newline count (the kernel ends every line with one), so a read cut short
+/// never yields a cut path; malformed lines are skipped.
+pub fn cgroup_lines(data: &[u8]) -> impl Iterator<Item = CgroupLine<'_>> {
+    let complete = match data.iter().rposition(|&c| c == b'\n') {
+        Some(end) => &data[..end],
+        None => &data[..0],
+    };
+    complete
+        .split(|&c| c == b'\n')
+        .filter_map(parse_cgroup_line)
+}
+
+fn parse_cgroup_line(line: &[u8]) -> Option<CgroupLine<'_>> {
+    let mut parts = line.splitn(3, |&c| c == b':');
+    let hierarchy = u32::try_from(parse_u64(parts.next()?)?).ok()?;
+    let controllers = std::str::from_utf8(parts.next()?).ok()?;
+    let path = parts.next()?;
+    if path.first() != Some(&b'/') {
+        return None;
+    }
+    let line = CgroupLine {
+        hierarchy,
+        controllers,
+        path,
+    };
+    // `0:` with controllers, or a v1 ID without any, is no line the
+    // kernel writes.
+    (line.is_unified() || (hierarchy != 0 && !controllers.is_empty())).then_some(line)
+}
+
+/// Why a process's memory-cgroup path is not known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupPathError {
+    /// No line for the v1 `memory` controller and no v2 line: a kernel
+    /// without cgroups, or a file that is not `/proc/[pid]/cgroup`.
+    NoMemoryLine,
+    /// Longer than [`CGROUP_PATH_MAX`].
+    TooLong(usize),
+    /// Not UTF-8: lossy text would name another cgroup.
+    NotUtf8,
+}
+
+impl std::fmt::Display for CgroupPathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoMemoryLine => f.write_str("no memory controller line and no cgroup v2 line"),
+            Self::TooLong(n) => write!(
+                f,
+                "the path is {n} bytes, over the {CGROUP_PATH_MAX} bytes kept"
+            ),
+            Self::NotUtf8 => f.write_str("the path is not UTF-8"),
+        }
+    }
+}
+
+/// The process's path in the memory-cgroup hierarchy, from
+/// `/proc/[pid]/cgroup`: the line of the v1 hierarchy that has the `memory`
+/// controller where one exists (the kernel lists a v1 hierarchy only while
+/// it is mounted somewhere; on a hybrid host memory is accounted there, not
+/// in v2), else the v2 line `0::`. Bounded by [`CGROUP_PATH_MAX`].
+pub fn parse_memory_cgroup(data: &[u8]) -> Result<&str, CgroupPathError> {
+    let mut unified = None;
+    let mut memory = None;
+    for line in cgroup_lines(data) {
+        if line.has_controller("memory") {
+            memory = Some(line.path);
+            break;
+        }
+        if line.is_unified() {
+            unified = Some(line.path);
+        }
+    }
+    let path = memory.or(unified).ok_or(CgroupPathError::NoMemoryLine)?;
+    if path.len() > CGROUP_PATH_MAX {
+        return Err(CgroupPathError::TooLong(path.len()));
+    }
+    std::str::from_utf8(path).map_err(|_| CgroupPathError::NotUtf8)
+}
+
 // --- /proc/self/limits ---------------------------------------------------
 
 /// The soft limit on open files from `/proc/[pid]/limits` (`Max open files`
@@ -697,6 +818,100 @@ pub fn parse_max_open_files(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // `cat /proc/self/cgroup` on this project's Linux test machine (kernel
+    // 6.18, a Firecracker VM with the v1 memory controller mounted at
+    // /sys/fs/cgroup/memory and cgroup v2 at /sys/fs/cgroup/unified): a
+    // process of the test runner, inside a v1 memory cgroup.
+    const CGROUP_HYBRID: &[u8] = b"9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:freezer:/\n\
+5:devices:/\n4:memory:/process_api/94afa55c08af25b76ab7b7d1f415db95\n3:cpuset:/\n\
+2:cpuacct:/\n1:cpu:/\n0::/\n";
+
+    #[test]
+    fn the_v1_memory_line_wins_on_a_hybrid_host() {
+        assert_eq!(
+            parse_memory_cgroup(CGROUP_HYBRID),
+            Ok("/process_api/94afa55c08af25b76ab7b7d1f415db95")
+        );
+        let lines: Vec<_> = cgroup_lines(CGROUP_HYBRID).collect();
+        assert_eq!(lines.len(), 10);
+        assert!(lines[9].is_unified());
+        assert!(lines[0].has_controller("name=systemd"));
+    }
+
+    #[test]
+    fn a_v2_only_host_gives_the_unified_line() {
+        // The format cgroups(7) gives for a v2-only host: one `0::` line.
+        let data = b"0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope\n";
+        assert_eq!(
+            parse_memory_cgroup(data),
+            Ok("/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope")
+        );
+    }
+
+    #[test]
+    fn controllers_are_matched_whole_in_their_list() {
+        let data = b"3:cpu,memory_fake:/a\n2:cpuacct,memory:/b\n0::/c\n";
+        assert_eq!(parse_memory_cgroup(data), Ok("/b"));
+        let data = b"3:cpu,memory_fake:/a\n0::/c\n";
+        assert_eq!(parse_memory_cgroup(data), Ok("/c"));
+    }
+
+    #[test]
+    fn a_line_cut_short_is_not_read() {
+        // A read that stopped inside the memory line: its path may be cut.
+        let cut = &CGROUP_HYBRID[..CGROUP_HYBRID.len() - 40];
+        assert!(!cut.ends_with(b"\n"));
+        assert_eq!(parse_memory_cgroup(cut), Err(CgroupPathError::NoMemoryLine));
+        assert_eq!(
+            parse_memory_cgroup(b"4:memory:/a"),
+            Err(CgroupPathError::NoMemoryLine)
+        );
+    }
+
+    #[test]
+    fn hostile_or_garbage_cgroup_files_give_errors_not_panics() {
+        for data in [
+            &b""[..],
+            b"\n",
+            b"::\n",
+            b"0:memory:/x\n",
+            b"4::/x\n",
+            b"x:memory:/a\n",
+            b"99999999999:memory:/a\n",
+            b"4:memory:relative\n",
+            b"4:memory\n",
+            b"\xff\xfe:\xff:/\n",
+        ] {
+            assert_eq!(
+                parse_memory_cgroup(data),
+                Err(CgroupPathError::NoMemoryLine),
+                "{data:?}"
+            );
+        }
+        // A colon in a name stays in the path.
+        assert_eq!(parse_memory_cgroup(b"0::/a:b\n"), Ok("/a:b"));
+        assert_eq!(
+            parse_memory_cgroup(b"4:memory:/caf\xe9\n"),
+            Err(CgroupPathError::NotUtf8)
+        );
+    }
+
+    #[test]
+    fn a_path_past_the_cap_is_not_kept() {
+        let mut data = b"0::/".to_vec();
+        data.extend(std::iter::repeat_n(b'a', CGROUP_PATH_MAX));
+        data.push(b'\n');
+        assert_eq!(
+            parse_memory_cgroup(&data),
+            Err(CgroupPathError::TooLong(CGROUP_PATH_MAX + 1))
+        );
+        let fits = format!("0::/{}\n", "a".repeat(CGROUP_PATH_MAX - 1));
+        assert_eq!(
+            parse_memory_cgroup(fits.as_bytes()).map(str::len),
+            Ok(CGROUP_PATH_MAX)
+        );
+    }
 
     // Captured on this project's Linux test machine (kernel 6.18); see
     // tests/fixtures/proc/README.md.

@@ -43,6 +43,7 @@ mod jobs;
 mod journal;
 mod jupyter;
 mod jupyter_lookup;
+mod labels;
 mod limits;
 mod nvml_library;
 mod permissions;

@@ -357,9 +357,13 @@ fn dashboard_queries() -> Vec<(String, String)> {
     out
 }
 
-/// Grafana's variables, as a dashboard user on one machine would set them.
+/// Grafana's variables, as a dashboard user on one machine would set them
+/// (every namespace, pod and Slurm job: the variables' "All").
 fn substitute(expr: &str, instance: &str) -> String {
     expr.replace("$instance", instance)
+        .replace("$namespace", ".*")
+        .replace("$pod", ".*")
+        .replace("$slurm_job", ".*")
         .replace("$__rate_interval", "5s")
         .replace("$__interval", "1s")
 }

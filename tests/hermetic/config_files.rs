@@ -161,7 +161,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "key_outside_section.toml",
-        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"#,
+        r#"2:1: interval: unknown key "interval"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem, labels"#,
     ),
     (
         "log_format_case.toml",
@@ -197,7 +197,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "unknown_section.toml",
-        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem"#,
+        r#"5:2: rules: unknown section "rules"; expected one of: daemon, rule, protect, gpu, http, jupyter, postmortem, labels"#,
     ),
     (
         "wrong_type_bool.toml",

@@ -29,6 +29,7 @@ fn kernel() -> ProcessRef {
         footprint: 9 << 30,
         kernel_id: Some("3f2a9c1e".into()),
         notebook: None,
+        labels: None,
     }
 }
 

@@ -271,6 +271,7 @@ async fn events_are_the_recent_journal_entries_with_their_message() {
         footprint: 900 << 20,
         kernel_id: None,
         notebook: None,
+        labels: None,
     };
     state.add_event(Event {
         at: Timestamp(1_000),

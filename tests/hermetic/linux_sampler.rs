@@ -505,3 +505,66 @@ fn children_forked_between_full_ticks_do_not_count_their_parents_pages_again() {
     let read = total(&full);
     assert!(read < 600 << 20 && read > 500 << 20, "{} MiB", read >> 20);
 }
+
+/// `/proc/self/cgroup` captured on the project's Linux test machine (kernel
+/// 6.18, v1 memory controller at /sys/fs/cgroup/memory, v2 at
+/// /sys/fs/cgroup/unified), with the memory line's cgroup as given.
+fn hybrid_cgroup_file(memory: &str) -> String {
+    format!(
+        "9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:freezer:/\n5:devices:/\n\
+         4:memory:{memory}\n3:cpuset:/\n2:cpuacct:/\n1:cpu:/\n0::/\n"
+    )
+}
+
+#[test]
+fn each_process_carries_its_memory_cgroup_and_a_move_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("basic"), dir.path());
+    let cgroup = dir.path().join("6441/cgroup");
+    std::fs::write(
+        &cgroup,
+        hybrid_cgroup_file("/process_api/94afa55c08af25b76ab7b7d1f415db95"),
+    )
+    .unwrap();
+    let mut sampler = LinuxSampler::new(dir.path());
+    let snap = sampler.sample().unwrap();
+    assert_eq!(
+        snap.process(6441).unwrap().cgroup.as_deref(),
+        Some("/process_api/94afa55c08af25b76ab7b7d1f415db95")
+    );
+    // A fixture process without the file has no known cgroup.
+    assert_eq!(snap.process(6443).unwrap().cgroup, None);
+
+    // Moved into a Slurm job's cgroup: seen within one round of the
+    // round-robin identity check.
+    std::fs::write(&cgroup, hybrid_cgroup_file("/slurm/uid_1000/job_42/step_0")).unwrap();
+    let mut seen = None;
+    for _ in 0..headroom::sample::linux::VERIFY_PERIOD {
+        seen = sampler
+            .sample()
+            .unwrap()
+            .process(6441)
+            .unwrap()
+            .cgroup
+            .clone();
+    }
+    assert_eq!(seen.as_deref(), Some("/slurm/uid_1000/job_42/step_0"));
+    let json = serde_json::to_value(sampler.sample().unwrap()).unwrap();
+    let p = json["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == 6441)
+        .unwrap();
+    assert_eq!(p["cgroup"], "/slurm/uid_1000/job_42/step_0");
+}
+
+#[test]
+fn this_process_cgroup_is_sampled_from_the_real_proc() {
+    let mut sampler = LinuxSampler::new("/proc");
+    let snap = sampler.sample().unwrap();
+    let me = snap.process(std::process::id()).unwrap();
+    let data = std::fs::read("/proc/self/cgroup").unwrap();
+    let expected = procfs::parse_memory_cgroup(&data).ok();
+    assert_eq!(me.cgroup.as_deref(), expected);
+}

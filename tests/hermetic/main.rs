@@ -29,6 +29,7 @@ mod bad_inputs;
 mod config_files;
 mod crash_safety;
 mod daemon;
+mod deploy_manifests;
 mod doctor;
 mod events_cli;
 mod fallback_sampler;

@@ -28,6 +28,7 @@ pub fn process(pid: u32) -> ProcessRef {
         footprint: 4 << 20,
         kernel_id: None,
         notebook: None,
+        labels: None,
     }
 }
 

@@ -226,6 +226,7 @@
     name: (r) => displayName(r).toLowerCase(),
     user: (r) => (r.user || String(r.uid ?? "")).toLowerCase(),
     workload: (r) => r.workload.kind,
+    where: (r) => whereText(r),
     footprint: (r) => r.footprint,
     growth: (r) => r.growth_bytes_per_second ?? -Infinity,
     eta: (r) => r.time_to_exhaustion_seconds ?? Infinity,
@@ -233,6 +234,26 @@
     rule: (r) => ruleText(r),
     command: (r) => (r.argv || []).join(" "),
   };
+
+  // Where a process runs, as its cgroup says: "ml/train-0 · trainer" for a
+  // pod's container, "jupyter-ana" for a Docker container, "slurm 42.0" for
+  // a job step, the systemd unit otherwise.
+  function whereText(r) {
+    const l = r.labels;
+    if (!l) return "";
+    if (l.pod) return l.namespace + "/" + l.pod + (l.container ? " · " + l.container : "");
+    if (l.pod_uid) return "pod " + l.pod_uid.slice(0, 8) + "…";
+    if (l.container) return l.container;
+    if (l.container_id) return (l.runtime ? l.runtime + " " : "") + l.container_id.slice(0, 12);
+    if (l.slurm_job) return "slurm " + l.slurm_job + (l.slurm_step ? "." + l.slurm_step : "");
+    return l.unit || l.slice || "";
+  }
+
+  function whereTitle(r) {
+    const l = r.labels;
+    if (!l) return null;
+    return Object.keys(l).filter((k) => k !== "private_names").map((k) => k + ": " + l[k]).join("\n");
+  }
 
   // A Jupyter kernel is named by its notebook where its server said which.
   function displayName(r) {
@@ -351,6 +372,7 @@
     cell(tr, r.user || (r.uid != null ? String(r.uid) : "?"));
     const kind = r.workload.kind + (r.workload.kernel_id ? "*" : "");
     cell(tr, kind, "workload", (r.workload.evidence || []).join("; "));
+    cell(tr, whereText(r), "where", whereTitle(r));
     cell(tr, footprintText(r),
       "num" + (r.detail === "estimated" ? " est" : ""),
       "resident " + fmtBytes(r.resident) + (r.swapped != null ? ", swapped " + fmtBytes(r.swapped) : "") +
@@ -383,6 +405,7 @@
     cell(tr, jobText(root), "job-name");
     cell(tr, "");
     cell(tr, "");
+    cell(tr, whereText(root), "where");
     cell(tr, fmtBytes(t.footprint) + " (" + t.basis + ")", "num",
       t.basis === "pss" ? "shared pages counted once" : "a page shared by members is counted in each");
     cell(tr, "–", "num");

@@ -38,9 +38,11 @@
 //!   `PF_KTHREAD` flag: kernel threads are remembered and not read again
 //!   apart from the identity check below), `status` (uid, RssAnon, RssShmem,
 //!   VmSwap), `cmdline` (its first [`crate::model::ARGV_MAX_BYTES`] only: see
-//!   [`procfs::parse_cmdline`]) and the `exe` link; where the classifier asks
-//!   for `maps`, the library thread reads it (below). All of it is cached per
-//!   identity (pid + start time).
+//!   [`procfs::parse_cmdline`]), the `exe` link and `cgroup` (the memory-cgroup
+//!   path, re-read in the process's round-robin slot below since processes
+//!   are moved: `cgroup_paths.rs`); where the classifier asks for `maps`, the
+//!   library thread reads it (below). All of it is cached per identity (pid +
+//!   start time).
 //! - Every tick, exact detail (`stat` + `status`) only for the processes that
 //!   matter: ML or Python ones as classified, and the [`TOP_EXACT`] largest by
 //!   `statm` resident size. Their `stat` read doubles as an identity check
@@ -90,6 +92,7 @@
 //! [`Detail::Estimated`]: crate::model::Detail::Estimated
 //! [`procfs::parse_cmdline`]: crate::sys::procfs::parse_cmdline
 
+mod cgroup_paths;
 pub mod doctor;
 pub mod kmsg;
 pub mod kmsg_crash;
@@ -140,6 +143,7 @@ impl LinuxSampler {
                 clock_ticks: sys::clock_ticks(),
                 boot_time: None,
                 users: UserNames::new(PasswdFile::system()),
+                cgroups: cgroup_paths::CgroupPaths::default(),
             },
             tracker: Tracker::new(),
         }

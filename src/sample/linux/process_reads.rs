@@ -1,8 +1,8 @@
 //! What the Linux sampler reads about one process: `statm` (through a kept
 //! file or not), the identity in `stat`, and everything read once at first
-//! sight of a pid (`stat`, `status`, a bounded `cmdline` and the `exe` link;
-//! where the classifier asks for `maps`, the process is marked for the
-//! library thread). [`Io`] holds the `/proc` reader and
+//! sight of a pid (`stat`, `status`, a bounded `cmdline`, the `exe` link and
+//! the memory-cgroup path; where the classifier asks for `maps`, the process
+//! is marked for the library thread). [`Io`] holds the `/proc` reader and
 //! the facts read once for the whole sampler (page size, clock ticks, boot
 //! time, user names).
 
@@ -13,6 +13,7 @@ use crate::sample::user_names::{PasswdFile, UserNames};
 use crate::sys::procfs::{self, Statm, Status};
 use crate::workload::{self, ProcessFacts};
 
+use super::cgroup_paths::CgroupPaths;
 use super::library_rescan::LibraryScan;
 use super::proc_reader::{Failure, ProcReader};
 use super::tracker::Tracked;
@@ -27,6 +28,8 @@ pub(super) struct Io {
     /// sample (outer `None` until then).
     pub(super) boot_time: Option<Option<u64>>,
     pub(super) users: UserNames<PasswdFile>,
+    /// The memory-cgroup paths of the tracked processes, interned.
+    pub(super) cgroups: CgroupPaths,
 }
 
 impl Io {
@@ -143,6 +146,7 @@ impl Io {
             .read_pid_link(pid, "exe")
             .ok()
             .map(SharedStr::from);
+        let cgroup = self.cgroups.read(&mut self.reader, pid, None);
         let uid = status.map(|s| s.uid);
         let user = uid.and_then(|uid| self.users.name(&uid));
         let started_at = self.boot_time.flatten().map(|boot| {
@@ -162,6 +166,7 @@ impl Io {
             started_at,
             statm,
             forked,
+            cgroup,
             ..Tracked::default()
         };
         if let Some(status) = status {

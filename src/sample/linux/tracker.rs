@@ -134,6 +134,9 @@ pub(super) struct Tracked {
     pub(super) statm: Statm,
     /// `statm`, kept open and re-read each tick, while the budget allows.
     pub(super) statm_file: Option<File>,
+    /// The memory-cgroup path, shared with the other processes of its
+    /// cgroup (`cgroup_paths.rs`).
+    pub(super) cgroup: Option<SharedStr>,
     /// The last full `status` read.
     pub(super) status: Option<Status>,
     /// The tick of that read; equal to the current tick means exact.
@@ -294,6 +297,7 @@ impl Tracker {
                 keep
             });
             self.held = held;
+            io.cgroups.prune();
         }
         io.reader.trim();
         self.scratch = s;
@@ -338,6 +342,10 @@ impl Tracker {
                     Ok(statm) => {
                         t.statm = statm;
                         t.seen = tick;
+                        if verify_now {
+                            // Processes are moved between cgroups.
+                            t.cgroup = io.cgroups.read(&mut io.reader, pid, t.cgroup.as_ref());
+                        }
                         s.note(pid, t, verify_now);
                         return;
                     }
@@ -530,7 +538,9 @@ impl Tracker {
                 held_open: 0,
                 job: None,
                 forked: t.forked,
+                cgroup: t.cgroup.clone(),
                 workload: t.workload.clone(),
+                labels: None,
             });
         }
         out

@@ -363,7 +363,10 @@ impl MacSampler {
                 held_open: 0,
                 job: None,
                 forked: false,
+                // macOS has no cgroups.
+                cgroup: None,
                 workload: k.workload.clone(),
+                labels: None,
             };
             sample.user = uid.and_then(|uid| self.users.name(&uid));
             out.push(sample);
