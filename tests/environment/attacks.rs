@@ -3537,6 +3537,18 @@ fn crash_in_file_named(
     None
 }
 
+/// The `attack-figures` line of an attack with no flood to compare: the
+/// daemon's peak memory before and after, and the hog's reaction during it.
+fn reaction_figures(f: &Findings, base_hwm: u64, hwm: u64, reaction: Option<&Reaction>) {
+    let fmt = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0}"));
+    f.figures(&[
+        ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
+        ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
+        ("past_attack_mib", fmt(reaction.map(|r| r.past_limit_mib))),
+        ("ms_attack", fmt(reaction.map(|r| r.ms_after_crossing))),
+    ]);
+}
+
 /// The value of the Prometheus series `name{labels}` in `text`.
 fn series_value(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -3627,7 +3639,8 @@ fn a_crash_in_a_file_named_like_a_kill_line_forges_no_oom_postmortem() {
                 )),
             }
         }
-        match await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN) {
+        let reaction = await_reaction(&mut hog, LIMIT, SIGNAL_WITHIN);
+        match &reaction {
             Ok(r) => f.note(format!(
                 "the attacker's hog was signalled {:.0} MiB past the limit, {:.0} ms after crossing",
                 r.past_limit_mib, r.ms_after_crossing
@@ -3724,10 +3737,7 @@ fn a_crash_in_a_file_named_like_a_kill_line_forges_no_oom_postmortem() {
         }
         journal_keeps_only_the_hogs_sigterm(&mut f, &journal, hog_pid);
         let hwm = memory_bounded(&mut f, &d, base_hwm);
-        f.figures(&[
-            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
-            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-        ]);
+        reaction_figures(&f, base_hwm, hwm, reaction.as_ref().ok());
         f.check(d.running(), || "the daemon stopped".into());
         victim.kill();
     }
@@ -3813,22 +3823,7 @@ fn a_process_that_handles_sigterm_and_exits_later_is_ended_by_headroom_s_sigterm
         }
         journal_keeps_only_the_hogs_sigterm(&mut f, &journal, pid);
         let hwm = memory_bounded(&mut f, &d, base_hwm);
-        f.figures(&[
-            ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
-            ("hwm_attack_mib", format!("{:.1}", mib(hwm))),
-            (
-                "past_attack_mib",
-                reaction
-                    .as_ref()
-                    .map_or("none".into(), |r| format!("{:.0}", r.past_limit_mib)),
-            ),
-            (
-                "ms_attack",
-                reaction
-                    .as_ref()
-                    .map_or("none".into(), |r| format!("{:.0}", r.ms_after_crossing)),
-            ),
-        ]);
+        reaction_figures(&f, base_hwm, hwm, reaction.as_ref().ok());
         f.check(d.running(), || "the daemon stopped".into());
     }
     f.finish();
