@@ -53,6 +53,9 @@ struct Head<'a> {
     gpus: &'a [crate::model::GpuDevice],
     jobs: &'a [crate::model::Job],
     unowned: std::borrow::Cow<'a, crate::model::Unowned>,
+    /// Shown to every viewer: anyone may read a cgroup's limit and usage
+    /// under /sys/fs/cgroup, and `/proc/[pid]/cgroup`.
+    ceilings: &'a [crate::model::Ceiling],
     errors: &'a crate::model::CollectorErrors,
     collectors: &'a [crate::model::CollectorStatus],
     notes: &'a [String],
@@ -72,6 +75,7 @@ pub fn encode(snap: &Arc<Snapshot>, form: JsonForm) -> EncodedSnapshot {
         processes,
         jobs,
         unowned,
+        ceilings,
         errors,
         collectors,
         notes,
@@ -90,6 +94,7 @@ pub fn encode(snap: &Arc<Snapshot>, form: JsonForm) -> EncodedSnapshot {
             JsonForm::Full => std::borrow::Cow::Borrowed(unowned),
             JsonForm::Redacted => std::borrow::Cow::Owned(redact_unowned(unowned)),
         },
+        ceilings,
         errors,
         collectors,
         notes,

@@ -10,8 +10,11 @@
 //! the reads of one process (`process_reads.rs`, through `proc_reader.rs`),
 //! library scans of Python processes (`library_rescan.rs`), memory no
 //! process owns and memory held open without a mapping (`unowned.rs`, on
-//! full ticks, rarely and within a time budget), and user names (the shared
-//! [`crate::sample::user_names`], from `/etc/passwd`).
+//! full ticks, rarely and within a time budget), each process's
+//! memory-cgroup path (`cgroup_paths.rs`) and the limits above it
+//! (`ceilings.rs`: each distinct cgroup read once per tick, full or light),
+//! and user names (the shared [`crate::sample::user_names`], from
+//! `/etc/passwd`).
 //!
 //! # The per-process hot path
 //!
@@ -87,6 +90,7 @@
 //! [`Detail::Estimated`]: crate::model::Detail::Estimated
 //! [`procfs::parse_cmdline`]: crate::sys::procfs::parse_cmdline
 
+mod ceilings;
 mod cgroup_paths;
 pub mod doctor;
 pub mod kmsg;
@@ -122,6 +126,7 @@ pub struct LinuxSampler {
     io: Io,
     tracker: Tracker,
     unowned: UnownedScan,
+    ceilings: ceilings::CeilingReader,
 }
 
 impl LinuxSampler {
@@ -130,6 +135,7 @@ impl LinuxSampler {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
+            ceilings: ceilings::CeilingReader::new(&root),
             unowned: UnownedScan::new(root.clone()),
             io: Io {
                 reader: ProcReader::new(root),
@@ -148,6 +154,13 @@ impl LinuxSampler {
     /// every read opens and closes its file.
     pub fn with_held_files(mut self, max: usize) -> Self {
         self.tracker.held_budget = max;
+        self
+    }
+
+    /// Read memory-cgroup limits from these hierarchies instead of those
+    /// `<root>/self/mountinfo` lists (tests, benchmarks).
+    pub fn with_cgroup_mounts(mut self, mounts: crate::sys::cgroupfs::CgroupMounts) -> Self {
+        self.ceilings = ceilings::CeilingReader::with_mounts(mounts);
         self
     }
 
@@ -217,6 +230,9 @@ impl LinuxSampler {
         self.tracker
             .pss_budget
             .note_machine(Instant::now(), taken, counted);
+        let ceilings = self.ceilings.read(&processes, system.memory.total);
+        let mut collectors: Vec<_> = self.tracker.pss_budget.status().into_iter().collect();
+        collectors.push(self.ceilings.status(&ceilings));
         Ok(Snapshot {
             taken_at,
             source: self.name().to_owned(),
@@ -228,8 +244,9 @@ impl LinuxSampler {
             processes,
             jobs: Vec::new(),
             unowned,
+            ceilings,
             errors,
-            collectors: self.tracker.pss_budget.status().into_iter().collect(),
+            collectors,
             notes: Vec::new(),
         })
     }
