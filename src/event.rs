@@ -221,6 +221,13 @@ pub struct ExitCause {
     /// the last sample.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_memory: bool,
+    /// For a kill by a memory cgroup's OOM killer: the cgroup whose limit
+    /// was reached, as the kernel named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// That cgroup's limit in bytes, as last sampled before the kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_limit: Option<u64>,
 }
 
 /// The kinds of [`ExitCause`].

@@ -137,7 +137,13 @@ impl Snapshot {
     /// `None` where none is known.
     pub fn ceiling_of(&self, p: &ProcessSample) -> Option<&Ceiling> {
         let path = p.cgroup.as_ref()?;
-        self.ceilings.iter().find(|c| c.covers(path))
+        // A sampler's snapshot shares one string per cgroup between the
+        // process and its ceiling: pointers first, text only for a
+        // snapshot read back (a trace, the API).
+        self.ceilings
+            .iter()
+            .find(|c| c.cgroups.iter().any(|g| SharedStr::ptr_eq(g, path)))
+            .or_else(|| self.ceilings.iter().find(|c| c.covers(path)))
     }
 
     /// The ceiling of `p` where it is tighter than the machine: its room

@@ -130,9 +130,7 @@ impl Ceiling {
 
     /// Whether this is the ceiling of processes in cgroup `path`.
     pub fn covers(&self, path: &SharedStr) -> bool {
-        self.cgroups
-            .iter()
-            .any(|c| SharedStr::ptr_eq(c, path) || c == path)
+        self.cgroups.iter().any(|c| c == path)
     }
 }
 

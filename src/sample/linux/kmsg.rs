@@ -228,6 +228,7 @@ impl OomJoiner {
                 uid,
             } => {
                 let constraint = self.constraints.remove(&pid);
+                let memcg = constraint.as_ref().and_then(|(_, m)| m.clone());
                 let scope = match (&constraint, reason.as_str()) {
                     (Some((_, Some(memcg))), _) => {
                         format!("the memory cgroup {memcg} reached its limit")
@@ -254,6 +255,7 @@ impl OomJoiner {
                     message: message.to_string(),
                     resident_bytes: resident,
                     scope,
+                    memcg,
                     read_at,
                 })
             }

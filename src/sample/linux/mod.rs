@@ -92,6 +92,7 @@
 
 mod ceilings;
 mod cgroup_paths;
+pub mod container_view;
 pub mod doctor;
 pub mod kmsg;
 pub mod kmsg_crash;
