@@ -362,7 +362,7 @@ fn sampler(proc_root: &Path, cgroup_root: &Path) -> LinuxSampler {
     })
 }
 
-fn ceiling_of<'s>(s: &'s Snapshot, pid: u32) -> Option<&'s Ceiling> {
+fn ceiling_of(s: &Snapshot, pid: u32) -> Option<&Ceiling> {
     s.ceiling_of(s.process(pid).unwrap())
 }
 
