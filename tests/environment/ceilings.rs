@@ -59,7 +59,11 @@ impl LimitedCgroup {
             path: format!("/{name}"),
             v1,
         };
-        let limit_file = if v1 { "memory.limit_in_bytes" } else { "memory.max" };
+        let limit_file = if v1 {
+            "memory.limit_in_bytes"
+        } else {
+            "memory.max"
+        };
         std::fs::write(cgroup.dir.join(limit_file), limit.to_string())
             .unwrap_or_else(|e| panic!("cannot set {limit_file} of {}: {e}", cgroup.path));
         // No swap to grow into, where the cgroup has the knob: the limit is
@@ -88,7 +92,11 @@ impl LimitedCgroup {
 
     /// How many processes its OOM killer has killed.
     fn oom_kills(&self) -> u64 {
-        let file = if self.v1 { "memory.oom_control" } else { "memory.events" };
+        let file = if self.v1 {
+            "memory.oom_control"
+        } else {
+            "memory.events"
+        };
         let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
         headroom::sys::cgroupfs::keyed_value(&text, "oom_kill").unwrap_or(0)
     }
@@ -103,7 +111,9 @@ impl Drop for LimitedCgroup {
         while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
             let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
             for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -113,7 +123,12 @@ impl Drop for LimitedCgroup {
 /// `headroom explain PID` against the daemon.
 fn explain(daemon: &Daemon, pid: u32) -> String {
     let out = Command::new(HEADROOM)
-        .args(["explain", &pid.to_string(), "--address", &daemon.addr.to_string()])
+        .args([
+            "explain",
+            &pid.to_string(),
+            "--address",
+            &daemon.addr.to_string(),
+        ])
         .output()
         .expect("run headroom explain");
     assert!(out.status.success(), "{out:?}");
@@ -154,19 +169,25 @@ fn a_time_to_exhaustion_rule_signals_before_the_cgroups_oom_killer() {
         ),
         &[],
     );
-    let mut hog = cgroup.hog(&sb, &["--rate", "100MiB/s", "--max", "3GiB", "--catch", "TERM"]);
+    let mut hog = cgroup.hog(
+        &sb,
+        &["--rate", "100MiB/s", "--max", "3GiB", "--catch", "TERM"],
+    );
     let pid = hog.pid();
     let line = hog
         .wait_line("signal SIGTERM", Duration::from_secs(40))
         .unwrap_or_else(|| panic!("no SIGTERM before the OOM killer; hog said {:?}", hog.seen));
     let footprint = signalled_footprint(&line);
-    assert!(footprint < 2 * GIB, "signalled at {footprint} bytes, past the limit");
+    assert!(
+        footprint < 2 * GIB,
+        "signalled at {footprint} bytes, past the limit"
+    );
     // It stops growing and lives: the cgroup's OOM killer never acted.
     hog.expect_line("holding");
     assert!(hog.alive());
     assert_eq!(cgroup.oom_kills(), 0);
     let action = sb.first_action_on(pid);
-    let reason = action["reason"].as_str().unwrap_or_default();
+    let reason = action["detail"].as_str().unwrap_or_default();
     assert!(
         reason.contains(&format!(
             "left under the memory cgroup {}'s limit of 2.0 GiB",
@@ -177,18 +198,29 @@ fn a_time_to_exhaustion_rule_signals_before_the_cgroups_oom_killer() {
     // The machine alone would not have been near: far more is available.
     let (_, snap) = daemon.get("/api/v1/snapshot");
     let snap: Value = serde_json::from_str(&snap).unwrap();
-    assert!(snap["system"]["available"].as_u64().unwrap() > 4 * GIB, "{}", snap["system"]);
+    assert!(
+        snap["system"]["available"].as_u64().unwrap() > 4 * GIB,
+        "{}",
+        snap["system"]
+    );
     // explain and the API show the ceiling.
     let text = explain(&daemon, pid);
     assert!(
         text.contains(&format!(
             "memory limit: the memory cgroup {}'s limit of 2.0 GiB ({})",
             cgroup.path,
-            if cgroup.v1 { "memory.limit_in_bytes" } else { "memory.max" }
+            if cgroup.v1 {
+                "memory.limit_in_bytes"
+            } else {
+                "memory.max"
+            }
         )),
         "{text}"
     );
-    assert!(text.contains("the cgroup's OOM killer stops it first"), "{text}");
+    assert!(
+        text.contains("the cgroup's OOM killer stops it first"),
+        "{text}"
+    );
     let row = row(&daemon, pid);
     assert_eq!(row["cgroup"], cgroup.path.as_str());
     assert_eq!(row["ceiling"]["cgroup"], cgroup.path.as_str());
@@ -206,7 +238,11 @@ fn with_no_rule_the_cgroup_oom_kill_gets_a_postmortem_naming_the_cgroup_and_its_
     let pid = hog.pid();
     // Seen under its ceiling before it dies.
     support::wait_for(Duration::from_secs(20), "the hog under its ceiling", || {
-        let row = row(&daemon, pid);
+        let (status, body) = daemon.get(&format!("/api/v1/processes/{pid}"));
+        let row = (status == 200)
+            .then(|| serde_json::from_str::<Value>(&body).ok())
+            .flatten()?["process"]
+            .clone();
         (row["ceiling"]["cgroup"] == cgroup.path.as_str()
             && row["footprint"].as_u64().unwrap_or(0) > 256 * MIB)
             .then_some(())
@@ -273,7 +309,7 @@ fn a_per_cgroup_rule_picks_its_victim_inside_the_cgroup_near_its_limit() {
     assert!(signalled_footprint(&line) >= 600 * MIB, "{line}");
     let action = sb.first_action_on(large_in_a.pid());
     assert!(
-        action["reason"]
+        action["detail"]
             .as_str()
             .unwrap_or_default()
             .contains(&format!("memory cgroup {}: room", a.path)),
