@@ -79,7 +79,7 @@ struct Tally {
 
 /// See the module documentation.
 #[derive(Debug)]
-pub(super) struct CeilingReader {
+pub struct CeilingReader {
     mountinfo: PathBuf,
     /// Found on the first sample.
     mounts: Option<CgroupMounts>,
@@ -93,7 +93,7 @@ pub(super) struct CeilingReader {
 
 impl CeilingReader {
     /// A reader of the hierarchies `<proc_root>/self/mountinfo` lists.
-    pub(super) fn new(proc_root: &Path) -> Self {
+    pub fn new(proc_root: &Path) -> Self {
         Self {
             mountinfo: proc_root.join("self/mountinfo"),
             mounts: None,
@@ -108,7 +108,7 @@ impl CeilingReader {
 
     /// A reader of the hierarchies `mounts` gives, whatever the mount table
     /// says (tests, benchmarks).
-    pub(super) fn with_mounts(mounts: CgroupMounts) -> Self {
+    pub fn with_mounts(mounts: CgroupMounts) -> Self {
         Self {
             mounts: Some(mounts),
             ..Self::new(Path::new("/nonexistent"))
@@ -126,7 +126,7 @@ impl CeilingReader {
 
     /// The ceilings of `processes` this sample; `total` is the machine's
     /// memory (a limit at or above it is not a ceiling).
-    pub(super) fn read(&mut self, processes: &[ProcessSample], total: u64) -> Vec<Ceiling> {
+    pub fn read(&mut self, processes: &[ProcessSample], total: u64) -> Vec<Ceiling> {
         let Some((hierarchy, mount)) = self.mounts().memory().map(|(h, m)| (h, m.clone())) else {
             return Vec::new();
         };
@@ -333,7 +333,7 @@ impl CeilingReader {
     }
 
     /// How the collector did, for metrics, the API and `headroom doctor`.
-    pub(super) fn status(&self, ceilings: &[Ceiling]) -> CollectorStatus {
+    pub fn status(&self, ceilings: &[Ceiling]) -> CollectorStatus {
         let Some((hierarchy, mount)) = self.mounts.as_ref().and_then(|m| m.memory()) else {
             return CollectorStatus {
                 name: NAME.to_string(),

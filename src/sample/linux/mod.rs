@@ -118,6 +118,7 @@ use crate::sample::{SampleError, Sampler};
 use proc_reader::ProcReader;
 use process_reads::Io;
 use tracker::Tracker;
+pub use ceilings::CeilingReader;
 pub use tracker::{TOP_EXACT, VERIFY_PERIOD};
 use unowned::UnownedScan;
 
@@ -127,7 +128,7 @@ pub struct LinuxSampler {
     io: Io,
     tracker: Tracker,
     unowned: UnownedScan,
-    ceilings: ceilings::CeilingReader,
+    ceilings: CeilingReader,
 }
 
 impl LinuxSampler {
@@ -136,7 +137,7 @@ impl LinuxSampler {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
-            ceilings: ceilings::CeilingReader::new(&root),
+            ceilings: CeilingReader::new(&root),
             unowned: UnownedScan::new(root.clone()),
             io: Io {
                 reader: ProcReader::new(root),
@@ -161,7 +162,7 @@ impl LinuxSampler {
     /// Read memory-cgroup limits from these hierarchies instead of those
     /// `<root>/self/mountinfo` lists (tests, benchmarks).
     pub fn with_cgroup_mounts(mut self, mounts: crate::sys::cgroupfs::CgroupMounts) -> Self {
-        self.ceilings = ceilings::CeilingReader::with_mounts(mounts);
+        self.ceilings = CeilingReader::with_mounts(mounts);
         self
     }
 
