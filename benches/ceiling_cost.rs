@@ -11,14 +11,19 @@
 //! on panic. Rows, interleaved, CPU time of this process per call (user +
 //! system: the kernel renders cgroup files on our time):
 //!
-//! - **floor**: open, read and close every file the collector reads of
-//!   every limited cgroup (8 files each with v1: `memory.limit_in_bytes`,
-//!   `usage_in_bytes`, `stat`, `memsw.limit_in_bytes`, `memsw.usage_in_bytes`,
-//!   `failcnt`, `oom_control`, `use_hierarchy`), once: what the figures
-//!   cannot cost less than.
-//! - **ceilings**: `CeilingReader::read` over one sample's processes: the
-//!   levels above every distinct process cgroup walked, each level read
-//!   once, the tightest chosen.
+//! - **all files**: open, read and close every file the collector reads of
+//!   every limited cgroup when it reads one in full (8 files each with v1:
+//!   `memory.limit_in_bytes`, `usage_in_bytes`, `stat`,
+//!   `memsw.limit_in_bytes`, `memsw.usage_in_bytes`, `failcnt`,
+//!   `oom_control`, `use_hierarchy`; 7 with v2), once: reading everything
+//!   every sample.
+//! - **floor**: the same for the files whose figures change from sample to
+//!   sample (usage, `memory.stat`, swap usage: 3 per cgroup): what fresh
+//!   figures cannot cost less than.
+//! - **ceilings**: `CeilingReader::read` over one sample's processes in
+//!   steady state: the levels above every distinct process cgroup walked,
+//!   each level's usage read once, its limits every tenth sample, the
+//!   tightest chosen.
 //! - **sample**: one whole `LinuxSampler::sample()`, the ceilings
 //!   included, for their share of a sample.
 //!
@@ -61,6 +66,12 @@ mod linux {
         "memory.oom_control",
         "memory.use_hierarchy",
     ];
+    const V1_CHANGING: [&str; 3] = [
+        "memory.usage_in_bytes",
+        "memory.stat",
+        "memory.memsw.usage_in_bytes",
+    ];
+    const V2_CHANGING: [&str; 3] = ["memory.current", "memory.stat", "memory.swap.current"];
     const V2_FILES: [&str; 7] = [
         "memory.max",
         "memory.high",
@@ -110,7 +121,11 @@ mod linux {
         let mounts = cgroupfs::parse_mountinfo(&mountinfo);
         let (hierarchy, mount) = mounts.memory().expect("a memory cgroup hierarchy");
         let (v1, point) = (hierarchy == cgroupfs::Hierarchy::V1, mount.point.clone());
-        let limit_file = if v1 { "memory.limit_in_bytes" } else { "memory.max" };
+        let limit_file = if v1 {
+            "memory.limit_in_bytes"
+        } else {
+            "memory.max"
+        };
         let top = point.join(format!("headroom-bench-{}", std::process::id()));
         std::fs::create_dir(&top).expect("make the bench's cgroup (root?)");
         let mut cgroups = Cgroups {
@@ -145,32 +160,45 @@ mod linux {
         let snap = Rc::new(snap);
         let total = snap.system.total;
 
-        let files: Vec<PathBuf> = std::iter::once(&top)
-            .chain(&cgroups.children)
-            .flat_map(|dir| {
-                let names: &[&str] = if v1 { &V1_FILES } else { &V2_FILES };
-                names.iter().map(move |f| dir.join(f))
-            })
-            .filter(|f| f.exists())
-            .collect();
-        let n_files = files.len();
+        let files_of = |names: &'static [&'static str]| -> Vec<PathBuf> {
+            std::iter::once(&top)
+                .chain(&cgroups.children)
+                .flat_map(|dir| names.iter().map(move |f| dir.join(f)))
+                .filter(|f| f.exists())
+                .collect()
+        };
+        let all = files_of(if v1 { &V1_FILES } else { &V2_FILES });
+        let changing = files_of(if v1 { &V1_CHANGING } else { &V2_CHANGING });
+        let (n_all, n_changing) = (all.len(), changing.len());
         let reader = Rc::new(RefCell::new(CeilingReader::with_mounts(mounts.clone())));
         let (r, s, s2) = (reader.clone(), snap.clone(), sampler.clone());
-        let mut buf = String::with_capacity(4096);
-        let mut rows = vec![
-            Row::new("floor", "open, read, close each cgroup file once", move || {
+        let bare = |files: Vec<PathBuf>| {
+            let mut buf = String::with_capacity(4096);
+            move || {
                 for f in &files {
                     buf.clear();
                     read(f, &mut buf);
                     std::hint::black_box(&buf);
                 }
-            }),
+            }
+        };
+        let mut rows = vec![
+            Row::new("all files", "every file of every limited cgroup", bare(all)),
+            Row::new(
+                "floor",
+                "the changing files of every limited cgroup",
+                bare(changing),
+            ),
             Row::new("ceilings", "CeilingReader::read, one sample", move || {
                 std::hint::black_box(r.borrow_mut().read(&s.processes, total));
             }),
-            Row::new("sample", "LinuxSampler::sample(), ceilings included", move || {
-                std::hint::black_box(s2.borrow_mut().sample().expect("sample"));
-            }),
+            Row::new(
+                "sample",
+                "LinuxSampler::sample(), ceilings included",
+                move || {
+                    std::hint::black_box(s2.borrow_mut().sample().expect("sample"));
+                },
+            ),
         ];
         time_interleaved(&mut rows, iters, 1);
 
@@ -183,31 +211,39 @@ mod linux {
             .count();
         println!(
             "ceiling_cost: {} processes sampled, {in_cgroups} of them in {n_cgroups} limited \
-             cgroups below one limited parent ({} hierarchy); {n_files} cgroup files; {iters} rounds",
+             cgroups below one limited parent ({} hierarchy); {n_all} cgroup files, \
+             {n_changing} of them changing; {iters} rounds",
             snap.processes.len(),
             if v1 { "v1" } else { "v2" }
         );
         println!("collector: {}", status.detail);
         println!();
         println!(
-            "| {:<8} | {:<42} | {:>11} | {:>11} |",
+            "| {:<9} | {:<43} | {:>11} | {:>11} |",
             "", "what", "median µs", "p90 µs"
         );
-        println!("|{:-<10}|{:-<44}|{:->13}|{:->13}|", "", "", "", "");
+        println!("|{:-<11}|{:-<45}|{:->13}|{:->13}|", "", "", "", "");
         for row in &rows {
             println!(
-                "| {:<8} | {:<42} | {:>11.0} | {:>11.0} |",
+                "| {:<9} | {:<43} | {:>11.0} | {:>11.0} |",
                 row.name,
                 row.what,
                 row.median(),
                 quantile(&row.micros, 0.9)
             );
         }
-        let (floor, ceil, sample) = (rows[0].median(), rows[1].median(), rows[2].median());
+        let (all, floor, ceil, sample) = (
+            rows[0].median(),
+            rows[1].median(),
+            rows[2].median(),
+            rows[3].median(),
+        );
         println!();
         println!(
-            "ceilings / floor = {:.2}×; ceilings / sample = {:.0} % (of a sample that includes them)",
+            "ceilings / floor = {:.2}×; ceilings / all files = {:.2}×; ceilings / sample = {:.0} % \
+             (of a sample that includes them)",
             ceil / floor,
+            ceil / all,
             ceil / sample * 100.0
         );
         drop(rows);

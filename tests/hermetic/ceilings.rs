@@ -378,7 +378,8 @@ fn the_collector_finds_the_tightest_level_by_room_with_its_cache() {
     v1_cgroup(&cg.join("pod/b"), None, GIB);
     let procs = dir.path().join("proc");
     proc_tree(&procs, "/pod/a", "/pod/b");
-    let s = sampler(&procs, &cg).sample().unwrap();
+    let mut reader = sampler(&procs, &cg);
+    let s = reader.sample().unwrap();
     let a = ceiling_of(&s, 6441).expect("a ceiling for pid 6441");
     assert_eq!(a.path, "/pod");
     assert_eq!(a.limit(), 3 * GIB);
@@ -395,12 +396,34 @@ fn the_collector_finds_the_tightest_level_by_room_with_its_cache() {
     assert_eq!(ceiling_of(&s, 6445), None);
     let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
     assert!(status.up, "{status:?}");
+    // Two limited levels of 8 files, one unlimited of 1.
+    assert!(
+        status.detail.contains(
+            "1 limited cgroup is the ceiling of 2 process cgroups (3 levels visited, 17 files \
+             read this sample)"
+        ),
+        "{status:?}"
+    );
+    // The next samples read the limited levels' usage, cache and swap only.
+    let s = reader.sample().unwrap();
+    let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
     assert!(
         status
             .detail
-            .contains("1 limited cgroup is the ceiling of 2 process cgroups (3 levels read)"),
+            .contains("(3 levels visited, 6 files read this sample)"),
         "{status:?}"
     );
+    // A limit lowered is seen within LIMITS_EVERY samples.
+    std::fs::write(
+        cg.join("pod/a/memory.limit_in_bytes"),
+        format!("{}\n", GIB / 2),
+    )
+    .unwrap();
+    let mut seen = None;
+    for _ in 0..headroom::sample::linux::LIMITS_EVERY {
+        seen = Some(ceiling_of(&reader.sample().unwrap(), 6441).unwrap().limit());
+    }
+    assert_eq!(seen, Some(GIB / 2));
     // /pod's usage drops: /pod/a, with less room now, binds.
     std::fs::write(cg.join("pod/memory.usage_in_bytes"), "100\n").unwrap();
     std::fs::write(

@@ -23,6 +23,11 @@
 //!
 //! The level with the least room is the ceiling. A limit at or above the
 //! machine's memory never binds before the machine does and is not one.
+//! Limits change rarely: they (and the v1 `memsw` limit, `use_hierarchy`
+//! and the counters) are read again every [`LIMITS_EVERY`] samples, while
+//! a limited level's usage, `memory.stat` and swap usage are read every
+//! sample; an unlimited level costs nothing between. Measured in
+//! `benches/ceiling_cost.rs` (figures in `BENCHMARKS.md`).
 //!
 //! Bounded against what other users can make: paths are at most
 //! [`crate::sys::procfs::CGROUP_PATH_MAX`] bytes; at most [`MAX_DEPTH`]
@@ -47,6 +52,11 @@ use crate::sys::cgroupfs::{self, CgroupMount, CgroupMounts, Hierarchy, Unreachab
 pub const MAX_DEPTH: usize = 32;
 /// At most this many distinct cgroup levels are read per sample.
 pub const MAX_LEVELS: usize = 4096;
+/// A level's limits (and its counters: limit hits, OOM kills) are read
+/// again every this many samples; its usage and cache every sample. A limit
+/// changed in between (`docker update`, `systemctl set-property`) is seen
+/// within this many samples.
+pub const LIMITS_EVERY: u64 = 10;
 /// The most bytes read of one cgroup file (`memory.stat` is about 1.5 KiB).
 const MAX_FILE: u64 = 64 * 1024;
 
@@ -67,6 +77,16 @@ enum Level {
     Unreadable,
 }
 
+/// A level as kept between samples.
+#[derive(Debug, Clone)]
+struct Kept {
+    level: Level,
+    /// The sample its limits (and counters) were last read in.
+    limits_at: u64,
+    /// The sample it was last visited in: read, or its usage re-read.
+    seen_at: u64,
+}
+
 /// What one sample found, for the status.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
@@ -75,6 +95,7 @@ struct Tally {
     outside: usize,
     skipped: usize,
     levels: usize,
+    files: usize,
 }
 
 /// See the module documentation.
@@ -83,7 +104,13 @@ pub struct CeilingReader {
     mountinfo: PathBuf,
     /// Found on the first sample.
     mounts: Option<CgroupMounts>,
-    levels: HashMap<String, Level>,
+    /// The levels visited in recent samples, with what was read of them.
+    levels: HashMap<String, Kept>,
+    /// Samples taken, for [`LIMITS_EVERY`].
+    sample: u64,
+    /// Levels visited and files read this sample.
+    visited: usize,
+    files: usize,
     buf: String,
     errors: u64,
     last_error: Option<String>,
@@ -98,6 +125,9 @@ impl CeilingReader {
             mountinfo: proc_root.join("self/mountinfo"),
             mounts: None,
             levels: HashMap::new(),
+            sample: 0,
+            visited: 0,
+            files: 0,
             buf: String::new(),
             errors: 0,
             last_error: None,
@@ -130,7 +160,9 @@ impl CeilingReader {
         let Some((hierarchy, mount)) = self.mounts().memory().map(|(h, m)| (h, m.clone())) else {
             return Vec::new();
         };
-        self.levels.clear();
+        self.sample += 1;
+        self.visited = 0;
+        self.files = 0;
         let mut tally = Tally::default();
         let mut out: Vec<Ceiling> = Vec::new();
         // The ceiling (index in `out`) of each distinct process cgroup.
@@ -154,8 +186,12 @@ impl CeilingReader {
             tally.processes += usize::from(index.is_some());
             done.insert(cgroup.as_str(), index);
         }
+        // Levels no process is under any more are forgotten.
+        let now = self.sample;
+        self.levels.retain(|_, kept| kept.seen_at == now);
         tally.cgroups = out.len();
-        tally.levels = self.levels.len();
+        tally.levels = self.visited;
+        tally.files = self.files;
         self.tally = tally;
         out
     }
@@ -174,8 +210,10 @@ impl CeilingReader {
         let start = all.len().saturating_sub(MAX_DEPTH);
         let mut best: Option<Ceiling> = None;
         for (depth, level) in all[start..].iter().enumerate() {
-            if !self.levels.contains_key(*level) {
-                if self.levels.len() >= MAX_LEVELS {
+            let now = self.sample;
+            let kept = self.levels.get(*level);
+            if kept.is_none_or(|k| k.seen_at != now) {
+                if self.visited >= MAX_LEVELS {
                     tally.skipped += 1;
                     return best;
                 }
@@ -187,12 +225,42 @@ impl CeilingReader {
                     }
                     Err(Unreachable::Malformed) => return None,
                 };
-                let read = self.read_level(&dir, level, hierarchy, total);
-                self.levels.insert((*level).to_string(), read);
+                // Limits change rarely: read again every LIMITS_EVERY
+                // samples; usage every sample, for a limited level.
+                let previous = kept
+                    .filter(|k| now.saturating_sub(k.limits_at) < LIMITS_EVERY)
+                    .map(|k| (k.level.clone(), k.limits_at));
+                let (level_read, limits_at) = match previous {
+                    Some((Level::Open, at)) => (Level::Open, at),
+                    Some((
+                        Level::Limited {
+                            ceiling,
+                            hierarchical,
+                        },
+                        at,
+                    )) => (
+                        self.reread_usage(&dir, ceiling, hierarchical, hierarchy),
+                        at,
+                    ),
+                    _ => (self.read_level(&dir, level, hierarchy, total), now),
+                };
+                self.visited += 1;
+                self.levels.insert(
+                    (*level).to_string(),
+                    Kept {
+                        level: level_read,
+                        limits_at,
+                        seen_at: now,
+                    },
+                );
             }
-            let Some(Level::Limited {
-                ceiling,
-                hierarchical,
+            let Some(Kept {
+                level:
+                    Level::Limited {
+                        ceiling,
+                        hierarchical,
+                    },
+                ..
             }) = self.levels.get(*level)
             else {
                 continue;
@@ -210,21 +278,62 @@ impl CeilingReader {
         best
     }
 
+    /// A limited level's usage, cache and swap read again, its limits and
+    /// counters kept from the last full read.
+    fn reread_usage(
+        &mut self,
+        dir: &Path,
+        mut ceiling: Ceiling,
+        hierarchical: bool,
+        h: Hierarchy,
+    ) -> Level {
+        let read = (|| {
+            let usage_file = match h {
+                Hierarchy::V1 => "memory.usage_in_bytes",
+                Hierarchy::V2 => "memory.current",
+            };
+            ceiling.usage = self.bytes(dir, usage_file)?;
+            let stat = self.text(dir, "memory.stat")?;
+            ceiling.reclaimable = cgroupfs::reclaimable_file(stat, h).unwrap_or(0);
+            if ceiling.swap_used.is_some() {
+                ceiling.swap_used = match h {
+                    Hierarchy::V1 => self
+                        .bytes(dir, "memory.memsw.usage_in_bytes")
+                        .ok()
+                        .map(|u| u.saturating_sub(ceiling.usage)),
+                    Hierarchy::V2 => self.bytes(dir, "memory.swap.current").ok(),
+                };
+            }
+            Ok(())
+        })();
+        match read {
+            Ok(()) => Level::Limited {
+                ceiling,
+                hierarchical,
+            },
+            Err((_, e)) if e.kind() == io::ErrorKind::NotFound => Level::Open,
+            Err((file, e)) => self.failed(dir, file, &e),
+        }
+    }
+
+    /// Count, log (rate-limited) and keep a failed read.
+    fn failed(&mut self, dir: &Path, file: &str, e: &io::Error) -> Level {
+        self.errors = self.errors.saturating_add(1);
+        let what = format!("{}: {e}", dir.join(file).display());
+        if let Some(more) = self.error_log.due(Instant::now()) {
+            tracing::warn!("cannot read a memory cgroup's limit: {what}{more}");
+        }
+        self.last_error = Some(what);
+        Level::Unreadable
+    }
+
     /// Read one level's files.
     fn read_level(&mut self, dir: &Path, level: &str, h: Hierarchy, total: u64) -> Level {
         match self.try_level(dir, level, h, total) {
             Ok(level) => level,
             // Gone since the process was listed: no limit this sample.
             Err((_, e)) if e.kind() == io::ErrorKind::NotFound => Level::Open,
-            Err((file, e)) => {
-                self.errors = self.errors.saturating_add(1);
-                let what = format!("{}: {e}", dir.join(file).display());
-                if let Some(more) = self.error_log.due(Instant::now()) {
-                    tracing::warn!("cannot read a memory cgroup's limit: {what}{more}");
-                }
-                self.last_error = Some(what);
-                Level::Unreadable
-            }
+            Err((file, e)) => self.failed(dir, file, &e),
         }
     }
 
@@ -309,6 +418,7 @@ impl CeilingReader {
 
     /// One file's text, in the reused buffer.
     fn text(&mut self, dir: &Path, name: &'static str) -> Result<&str, (&'static str, io::Error)> {
+        self.files += 1;
         self.buf.clear();
         File::open(dir.join(name))
             .and_then(|f| f.take(MAX_FILE).read_to_string(&mut self.buf))
@@ -354,7 +464,7 @@ impl CeilingReader {
         };
         let mut detail = format!(
             "{version} at {}: {} limited cgroup{} {} the ceiling of {} process cgroup{} \
-             ({} level{} read)",
+             ({} level{} visited, {} file{} read this sample)",
             mount.point.display(),
             t.cgroups,
             if t.cgroups == 1 { "" } else { "s" },
@@ -367,6 +477,8 @@ impl CeilingReader {
             },
             t.levels,
             if t.levels == 1 { "" } else { "s" },
+            t.files,
+            if t.files == 1 { "" } else { "s" },
         );
         if let Some(tightest) = ceilings.iter().min_by_key(|c| c.room()) {
             detail.push_str(&format!(

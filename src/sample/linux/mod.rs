@@ -115,10 +115,10 @@ use crate::model::{CollectorErrors, Snapshot, Timestamp, Unowned};
 use crate::sample::user_names::{PasswdFile, UserNames};
 use crate::sample::{SampleError, Sampler};
 
+pub use ceilings::{CeilingReader, LIMITS_EVERY};
 use proc_reader::ProcReader;
 use process_reads::Io;
 use tracker::Tracker;
-pub use ceilings::CeilingReader;
 pub use tracker::{TOP_EXACT, VERIFY_PERIOD};
 use unowned::UnownedScan;
 
