@@ -41,6 +41,13 @@ done
 seed proc_files passwd 9 "$fx/proc/passwd"
 seed proc_files limits 10 "$fx/proc/limits"
 printf 6441 | seed proc_files pid-name 11
+# Memory cgroups: /proc/[pid]/cgroup, mountinfo, the cgroup files.
+printf '9:name=systemd:/\n4:memory:/process_api/94afa55c08af25b76ab7b7d1f415db95\n0::/\n' |
+  seed proc_files cgroup-hybrid 12
+seed proc_files mountinfo-hybrid 13 "$fx/cgroup/mountinfo-hybrid-6.18"
+for f in "$fx"/cgroup/v1-2g-memory.* "$fx"/cgroup/v2-docker-memory-9000000.stat; do
+  seed proc_files "cgroup-$(basename "$f")" 14 "$f"
+done
 
 # --- macOS kernel answers (even byte: KERN_PROCARGS2, odd: kinfo_proc) -----
 # argc (little-endian int), exec path, NUL padding to 8 bytes, argv, env, "".

@@ -159,9 +159,9 @@ fi
 # disturb: they run after the rest, each set alone.
 # labels:: runs here: its processes hold 8 MiB each and its cgroups are
 # its own (one directory per test process in the memory hierarchy).
-say "cargo test --test environment (all but the attacks, the soak, the thrash test and the whole-machine notebook test)"
+say "cargo test --test environment (all but the attacks, the soak, the thrash test and the whole-machine notebook test and the cgroup ceilings)"
 env_status=0
-cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: || env_status=1
+cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: --skip ceilings:: || env_status=1
 say "cargo test --test environment attacks::"
 cargo test --locked --no-fail-fast --test environment -- attacks:: || env_status=1
 say "cargo test --test environment soak::"
@@ -171,6 +171,12 @@ cargo test --locked --no-fail-fast --test environment -- soak:: || env_status=1
 # compared with the machine's own memory figures, which they would move.
 say "cargo test --test environment whole_machine::"
 cargo test --locked --no-fail-fast --test environment -- whole_machine:: || env_status=1
+# Hogs growing at a set pace toward their memory cgroups' limits (a rule
+# must act on that pace before the cgroup's OOM killer does), 4 GiB held at
+# once, and the kernel's OOM killer made to act: alone, so that neither
+# tests beside them slow the pace nor they take the memory others measure.
+say "cargo test --test environment ceilings::"
+cargo test --locked --no-fail-fast --test environment -- ceilings:: --test-threads=1 || env_status=1
 # A swap file and most of the memory locked: alone, after everything else.
 say "cargo test --test environment thrash::"
 cargo test --locked --no-fail-fast --test environment -- thrash:: || env_status=1

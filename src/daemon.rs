@@ -709,8 +709,16 @@ impl Daemon {
 }
 
 /// The rules' system conditions, in rule order, for the cadence.
+/// The machine-wide `[rule.when]` conditions, which the probe watches
+/// between samples (a per-cgroup one is read in each sample: the policy
+/// asks for fast sampling when one comes near).
 fn gates(config: &Config) -> Vec<crate::config::SystemCondition> {
-    config.rules.iter().filter_map(|r| r.when.clone()).collect()
+    config
+        .rules
+        .iter()
+        .filter_map(|r| r.when.clone())
+        .filter(|w| w.per == crate::config::Per::Machine)
+        .collect()
 }
 
 /// A kernel pressure event woke this sample: report at least the level the

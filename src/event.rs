@@ -342,6 +342,13 @@ pub struct ExitCause {
     /// the last sample.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_memory: bool,
+    /// For a kill by a memory cgroup's OOM killer: the cgroup whose limit
+    /// was reached, as the kernel named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// That cgroup's limit in bytes, as last sampled before the kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_limit: Option<u64>,
 }
 
 impl ExitCause {
@@ -354,6 +361,7 @@ impl ExitCause {
             detail: cap_opt(self.detail, RECORD_MAX),
             signal: cap_opt(self.signal, SIGNAL_NAME_MAX),
             library: cap_opt(self.library, NAME_MAX),
+            cgroup: cap_opt(self.cgroup, PATH_MAX),
             ..self
         }
     }
@@ -386,6 +394,10 @@ impl ExitCause {
             signal: self.signal.clone(),
             library: None,
             not_memory: self.not_memory,
+            // Anyone may read a process's cgroup (`/proc/[pid]/cgroup`) and
+            // its limit: the cgroup and limit stay.
+            cgroup: self.cgroup.clone(),
+            cgroup_limit: self.cgroup_limit,
         }
     }
 }
@@ -600,6 +612,7 @@ mod tests {
             signal: Some("SIGSEGV".into()),
             library: Some("libsecret_op.so".into()),
             not_memory: true,
+            ..ExitCause::default()
         }
     }
 

@@ -22,8 +22,8 @@ mod series;
 mod trend;
 pub use series::{ProcessPoint, ProcessTrack, SystemPoint};
 pub use trend::{
-    GROWTH_WINDOW, MAX_GROWTH_POINTS, MIN_GROWTH_POINTS, exhaustion_headroom, theil_sen_slope,
-    time_to_exhaustion,
+    GROWTH_WINDOW, MAX_GROWTH_POINTS, MIN_GROWTH_POINTS, exhaustion_headroom,
+    exhaustion_headroom_for, theil_sen_slope, time_to_exhaustion,
 };
 
 /// How many of the largest processes of each sample get a series, besides

@@ -32,7 +32,7 @@ use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 
 use crate::event::ExitCauseKind;
-use crate::history::{GROWTH_WINDOW, exhaustion_headroom, time_to_exhaustion};
+use crate::history::{GROWTH_WINDOW, exhaustion_headroom_for, time_to_exhaustion};
 use crate::model::{HIDDEN_PATH, Job, PressureLevel, ProcessSample, Snapshot, WorkloadKind};
 use crate::state::{DurationHistogram, State};
 
@@ -726,7 +726,7 @@ fn processes(
     let eta = gauge(
         reg,
         "headroom_process_exhaustion_seconds",
-        "When memory and swap run out if an ML process keeps growing at its current pace; only for growing processes.",
+        "When memory and swap run out if an ML process keeps growing at its current pace (its memory cgroup's limit where that is tighter than the machine); only for growing processes.",
         &labels,
     )?;
     let info = gauge(
@@ -735,8 +735,8 @@ fn processes(
         "Always 1 for an ML process with series: how its footprint counts memory it shares (basis: rss counts a shared page in every process that maps it, pss splits it among them, phys_footprint is macOS's count), the root of its job (job_root_pid, empty outside every job) and its role there (job_role: root, worker or empty), and who it belongs to as its cgroup says (namespace, pod, pod_uid and container of a Kubernetes pod; container and container_id of a Docker, containerd, CRI-O or Podman container; slurm_job; the systemd unit), empty where unknown. Join on pid to group the other per-process series by pod, container or job.",
         &INFO_LABELS,
     )?;
-    let headroom = exhaustion_headroom(snap);
     for p in shown {
+        let (headroom, _) = exhaustion_headroom_for(snap, p);
         let pid = p.id.pid.to_string();
         let notebook = match p.workload.notebook.as_deref() {
             Some(notebook) if shows(p.uid) => notebook,

@@ -13,12 +13,14 @@ use serde::{Deserialize, Serialize};
 
 mod action;
 pub mod build;
+mod ceiling;
 mod check;
 mod job;
 mod labels;
 mod shared;
 pub mod text_caps;
 pub use action::{Action, SignalName};
+pub use ceiling::{Ceiling, CgroupVersion};
 pub use check::{Check, CheckStatus};
 pub use job::{Basis, HIDDEN_PATH, Job, SysvSegment, TmpfsFile, Unowned};
 pub use labels::{LabelSet, Labels, Runtime};
@@ -103,6 +105,10 @@ pub struct Snapshot {
     /// segments nobody attaches), read now and then.
     #[serde(default)]
     pub unowned: Unowned,
+    /// The memory cgroups with a limit below the machine's memory that are
+    /// some sampled process's ceiling, each read once (Linux).
+    #[serde(default)]
+    pub ceilings: Vec<Ceiling>,
     #[serde(default)]
     pub errors: CollectorErrors,
     /// Health of the optional collectors that ran (e.g. `nvml`): up or not, and why.
@@ -128,6 +134,35 @@ impl Snapshot {
     /// The job `p` belongs to, as its root or as a worker.
     pub fn job_of(&self, p: &ProcessSample) -> Option<&Job> {
         p.job.and_then(|root| self.job(root))
+    }
+
+    /// The ceiling of `p`: the tightest limited memory cgroup it is in,
+    /// `None` where none is known.
+    pub fn ceiling_of(&self, p: &ProcessSample) -> Option<&Ceiling> {
+        let path = p.cgroup.as_ref()?;
+        // A sampler's snapshot shares one string per cgroup between the
+        // process and its ceiling: pointers first, text only for a
+        // snapshot read back (a trace, the API).
+        self.ceilings
+            .iter()
+            .find(|c| c.cgroups.iter().any(|g| SharedStr::ptr_eq(g, path)))
+            .or_else(|| self.ceilings.iter().find(|c| c.covers(path)))
+    }
+
+    /// The ceiling of `p` where it is tighter than the machine: its room
+    /// is less than the machine's available memory.
+    pub fn binding_ceiling(&self, p: &ProcessSample) -> Option<&Ceiling> {
+        self.ceiling_of(p)
+            .filter(|c| c.room() < self.system.available)
+    }
+
+    /// What `p` can still get: the machine's available memory, or its
+    /// ceiling's room where that is smaller.
+    pub fn available_to(&self, p: &ProcessSample) -> u64 {
+        match self.ceiling_of(p) {
+            Some(c) => c.room().min(self.system.available),
+            None => self.system.available,
+        }
     }
 
     /// Processes ordered by footprint, largest first.

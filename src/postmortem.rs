@@ -97,7 +97,28 @@ struct Tracked {
     worker_of: Option<ProcessRef>,
     /// For the root of a job that has had workers: the job so far.
     job: Option<JobTally>,
+    /// Its memory cgroup's ceiling at its last live sample.
+    ceiling: Option<SeenCeiling>,
+    /// Watched only as a large process under a binding ceiling: its end
+    /// is reported only when a kill record names it.
+    contained: bool,
 }
+
+/// A ceiling as a post-mortem names it.
+#[derive(Debug, Clone)]
+struct SeenCeiling {
+    path: crate::model::SharedStr,
+    limit: u64,
+    limit_file: &'static str,
+    usage: u64,
+}
+
+/// A process under a ceiling tighter than the machine is watched (for its
+/// cgroup's OOM killer) once its footprint is at least this share of the
+/// limit: the kernel's OOM killer takes the largest, and at most this many
+/// processes per cgroup can be that large, so what another user runs in a
+/// container cannot make the daemon track every process.
+const CONTAINED_SHARE: u64 = 16;
 
 /// What a root's post-mortem will say of its job, kept while it lives.
 #[derive(Debug, Clone, Default)]
@@ -171,6 +192,8 @@ impl PostMortems {
             acted: true,
             worker_of: None,
             job: None,
+            ceiling: None,
+            contained: false,
         });
         t.acted = true;
         if matches!(d.action, Action::Signal { .. }) {
@@ -296,7 +319,13 @@ impl PostMortems {
                 self.pending.push(p);
                 continue;
             }
-            let reported = t.worker_of.is_none() || t.acted || direct;
+            let memory_kill =
+                matches!(cause.kind, ExitCauseKind::OomKiller | ExitCauseKind::Jetsam);
+            let reported = if t.contained {
+                t.acted || memory_kill
+            } else {
+                t.worker_of.is_none() || t.acted || direct
+            };
             if reported {
                 let headroom_action = self.last_action.get(&p.id).cloned();
                 let job = t.job.as_ref().filter(|j| j.most_workers > 0).map(|j| {
@@ -335,7 +364,12 @@ impl PostMortems {
             .collect();
         let jobs: HashMap<u32, &Job> = snap.jobs.iter().map(|j| (j.pid(), j)).collect();
         for p in &snap.processes {
-            self.update(p, history, now, &ml, &jobs);
+            let ceiling = if snap.ceilings.is_empty() {
+                None
+            } else {
+                snap.ceiling_of(p)
+            };
+            self.update(p, history, now, &ml, &jobs, ceiling);
         }
         out
     }
@@ -347,6 +381,7 @@ impl PostMortems {
         now: Timestamp,
         ml: &HashMap<u32, &ProcessSample>,
         jobs: &HashMap<u32, &Job>,
+        ceiling: Option<&crate::model::Ceiling>,
     ) {
         if self.dead.contains(&p.id) || self.pending.iter().any(|q| q.id == p.id) {
             return;
@@ -360,7 +395,11 @@ impl PostMortems {
             None if p.ppid != 0 && p.ppid != p.id.pid => ml.get(&p.ppid),
             None => None,
         };
-        if !known && !p.workload.is_ml() && root.is_none() {
+        // A large process under a limit tighter than the machine: its
+        // cgroup's OOM killer may take it.
+        let contained =
+            ceiling.is_some_and(|c| c.limit() > 0 && p.footprint >= c.limit() / CONTAINED_SHARE);
+        if !known && !p.workload.is_ml() && root.is_none() && !contained {
             return;
         }
         // No memory at all: dead or dying; keep the last live figures.
@@ -376,6 +415,17 @@ impl PostMortems {
             acted: false,
             worker_of: None,
             job: None,
+            ceiling: None,
+            contained: !p.workload.is_ml() && root.is_none(),
+        });
+        if p.workload.is_ml() || root.is_some() {
+            t.contained = false;
+        }
+        t.ceiling = ceiling.map(|c| SeenCeiling {
+            path: c.path.clone(),
+            limit: c.limit(),
+            limit_file: c.limit_file(),
+            usage: c.usage,
         });
         t.process = ProcessRef::of(p);
         t.last_alive = now;
@@ -523,13 +573,36 @@ impl PostMortems {
                 .resident_bytes
                 .map(|b| format!(", with {} resident", crate::report::format_bytes(b)))
                 .unwrap_or_default();
+            // A cgroup's OOM killer: name the cgroup and its limit, as
+            // sampled before the kill.
+            let seen = k
+                .memcg
+                .as_deref()
+                .and_then(|m| t.ceiling.as_ref().filter(|c| *c.path == *m));
+            let limit = match (&k.memcg, seen) {
+                (_, Some(c)) => format!(
+                    " of {} ({}; {} charged to it at the last sample)",
+                    crate::report::format_bytes(c.limit),
+                    c.limit_file,
+                    crate::report::format_bytes(c.usage)
+                ),
+                (Some(_), None) => " (its limit was not read: it was not this process's \
+                                    ceiling at the last sample)"
+                    .to_string(),
+                (None, None) => String::new(),
+            };
             return ExitCause {
                 kind,
                 how: format!(
-                    "{} recorded {killer} killing pid {} ({}){resident}: {}{status_words}",
-                    k.source, k.pid, k.name, k.scope
+                    "{} recorded {killer} killing pid {} ({}){resident}: {}{limit}{status_words}",
+                    k.source,
+                    k.pid,
+                    k.name,
+                    crate::model::printable(&k.scope)
                 ),
                 detail: Some(k.message.clone()),
+                cgroup: k.memcg.clone(),
+                cgroup_limit: seen.map(|c| c.limit),
                 ..ExitCause::default()
             };
         }
@@ -598,6 +671,7 @@ impl PostMortems {
                 signal: c.signal.clone(),
                 library: c.library.clone(),
                 not_memory: c.memory.is_none(),
+                ..ExitCause::default()
             };
         }
         if let Some((s, when)) = self.signal_that_ended(p, t) {
@@ -796,6 +870,7 @@ mod tests {
             message: "Out of memory: Killed process 42 (python3) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:1000".into(),
             resident_bytes: Some(1024),
             scope: "the machine ran out of memory".into(),
+            memcg: None,
             read_at: Timestamp(read_at),
         }
     }

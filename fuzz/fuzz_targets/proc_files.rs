@@ -1,5 +1,5 @@
-//! Fuzz target: every `/proc` parser of the Linux sampler, and the figures
-//! computed from what they return. The first byte picks the parser, the rest
+//! Fuzz target: every `/proc` parser of the Linux sampler (and those of the
+//! memory-cgroup files), and the figures computed from what they return. The first byte picks the parser, the rest
 //! is the file's content, so one target and one corpus cover them all
 //! (`fuzz/corpus/proc_files` holds the real fixtures, each behind its byte).
 //! Each parser must return a value or `None`/`Err` for any bytes: never
@@ -7,7 +7,7 @@
 
 #![no_main]
 
-use headroom::sys::procfs;
+use headroom::sys::{cgroupfs, procfs};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = String::from_utf8_lossy(file);
-    match which % 12 {
+    match which % 16 {
         0 => {
             if let Ok(m) = procfs::parse_meminfo(&text) {
                 let s = procfs::system_memory(&m);
@@ -69,6 +69,33 @@ fuzz_target!(|data: &[u8]| {
         }
         10 => {
             let _ = procfs::parse_max_open_files(&text);
+        }
+        12 => {
+            if let Ok(path) = procfs::parse_memory_cgroup(file) {
+                assert!(path.len() <= procfs::CGROUP_PATH_MAX);
+            }
+            for line in procfs::cgroup_lines(file) {
+                assert!(line.path.starts_with(b"/"));
+            }
+        }
+        13 => {
+            let mounts = cgroupfs::parse_mountinfo(&text);
+            if let Some((_, mount)) = mounts.memory() {
+                for path in ["/", "/a/b", "/../x", "/a/../b"] {
+                    if let Ok(dir) = cgroupfs::cgroup_dir(mount, path) {
+                        assert!(dir.starts_with(&mount.point), "{dir:?} outside the mount");
+                    }
+                }
+            }
+        }
+        14 => {
+            let _ = cgroupfs::parse_limit(&text);
+            let _ = cgroupfs::reclaimable_file(&text, cgroupfs::Hierarchy::V1);
+            let _ = cgroupfs::reclaimable_file(&text, cgroupfs::Hierarchy::V2);
+            let _ = cgroupfs::keyed_value(&text, "oom_kill");
+            for level in cgroupfs::levels(&text) {
+                assert!(!level.is_empty());
+            }
         }
         _ => {
             if let Some(pid) = procfs::parse_pid(file) {

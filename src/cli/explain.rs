@@ -48,6 +48,8 @@ pub struct View {
     pub process: ProcessSample,
     pub snap_total: u64,
     pub snap_available: u64,
+    /// Its memory-cgroup ceiling in words, where it has one.
+    pub ceiling: Option<String>,
     pub pressure: String,
     /// The uid the judged headroom runs as.
     pub self_uid: u32,
@@ -212,6 +214,7 @@ fn from_daemon(client: &DaemonClient, holder: Holder, pid: u32) -> Result<View, 
         handlers: handlers(&config, &process),
         snap_total: snap.system.total,
         snap_available: snap.system.available,
+        ceiling: crate::policy::limits::ceiling_reading(&snap, &process),
         pressure: snap.pressure.level.to_string(),
         self_uid,
         verdicts,
@@ -280,6 +283,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
         handlers: handlers(&config, &process),
         snap_total: snap.system.total,
         snap_available: snap.system.available,
+        ceiling: crate::policy::limits::ceiling_reading(&snap, &process),
         pressure: snap.pressure.level.to_string(),
         self_uid: ctx.self_uid,
         verdicts,
@@ -344,6 +348,14 @@ pub fn render(view: &View) -> String {
         format_bytes(view.snap_available),
         view.pressure
     ));
+    match (&view.ceiling, &p.cgroup) {
+        (Some(words), _) => out.push(format!("memory limit: {words}")),
+        (None, Some(cgroup)) => out.push(format!(
+            "memory limit: none below the machine's memory in its memory cgroup {} or above it",
+            printable(cgroup)
+        )),
+        (None, None) => {}
+    }
     out.push(match &view.source {
         Source::Daemon { addr, file } => format!(
             "judged by the headroom daemon at {addr} (running as uid {}, config {}): its \
@@ -584,6 +596,7 @@ mod tests {
             process,
             snap_total: snap.system.total,
             snap_available: snap.system.available,
+            ceiling: None,
             pressure: "normal".into(),
             self_uid: 0,
             statuses: Vec::new(),

@@ -83,6 +83,7 @@ pub(crate) struct RawMatch {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a [rule.when] table")]
 pub(crate) struct RawWhen {
+    pub(crate) per: Option<Spanned<String>>,
     pub(crate) pressure: Option<Spanned<String>>,
     pub(crate) available_below: Option<Spanned<SizeLimit>>,
     pub(crate) swap_used_above: Option<Spanned<SizeLimit>>,

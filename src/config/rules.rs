@@ -247,13 +247,40 @@ impl Matcher {
     }
 }
 
-/// Machine-wide conditions that gate a rule. All given ones must hold.
+/// What a `[rule.when]` condition is read against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    /// The machine: its available memory, swap and pressure.
+    #[default]
+    Machine,
+    /// Each memory cgroup with a limit (a container, a pod, a Slurm job, a
+    /// systemd unit with `MemoryMax=`) on its own: `available_below` is
+    /// the cgroup's room under its limit (a percentage: of that limit),
+    /// `swap_used_above` its swap (a percentage: of its swap limit, or of
+    /// the machine's swap where it has none). The victim is picked among
+    /// the matching processes whose ceiling that cgroup is.
+    Cgroup,
+}
+
+impl Per {
+    fn is_machine(&self) -> bool {
+        *self == Per::Machine
+    }
+}
+
+/// Conditions that gate a rule, read against the machine or against each
+/// limited memory cgroup (`per`). All given ones must hold.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SystemCondition {
+    /// What the conditions are read against.
+    #[serde(skip_serializing_if = "Per::is_machine")]
+    pub per: Per,
     /// Pressure level at least this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pressure: Option<PressureLevel>,
-    /// Available memory below this (bytes or % of physical memory).
+    /// Available memory below this (bytes or % of physical memory; per
+    /// cgroup: the cgroup's room, bytes or % of its limit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub available_below: Option<SizeLimit>,
     /// Swap used above this (bytes or % of swap space).
@@ -604,6 +631,16 @@ fn validate_rule(
     let key = |k: &str| format!("rule.{name}.{k}");
 
     let matcher = validate_match(raw.matcher.unwrap_or_default(), &key("match"), source)?;
+    if let Some(gpu) = &raw.gpu_memory
+        && gpu.get_ref().of_limit()
+    {
+        return Err(source.error_at(
+            gpu.span(),
+            &key("gpu_memory"),
+            "a gpu_memory percentage is of the GPU's memory, e.g. \"90%\"; \"of limit\" is \
+             for footprint (a share of the process's memory-cgroup limit)",
+        ));
+    }
     let limits = Limits {
         footprint: raw.footprint.map(Spanned::into_inner),
         gpu_memory: raw.gpu_memory.map(Spanned::into_inner),
@@ -750,7 +787,7 @@ fn validate_when(
     key: &str,
     source: &Source<'_>,
 ) -> Result<SystemCondition, ConfigError> {
-    let pressure = match raw.pressure {
+    let pressure = match &raw.pressure {
         None => None,
         Some(p) => match p.get_ref().as_str() {
             "warn" => Some(PressureLevel::Warn),
@@ -764,10 +801,57 @@ fn validate_when(
             }
         },
     };
+    let per = match &raw.per {
+        None => Per::Machine,
+        Some(p) => match p.get_ref().as_str() {
+            "machine" => Per::Machine,
+            "cgroup" => Per::Cgroup,
+            _ => {
+                return Err(source.error_at(
+                    p.span(),
+                    &format!("{key}.per"),
+                    "expected \"machine\" (the machine's memory, the default) or \"cgroup\" \
+                     (each memory cgroup with a limit on its own: a container, a pod, a Slurm job)",
+                ));
+            }
+        },
+    };
+    if per == Per::Cgroup
+        && let Some(p) = &raw.pressure
+    {
+        return Err(source.error_at(
+            p.span(),
+            &format!("{key}.pressure"),
+            "pressure is the machine's; a per = \"cgroup\" condition reads each cgroup's \
+             available_below and swap_used_above (or remove per to gate on the machine)",
+        ));
+    }
+    for (name, limit) in [
+        ("available_below", &raw.available_below),
+        ("swap_used_above", &raw.swap_used_above),
+    ] {
+        if per == Per::Machine
+            && let Some(l) = limit
+            && l.get_ref().of_limit()
+        {
+            return Err(source.error_at(
+                l.span(),
+                &format!("{key}.{name}"),
+                "\"of limit\" is a share of a cgroup's memory limit: add per = \"cgroup\" to \
+                 read the condition in each limited cgroup, or write a share of the machine's \
+                 memory such as \"10%\"",
+            ));
+        }
+    }
+    let of_limit = |l: SizeLimit| match l {
+        SizeLimit::PercentOfLimit(p) => SizeLimit::Percent(p),
+        other => other,
+    };
     let cond = SystemCondition {
+        per,
         pressure,
-        available_below: raw.available_below.map(Spanned::into_inner),
-        swap_used_above: raw.swap_used_above.map(Spanned::into_inner),
+        available_below: raw.available_below.map(|l| of_limit(l.into_inner())),
+        swap_used_above: raw.swap_used_above.map(|l| of_limit(l.into_inner())),
     };
     if cond.pressure.is_none() && cond.available_below.is_none() && cond.swap_used_above.is_none() {
         return Err(source.error(

@@ -238,7 +238,9 @@ impl<'de> Deserialize<'de> for ByteSize {
             percent_allowed: false,
         })? {
             SizeLimit::Bytes(size) => Ok(size),
-            SizeLimit::Percent(_) => Err(de::Error::custom(format!("invalid size; {SIZE_HINT}"))),
+            SizeLimit::Percent(_) | SizeLimit::PercentOfLimit(_) => {
+                Err(de::Error::custom(format!("invalid size; {SIZE_HINT}")))
+            }
         }
     }
 }
@@ -305,11 +307,15 @@ impl Visitor<'_> for SizeVisitor {
 // ---------------------------------------------------------------------------------
 
 /// A limit written either as a size (`"8GiB"`) or as a share of a total (`"60%"`,
-/// greater than 0 and at most 100), usually physical memory.
+/// greater than 0 and at most 100), usually physical memory (`"60% of memory"`
+/// says so), or a share of a process's own memory limit (`"80% of limit"`: the
+/// limit of its memory cgroup where it has one, see [`crate::model::Ceiling`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SizeLimit {
     Bytes(ByteSize),
     Percent(f64),
+    /// `"80% of limit"`: of the process's memory limit.
+    PercentOfLimit(f64),
 }
 
 impl SizeLimit {
@@ -320,14 +326,44 @@ impl SizeLimit {
             SizeLimit::Bytes(size) => size.0,
             // `as` saturates, and `min` keeps f64 rounding near u64::MAX from
             // going past `total`.
-            SizeLimit::Percent(percent) => (((total as f64) * percent / 100.0) as u64).min(total),
+            SizeLimit::Percent(percent) | SizeLimit::PercentOfLimit(percent) => {
+                (((total as f64) * percent / 100.0) as u64).min(total)
+            }
         }
+    }
+
+    /// Written as a share of the process's memory limit (`"80% of limit"`).
+    pub fn of_limit(&self) -> bool {
+        matches!(self, SizeLimit::PercentOfLimit(_))
     }
 }
 
-/// Parses a size limit: a size as in [`parse_size`], or a percentage such as `"60%"`.
+/// Parses a size limit: a size as in [`parse_size`], a percentage such as `"60%"`
+/// (or `"60% of memory"`, the same), or `"80% of limit"`.
 pub fn parse_size_limit(text: &str) -> Result<SizeLimit, UnitError> {
     let trimmed = text.trim();
+    if let Some(share) = trimmed.strip_suffix("of limit") {
+        return match parse_size_limit(share)? {
+            SizeLimit::Percent(p) if share.trim_end().ends_with('%') => {
+                Ok(SizeLimit::PercentOfLimit(p))
+            }
+            _ => Err(UnitError::new(
+                "size limit",
+                text,
+                r#""of limit" follows a percentage, e.g. "80% of limit""#.to_owned(),
+            )),
+        };
+    }
+    if let Some(share) = trimmed.strip_suffix("of memory") {
+        return match parse_size_limit(share)? {
+            SizeLimit::Percent(p) if share.trim_end().ends_with('%') => Ok(SizeLimit::Percent(p)),
+            _ => Err(UnitError::new(
+                "size limit",
+                text,
+                r#""of memory" follows a percentage, e.g. "60% of memory""#.to_owned(),
+            )),
+        };
+    }
     let Some(number) = trimmed.strip_suffix('%') else {
         return parse_size_as("size limit", text, LIMIT_HINT).map(SizeLimit::Bytes);
     };
@@ -372,6 +408,7 @@ impl fmt::Display for SizeLimit {
             // f64's Display is the shortest text that parses back to the same value,
             // and never uses exponent notation.
             SizeLimit::Percent(percent) => write!(f, "{percent}%"),
+            SizeLimit::PercentOfLimit(percent) => write!(f, "{percent}% of limit"),
         }
     }
 }
@@ -671,6 +708,29 @@ pub mod duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_of_the_limit_is_its_own_kind_and_of_memory_is_the_default() {
+        assert_eq!(
+            parse_size_limit("80% of limit").unwrap(),
+            SizeLimit::PercentOfLimit(80.0)
+        );
+        assert_eq!(
+            parse_size_limit(" 12.5 %  of limit ").unwrap(),
+            SizeLimit::PercentOfLimit(12.5)
+        );
+        assert_eq!(
+            parse_size_limit("60% of memory").unwrap(),
+            SizeLimit::Percent(60.0)
+        );
+        assert_eq!(SizeLimit::PercentOfLimit(80.0).to_string(), "80% of limit");
+        assert_eq!(SizeLimit::PercentOfLimit(50.0).resolve(2 << 30), 1 << 30);
+        for bad in ["2GiB of limit", "of limit", "150% of limit", "80%of limitx"] {
+            assert!(parse_size_limit(bad).is_err(), "{bad}");
+        }
+        let e = parse_size_limit("2GiB of limit").unwrap_err().to_string();
+        assert!(e.contains("\"of limit\" follows a percentage"), "{e}");
+    }
 
     fn size(s: &str) -> u64 {
         parse_size(s).map(ByteSize::bytes).unwrap()

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::series::{ProcessPoint, ProcessTrack};
-use crate::model::{Snapshot, Timestamp};
+use crate::model::{ProcessSample, Snapshot, Timestamp};
 
 /// The window [`ProcessTrack::growth_bytes_per_second`] is usually asked about:
 /// long enough to see through allocator noise, short enough to follow a loop
@@ -133,6 +133,22 @@ pub fn exhaustion_headroom(snap: &Snapshot) -> u64 {
     snap.system
         .available
         .saturating_add(snap.swap.total.saturating_sub(snap.swap.used))
+}
+
+/// The memory `p` can still take before it runs out, and the ceiling that
+/// bounds it where that is tighter than the machine: the smaller of the
+/// machine's [`exhaustion_headroom`] and its memory cgroup's room plus the
+/// swap the cgroup may still use ([`crate::model::Ceiling::headroom`]).
+pub fn exhaustion_headroom_for<'s>(
+    snap: &'s Snapshot,
+    p: &ProcessSample,
+) -> (u64, Option<&'s crate::model::Ceiling>) {
+    let machine = exhaustion_headroom(snap);
+    let free_swap = snap.swap.total.saturating_sub(snap.swap.used);
+    match snap.ceiling_of(p) {
+        Some(c) if c.headroom(free_swap) < machine => (c.headroom(free_swap), Some(c)),
+        _ => (machine, None),
+    }
 }
 
 /// `headroom_bytes` ÷ `bytes_per_second`: how long until that much memory is

@@ -29,12 +29,13 @@ use super::viewer::{Sight, Viewer, listed_part, redact_config};
 use super::{ApiError, Shared, current};
 use crate::config::Config;
 use crate::history::{
-    GROWTH_WINDOW, ProcessPoint, SystemPoint, exhaustion_headroom, time_to_exhaustion,
+    GROWTH_WINDOW, ProcessPoint, SystemPoint, exhaustion_headroom, exhaustion_headroom_for,
+    time_to_exhaustion,
 };
 use crate::metrics;
 use crate::model::{
-    Basis, CollectorErrors, GpuDevice, Job, Pressure, ProcessSample, Snapshot, Swap, SystemMemory,
-    Timestamp,
+    Basis, CollectorErrors, GpuDevice, Job, Pressure, ProcessSample, SharedStr, Snapshot, Swap,
+    SystemMemory, Timestamp,
 };
 use crate::state::State as DaemonState;
 
@@ -199,6 +200,26 @@ pub struct RowFigures {
     /// For a job's root, the job: its members, total and basis; `null` for
     /// a worker and outside every job.
     pub job_total: Option<JobTotal>,
+    /// Its memory-cgroup ceiling (the tightest limited cgroup it is in):
+    /// shown whether or not a rule watches it; `null` where it has none.
+    pub ceiling: Option<RowCeiling>,
+}
+
+/// A process's ceiling as its row shows it.
+#[derive(Debug, Serialize)]
+pub struct RowCeiling {
+    /// The limited cgroup (see the snapshot's `ceilings`).
+    pub cgroup: SharedStr,
+    /// The limit that stops it first, and the file it is read from.
+    pub limit: u64,
+    pub limit_file: &'static str,
+    /// Charged to the cgroup now, page cache included.
+    pub usage: u64,
+    /// What the cgroup can still take: limit − (usage − reclaimable cache).
+    pub room: u64,
+    /// The room is less than the machine's available memory: the cgroup's
+    /// OOM killer, not the machine, stops the process first.
+    pub binding: bool,
 }
 
 /// A process's place in its job.
@@ -239,13 +260,9 @@ impl JobTotal {
     }
 }
 
-fn figures(
-    state: &DaemonState,
-    snap: &Snapshot,
-    headroom: u64,
-    p: &ProcessSample,
-    sight: Sight,
-) -> RowFigures {
+fn figures(state: &DaemonState, snap: &Snapshot, p: &ProcessSample, sight: Sight) -> RowFigures {
+    // Against its ceiling where that is tighter than the machine.
+    let (headroom, _) = exhaustion_headroom_for(snap, p);
     let growth = state
         .history
         .process(&p.id)
@@ -272,6 +289,14 @@ fn figures(
             JobTotal::of(j, |pid| {
                 !sight.omits_any() || snap.process(pid).is_some_and(|m| sight.lists(m.uid))
             })
+        }),
+        ceiling: snap.ceiling_of(p).map(|c| RowCeiling {
+            cgroup: c.path.clone(),
+            limit: c.limit(),
+            limit_file: c.limit_file(),
+            usage: c.usage,
+            room: c.room(),
+            binding: c.room() < snap.system.available,
         }),
     }
 }
@@ -335,7 +360,7 @@ pub async fn processes(
                 Some(WorkloadFilter::Ml) => p.workload.is_ml() || snap.job_of(p).is_some(),
                 Some(WorkloadFilter::Kind(k)) => p.workload.is(k),
             })
-            .map(|(i, p)| (i, p, figures(&state, &snap, headroom, p, sight)))
+            .map(|(i, p)| (i, p, figures(&state, &snap, p, sight)))
             .collect();
         let matched = rows.len();
         let key = |p: &ProcessSample, f: &RowFigures| -> f64 {
@@ -438,7 +463,7 @@ pub async fn process(
                 .map(|t| t.points.iter().copied().collect())
                 .unwrap_or_default(),
         };
-        let figures = figures(&state, &snap, exhaustion_headroom(&snap), p, sight);
+        let figures = figures(&state, &snap, p, sight);
         let permit = gates.large(viewer.key().await).await?;
         let forms = Forms::of(&state.snapshot_json, &snap, sight).await?;
         let mut chunks = vec![Bytes::from(open_with(&detail, "process")?)];

@@ -53,6 +53,9 @@ struct Head<'a> {
     gpus: &'a [crate::model::GpuDevice],
     jobs: &'a [crate::model::Job],
     unowned: std::borrow::Cow<'a, crate::model::Unowned>,
+    /// Shown to every viewer: anyone may read a cgroup's limit and usage
+    /// under /sys/fs/cgroup, and `/proc/[pid]/cgroup`.
+    ceilings: &'a [crate::model::Ceiling],
     errors: &'a crate::model::CollectorErrors,
     collectors: &'a [crate::model::CollectorStatus],
     notes: &'a [String],
@@ -111,6 +114,7 @@ fn encode_head(snap: &Snapshot, form: JsonForm, jobs: &[Job]) -> Vec<u8> {
         processes: _,
         jobs: _,
         unowned,
+        ceilings,
         errors,
         collectors,
         notes,
@@ -129,6 +133,7 @@ fn encode_head(snap: &Snapshot, form: JsonForm, jobs: &[Job]) -> Vec<u8> {
             JsonForm::Full => std::borrow::Cow::Borrowed(unowned),
             JsonForm::Redacted => std::borrow::Cow::Owned(redact_unowned(unowned)),
         },
+        ceilings,
         errors,
         collectors,
         notes,

@@ -358,6 +358,12 @@ impl SnapshotBuilder {
     }
 
     /// One more process, after those already there.
+    /// The memory-cgroup ceilings of its processes.
+    pub fn ceilings(mut self, ceilings: impl IntoIterator<Item = super::Ceiling>) -> Self {
+        self.0.ceilings = ceilings.into_iter().collect();
+        self
+    }
+
     pub fn process(mut self, process: impl Into<ProcessSample>) -> Self {
         self.0.processes.push(process.into());
         self

@@ -15,7 +15,7 @@ use super::protection::{self, HardProtected, Protection};
 use crate::config::{Config, Rule, Scope, Step};
 use crate::history::{History, ProcessTrack};
 use crate::model::Action;
-use crate::model::{Job, ProcessSample, Snapshot, Timestamp};
+use crate::model::{Ceiling, Job, ProcessSample, Snapshot, Timestamp};
 
 /// Why a rule that holds for a process does not act on it. One journal
 /// event per crossing and kind: a new kind within the same crossing (the
@@ -44,6 +44,7 @@ pub struct NotActing {
 }
 
 /// Everything one evaluation shares across one rule's processes.
+#[derive(Clone, Copy)]
 pub(super) struct RuleRun<'a> {
     pub rule: &'a Rule,
     pub config: &'a Config,
@@ -53,6 +54,10 @@ pub(super) struct RuleRun<'a> {
     pub now: Timestamp,
     /// The hard-wired protected pids (see [`protection::hard_protected`]).
     pub hard: &'a HardProtected<'a>,
+    /// For a rule whose `[rule.when]` is read per cgroup: the limited
+    /// cgroup this run reads it in and picks a victim among (`None`: the
+    /// processes in no limited cgroup).
+    pub ceiling: Option<&'a Ceiling>,
 }
 
 /// What a rule judges: a process, or a job root standing for its job
@@ -204,12 +209,39 @@ impl<'a> RuleRun<'a> {
         }
     }
 
-    /// The rule's `[rule.when]`, read against the sample.
+    /// The rule's `[rule.when]`, read against the sample (per cgroup:
+    /// against this run's cgroup).
     pub fn condition(&self) -> Option<ConditionCheck> {
         self.rule
             .when
             .as_ref()
-            .map(|w| limits::check_condition(w, self.snap, self.rule.hysteresis))
+            .map(|w| limits::check_condition(w, self.snap, self.ceiling, self.rule.hysteresis))
+    }
+
+    /// Whether the rule's `[rule.when]` is read in each limited cgroup.
+    pub fn per_cgroup(&self) -> bool {
+        self.rule
+            .when
+            .as_ref()
+            .is_some_and(|w| w.per == crate::config::Per::Cgroup)
+    }
+
+    /// This run for the limited cgroup that is `p`'s ceiling, where the
+    /// rule reads its condition per cgroup.
+    pub fn in_cgroup_of(self, p: &ProcessSample) -> Self {
+        if !self.per_cgroup() {
+            return self;
+        }
+        Self {
+            ceiling: self.snap.ceiling_of(p),
+            ..self
+        }
+    }
+
+    /// The victim scope of a gated rule: the rule, and per cgroup the
+    /// cgroup it picks in.
+    pub fn victim_key(&self) -> (String, Option<crate::model::SharedStr>) {
+        (self.rule.name.clone(), self.ceiling.map(|c| c.path.clone()))
     }
 
     /// Why the rule's steps are journaled and not carried out, if they are.

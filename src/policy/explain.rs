@@ -94,7 +94,9 @@ pub fn explain(
                 ctx,
                 now,
                 hard: &hard,
-            };
+                ceiling: None,
+            }
+            .in_cgroup_of(p);
             verdict(&run, p)
         })
         .collect()
@@ -125,7 +127,11 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
     let selected = (rule.when.is_some() && holds).then(|| {
         // The processes the rule holds for and may act on, as evaluate
         // gathers them, and the one `select` takes.
-        let all = run.candidates();
+        let all: Vec<_> = run
+            .candidates()
+            .into_iter()
+            .filter(|c| !run.per_cgroup() || same_ceiling(run, &c.p))
+            .collect();
         let candidates: Vec<(&ProcessSample, Option<&crate::history::ProcessTrack>)> = all
             .iter()
             .map(|c| run.assess(c))
@@ -160,6 +166,11 @@ fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
             .filter_map(|i| assess::numbered_step(rule, i))
             .collect(),
     }
+}
+
+/// Whether `p`'s ceiling is the one `run` reads its condition in.
+fn same_ceiling(run: &RuleRun<'_>, p: &ProcessSample) -> bool {
+    run.snap.ceiling_of(p).map(|c| &c.path) == run.ceiling.map(|c| &c.path)
 }
 
 #[cfg(test)]

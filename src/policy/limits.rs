@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::config::{Limits, Rule, SizeLimit, SystemCondition};
-use crate::history::{ProcessTrack, exhaustion_headroom, time_to_exhaustion};
-use crate::model::{Job, ProcessSample, Snapshot, Timestamp};
+use crate::config::{Limits, Per, Rule, SizeLimit, SystemCondition};
+use crate::history::{ProcessTrack, exhaustion_headroom_for, time_to_exhaustion};
+use crate::model::{Ceiling, Job, ProcessSample, Snapshot, Timestamp, printable};
 use crate::report::format_bytes;
 
 /// Points needed before a growth rate is trusted for a limit.
@@ -60,7 +60,7 @@ fn gpu_total(snap: &Snapshot) -> Option<u64> {
 fn size_threshold(limit: SizeLimit, total: u64, of: &str) -> String {
     match limit {
         SizeLimit::Bytes(_) => format_bytes(limit.resolve(total)),
-        SizeLimit::Percent(_) => format!(
+        SizeLimit::Percent(_) | SizeLimit::PercentOfLimit(_) => format!(
             "{limit} of {} {of} = {}",
             format_bytes(total),
             format_bytes(limit.resolve(total))
@@ -137,7 +137,17 @@ pub fn check(
     let mut predicted_crossing = None;
 
     if let Some(limit) = l.footprint {
-        let bytes = limit.resolve(snap.system.total);
+        // "80% of limit": of its memory cgroup's limit, where it has one.
+        let ceiling = snap.ceiling_of(p).filter(|_| limit.of_limit());
+        let (total, of) = match ceiling {
+            Some(c) => (c.limit(), ceiling_words(c)),
+            None if limit.of_limit() => (
+                snap.system.total,
+                "memory (no memory-cgroup limit above it)".to_string(),
+            ),
+            None => (snap.system.total, "memory".to_string()),
+        };
+        let bytes = limit.resolve(total);
         limit_words.push(format!("footprint > {}", format_bytes(bytes)));
         let over = p.footprint > bytes;
         if over {
@@ -150,7 +160,7 @@ pub fn check(
         readings.push(Reading {
             what: "footprint",
             value: format!("{prefix}{}", format_bytes(p.footprint)),
-            threshold: format!("> {}", size_threshold(limit, snap.system.total, "memory")),
+            threshold: format!("> {}", size_threshold(limit, total, &of)),
             holds: over,
         });
         if (p.footprint as f64) >= bytes as f64 * (1.0 - h) {
@@ -259,7 +269,12 @@ pub fn check(
             humantime::format_duration(limit)
         ));
         let own = track.and_then(|t| t.growth(now, rule.window, MIN_GROWTH_POINTS));
-        let headroom = exhaustion_headroom(snap);
+        // Against its ceiling where that is tighter than the machine.
+        let (headroom, ceiling) = exhaustion_headroom_for(snap, p);
+        let left_under = match ceiling {
+            Some(c) => format!("left under the {}", ceiling_words(c)),
+            None => "available plus free swap".to_string(),
+        };
         let threshold = format!("<= {}", humantime::format_duration(limit));
         let (g, machine_paced) = match own {
             Some(own) => {
@@ -282,7 +297,7 @@ pub fn check(
                 let within = tte <= limit;
                 if within {
                     exceeded.push(format!(
-                        "{prefix}growing {}/s{pace}, {} left: exhausted in {:.1}s (limit {})",
+                        "{prefix}growing {}/s{pace}, {} {left_under}: exhausted in {:.1}s (limit {})",
                         format_bytes(g as u64),
                         format_bytes(headroom),
                         tte.as_secs_f64(),
@@ -292,7 +307,7 @@ pub fn check(
                 readings.push(Reading {
                     what: "time to exhaustion",
                     value: format!(
-                        "{:.1}s ({prefix}growing {}/s{pace} over {}, {} available plus free swap)",
+                        "{:.1}s ({prefix}growing {}/s{pace} over {}, {} {left_under})",
                         tte.as_secs_f64(),
                         format_bytes(g as u64),
                         humantime::format_duration(rule.window),
@@ -335,6 +350,47 @@ pub fn check(
         predicted_crossing,
         readings,
     }
+}
+
+/// A ceiling in words: `memory cgroup /lab's limit of 2.0 GiB
+/// (memory.limit_in_bytes)`.
+pub fn ceiling_words(c: &Ceiling) -> String {
+    format!(
+        "memory cgroup {}'s limit of {} ({})",
+        printable(&c.path),
+        format_bytes(c.limit()),
+        c.limit_file()
+    )
+}
+
+/// Where `p`'s memory runs out, in words, for `explain` and the status:
+/// its ceiling's figures and whether it is tighter than the machine.
+/// `None` where it has no ceiling.
+pub fn ceiling_reading(snap: &Snapshot, p: &ProcessSample) -> Option<String> {
+    let c = snap.ceiling_of(p)?;
+    let room = c.room();
+    let versus = if room < snap.system.available {
+        format!(
+            "less than the machine's {} available: the cgroup's OOM killer stops it first",
+            format_bytes(snap.system.available)
+        )
+    } else {
+        format!(
+            "the machine's {} available is less: the machine runs out first",
+            format_bytes(snap.system.available)
+        )
+    };
+    let kills = match c.oom_kills {
+        Some(n) if n > 0 => format!("; its OOM killer has killed {n} process(es)"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "the {}: {} charged to it, {} of that reclaimable page cache, so {} of room, {versus}{kills}",
+        ceiling_words(c),
+        format_bytes(c.usage),
+        format_bytes(c.reclaimable),
+        format_bytes(room)
+    ))
 }
 
 /// Most owners named in a sentence about memory no process owns.
@@ -410,6 +466,9 @@ pub fn unowned_words(snap: &Snapshot) -> String {
 /// freeing what is held. `None` while the condition does not hold, the
 /// figures are not known, or processes hold part of the shortfall.
 pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<String> {
+    if when.per != Per::Machine {
+        return None;
+    }
     let limit = when.available_below?;
     let bytes = limit.resolve(snap.system.total);
     let short = bytes
@@ -433,13 +492,27 @@ pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<Stri
 pub struct ConditionCheck {
     pub holds: bool,
     pub cleared: bool,
+    /// A per-cgroup condition is within reach (room below twice its
+    /// threshold): worth sampling faster, which the machine's probe cannot
+    /// tell.
+    pub near: bool,
     pub detail: String,
     /// Each condition on its own.
     pub readings: Vec<Reading>,
 }
 
-/// Evaluate a `[rule.when]` condition against the snapshot.
-pub fn check_condition(when: &SystemCondition, snap: &Snapshot, hysteresis: f64) -> ConditionCheck {
+/// Evaluate a `[rule.when]` condition against the snapshot; a per-cgroup
+/// one against `ceiling` (`None`: a process in no limited cgroup, for
+/// which it never holds).
+pub fn check_condition(
+    when: &SystemCondition,
+    snap: &Snapshot,
+    ceiling: Option<&Ceiling>,
+    hysteresis: f64,
+) -> ConditionCheck {
+    if when.per == Per::Cgroup {
+        return check_cgroup_condition(when, snap, ceiling, hysteresis);
+    }
     let mut holds = true;
     let mut cleared = false;
     let mut detail = Vec::new();
@@ -513,6 +586,94 @@ pub fn check_condition(when: &SystemCondition, snap: &Snapshot, hysteresis: f64)
     ConditionCheck {
         holds,
         cleared: cleared && !holds,
+        near: false,
+        detail: detail.join(", "),
+        readings,
+    }
+}
+
+/// A `per = "cgroup"` condition read against one limited cgroup.
+fn check_cgroup_condition(
+    when: &SystemCondition,
+    snap: &Snapshot,
+    ceiling: Option<&Ceiling>,
+    hysteresis: f64,
+) -> ConditionCheck {
+    let Some(c) = ceiling else {
+        return ConditionCheck {
+            holds: false,
+            cleared: true,
+            near: false,
+            detail: "not in a memory cgroup with a limit".to_string(),
+            readings: vec![Reading {
+                what: "memory cgroup",
+                value: "none with a limit below the machine's memory".to_string(),
+                threshold: "a limited cgroup (the rule has per = \"cgroup\")".to_string(),
+                holds: false,
+            }],
+        };
+    };
+    let name = printable(&c.path).into_owned();
+    let mut holds = true;
+    let mut cleared = false;
+    let mut near = false;
+    let mut detail = Vec::new();
+    let mut readings = Vec::new();
+    if let Some(limit) = when.available_below {
+        let bytes = limit.resolve(c.limit());
+        let room = c.room();
+        let ok = room < bytes;
+        holds &= ok;
+        cleared |= room as f64 > bytes as f64 * (1.0 + hysteresis);
+        near |= room < bytes.saturating_mul(2);
+        detail.push(format!(
+            "memory cgroup {name}: room {} < {}",
+            format_bytes(room),
+            format_bytes(bytes)
+        ));
+        readings.push(Reading {
+            what: "room under the cgroup's limit",
+            value: format!(
+                "{} in {name} ({} charged, {} reclaimable)",
+                format_bytes(room),
+                format_bytes(c.usage),
+                format_bytes(c.reclaimable)
+            ),
+            threshold: format!(
+                "< {}",
+                size_threshold(limit, c.limit(), &format!("{name}'s limit"))
+            ),
+            holds: ok,
+        });
+    }
+    if let Some(limit) = when.swap_used_above {
+        // Its swap limit, or the machine's swap where it has none.
+        let total = c.swap_max.unwrap_or(snap.swap.total);
+        let bytes = limit.resolve(total);
+        let used = c.swap_used.unwrap_or(0);
+        let ok = total > 0 && c.swap_used.is_some() && used > bytes;
+        holds &= ok;
+        cleared |= (used as f64) < bytes as f64 * (1.0 - hysteresis);
+        detail.push(format!(
+            "memory cgroup {name}: swap used {} > {}",
+            format_bytes(used),
+            format_bytes(bytes)
+        ));
+        readings.push(Reading {
+            what: "the cgroup's swap used",
+            value: match c.swap_used {
+                None => format!("not accounted in {name}"),
+                Some(_) if total == 0 => "no swap space".to_string(),
+                Some(u) => format_bytes(u),
+            },
+            threshold: format!("> {}", size_threshold(limit, total, "swap")),
+            holds: ok,
+        });
+    }
+    ConditionCheck {
+        holds,
+        cleared: cleared && !holds,
+        near: near || holds,
         detail: detail.join(", "),
         readings,
     }
@@ -581,11 +742,12 @@ mod tests {
     fn a_condition_reads_each_clause() {
         let s = half_free().pressure_level(PressureLevel::Warn).build();
         let when = SystemCondition {
+            per: Per::Machine,
             pressure: Some(PressureLevel::Critical),
             available_below: Some(SizeLimit::Percent(60.0)),
             swap_used_above: None,
         };
-        let c = check_condition(&when, &s, 0.1);
+        let c = check_condition(&when, &s, None, 0.1);
         assert!(!c.holds);
         let words: Vec<(&str, &str, bool)> = c
             .readings

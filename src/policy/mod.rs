@@ -45,7 +45,7 @@ pub use protection::{Protection, Reach};
 use crate::config::{Config, Select};
 use crate::event::{EventKind, ProcessRef};
 use crate::history::{History, ProcessTrack};
-use crate::model::{ProcessId, ProcessSample, Snapshot, Timestamp};
+use crate::model::{ProcessId, ProcessSample, SharedStr, Snapshot, Timestamp};
 use assess::{Assessed, RuleRun};
 
 /// Facts about the daemon the policy needs: who it is.
@@ -81,8 +81,9 @@ pub struct PolicyState {
     /// When the rule last took a step on the process: no new ladder
     /// within the rule's `cooldown` of it.
     last_acted: HashMap<Key, Timestamp>,
-    /// Gated rules: the last victim, and when.
-    last_victim: HashMap<String, Victim>,
+    /// Gated rules: the last victim, and when; per rule, or per rule and
+    /// cgroup for a rule whose condition is read per cgroup.
+    last_victim: HashMap<(String, Option<SharedStr>), Victim>,
     /// Crossings journaled as held without acting, and why: one event per
     /// crossing and [`Hold`], until the limit clears.
     not_acting: HashMap<Key, Hold>,
@@ -172,6 +173,7 @@ pub fn evaluate(
             ctx,
             now,
             hard: &hard,
+            ceiling: None,
         };
         evaluate_rule(&run, state, &mut out);
     }
@@ -190,7 +192,7 @@ pub fn evaluate(
     state.last_acted.retain(|(rule, _), at| running(rule, *at));
     state
         .last_victim
-        .retain(|rule, victim| running(rule, victim.at));
+        .retain(|(rule, _), victim| running(rule, victim.at));
     out
 }
 
@@ -206,6 +208,37 @@ struct Holding<'a> {
 /// of them it acts on and which not (and why), and where each ladder goes.
 fn evaluate_rule(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation) {
     let candidates = run.candidates();
+    if !run.per_cgroup() {
+        return evaluate_group(run, state, out, &candidates);
+    }
+    // A condition read per cgroup: each limited cgroup on its own, with
+    // the matching processes whose ceiling it is (and those in none, for
+    // which it does not hold).
+    let mut groups: Vec<(RuleRun<'_>, Vec<assess::Candidate<'_>>)> = Vec::new();
+    for c in candidates {
+        let in_cgroup = run.in_cgroup_of(&c.p);
+        let path = in_cgroup.ceiling.map(|c| &c.path);
+        match groups
+            .iter_mut()
+            .find(|(r, _)| r.ceiling.map(|c| &c.path) == path)
+        {
+            Some((_, members)) => members.push(c),
+            None => groups.push((in_cgroup, vec![c])),
+        }
+    }
+    for (in_cgroup, members) in &groups {
+        evaluate_group(in_cgroup, state, out, members);
+    }
+}
+
+/// One rule over a set of its candidates: all of them, or those of one
+/// limited cgroup for a condition read per cgroup.
+fn evaluate_group(
+    run: &RuleRun<'_>,
+    state: &mut PolicyState,
+    out: &mut Evaluation,
+    candidates: &[assess::Candidate<'_>],
+) {
     let assessed: Vec<Assessed<'_>> = candidates.iter().map(|c| run.assess(c)).collect();
     let (holding, cleared) = if run.rule.limits.is_empty() {
         condition_holders(run, state, out, &assessed)
@@ -239,6 +272,9 @@ fn condition_holders<'a>(
     let Some(condition) = run.condition() else {
         return (Vec::new(), Vec::new());
     };
+    if condition.near && run.per_cgroup() {
+        out.within_reach = true;
+    }
     if !condition.holds {
         let cleared = if condition.cleared {
             assessed.iter().map(|a| a.p.id).collect()
@@ -318,6 +354,9 @@ fn limit_holders<'a>(
     assessed: &'a [Assessed<'a>],
 ) -> (Vec<Holding<'a>>, Vec<ProcessId>) {
     let condition = run.condition();
+    if condition.as_ref().is_some_and(|c| c.near) && run.per_cgroup() {
+        out.within_reach = true;
+    }
     let gated_holds = condition.as_ref().is_none_or(|c| c.holds);
     let system_cleared = condition.as_ref().is_some_and(|c| c.cleared);
     let dry_run = run.dry_run();
@@ -509,7 +548,7 @@ fn in_cooldown(run: &RuleRun<'_>, state: &PolicyState, p: &ProcessSample) -> Opt
             reason: assess::cooldown_reason(rule, last, run.now),
         });
     }
-    let victim = state.last_victim.get(&rule.name)?;
+    let victim = state.last_victim.get(&run.victim_key())?;
     if rule.when.is_none() || run.now >= victim.at.plus(rule.cooldown) {
         return None;
     }
@@ -648,7 +687,7 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
     state.last_acted.insert(key, run.now);
     if decision.step == 0 && rule.when.is_some() {
         state.last_victim.insert(
-            rule.name.clone(),
+            run.victim_key(),
             Victim {
                 at: run.now,
                 process: ProcessRef::of(p),

@@ -70,6 +70,10 @@ pub struct MemoryKill {
     /// What ran out, in words: `the machine ran out of memory`, `the memory
     /// cgroup /lab reached its limit`.
     pub scope: String,
+    /// The memory cgroup whose limit was reached, as the kernel names it
+    /// (`oom_memcg=` of its `oom-kill:` line): a cgroup's OOM killer, not
+    /// the machine's. `None` for the machine's, and where not recorded.
+    pub memcg: Option<String>,
     /// When headroom read the record: the kill happened before.
     pub read_at: Timestamp,
 }
@@ -584,6 +588,7 @@ pub fn jetsam_kill(k: super::macos::jetsam::JetsamKill, read_at: Timestamp) -> M
         resident_bytes: k.footprint_bytes,
         scope,
         read_at,
+        memcg: None,
     }
 }
 

@@ -242,6 +242,7 @@ impl Sampler for SysinfoSampler {
         }
 
         Ok(Snapshot {
+            ceilings: Vec::new(),
             taken_at,
             source: self.name().to_owned(),
             sample_micros: u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),

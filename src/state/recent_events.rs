@@ -290,6 +290,7 @@ mod tests {
                     signal: Some("SIGSEGV".into()),
                     library: Some("libsecret.so".into()),
                     not_memory: true,
+                    ..ExitCause::default()
                 }),
                 job: None,
                 worker_of: None,

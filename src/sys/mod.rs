@@ -18,6 +18,8 @@
 //!   home), for the Linux sampler and the notifier.
 //! - [`procfs`]: the pure parsers of the `/proc` files the Linux sampler,
 //!   probe and actuator read (compiled and tested on every OS).
+//! - [`cgroupfs`]: the pure parsers of the memory-cgroup file system (where
+//!   it is mounted, limits, usage, `memory.stat`), for the ceilings.
 //! - [`this_process`]: headroom's own effective uid (every privilege
 //!   decision reads it here) and its threads' CPU priority.
 //! - [`process_owner`]: whether a process exists and which user it runs as.
@@ -32,6 +34,7 @@
 //!   exist everywhere, so that they are tested everywhere).
 
 pub mod accounts;
+pub mod cgroupfs;
 pub mod fd_limit;
 #[cfg(unix)]
 pub mod ffi_fork;

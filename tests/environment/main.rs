@@ -9,11 +9,13 @@
 //!
 //! Plain `cargo test` does not build it (`test = false` in `Cargo.toml`).
 //! The attacks (`attacks::`) and the soak (`soak::`) measure the daemon's
-//! memory, reaction and sampling jitter, and the thrash test (`thrash::`)
-//! switches on a swap file and locks most of the memory: `scripts/test.sh`
-//! runs them after the rest (`-- --skip attacks:: --skip soak:: --skip
-//! thrash::`), each set alone, as their figures mean nothing with a browser
-//! or Prometheus busy beside them.
+//! memory, reaction and sampling jitter, the thrash test (`thrash::`)
+//! switches on a swap file and locks most of the memory, and the ceilings
+//! (`ceilings::`) grow hogs at a set pace toward their memory cgroups'
+//! limits and make the kernel's OOM killer act: `scripts/test.sh` runs them
+//! after the rest (`-- --skip attacks:: --skip soak:: --skip thrash:: --skip
+//! ceilings::`), each set alone, as their figures mean nothing with a
+//! browser or Prometheus busy beside them.
 //!
 //! A test belongs here when it needs any of:
 //! - root: a root daemon's refusals of files other users can change, and
@@ -37,6 +39,7 @@ mod support;
 
 mod actuator;
 mod attacks;
+mod ceilings;
 mod crash_postmortems;
 mod http_router;
 mod jobs;

@@ -659,6 +659,7 @@ async fn events_take_a_limit_and_hide_other_users_kernel_log_records() {
                     signal: Some("SIGSEGV".into()),
                     library: Some("libsecret.so".into()),
                     not_memory: true,
+                    ..ExitCause::default()
                 }),
                 job: None,
                 worker_of: None,

@@ -26,6 +26,7 @@ mod support;
 
 mod actuator;
 mod bad_inputs;
+mod ceilings;
 mod config_files;
 mod crash_safety;
 mod daemon;

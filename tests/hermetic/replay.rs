@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use headroom::model::{
-    Basis, CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice, GpuProcess, Job,
-    Pressure, PressureLevel, ProcessId, ProcessSample, Psi, PsiLine, Snapshot, Swap, SystemMemory,
-    SysvSegment, Timestamp, TmpfsFile, Unowned, build,
+    Basis, Ceiling, CgroupVersion, CollectorErrors, CollectorStatus, Detail, Framework, GpuDevice,
+    GpuProcess, Job, Pressure, PressureLevel, ProcessId, ProcessSample, Psi, PsiLine, Snapshot,
+    Swap, SystemMemory, SysvSegment, Timestamp, TmpfsFile, Unowned, build,
 };
 use headroom::sample::replay::{ReplaySampler, TraceWriter, read_trace};
 use headroom::sample::{SampleError, Sampler};
@@ -22,6 +22,7 @@ fn kernel(pid: u32, footprint: u64) -> ProcessSample {
         .user("ada")
         .name("python")
         .exe("/usr/bin/python3.11")
+        .cgroup("/kubepods/burstable/pod1/c1")
         .argv([
             "python",
             "-m",
@@ -131,6 +132,19 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
                 last_pid: 78,
             }],
         },
+        ceilings: vec![Ceiling {
+            path: "/kubepods/burstable/pod1".into(),
+            version: CgroupVersion::V2,
+            max: Some(16 * GIB),
+            high: Some(12 * GIB),
+            usage: 10 * GIB,
+            reclaimable: GIB,
+            swap_max: Some(0),
+            swap_used: Some(0),
+            limit_hits: Some(3),
+            oom_kills: Some(1),
+            cgroups: vec!["/kubepods/burstable/pod1/c1".into()],
+        }],
         errors: CollectorErrors {
             vanished: 1,
             permission_denied: 2,

@@ -265,6 +265,22 @@
     return r.rules.map((m) => (m.rule || m.name || "?") + (m.state ? ": " + m.state : "")).join(", ");
   }
 
+  // Its memory cgroup's limit where that stops it before the machine does
+  // (a container, a pod, a Slurm job), whether or not a rule watches it.
+  function ceilingText(r) {
+    const c = r.ceiling;
+    if (!c || !c.binding) return "";
+    return "cgroup limit " + fmtBytes(c.limit) + ", " + fmtBytes(c.room) + " room";
+  }
+
+  function ceilingTitle(r) {
+    const c = r.ceiling;
+    if (!c) return null;
+    return "memory cgroup " + c.cgroup + ": " + c.limit_file + " " + fmtBytes(c.limit) +
+      ", " + fmtBytes(c.usage) + " charged, " + fmtBytes(c.room) + " room" +
+      (c.binding ? " (less than the machine's available memory: its OOM killer stops it first)" : "");
+  }
+
   async function getJson(url) {
     const res = await fetch(url, { cache: "no-store" });
     if (!res.ok) {
@@ -382,7 +398,8 @@
     const eta = r.time_to_exhaustion_seconds;
     cell(tr, fmtDuration(eta), "num" + (eta != null && eta < 600 ? " eta-soon" : ""));
     cell(tr, r.gpu_memory != null ? fmtBytes(r.gpu_memory) : "–", "num");
-    cell(tr, ruleText(r));
+    const limit = ceilingText(r);
+    cell(tr, limit ? limit + " · " + ruleText(r) : ruleText(r), limit ? "ceiling" : null, ceilingTitle(r));
     // Another user's command line is hidden from this viewer (as ps hides it).
     const cmd = (r.argv && r.argv.length) ? r.argv.join(" ") : "[" + r.name + "]";
     cell(tr, cmd, "command", r.redacted ? "another user's process: its command line is shown to root and its owner only" : cmd);

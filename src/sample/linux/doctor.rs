@@ -12,7 +12,16 @@ use crate::sample::psi_trigger::{PsiTrigger, TRIGGERS};
 use crate::sys::procfs;
 
 /// The checks, in report order.
-pub const CHECKS: &[fn() -> Check] = &[proc_files, psi, psi_trigger, permissions, open_files, gpu];
+pub const CHECKS: &[fn() -> Check] = &[
+    proc_files,
+    psi,
+    psi_trigger,
+    permissions,
+    open_files,
+    gpu,
+    container,
+    cgroups,
+];
 
 /// Run every check.
 pub fn checks() -> Vec<Check> {
@@ -212,6 +221,16 @@ fn open_files() -> Check {
     }
 }
 
+/// Whether headroom sees the machine's processes or a container's.
+fn container() -> Check {
+    super::container_view::processes_check(&super::container_view::View::read())
+}
+
+/// Whether headroom can read the memory limits processes run under.
+fn cgroups() -> Check {
+    super::container_view::cgroups_check(&super::container_view::View::read())
+}
+
 /// NVML with the default `[gpu]` settings: the driver's library, its devices.
 fn gpu() -> Check {
     let status = crate::sample::gpu::probe(&crate::config::GpuConfig::default());
@@ -269,7 +288,9 @@ mod tests {
                 "psi-trigger",
                 "permissions",
                 "open-files",
-                "gpu"
+                "gpu",
+                "container",
+                "cgroups"
             ]
         );
     }

@@ -416,6 +416,11 @@ impl OomJoiner {
                         .ends_with(&format!(",task={comm},pid={pid},uid={uid}"))
                 });
                 let group = self.group.as_ref().map(|(cgroup, _)| cgroup.as_str());
+                // The cgroup whose limit was reached, where the kernel said.
+                let memcg = announced
+                    .as_ref()
+                    .and_then(|a| a.oom_memcg.clone())
+                    .or_else(|| group.map(str::to_string));
                 if self.paired && announced.is_none() && group.is_none() {
                     return None;
                 }
@@ -448,6 +453,7 @@ impl OomJoiner {
                     message: message.to_string(),
                     resident_bytes: resident,
                     scope,
+                    memcg,
                     read_at,
                 })
             }

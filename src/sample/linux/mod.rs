@@ -11,8 +11,11 @@
 //! library scans of Python processes (`library_rescan.rs`, read by
 //! `library_worker.rs`), memory no
 //! process owns and memory held open without a mapping (`unowned.rs`, on
-//! full ticks, rarely and within a time budget), and user names (the shared
-//! [`crate::sample::user_names`], from `/etc/passwd`).
+//! full ticks, rarely and within a time budget), each process's
+//! memory-cgroup path (`cgroup_paths.rs`) and the limits above it
+//! (`ceilings.rs`: each distinct cgroup read once per tick, full or light),
+//! and user names (the shared [`crate::sample::user_names`], from
+//! `/etc/passwd`).
 //!
 //! # The per-process hot path
 //!
@@ -92,7 +95,9 @@
 //! [`Detail::Estimated`]: crate::model::Detail::Estimated
 //! [`procfs::parse_cmdline`]: crate::sys::procfs::parse_cmdline
 
+mod ceilings;
 mod cgroup_paths;
+pub mod container_view;
 pub mod doctor;
 pub mod kmsg;
 pub mod kmsg_crash;
@@ -116,6 +121,7 @@ use crate::model::{CollectorErrors, Snapshot, Timestamp, Unowned};
 use crate::sample::user_names::{PasswdFile, UserNames};
 use crate::sample::{SampleError, Sampler};
 
+pub use ceilings::{CeilingReader, LIMITS_EVERY};
 use proc_reader::ProcReader;
 use process_reads::Io;
 use tracker::Tracker;
@@ -128,6 +134,7 @@ pub struct LinuxSampler {
     io: Io,
     tracker: Tracker,
     unowned: UnownedScan,
+    ceilings: CeilingReader,
 }
 
 impl LinuxSampler {
@@ -136,6 +143,7 @@ impl LinuxSampler {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
+            ceilings: CeilingReader::new(&root),
             unowned: UnownedScan::new(root.clone()),
             io: Io {
                 reader: ProcReader::new(root),
@@ -154,6 +162,13 @@ impl LinuxSampler {
     /// every read opens and closes its file.
     pub fn with_held_files(mut self, max: usize) -> Self {
         self.tracker.held_budget = max;
+        self
+    }
+
+    /// Read memory-cgroup limits from these hierarchies instead of those
+    /// `<root>/self/mountinfo` lists (tests, benchmarks).
+    pub fn with_cgroup_mounts(mut self, mounts: crate::sys::cgroupfs::CgroupMounts) -> Self {
+        self.ceilings = CeilingReader::with_mounts(mounts);
         self
     }
 
@@ -223,6 +238,15 @@ impl LinuxSampler {
         self.tracker
             .pss_budget
             .note_machine(Instant::now(), taken, counted);
+        let ceilings = self.ceilings.read(&processes, system.memory.total);
+        let mut collectors: Vec<_> = self
+            .tracker
+            .pss_budget
+            .status()
+            .into_iter()
+            .chain(self.tracker.library_budget.status())
+            .collect();
+        collectors.push(self.ceilings.status(&ceilings));
         Ok(Snapshot {
             taken_at,
             source: self.name().to_owned(),
@@ -234,14 +258,9 @@ impl LinuxSampler {
             processes,
             jobs: Vec::new(),
             unowned,
+            ceilings,
             errors,
-            collectors: self
-                .tracker
-                .pss_budget
-                .status()
-                .into_iter()
-                .chain(self.tracker.library_budget.status())
-                .collect(),
+            collectors,
             notes: Vec::new(),
         })
     }
