@@ -6,7 +6,6 @@
 //! captured from real cgroups (`tests/fixtures/cgroup/`). The tests with a
 //! real cgroup and a real OOM killer are in `tests/environment/ceilings.rs`.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use headroom::config::Config;
@@ -14,9 +13,6 @@ use headroom::history::History;
 use headroom::model::build::{process, snapshot};
 use headroom::model::{Ceiling, CgroupVersion, Snapshot};
 use headroom::policy::{Context, PolicyState, RuleVerdict, evaluate, explain};
-use headroom::sample::Sampler;
-use headroom::sample::linux::LinuxSampler;
-use headroom::sys::cgroupfs::{CgroupMount, CgroupMounts};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -308,227 +304,238 @@ fn the_config_refuses_of_limit_where_it_means_nothing_and_pressure_per_cgroup() 
 
 // --- the collector, on captured cgroup files ---------------------------------
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+/// The Linux sampler's collector (Linux only; the policy tests above run
+/// everywhere).
+#[cfg(target_os = "linux")]
+mod collector {
+    use super::*;
+    use headroom::sample::Sampler;
+    use headroom::sample::linux::LinuxSampler;
+    use headroom::sys::cgroupfs::{CgroupMount, CgroupMounts};
+    use std::path::{Path, PathBuf};
 
-/// A v1 cgroup directory at `dir` holding the files captured from the
-/// 2 GiB cgroup, its limit replaced by `limit` (`None`: unlimited) and its
-/// usage by `usage`.
-fn v1_cgroup(dir: &Path, limit: Option<u64>, usage: u64) {
-    std::fs::create_dir_all(dir).unwrap();
-    let captured = fixtures().join("cgroup");
-    for name in [
-        "memory.memsw.limit_in_bytes",
-        "memory.memsw.usage_in_bytes",
-        "memory.failcnt",
-        "memory.oom_control",
-        "memory.stat",
-        "memory.use_hierarchy",
-    ] {
-        std::fs::copy(captured.join(format!("v1-2g-{name}")), dir.join(name)).unwrap();
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
     }
-    let limit = limit.map_or_else(|| "9223372036854771712".to_string(), |l| l.to_string());
-    std::fs::write(dir.join("memory.limit_in_bytes"), format!("{limit}\n")).unwrap();
-    std::fs::write(dir.join("memory.usage_in_bytes"), format!("{usage}\n")).unwrap();
-}
 
-/// A copy of the `basic` `/proc` fixture whose processes 6441 and 6443 are
-/// in `cgroup_a` and `cgroup_b`.
-fn proc_tree(dir: &Path, cgroup_a: &str, cgroup_b: &str) {
-    let copy = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(fixtures().join("proc/basic"))
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(copy.success());
-    for (pid, cgroup) in [(6441, cgroup_a), (6443, cgroup_b)] {
+    /// A v1 cgroup directory at `dir` holding the files captured from the
+    /// 2 GiB cgroup, its limit replaced by `limit` (`None`: unlimited) and its
+    /// usage by `usage`.
+    fn v1_cgroup(dir: &Path, limit: Option<u64>, usage: u64) {
+        std::fs::create_dir_all(dir).unwrap();
+        let captured = fixtures().join("cgroup");
+        for name in [
+            "memory.memsw.limit_in_bytes",
+            "memory.memsw.usage_in_bytes",
+            "memory.failcnt",
+            "memory.oom_control",
+            "memory.stat",
+            "memory.use_hierarchy",
+        ] {
+            std::fs::copy(captured.join(format!("v1-2g-{name}")), dir.join(name)).unwrap();
+        }
+        let limit = limit.map_or_else(|| "9223372036854771712".to_string(), |l| l.to_string());
+        std::fs::write(dir.join("memory.limit_in_bytes"), format!("{limit}\n")).unwrap();
+        std::fs::write(dir.join("memory.usage_in_bytes"), format!("{usage}\n")).unwrap();
+    }
+
+    /// A copy of the `basic` `/proc` fixture whose processes 6441 and 6443 are
+    /// in `cgroup_a` and `cgroup_b`.
+    fn proc_tree(dir: &Path, cgroup_a: &str, cgroup_b: &str) {
+        let copy = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixtures().join("proc/basic"))
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(copy.success());
+        for (pid, cgroup) in [(6441, cgroup_a), (6443, cgroup_b)] {
+            std::fs::write(
+                dir.join(format!("{pid}/cgroup")),
+                format!("4:memory:{cgroup}\n1:cpu:/\n0::/\n"),
+            )
+            .unwrap();
+        }
+    }
+
+    fn sampler(proc_root: &Path, cgroup_root: &Path) -> LinuxSampler {
+        LinuxSampler::new(proc_root).with_cgroup_mounts(CgroupMounts {
+            v1_memory: Some(CgroupMount {
+                root: "/".into(),
+                point: cgroup_root.to_path_buf(),
+            }),
+            v2: None,
+        })
+    }
+
+    fn ceiling_of(s: &Snapshot, pid: u32) -> Option<&Ceiling> {
+        s.ceiling_of(s.process(pid).unwrap())
+    }
+
+    #[test]
+    fn the_collector_finds_the_tightest_level_by_room_with_its_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = dir.path().join("cg");
+        // /pod: 3 GiB limit, 2.5 GiB charged (0.5 GiB + 64 MiB cache of room);
+        // /pod/a: 2 GiB limit, 400 MiB charged: more room, so /pod binds.
+        // /pod/b: no limit of its own.
+        v1_cgroup(&cg.join("pod"), Some(3 * GIB), 2 * GIB + GIB / 2);
+        v1_cgroup(&cg.join("pod/a"), Some(2 * GIB), 400 * MIB);
+        v1_cgroup(&cg.join("pod/b"), None, GIB);
+        let procs = dir.path().join("proc");
+        proc_tree(&procs, "/pod/a", "/pod/b");
+        let mut reader = sampler(&procs, &cg);
+        let s = reader.sample().unwrap();
+        let a = ceiling_of(&s, 6441).expect("a ceiling for pid 6441");
+        assert_eq!(a.path, "/pod");
+        assert_eq!(a.limit(), 3 * GIB);
+        // total_inactive_file of the captured cgroup: 67112960 bytes.
+        assert_eq!(a.reclaimable, 67_112_960);
+        assert_eq!(a.room(), GIB / 2 + 67_112_960);
+        assert_eq!(a.swap_max, None, "memsw unlimited in the capture");
+        assert_eq!(a.oom_kills, Some(0));
+        // Both processes' cgroups share the one ceiling, read once.
+        assert_eq!(ceiling_of(&s, 6441), ceiling_of(&s, 6443));
+        assert_eq!(s.ceilings.len(), 1);
+        assert_eq!(s.ceilings[0].cgroups.len(), 2);
+        // A process with no cgroup file has no ceiling.
+        assert_eq!(ceiling_of(&s, 6445), None);
+        let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
+        assert!(status.up, "{status:?}");
+        // Two limited levels of 8 files, one unlimited of 1.
+        assert!(
+            status.detail.contains(
+                "1 limited cgroup is the ceiling of 2 process cgroups (3 levels visited, 17 files \
+                 read this sample)"
+            ),
+            "{status:?}"
+        );
+        // The next samples read the limited levels' usage, cache and swap only.
+        let s = reader.sample().unwrap();
+        let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
+        assert!(
+            status
+                .detail
+                .contains("(3 levels visited, 6 files read this sample)"),
+            "{status:?}"
+        );
+        // A limit lowered is seen within LIMITS_EVERY samples.
         std::fs::write(
-            dir.join(format!("{pid}/cgroup")),
-            format!("4:memory:{cgroup}\n1:cpu:/\n0::/\n"),
+            cg.join("pod/a/memory.limit_in_bytes"),
+            format!("{}\n", GIB / 2),
         )
         .unwrap();
-    }
-}
-
-fn sampler(proc_root: &Path, cgroup_root: &Path) -> LinuxSampler {
-    LinuxSampler::new(proc_root).with_cgroup_mounts(CgroupMounts {
-        v1_memory: Some(CgroupMount {
-            root: "/".into(),
-            point: cgroup_root.to_path_buf(),
-        }),
-        v2: None,
-    })
-}
-
-fn ceiling_of(s: &Snapshot, pid: u32) -> Option<&Ceiling> {
-    s.ceiling_of(s.process(pid).unwrap())
-}
-
-#[test]
-fn the_collector_finds_the_tightest_level_by_room_with_its_cache() {
-    let dir = tempfile::tempdir().unwrap();
-    let cg = dir.path().join("cg");
-    // /pod: 3 GiB limit, 2.5 GiB charged (0.5 GiB + 64 MiB cache of room);
-    // /pod/a: 2 GiB limit, 400 MiB charged: more room, so /pod binds.
-    // /pod/b: no limit of its own.
-    v1_cgroup(&cg.join("pod"), Some(3 * GIB), 2 * GIB + GIB / 2);
-    v1_cgroup(&cg.join("pod/a"), Some(2 * GIB), 400 * MIB);
-    v1_cgroup(&cg.join("pod/b"), None, GIB);
-    let procs = dir.path().join("proc");
-    proc_tree(&procs, "/pod/a", "/pod/b");
-    let mut reader = sampler(&procs, &cg);
-    let s = reader.sample().unwrap();
-    let a = ceiling_of(&s, 6441).expect("a ceiling for pid 6441");
-    assert_eq!(a.path, "/pod");
-    assert_eq!(a.limit(), 3 * GIB);
-    // total_inactive_file of the captured cgroup: 67112960 bytes.
-    assert_eq!(a.reclaimable, 67_112_960);
-    assert_eq!(a.room(), GIB / 2 + 67_112_960);
-    assert_eq!(a.swap_max, None, "memsw unlimited in the capture");
-    assert_eq!(a.oom_kills, Some(0));
-    // Both processes' cgroups share the one ceiling, read once.
-    assert_eq!(ceiling_of(&s, 6441), ceiling_of(&s, 6443));
-    assert_eq!(s.ceilings.len(), 1);
-    assert_eq!(s.ceilings[0].cgroups.len(), 2);
-    // A process with no cgroup file has no ceiling.
-    assert_eq!(ceiling_of(&s, 6445), None);
-    let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
-    assert!(status.up, "{status:?}");
-    // Two limited levels of 8 files, one unlimited of 1.
-    assert!(
-        status.detail.contains(
-            "1 limited cgroup is the ceiling of 2 process cgroups (3 levels visited, 17 files \
-             read this sample)"
-        ),
-        "{status:?}"
-    );
-    // The next samples read the limited levels' usage, cache and swap only.
-    let s = reader.sample().unwrap();
-    let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
-    assert!(
-        status
-            .detail
-            .contains("(3 levels visited, 6 files read this sample)"),
-        "{status:?}"
-    );
-    // A limit lowered is seen within LIMITS_EVERY samples.
-    std::fs::write(
-        cg.join("pod/a/memory.limit_in_bytes"),
-        format!("{}\n", GIB / 2),
-    )
-    .unwrap();
-    let mut seen = None;
-    for _ in 0..headroom::sample::linux::LIMITS_EVERY {
-        seen = Some(ceiling_of(&reader.sample().unwrap(), 6441).unwrap().limit());
-    }
-    assert_eq!(seen, Some(GIB / 2));
-    // /pod's usage drops: /pod/a, with less room now, binds.
-    std::fs::write(cg.join("pod/memory.usage_in_bytes"), "100\n").unwrap();
-    std::fs::write(
-        cg.join("pod/a/memory.usage_in_bytes"),
-        format!("{}\n", 1900 * MIB),
-    )
-    .unwrap();
-    let s = sampler(&procs, &cg).sample().unwrap();
-    assert_eq!(ceiling_of(&s, 6441).unwrap().path, "/pod/a");
-    assert_eq!(ceiling_of(&s, 6443).unwrap().path, "/pod");
-}
-
-#[test]
-fn limits_at_or_above_the_machines_memory_and_hostile_paths_are_no_ceiling() {
-    let dir = tempfile::tempdir().unwrap();
-    let cg = dir.path().join("cg");
-    v1_cgroup(&cg.join("huge"), Some(1 << 50), GIB);
-    std::fs::create_dir_all(cg.join("bad")).unwrap();
-    std::fs::write(cg.join("bad/memory.limit_in_bytes"), "lots\n").unwrap();
-    let procs = dir.path().join("proc");
-    // A path reaching out of the hierarchy is never followed.
-    proc_tree(&procs, "/huge", "/../../etc");
-    let s = sampler(&procs, &cg).sample().unwrap();
-    assert!(s.ceilings.is_empty(), "{:?}", s.ceilings);
-    // A limit file that does not parse: counted and named, never fatal.
-    std::fs::write(procs.join("6441/cgroup"), "4:memory:/bad\n").unwrap();
-    let mut sampler = sampler(&procs, &cg);
-    let s = sampler.sample().unwrap();
-    let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
-    assert_eq!(status.errors, 1);
-    assert!(
-        status.detail.contains("bad/memory.limit_in_bytes"),
-        "{status:?}"
-    );
-    assert!(
-        status.detail.contains("\"lots\" is not a number of bytes"),
-        "{status:?}"
-    );
-}
-
-#[test]
-fn a_v2_cgroup_reads_max_high_events_and_swap() {
-    let dir = tempfile::tempdir().unwrap();
-    let cg = dir.path().join("cg");
-    let pod = cg.join("kubepods/pod1");
-    std::fs::create_dir_all(&pod).unwrap();
-    // The Docker container of tests/fixtures/cgroup/README.md (memory.stat,
-    // memory.current and memory.max as captured), with memory.high,
-    // memory.events and swap files in the kernel's format.
-    std::fs::copy(
-        fixtures().join("cgroup/v2-docker-memory-9000000.stat"),
-        pod.join("memory.stat"),
-    )
-    .unwrap();
-    for (name, text) in [
-        ("memory.max", "8998912\n"),
-        ("memory.high", "max\n"),
-        ("memory.current", "4718592\n"),
-        ("memory.events", "low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n"),
-        ("memory.swap.max", "0\n"),
-        ("memory.swap.current", "0\n"),
-    ] {
-        std::fs::write(pod.join(name), text).unwrap();
-    }
-    std::fs::write(cg.join("kubepods/memory.max"), "max\n").unwrap();
-    std::fs::write(cg.join("kubepods/memory.high"), "max\n").unwrap();
-    let procs = dir.path().join("proc");
-    proc_tree(&procs, "/kubepods/pod1", "/kubepods");
-    for pid in [6441, 6443] {
-        let path = if pid == 6441 {
-            "/kubepods/pod1"
-        } else {
-            "/kubepods"
-        };
-        std::fs::write(procs.join(format!("{pid}/cgroup")), format!("0::{path}\n")).unwrap();
-    }
-    let s = LinuxSampler::new(&procs)
-        .with_cgroup_mounts(CgroupMounts {
-            v1_memory: None,
-            v2: Some(CgroupMount {
-                root: "/".into(),
-                point: cg.clone(),
-            }),
-        })
-        .sample()
+        let mut seen = None;
+        for _ in 0..headroom::sample::linux::LIMITS_EVERY {
+            seen = Some(ceiling_of(&reader.sample().unwrap(), 6441).unwrap().limit());
+        }
+        assert_eq!(seen, Some(GIB / 2));
+        // /pod's usage drops: /pod/a, with less room now, binds.
+        std::fs::write(cg.join("pod/memory.usage_in_bytes"), "100\n").unwrap();
+        std::fs::write(
+            cg.join("pod/a/memory.usage_in_bytes"),
+            format!("{}\n", 1900 * MIB),
+        )
         .unwrap();
-    let c = ceiling_of(&s, 6441).expect("the pod's ceiling");
-    assert_eq!(c.version, CgroupVersion::V2);
-    assert_eq!((c.max, c.high), (Some(8_998_912), None));
-    assert_eq!(c.room(), 8_998_912 - 4_718_592);
-    assert_eq!((c.limit_hits, c.oom_kills), (Some(7), Some(1)));
-    assert_eq!((c.swap_max, c.swap_used), (Some(0), Some(0)));
-    assert_eq!(c.headroom(8 * GIB), c.room(), "no swap allowed");
-    assert_eq!(ceiling_of(&s, 6443), None);
-}
+        let s = sampler(&procs, &cg).sample().unwrap();
+        assert_eq!(ceiling_of(&s, 6441).unwrap().path, "/pod/a");
+        assert_eq!(ceiling_of(&s, 6443).unwrap().path, "/pod");
+    }
 
-#[test]
-fn a_snapshot_read_back_finds_ceilings_by_path() {
-    // The API and traces carry no shared strings: lookups by text.
-    let s = lab(1_000, GIB);
-    let json = serde_json::to_string(&s).unwrap();
-    let back: Snapshot = serde_json::from_str(&json).unwrap();
-    assert_eq!(ceiling_of(&back, 42).unwrap().path, "/lab");
-    assert_eq!(
-        back.available_to(back.process(42).unwrap()),
-        2 * GIB - GIB - 8 * MIB
-    );
+    #[test]
+    fn limits_at_or_above_the_machines_memory_and_hostile_paths_are_no_ceiling() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = dir.path().join("cg");
+        v1_cgroup(&cg.join("huge"), Some(1 << 50), GIB);
+        std::fs::create_dir_all(cg.join("bad")).unwrap();
+        std::fs::write(cg.join("bad/memory.limit_in_bytes"), "lots\n").unwrap();
+        let procs = dir.path().join("proc");
+        // A path reaching out of the hierarchy is never followed.
+        proc_tree(&procs, "/huge", "/../../etc");
+        let s = sampler(&procs, &cg).sample().unwrap();
+        assert!(s.ceilings.is_empty(), "{:?}", s.ceilings);
+        // A limit file that does not parse: counted and named, never fatal.
+        std::fs::write(procs.join("6441/cgroup"), "4:memory:/bad\n").unwrap();
+        let mut sampler = sampler(&procs, &cg);
+        let s = sampler.sample().unwrap();
+        let status = s.collectors.iter().find(|c| c.name == "cgroups").unwrap();
+        assert_eq!(status.errors, 1);
+        assert!(
+            status.detail.contains("bad/memory.limit_in_bytes"),
+            "{status:?}"
+        );
+        assert!(
+            status.detail.contains("\"lots\" is not a number of bytes"),
+            "{status:?}"
+        );
+    }
+
+    #[test]
+    fn a_v2_cgroup_reads_max_high_events_and_swap() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = dir.path().join("cg");
+        let pod = cg.join("kubepods/pod1");
+        std::fs::create_dir_all(&pod).unwrap();
+        // The Docker container of tests/fixtures/cgroup/README.md (memory.stat,
+        // memory.current and memory.max as captured), with memory.high,
+        // memory.events and swap files in the kernel's format.
+        std::fs::copy(
+            fixtures().join("cgroup/v2-docker-memory-9000000.stat"),
+            pod.join("memory.stat"),
+        )
+        .unwrap();
+        for (name, text) in [
+            ("memory.max", "8998912\n"),
+            ("memory.high", "max\n"),
+            ("memory.current", "4718592\n"),
+            ("memory.events", "low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n"),
+            ("memory.swap.max", "0\n"),
+            ("memory.swap.current", "0\n"),
+        ] {
+            std::fs::write(pod.join(name), text).unwrap();
+        }
+        std::fs::write(cg.join("kubepods/memory.max"), "max\n").unwrap();
+        std::fs::write(cg.join("kubepods/memory.high"), "max\n").unwrap();
+        let procs = dir.path().join("proc");
+        proc_tree(&procs, "/kubepods/pod1", "/kubepods");
+        for pid in [6441, 6443] {
+            let path = if pid == 6441 {
+                "/kubepods/pod1"
+            } else {
+                "/kubepods"
+            };
+            std::fs::write(procs.join(format!("{pid}/cgroup")), format!("0::{path}\n")).unwrap();
+        }
+        let s = LinuxSampler::new(&procs)
+            .with_cgroup_mounts(CgroupMounts {
+                v1_memory: None,
+                v2: Some(CgroupMount {
+                    root: "/".into(),
+                    point: cg.clone(),
+                }),
+            })
+            .sample()
+            .unwrap();
+        let c = ceiling_of(&s, 6441).expect("the pod's ceiling");
+        assert_eq!(c.version, CgroupVersion::V2);
+        assert_eq!((c.max, c.high), (Some(8_998_912), None));
+        assert_eq!(c.room(), 8_998_912 - 4_718_592);
+        assert_eq!((c.limit_hits, c.oom_kills), (Some(7), Some(1)));
+        assert_eq!((c.swap_max, c.swap_used), (Some(0), Some(0)));
+        assert_eq!(c.headroom(8 * GIB), c.room(), "no swap allowed");
+        assert_eq!(ceiling_of(&s, 6443), None);
+    }
+
+    #[test]
+    fn a_snapshot_read_back_finds_ceilings_by_path() {
+        // The API and traces carry no shared strings: lookups by text.
+        let s = lab(1_000, GIB);
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Snapshot = serde_json::from_str(&json).unwrap();
+        assert_eq!(ceiling_of(&back, 42).unwrap().path, "/lab");
+        assert_eq!(
+            back.available_to(back.process(42).unwrap()),
+            2 * GIB - GIB - 8 * MIB
+        );
+    }
 }

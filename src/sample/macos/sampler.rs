@@ -466,6 +466,8 @@ impl Sampler for MacSampler {
             processes,
             jobs: Vec::new(),
             unowned: Default::default(),
+            // macOS has no memory cgroups.
+            ceilings: Vec::new(),
             errors,
             collectors: Vec::new(),
             notes: Vec::new(),
