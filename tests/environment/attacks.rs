@@ -3403,7 +3403,7 @@ fn as_uid(uid: u32, program: &Path) -> Command {
 
 /// Every event of the journal at `path` (a line that does not parse is left
 /// out: the daemon may be writing it).
-fn journal_events(path: &Path) -> Vec<serde_json::Value> {
+fn events_in_journal(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -3415,7 +3415,7 @@ fn journal_events(path: &Path) -> Vec<serde_json::Value> {
 fn postmortem_of(journal: &Path, pid: u32, within: Duration) -> Option<serde_json::Value> {
     let deadline = Instant::now() + within;
     loop {
-        let found = journal_events(journal)
+        let found = events_in_journal(journal)
             .into_iter()
             .find(|e| e["event"] == "exited" && e["process"]["pid"] == pid);
         if found.is_some() || Instant::now() >= deadline {
@@ -3426,8 +3426,8 @@ fn postmortem_of(journal: &Path, pid: u32, within: Duration) -> Option<serde_jso
 }
 
 /// The journal's actions: `(pid, action, outcome)`.
-fn journal_actions(journal: &Path) -> Vec<(u64, String, String)> {
-    journal_events(journal)
+fn actions_in_journal(journal: &Path) -> Vec<(u64, String, String)> {
+    events_in_journal(journal)
         .into_iter()
         .filter(|e| e["event"] == "action")
         .map(|e| {
@@ -3443,7 +3443,7 @@ fn journal_actions(journal: &Path) -> Vec<(u64, String, String)> {
 /// The journal has `SIGTERM` delivered to `pid`, and no action on any other
 /// process (the rule matches only the hog).
 fn journal_keeps_only_the_hogs_sigterm(f: &mut Findings, journal: &Path, pid: u32) {
-    let actions = journal_actions(journal);
+    let actions = actions_in_journal(journal);
     f.check(
         actions
             .iter()
@@ -3686,7 +3686,7 @@ fn a_crash_in_a_file_named_like_a_kill_line_forges_no_oom_postmortem() {
         }
         // The metric counts only real OOM post-mortems (other tests on this
         // machine may provoke some), never the victim's.
-        let others = journal_events(&journal)
+        let others = events_in_journal(&journal)
             .iter()
             .filter(|e| {
                 e["event"] == "exited"
@@ -3909,7 +3909,7 @@ impl Drop for SharedSession {
 
 /// The figures of an attack without a baseline hog: the daemon's peak
 /// memory before and after, and how the attacker's hog was stopped.
-fn reaction_figures(f: &Findings, base_hwm: u64, hwm: u64, attacked: Option<Reaction>) {
+fn report_reaction(f: &Findings, base_hwm: u64, hwm: u64, attacked: Option<Reaction>) {
     let fmt = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0}"));
     f.figures(&[
         ("hwm_base_mib", format!("{:.1}", mib(base_hwm))),
@@ -4060,7 +4060,7 @@ fn a_group_signal_spares_another_users_job_the_hog_joined() {
             )
         });
         let hwm = memory_bounded(&mut f, &d, base_hwm);
-        reaction_figures(&f, base_hwm, hwm, reaction);
+        report_reaction(&f, base_hwm, hwm, reaction);
     }
     f.finish();
 }
@@ -4205,7 +4205,7 @@ fn notifications_run_no_program_from_the_daemons_path() {
                 format!("headroom doctor's notifier line: {line:?}")
             });
             let hwm = memory_bounded(&mut f, &d, base_hwm);
-            reaction_figures(&f, base_hwm, hwm, reaction);
+            report_reaction(&f, base_hwm, hwm, reaction);
         }
         Err(e) => f.fail(format!(
             "the daemon did not start (exit code {:?}); its log:\n{}",
@@ -4218,8 +4218,6 @@ fn notifications_run_no_program_from_the_daemons_path() {
 // ---------------------------------------------------------------------------
 // The system service installed from a binary its user can replace
 // ---------------------------------------------------------------------------
-
-use crate::support::attack::status_bytes;
 
 /// Where the README says a system service's own copy of headroom goes on
 /// Linux.
@@ -4381,7 +4379,7 @@ fn the_system_service_runs_no_binary_its_user_can_replace() {
                 MEMORY_SLACK / MIB
             )
         });
-        reaction_figures(&f, base_hwm, hwm, reaction);
+        report_reaction(&f, base_hwm, hwm, reaction);
     }
     let said = std::fs::read_to_string(&ran).unwrap_or_default();
     f.check(said.is_empty(), || {
