@@ -3404,11 +3404,7 @@ fn as_uid(uid: u32, program: &Path) -> Command {
 /// Every event of the journal at `path` (a line that does not parse is left
 /// out: the daemon may be writing it).
 fn events_in_journal(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    crate::support::journal::events(path)
 }
 
 /// The post-mortem (`exited` event) of `pid` in the journal, once written.

@@ -339,10 +339,11 @@ fn the_status_page_lists_a_jobs_workers_under_its_root_with_the_total() {
     browser.goto(&daemon.url("/"));
     let order = wait_for(Duration::from_secs(40), "the page to show the job", || {
         let order = browser.eval(
-            "return Array.from(document.querySelectorAll('#procs tbody tr')).map(tr => \
+            "const foot = tr => tr.querySelector('td.where').nextElementSibling.textContent; \
+             return Array.from(document.querySelectorAll('#procs tbody tr')).map(tr => \
                  tr.classList.contains('job-total') ? 'job ' + tr.dataset.job + ': ' + \
-                 tr.children[1].textContent + ' ' + tr.children[4].textContent : \
-                 tr.children[0].textContent + ' ' + tr.children[4].textContent)",
+                 tr.children[1].textContent + ' ' + foot(tr) : \
+                 tr.children[0].textContent + ' ' + foot(tr))",
         );
         let rows = order.as_array()?;
         rows.iter()
