@@ -342,8 +342,10 @@ impl SizeLimit {
 /// (or `"60% of memory"`, the same), or `"80% of limit"`.
 pub fn parse_size_limit(text: &str) -> Result<SizeLimit, UnitError> {
     let trimmed = text.trim();
+    // An error in the share names the whole value, as written.
+    let whole = |e: UnitError| UnitError::new("size limit", text, e.reason);
     if let Some(share) = trimmed.strip_suffix("of limit") {
-        return match parse_size_limit(share)? {
+        return match parse_size_limit(share).map_err(whole)? {
             SizeLimit::Percent(p) if share.trim_end().ends_with('%') => {
                 Ok(SizeLimit::PercentOfLimit(p))
             }
@@ -355,7 +357,7 @@ pub fn parse_size_limit(text: &str) -> Result<SizeLimit, UnitError> {
         };
     }
     if let Some(share) = trimmed.strip_suffix("of memory") {
-        return match parse_size_limit(share)? {
+        return match parse_size_limit(share).map_err(whole)? {
             SizeLimit::Percent(p) if share.trim_end().ends_with('%') => Ok(SizeLimit::Percent(p)),
             _ => Err(UnitError::new(
                 "size limit",
@@ -728,6 +730,10 @@ mod tests {
         for bad in ["2GiB of limit", "of limit", "150% of limit", "80%of limitx"] {
             assert!(parse_size_limit(bad).is_err(), "{bad}");
         }
+        // Found by the units fuzz target: an error in the share named only
+        // the share.
+        let e = parse_size_limit("51yea*s/of memory").unwrap_err();
+        assert_eq!(e.input(), "51yea*s/of memory");
         let e = parse_size_limit("2GiB of limit").unwrap_err().to_string();
         assert!(e.contains("\"of limit\" follows a percentage"), "{e}");
     }
