@@ -165,6 +165,27 @@ fn baseline(f: &mut Findings, d: &RootDaemon, link: &Path) -> Option<Baseline> {
     }
 }
 
+/// A hog's reaction under attack against the baseline's: at most
+/// [`REACTION_FACTOR`] times as far past the limit and as late, plus a slack.
+fn reaction_within_bounds(f: &mut Findings, base: Reaction, r: Reaction) {
+    let bound_mib = REACTION_FACTOR * base.past_limit_mib.max(0.0) + REACTION_SLACK_MIB;
+    f.check(r.past_limit_mib <= bound_mib, || {
+        format!(
+            "under attack the hog got {:.0} MiB past the limit before SIGTERM, more than \
+             {REACTION_FACTOR}× the baseline's {:.0} MiB + {REACTION_SLACK_MIB} MiB = {bound_mib:.0} MiB",
+            r.past_limit_mib, base.past_limit_mib
+        )
+    });
+    let bound_ms = REACTION_FACTOR * base.ms_after_crossing + REACTION_SLACK_MS;
+    f.check(r.ms_after_crossing <= bound_ms, || {
+        format!(
+            "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
+             {REACTION_FACTOR}× the baseline's {:.0} ms + {REACTION_SLACK_MS} ms = {bound_ms:.0} ms",
+            r.ms_after_crossing, base.ms_after_crossing
+        )
+    });
+}
+
 /// A hog crossing the limit during the attack must be signalled, not much
 /// later than in the baseline.
 fn attacked_reaction(
@@ -180,23 +201,7 @@ fn attacked_reaction(
                 "under attack: signalled {:.0} MiB past the limit, {:.0} ms after crossing",
                 r.past_limit_mib, r.ms_after_crossing
             ));
-            let b = base.reaction;
-            let bound_mib = REACTION_FACTOR * b.past_limit_mib.max(0.0) + REACTION_SLACK_MIB;
-            f.check(r.past_limit_mib <= bound_mib, || {
-                format!(
-                    "under attack the hog got {:.0} MiB past the limit before SIGTERM, more than \
-                     {REACTION_FACTOR}× the baseline's {:.0} MiB + {REACTION_SLACK_MIB} MiB = {bound_mib:.0} MiB",
-                    r.past_limit_mib, b.past_limit_mib
-                )
-            });
-            let bound_ms = REACTION_FACTOR * b.ms_after_crossing + REACTION_SLACK_MS;
-            f.check(r.ms_after_crossing <= bound_ms, || {
-                format!(
-                    "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
-                     {REACTION_FACTOR}× the baseline's {:.0} ms + {REACTION_SLACK_MS} ms = {bound_ms:.0} ms",
-                    r.ms_after_crossing, b.ms_after_crossing
-                )
-            });
+            reaction_within_bounds(f, base.reaction, r);
             Some(r)
         }
         Err(why) => {
@@ -1885,27 +1890,6 @@ fn journal_holds_the_hogs_and_no_one_else(f: &mut Findings, journal: &Path, hogs
             format!("the journal holds an action on pid {pid}, not a hog: {action}")
         });
     }
-}
-
-/// A hog's reaction under attack against the baseline's, as
-/// [`attacked_reaction`] judges it.
-fn reaction_within_bounds(f: &mut Findings, base: Reaction, r: Reaction) {
-    let bound_mib = REACTION_FACTOR * base.past_limit_mib.max(0.0) + REACTION_SLACK_MIB;
-    f.check(r.past_limit_mib <= bound_mib, || {
-        format!(
-            "under attack the hog got {:.0} MiB past the limit before SIGTERM, more than \
-             {REACTION_FACTOR}× the baseline's {:.0} MiB + {REACTION_SLACK_MIB} MiB = {bound_mib:.0} MiB",
-            r.past_limit_mib, base.past_limit_mib
-        )
-    });
-    let bound_ms = REACTION_FACTOR * base.ms_after_crossing + REACTION_SLACK_MS;
-    f.check(r.ms_after_crossing <= bound_ms, || {
-        format!(
-            "under attack SIGTERM came {:.0} ms after the hog crossed the limit, more than \
-             {REACTION_FACTOR}× the baseline's {:.0} ms + {REACTION_SLACK_MS} ms = {bound_ms:.0} ms",
-            r.ms_after_crossing, base.ms_after_crossing
-        )
-    });
 }
 
 #[test]
