@@ -122,6 +122,7 @@ fn decision(process: ProcessRef, dry_run: bool) -> Decision {
             process_group: false,
         },
         dry_run,
+        replayed: false,
         limit: "footprint > 0".into(),
         reason: "benchmark".into(),
         reach: Reach::own_user(headroom::sys::this_process::effective_uid()),

@@ -91,6 +91,29 @@ pub struct RunOptions {
     pub config_path: Option<PathBuf>,
     /// `--dry-run` on the command line: wins over the config, also after reloads.
     pub force_dry_run: bool,
+    /// The journal's path, `None` for none at all (a replay not told where
+    /// to journal). See [`journal_for`].
+    pub journal: Option<PathBuf>,
+    /// The trace being replayed (`run --replay`), if one is: then the
+    /// daemon runs dry whatever its config says, also after reloads.
+    pub replay: Option<PathBuf>,
+}
+
+/// Where a daemon journals: `--journal` if given, else the config's
+/// `daemon.journal` or the platform default for root or a user; a replay
+/// journals only where `--journal` says (`None`: nowhere), never into the
+/// live daemon's journal.
+pub fn journal_for(
+    config: &Config,
+    flag: Option<&Path>,
+    replay: bool,
+    is_root: bool,
+) -> Option<PathBuf> {
+    match (flag, replay) {
+        (Some(path), _) => Some(path.to_path_buf()),
+        (None, true) => None,
+        (None, false) => Some(crate::journal::path_for(&config.daemon, is_root)),
+    }
 }
 
 /// A daemon ready to run: the loop's inputs, its own data and the state it
@@ -98,8 +121,13 @@ pub struct RunOptions {
 pub struct Daemon {
     /// The file to re-read on SIGHUP; `None` runs on the embedded default.
     config_path: Option<PathBuf>,
-    /// `--dry-run` on the command line: wins over the config, also after reloads.
+    /// `--dry-run` on the command line, or a replay: wins over the config,
+    /// also after reloads.
     force_dry_run: bool,
+    /// The journal's path; `None` keeps none.
+    journal: Option<PathBuf>,
+    /// The trace being replayed, if one is.
+    replay: Option<PathBuf>,
     /// The loop's config and history; the published state holds copies.
     working: Working,
     sampler: Option<Box<dyn Sampler>>,
@@ -147,10 +175,11 @@ impl Daemon {
             mut config,
             config_path,
             force_dry_run,
+            journal,
+            replay,
         } = opts;
-        if force_dry_run {
-            config.daemon.dry_run = true;
-        }
+        let force_dry_run = force_dry_run || replay.is_some();
+        pin(&mut config, force_dry_run, replay.is_some());
         let working = Working::new(config);
         let state = working.initial_state(config_path.clone(), Timestamp::now());
         let (tx, _rx) = watch::channel(state);
@@ -158,6 +187,8 @@ impl Daemon {
         Self {
             config_path,
             force_dry_run,
+            journal,
+            replay,
             working,
             sampler: Some(sampler),
             events,
@@ -385,9 +416,11 @@ impl Daemon {
     fn start_pipeline(&self) -> Pipeline {
         let config = self.working.config();
         let d = &config.daemon;
-        let path = crate::journal::path_for(d, crate::sys::this_process::running_as_root());
         let opts = crate::journal::JournalOptions::from_config(d);
-        let pipeline = Pipeline::start(path, opts);
+        let pipeline = match &self.replay {
+            None => Pipeline::start(self.journal.clone(), opts),
+            Some(_) => Pipeline::start_replay(self.journal.clone(), opts),
+        };
         pipeline.record(EventKind::Started {
             version: env!("CARGO_PKG_VERSION").to_string(),
             config: self.config_path.as_ref().map(|p| p.display().to_string()),
@@ -523,7 +556,10 @@ impl Daemon {
             .postmortems
             .observe(snap, self.working.history(), observed, &self.silence);
         let config = self.working.config();
-        let (notify, dry_run) = (config.postmortem.notify, config.daemon.dry_run);
+        let (notify, dry_run) = (
+            config.postmortem.notify,
+            config.daemon.dry_run || snap.replayed,
+        );
         for event in ended {
             let sentence = crate::event_line::postmortem(&event).unwrap_or_default();
             if let EventKind::Exited { process, .. } = &event.kind {
@@ -535,6 +571,7 @@ impl Daemon {
                         step: 0,
                         action: Action::Notify,
                         dry_run,
+                        replayed: snap.replayed,
                         limit: String::new(),
                         reason: sentence,
                         reach: Reach::own_user(crate::sys::this_process::effective_uid()),
@@ -627,6 +664,21 @@ impl Daemon {
             None => "the embedded default".to_string(),
         };
         let sampler = self.sampler.as_ref().map_or("none", |s| s.name());
+        if let Some(trace) = &self.replay {
+            let journal = match &self.journal {
+                Some(path) => format!(
+                    "its events go to {} (every line marked as a replay)",
+                    path.display()
+                ),
+                None => "it keeps no journal (--journal FILE keeps one)".to_string(),
+            };
+            warn!(
+                "replaying {}: a dry run whatever the config or the command line say; no signal, \
+                 hook or notification reaches this machine's processes, and every log line is \
+                 marked as a replay; {journal}",
+                trace.display()
+            );
+        }
         info!(
             "headroom {} running: config from {source}, {sampler} sampler, every {} ({} under pressure){}",
             env!("CARGO_PKG_VERSION"),
@@ -682,8 +734,15 @@ impl Daemon {
     /// first, then the published one; the notebook lookup and the cadence
     /// follow it.
     fn apply_config(&mut self, run: &mut Running, mut config: Config, path: &Path) {
-        if self.force_dry_run {
-            config.daemon.dry_run = true;
+        pin(&mut config, self.force_dry_run, self.replay.is_some());
+        // The journal stays where it was opened.
+        let running_journal = &self.working.config().daemon.journal;
+        if config.daemon.journal != *running_journal {
+            info!(
+                "daemon.journal changes in {} take effect at restart",
+                path.display()
+            );
+            config.daemon.journal = running_journal.clone();
         }
         // The HTTP server keeps the settings it was started with.
         let running_http = &self.working.config().http;
@@ -705,6 +764,18 @@ impl Daemon {
         let config = self.working.config();
         run.notebooks.configure(&config.jupyter);
         run.cadence.set_gates(gates(config));
+    }
+}
+
+/// What the command line holds over every config, the first and each
+/// reloaded: `--dry-run` (or a replay) runs dry; a replay looks up no
+/// Jupyter server of this machine (the trace's processes are not its).
+fn pin(config: &mut Config, dry_run: bool, replay: bool) {
+    if dry_run {
+        config.daemon.dry_run = true;
+    }
+    if replay {
+        config.jupyter.enabled = false;
     }
 }
 
@@ -794,13 +865,16 @@ mod tests {
             let dir = tempfile::tempdir_in(&base).expect("tempdir");
             let mut config =
                 Config::from_toml_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-            config.daemon.journal = Some(dir.path().join("journal.jsonl"));
+            let journal = dir.path().join("journal.jsonl");
+            config.daemon.journal = Some(journal.clone());
             config.jupyter.enabled = false;
             let daemon = Daemon::new(
                 RunOptions {
                     config,
                     config_path: Some(dir.path().join("headroom.toml")),
                     force_dry_run: true,
+                    journal: Some(journal),
+                    replay: None,
                 },
                 Box::new(Scripted(samples.into())),
                 PressureEvents::none(),

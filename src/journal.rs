@@ -34,6 +34,7 @@
 
 mod layout;
 pub mod shares;
+pub mod state_lock;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Write as _};
@@ -203,8 +204,9 @@ impl Journal {
         &self.path
     }
 
-    /// Append one event as one line and make it durable.
-    pub fn append(&mut self, e: &Event) -> Result<(), JournalError> {
+    /// Append one event (an [`Event`], or one wrapped with more fields) as
+    /// one line and make it durable.
+    pub fn append(&mut self, e: &impl serde::Serialize) -> Result<(), JournalError> {
         let mut line = serde_json::to_vec(e)?;
         line.push(b'\n');
         let len = line.len() as u64;

@@ -16,6 +16,10 @@
 //! sequences, and they would be escaped like any other. JSON records
 //! already escape control characters inside strings (serde_json writes
 //! `\u001b`); they go through the same writer, which leaves them as they are.
+//!
+//! A replay (`headroom run --replay`) marks every record, whichever thread
+//! logs it: a human line starts with `[replay] `, a JSON record with
+//! `"replay":true`, so that no line of a replay reads as this machine's.
 
 use std::io::{self, Write};
 
@@ -25,8 +29,9 @@ use tracing_subscriber::fmt::MakeWriter;
 use crate::config::LogFormat;
 use crate::report::printable;
 
-/// Install the global subscriber. Calling it twice keeps the first one.
-pub fn init(format: LogFormat) {
+/// Install the global subscriber, marking every record as a replay's if
+/// `replay`. Calling it twice keeps the first one.
+pub fn init(format: LogFormat, replay: bool) {
     let filter = std::env::var("HEADROOM_LOG")
         .ok()
         .or_else(|| std::env::var("RUST_LOG").ok())
@@ -34,7 +39,7 @@ pub fn init(format: LogFormat) {
         .unwrap_or_else(|| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(Escaping(io::stderr));
+        .with_writer(Escaping(io::stderr).marking_replay(replay));
     let result = match format {
         LogFormat::Json => builder
             .json()
@@ -52,6 +57,16 @@ pub fn init(format: LogFormat) {
 #[derive(Debug, Clone)]
 pub struct Escaping<M>(pub M);
 
+impl<M> Escaping<M> {
+    /// Mark every record as a replay's if `replay`.
+    pub fn marking_replay(self, replay: bool) -> Marking<M> {
+        Marking {
+            inner: self.0,
+            replay,
+        }
+    }
+}
+
 impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Escaping<M> {
     type Writer = EscapingWriter<M::Writer>;
 
@@ -59,6 +74,26 @@ impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Escaping<M> {
         EscapingWriter {
             inner: self.0.make_writer(),
             record: Vec::new(),
+            replay: false,
+        }
+    }
+}
+
+/// [`Escaping`], marking every record as a replay's where asked.
+#[derive(Debug, Clone)]
+pub struct Marking<M> {
+    inner: M,
+    replay: bool,
+}
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Marking<M> {
+    type Writer = EscapingWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        EscapingWriter {
+            inner: self.inner.make_writer(),
+            record: Vec::new(),
+            replay: self.replay,
         }
     }
 }
@@ -69,6 +104,8 @@ impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Escaping<M> {
 pub struct EscapingWriter<W: Write> {
     inner: W,
     record: Vec<u8>,
+    /// Mark the record as a replay's ([`mark_replay`]).
+    replay: bool,
 }
 
 impl<W: Write> EscapingWriter<W> {
@@ -76,7 +113,10 @@ impl<W: Write> EscapingWriter<W> {
         if self.record.is_empty() {
             return Ok(());
         }
-        let line = escape_record(&self.record);
+        let mut line = escape_record(&self.record);
+        if self.replay {
+            line = mark_replay(&line);
+        }
         self.record.clear();
         self.inner.write_all(line.as_bytes())?;
         self.inner.flush()
@@ -110,6 +150,16 @@ pub fn escape_record(record: &[u8]) -> String {
     let mut line = printable(body).into_owned();
     line.push('\n');
     line
+}
+
+/// `line` (one escaped record) marked as a replay's: `{"replay":true,…}`
+/// for a JSON record, `[replay] …` for a human one.
+pub fn mark_replay(line: &str) -> String {
+    match line.strip_prefix('{') {
+        Some(rest) if rest.trim_start().starts_with('}') => format!("{{\"replay\":true{rest}"),
+        Some(rest) => format!("{{\"replay\":true,{rest}"),
+        None => format!("[replay] {line}"),
+    }
 }
 
 #[cfg(test)]
@@ -176,6 +226,32 @@ mod tests {
         assert!(text.ends_with('\n'));
         assert_no_raw_controls(&text);
         assert!(text.contains("name=\\u{1b}[31mRED\\n\\u{7}<b>"), "{text}");
+    }
+
+    #[test]
+    fn a_replays_records_are_marked_in_either_format() {
+        for json in [false, true] {
+            let out = Buffer::default();
+            let writer = {
+                let out = out.clone();
+                Escaping(move || out.clone()).marking_replay(true)
+            };
+            let builder = tracing_subscriber::fmt().with_writer(writer).with_ansi(false);
+            let log = || tracing::warn!(pid = 42, "dry run: replay: would send SIGTERM");
+            if json {
+                tracing::subscriber::with_default(builder.json().flatten_event(true).finish(), log);
+                let text = out.text();
+                let v: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+                assert_eq!(v["replay"], true, "{text}");
+                assert_eq!(v["pid"], 42, "{text}");
+            } else {
+                tracing::subscriber::with_default(builder.finish(), log);
+                let text = out.text();
+                assert!(text.starts_with("[replay] "), "{text}");
+                assert!(text.contains("would send SIGTERM"), "{text}");
+            }
+        }
+        assert_eq!(mark_replay("{}\n"), "{\"replay\":true}\n");
     }
 
     #[test]

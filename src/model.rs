@@ -89,6 +89,12 @@ pub struct Snapshot {
     pub taken_at: Timestamp,
     /// Which sampler produced it: `linux`, `macos`, `sysinfo` or `replay`.
     pub source: String,
+    /// Played back from a recorded trace (`headroom run --replay`), not
+    /// sampled on this machine: its processes are the trace's, and nothing
+    /// is ever done to a process of this machine on its account. The replay
+    /// sampler sets it on every snapshot it plays, whatever the trace says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
     /// Wall time the sampling pass took, in microseconds.
     pub sample_micros: u64,
     pub system: SystemMemory,

@@ -21,7 +21,7 @@
 //! journal is tried again every [`JOURNAL_RETRY`], so a fixed one is taken
 //! up without a restart. [`Pipeline::journal_health`] says how it stands.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -79,8 +79,11 @@ impl JournalHealth {
 
 /// Opens the journal as the daemon's user requires: checked as root.
 struct Opener {
-    path: PathBuf,
+    /// `None`: no journal is kept (a replay not told where to keep one).
+    path: Option<PathBuf>,
     opts: JournalOptions,
+    /// A replay's journal: every line marked as a replay.
+    replay: bool,
     /// `Some(0)` for a root daemon: only root may be able to change it.
     trusted_uid: Option<u32>,
     /// How long after a failed open to try again.
@@ -89,14 +92,15 @@ struct Opener {
 
 impl Opener {
     fn open(&self, health: &JournalHealth) -> Option<Journals> {
+        let path = self.path.as_deref()?;
         let opened = match self.trusted_uid {
-            Some(uid) => Journals::open_checked(&self.path, self.opts, uid),
-            None => Journals::open(&self.path, self.opts),
+            Some(uid) => Journals::open_checked(path, self.opts, uid),
+            None => Journals::open(path, self.opts),
         };
         match opened {
             Ok(j) => {
                 health.set_problem(None);
-                Some(j)
+                Some(if self.replay { j.marked_as_replay() } else { j })
             }
             Err(e) => {
                 health.open_failures.fetch_add(1, Ordering::Relaxed);
@@ -122,10 +126,30 @@ impl Pipeline {
     /// Start the actuator and journal threads. The journal is opened
     /// checked when headroom runs as root ([`Journals::open_checked`]); one
     /// that cannot be opened is logged, and events are then kept in memory
-    /// only until a later try succeeds.
-    pub fn start(journal_path: PathBuf, journal_opts: JournalOptions) -> Self {
+    /// only until a later try succeeds. `None` keeps no journal.
+    pub fn start(journal_path: Option<PathBuf>, journal_opts: JournalOptions) -> Self {
         let trusted_uid = crate::sys::this_process::running_as_root().then_some(0);
-        Self::start_with(journal_path, journal_opts, trusted_uid)
+        Self::start_inner(
+            Mode::Live,
+            journal_path,
+            journal_opts,
+            trusted_uid,
+            JOURNAL_RETRY,
+        )
+    }
+
+    /// The pipeline of a replay: its actuator carries out nothing
+    /// ([`ActuatorOptions::replay`]), and its journal, if it keeps one
+    /// (`journal_path`), marks every line as a replay.
+    pub fn start_replay(journal_path: Option<PathBuf>, journal_opts: JournalOptions) -> Self {
+        let trusted_uid = crate::sys::this_process::running_as_root().then_some(0);
+        Self::start_inner(
+            Mode::Replay,
+            journal_path,
+            journal_opts,
+            trusted_uid,
+            JOURNAL_RETRY,
+        )
     }
 
     /// [`Pipeline::start`] with the journal's check chosen by the caller:
@@ -135,11 +159,18 @@ impl Pipeline {
         journal_opts: JournalOptions,
         trusted_uid: Option<u32>,
     ) -> Self {
-        Self::start_inner(journal_path, journal_opts, trusted_uid, JOURNAL_RETRY)
+        Self::start_inner(
+            Mode::Live,
+            Some(journal_path),
+            journal_opts,
+            trusted_uid,
+            JOURNAL_RETRY,
+        )
     }
 
     fn start_inner(
-        journal_path: PathBuf,
+        mode: Mode,
+        journal_path: Option<PathBuf>,
         journal_opts: JournalOptions,
         trusted_uid: Option<u32>,
         retry: Duration,
@@ -149,16 +180,22 @@ impl Pipeline {
         let (journaled_tx, journaled) = unbounded_channel();
 
         let health = Arc::new(JournalHealth::default());
+        let replay = mode == Mode::Replay;
         let opener = Opener {
             path: journal_path,
             opts: journal_opts,
+            replay,
             trusted_uid,
             retry,
         };
         let journal = opener.open(&health);
-        match (&journal, health.problem()) {
-            (Some(_), _) => info!("journal: {}", opener.path.display()),
-            (None, problem) => error!(
+        match (&journal, health.problem(), &opener.path) {
+            (Some(_), _, Some(path)) if replay => {
+                info!("journal: {} (every line marked as a replay)", path.display());
+            }
+            (Some(_), _, Some(path)) => info!("journal: {}", path.display()),
+            (_, _, None) => info!("no journal: events are kept in memory only"),
+            (None, problem, Some(_)) => error!(
                 "{}; events are kept in memory only, and the journal is tried again every {}",
                 problem.unwrap_or_default(),
                 crate::config::format_duration(opener.retry)
@@ -177,7 +214,11 @@ impl Pipeline {
         let actuator = std::thread::Builder::new()
             .name("headroom-actuator".into())
             .spawn(move || {
-                let mut actuator = Actuator::new(ActuatorOptions::default(), actuator_events);
+                let opts = ActuatorOptions {
+                    replay,
+                    ..ActuatorOptions::default()
+                };
+                let mut actuator = Actuator::new(opts, actuator_events);
                 for d in decisions_rx {
                     actuator.execute(&d);
                 }
@@ -242,6 +283,13 @@ impl Pipeline {
     }
 }
 
+/// A live daemon's pipeline, or a replay's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Live,
+    Replay,
+}
+
 fn journal_thread(
     opener: Opener,
     mut journal: Option<Journals>,
@@ -273,14 +321,14 @@ fn journal_thread(
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        if journal.is_none() && last_try.elapsed() >= opener.retry {
+        if journal.is_none() && opener.path.is_some() && last_try.elapsed() >= opener.retry {
             last_try = Instant::now();
             let before = health.problem();
             journal = opener.open(health);
             match (&journal, health.problem()) {
                 (Some(_), _) => info!(
                     "journal: {} can be written now; events from here on are kept",
-                    opener.path.display()
+                    opener.path.as_deref().unwrap_or(Path::new("")).display()
                 ),
                 // Said once per problem, not every minute.
                 (None, Some(now)) if before.as_deref() != Some(now.as_str()) => {
@@ -379,7 +427,7 @@ mod tests {
             max_bytes: 64 * 1024,
             keep: 2,
         };
-        let mut p = Pipeline::start_inner(path.clone(), opts, None, JOURNAL_RETRY);
+        let mut p = Pipeline::start_inner(Mode::Live, Some(path.clone()), opts, None, JOURNAL_RETRY);
         let t0 = Timestamp::now();
         let at = |ms: u64| t0.plus(Duration::from_millis(ms));
         p.record_at(
@@ -439,7 +487,8 @@ mod tests {
         let uid = crate::sys::this_process::effective_uid();
 
         let mut p = Pipeline::start_inner(
-            path.clone(),
+            Mode::Live,
+            Some(path.clone()),
             JournalOptions::default(),
             Some(uid),
             Duration::ZERO,

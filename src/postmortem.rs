@@ -946,6 +946,7 @@ mod tests {
                 process_group: false,
             },
             dry_run: false,
+            replayed: false,
             limit: String::new(),
             reason: String::new(),
             reach: crate::policy::Reach::own_user(0),

@@ -8,6 +8,13 @@
 //! event of their own when they end. Every event goes to the channel given to
 //! [`Actuator::new`], stamped with the time it happened.
 //!
+//! A replay never acts: a decision made on a replayed snapshot
+//! ([`Decision::replayed`]), or any decision given to an actuator started
+//! for a replay ([`ActuatorOptions::replay`]), is logged and reported as a
+//! dry run before anything else is done: no signal (not even the identity
+//! checks, which would look at this machine's processes), no hook, no
+//! notification, whatever the config or `dry_run` say.
+//!
 //! Platform code lives in `linux.rs` (pidfds, `/proc`), `macos.rs`
 //! (`proc_pidinfo`, `kinfo_proc`) and `portable.rs` (sysinfo, elsewhere), behind the neutral [`identity`] functions; `posix.rs`
 //! holds the `kill` and process-group calls every Unix shares; `group.rs`
@@ -59,6 +66,9 @@ pub struct ActuatorOptions {
     /// Run hooks in a dry run too, with `HEADROOM_DRY_RUN=1`, leaving it to
     /// the hook to act or only log. Default false: a dry run runs nothing.
     pub run_hooks_in_dry_run: bool,
+    /// The actuator of a replay (`headroom run --replay`): it carries out
+    /// no decision at all, whatever the decision says. Default false.
+    pub replay: bool,
 }
 
 impl Default for ActuatorOptions {
@@ -68,6 +78,7 @@ impl Default for ActuatorOptions {
             notifier_dirs: notify::NOTIFIER_DIRS.iter().map(PathBuf::from).collect(),
             runtime_dir: PathBuf::from("/run/user"),
             run_hooks_in_dry_run: false,
+            replay: false,
         }
     }
 }
@@ -95,6 +106,10 @@ impl Actuator {
     /// Carry out one decision. Signals are done when this returns; hooks and
     /// notifications report later, from their own thread.
     pub fn execute(&mut self, d: &Decision) {
+        if d.replayed || self.opts.replay {
+            self.replayed(d);
+            return;
+        }
         match &d.action {
             Action::Signal {
                 signal,
@@ -134,6 +149,13 @@ impl Actuator {
             } => self.hook(d, command, args, *timeout),
             Action::Notify => self.notify(d),
         }
+    }
+
+    /// A decision of a replay: said and reported, never carried out.
+    fn replayed(&self, d: &Decision) {
+        let detail = format!("replay: would {}", would(d));
+        log_outcome(d, &Outcome::DryRun, &detail);
+        self.emit(action_event(d, Outcome::DryRun, detail));
     }
 
     /// How many hooks and notifications are still running.
@@ -336,6 +358,32 @@ fn headroom_env(d: &Decision) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What carrying out `d` would be, in words: `send SIGTERM to pid 42
+/// (python3)`, `run /usr/local/bin/hook`, `show a notification`.
+fn would(d: &Decision) -> String {
+    let target = format!("pid {} ({})", d.process.pid, printable(&d.process.name));
+    match &d.action {
+        Action::Signal {
+            signal,
+            process_group: false,
+            ..
+        } => format!("send {signal} to {target}"),
+        Action::Signal {
+            signal,
+            process_group: true,
+            ..
+        } => format!("send {signal} to the process group of {target}"),
+        Action::Hook { command, args, .. } => {
+            let line = std::iter::once(command.display().to_string())
+                .chain(args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!("run {} for {target}", printable(&line))
+        }
+        Action::Notify => format!("show a notification about {target}"),
+    }
+}
+
 fn action_event(d: &Decision, outcome: Outcome, detail: String) -> Event {
     Event {
         at: Timestamp::now(),
@@ -345,7 +393,7 @@ fn action_event(d: &Decision, outcome: Outcome, detail: String) -> Event {
             step: d.step,
             action: d.action.label(),
             outcome,
-            dry_run: d.dry_run,
+            dry_run: d.dry_run || d.replayed,
             detail,
         },
     }

@@ -1,6 +1,9 @@
 //! Sending one signal safely: the checks that run before every signal, in
 //! this order, and the delivery itself.
 //!
+//! 0. Never for a replayed snapshot: its pid is the trace's, and the
+//!    process that has it on this machine is another (the actuator stops
+//!    such a decision before it gets here; this is the last guard).
 //! 1. Never pid 0 or 1, never headroom itself or one of its ancestors.
 //! 2. Pin the process (Linux: `pidfd_open`), then read its start time. The
 //!    pidfd is opened before the read, and the expected start time predates
@@ -55,6 +58,11 @@ pub fn deliver(
     let refused = |why: String| Verdict::Ended(Outcome::Refused(why), String::new());
     let failed = |why: String| Verdict::Ended(Outcome::Failed(why), String::new());
     let ended = |o: Outcome| Verdict::Ended(o, String::new());
+
+    // 0. A replay acts on nothing of this machine's.
+    if d.replayed {
+        return Verdict::Ended(Outcome::DryRun, format!("{signal} to {target} (replay)"));
+    }
 
     // 1. Who must never be signalled.
     match pid {

@@ -63,9 +63,19 @@ pub enum Command {
         #[arg(long, value_enum, value_name = "FORMAT")]
         log_format: Option<LogFormat>,
         /// Play a recorded trace (from `headroom record`) instead of sampling
-        /// this machine, looping at its end. For trying configs safely.
+        /// this machine, looping at its end. For trying configs safely: a
+        /// replay is a dry run whatever the config says (it signals nothing,
+        /// runs no hook, shows no notification), marks every log line as a
+        /// replay, and keeps no journal unless --journal names one.
         #[arg(long, value_name = "TRACE")]
         replay: Option<PathBuf>,
+        /// Journal to FILE (overrides `daemon.journal`). The daemon locks
+        /// FILE's directory, its state directory, for its life: one daemon
+        /// per state directory. With --replay, FILE gets the replay's
+        /// events, every line marked as a replay, and may not be in the
+        /// live daemon's state directory.
+        #[arg(long, value_name = "FILE")]
+        journal: Option<PathBuf>,
         /// Serve metrics, the API and the status page on this address and port
         /// (overrides `http.listen`; default 127.0.0.1:9717).
         #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
@@ -240,6 +250,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             dry_run,
             log_format,
             replay,
+            journal,
             listen,
             allow_remote,
         } => run::run_daemon(
@@ -247,6 +258,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             dry_run,
             log_format,
             replay,
+            journal,
             run::HttpOverrides {
                 listen,
                 allow_remote,

@@ -1,9 +1,18 @@
-//! `headroom run`: the daemon's wiring. Load and check the config, apply
-//! the command line's overrides, set up logging, raise the open-file limit,
-//! stay resident, try to bind the HTTP listener, pick the sampler (this
-//! machine's or a replayed trace), open the pressure events, exit causes and
-//! system probe, then run the loop and the HTTP server until a signal stops
-//! them.
+//! `headroom run`: the daemon's wiring. First everything that can be wrong
+//! with the command line and the config is checked (the config, the
+//! overrides, the trace to replay, the journal), so that a usage error
+//! exits 2 before anything is taken; then it sets up logging, takes the
+//! lock of its state directory ([`StateLock`]: one daemon per state
+//! directory; a second exits 1 naming the holder), raises the open-file
+//! limit, stays resident, tries to bind the HTTP listener, opens the
+//! pressure events, exit causes and system probe, then runs the loop and
+//! the HTTP server until a signal stops them.
+//!
+//! A replay (`--replay TRACE`) samples nothing of this machine and acts on
+//! nothing: it runs dry whatever the config says, its actuator carries out
+//! nothing, every log line is marked as a replay, and it keeps no journal
+//! (and takes no lock) unless `--journal FILE` names one outside the live
+//! daemon's state directory.
 //!
 //! Enforcement never depends on the HTTP listener: an address another
 //! process holds (any local user can listen on the port first) is logged
@@ -11,12 +20,13 @@
 //! the address is free, while the loop samples and acts.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{CliError, browsable, load_config};
-use crate::config::{HttpConfig, LogFormat};
-use crate::daemon::{Daemon, RunOptions};
+use crate::config::{Config, HttpConfig, LogFormat};
+use crate::daemon::{Daemon, RunOptions, journal_for};
+use crate::journal::state_lock::{Holder, StateLock, state_dir};
 use crate::sample::replay::ReplaySampler;
 use crate::sample::{ExitCauses, PressureEvents, Sampler, exit_causes, platform_sampler};
 
@@ -56,15 +66,15 @@ pub fn run_daemon(
     force_dry_run: bool,
     log_format: Option<LogFormat>,
     replay: Option<PathBuf>,
+    journal_flag: Option<PathBuf>,
     http: HttpOverrides,
 ) -> Result<(), CliError> {
+    // Everything the command line and the config can get wrong, before
+    // anything is taken (the state directory's lock, the port).
     let mut config = load_config(config_path.as_deref())?;
     // As root: a config or hook that others can change is refused (exit 2).
-    crate::permissions::check_for_root(
-        config_path.as_deref(),
-        &config,
-        crate::sys::this_process::effective_uid(),
-    )?;
+    let euid = crate::sys::this_process::effective_uid();
+    crate::permissions::check_for_root(config_path.as_deref(), &config, euid)?;
     if let Some(addr) = http.listen {
         config.http.listen = addr;
         config.http.enabled = true;
@@ -74,7 +84,44 @@ pub fn run_daemon(
         HttpConfig::check_listen(addr, config.http.allow_remote)
             .map_err(|why| CliError::Usage(format!("--listen {addr}: {why}")))?;
     }
-    crate::logging::init(log_format.unwrap_or(config.daemon.log_format));
+    let replayed = match &replay {
+        Some(path) => Some(
+            ReplaySampler::open(path)
+                .map_err(|e| CliError::Usage(format!("cannot replay {}: {e}", path.display())))?
+                .looped(true),
+        ),
+        None => None,
+    };
+    let is_root = euid == 0;
+    if replay.is_some()
+        && let Some(journal) = &journal_flag
+    {
+        check_replay_journal(journal, &config, is_root)?;
+    }
+    let journal = journal_for(&config, journal_flag.as_deref(), replay.is_some(), is_root);
+    if let Some(path) = &journal {
+        config.daemon.journal = Some(path.clone());
+    }
+
+    crate::logging::init(
+        log_format.unwrap_or(config.daemon.log_format),
+        replay.is_some(),
+    );
+    // One daemon per state directory, taken before sampling; a replay with
+    // no journal has no state directory and takes none.
+    let mut lock = match &journal {
+        Some(path) => Some(
+            StateLock::acquire(path, is_root.then_some(0), Holder::this_process())
+                .map_err(|e| CliError::Runtime(e.to_string()))?,
+        ),
+        None => None,
+    };
+    if let Some(lock) = &lock {
+        tracing::info!(
+            "state directory locked: {} (one daemon per state directory)",
+            lock.path().display()
+        );
+    }
     warn_if_others_can_replace_this_binary();
     // Room for enforcement's descriptors whatever HTTP clients open; the
     // HTTP server keeps a reserve out of what this leaves.
@@ -95,12 +142,8 @@ pub fn run_daemon(
         })
     });
 
-    let sampler: Box<dyn Sampler> = match &replay {
-        Some(path) => crate::sample::jobs::with_jobs(Box::new(
-            ReplaySampler::open(path)
-                .map_err(|e| CliError::Usage(format!("cannot replay {}: {e}", path.display())))?
-                .looped(true),
-        )),
+    let sampler: Box<dyn Sampler> = match replayed {
+        Some(replayed) => crate::sample::jobs::with_jobs(Box::new(replayed)),
         None => platform_sampler(&config.gpu, &config.labels),
     };
     // The daemon loop is the runtime's only task (the HTTP server has a
@@ -128,6 +171,8 @@ pub fn run_daemon(
             config,
             config_path,
             force_dry_run,
+            journal,
+            replay: replay.clone(),
         };
         let causes = if replay.is_some() {
             ExitCauses::none("a replayed trace holds no record of how its processes ended")
@@ -167,6 +212,11 @@ pub fn run_daemon(
                 let server = started
                     .map_err(|e| CliError::Runtime(format!("cannot start the HTTP server: {e}")))?;
                 let addr = server.local_addr();
+                if let Some(lock) = &mut lock
+                    && let Err(e) = lock.set_address(addr.to_string(), server.listening_at_start())
+                {
+                    tracing::warn!("{e}; a second daemon refused will not see this address");
+                }
                 if !addr.ip().is_loopback() {
                     tracing::warn!(
                         "serving HTTP on {addr}, beyond this machine (allow_remote): anyone who can reach it can read the process list"
@@ -191,7 +241,39 @@ pub fn run_daemon(
         {
             tracing::warn!("the HTTP server stopped with an error: {e}");
         }
+        // The lock is held to the end (the kernel would release it anyway).
+        drop(lock);
         result.map_err(|e| CliError::Runtime(e.to_string()))
+    })
+}
+
+/// A replay's `--journal`: never in the live daemon's state directory (the
+/// directory of the journal `config` names, or of the default one), where
+/// its lines would mix with the record of what headroom did on this
+/// machine and its lock would stop the live daemon's restart.
+fn check_replay_journal(journal: &Path, config: &Config, is_root: bool) -> Result<(), CliError> {
+    let mut live = vec![state_dir(&crate::journal::path_for(&config.daemon, is_root))];
+    live.push(state_dir(&crate::journal::default_path(is_root)));
+    let given = comparable(&state_dir(journal));
+    if let Some(dir) = live.iter().find(|d| comparable(d) == given) {
+        return Err(CliError::Usage(format!(
+            "--journal {}: that is the live daemon's state directory ({}); a replay's events \
+             must not mix with the record of what headroom did on this machine: name a file \
+             in another directory",
+            journal.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `dir` as it is reached: its real path where it exists, else as given
+/// made absolute.
+fn comparable(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(dir))
+            .unwrap_or_else(|_| dir.to_path_buf())
     })
 }
 

@@ -46,6 +46,8 @@ struct Redacted<'a> {
 struct Head<'a> {
     taken_at: &'a crate::model::Timestamp,
     source: &'a str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    replayed: bool,
     sample_micros: u64,
     system: &'a crate::model::SystemMemory,
     swap: &'a crate::model::Swap,
@@ -106,6 +108,7 @@ fn encode_head(snap: &Snapshot, form: JsonForm, jobs: &[Job]) -> Vec<u8> {
     let Snapshot {
         taken_at,
         source,
+        replayed,
         sample_micros,
         system,
         swap,
@@ -122,6 +125,7 @@ fn encode_head(snap: &Snapshot, form: JsonForm, jobs: &[Job]) -> Vec<u8> {
     let head = Head {
         taken_at,
         source,
+        replayed: *replayed,
         sample_micros: *sample_micros,
         system,
         swap,

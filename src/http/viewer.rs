@@ -326,6 +326,7 @@ pub fn listed_part(snap: &Snapshot, sight: Sight) -> Snapshot {
     let Snapshot {
         taken_at,
         source,
+        replayed,
         sample_micros,
         system,
         swap,
@@ -342,6 +343,7 @@ pub fn listed_part(snap: &Snapshot, sight: Sight) -> Snapshot {
     Snapshot {
         taken_at: *taken_at,
         source: source.clone(),
+        replayed: *replayed,
         sample_micros: *sample_micros,
         system: *system,
         swap: *swap,

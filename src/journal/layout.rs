@@ -77,6 +77,16 @@ pub fn processes_path(path: &Path) -> PathBuf {
 pub struct Journals {
     record: Journal,
     processes: Journal,
+    /// Mark every line as a replay's ([`Journals::marked_as_replay`]).
+    replay: bool,
+}
+
+/// An event as a replay writes it: `"replay":true` first, then the event.
+#[derive(serde::Serialize)]
+struct Replayed<'a> {
+    replay: bool,
+    #[serde(flatten)]
+    event: &'a Event,
 }
 
 impl Journals {
@@ -85,6 +95,7 @@ impl Journals {
         Ok(Self {
             record: Journal::open(path, opts)?,
             processes: Journal::open(&processes_path(path), opts)?,
+            replay: false,
         })
     }
 
@@ -97,14 +108,30 @@ impl Journals {
         Ok(Self {
             record: Journal::open_checked(path, opts, trusted_uid)?,
             processes: Journal::open_checked(&processes_path(path), opts, trusted_uid)?,
+            replay: false,
         })
+    }
+
+    /// Write every event with `"replay": true` (a replayed trace's events),
+    /// so that no line of a replay's journal reads as this machine's.
+    pub fn marked_as_replay(mut self) -> Self {
+        self.replay = true;
+        self
     }
 
     /// Append `e` to its file set ([`FileSet::of`]) and make it durable.
     pub fn append(&mut self, e: &Event) -> Result<(), JournalError> {
-        match FileSet::of(&e.kind) {
-            FileSet::Record => self.record.append(e),
-            FileSet::Processes => self.processes.append(e),
+        let file = match FileSet::of(&e.kind) {
+            FileSet::Record => &mut self.record,
+            FileSet::Processes => &mut self.processes,
+        };
+        if self.replay {
+            file.append(&Replayed {
+                replay: true,
+                event: e,
+            })
+        } else {
+            file.append(e)
         }
     }
 }

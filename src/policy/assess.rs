@@ -244,11 +244,20 @@ impl<'a> RuleRun<'a> {
         (self.rule.name.clone(), self.ceiling.map(|c| c.path.clone()))
     }
 
-    /// Why the rule's steps are journaled and not carried out, if they are.
+    /// Why the rule's steps are journaled and not carried out, if they
+    /// are: a replayed snapshot first (nothing it holds is a process of
+    /// this machine), then the rule's or the daemon's dry run.
     pub fn dry_run(&self) -> Option<String> {
+        if self.snap.replayed {
+            return Some(REPLAY_DRY_RUN.to_string());
+        }
         dry_run_reason(self.rule, self.config)
     }
 }
+
+/// Why a replayed snapshot's steps are never carried out.
+pub const REPLAY_DRY_RUN: &str = "dry run: replaying a recorded trace (run --replay), so steps \
+     are journaled and logged, never carried out on this machine's processes";
 
 /// Why `rule`'s steps are journaled and not carried out under `config`, if
 /// they are: the rule's `dry_run`, or the daemon's.

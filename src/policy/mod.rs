@@ -674,6 +674,7 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
         step: ladder.next_step,
         action: step.action.clone(),
         dry_run: dry_run.is_some(),
+        replayed: run.snap.replayed,
         limit,
         reason: why.clone(),
         reach: Reach::of_rule(rule, &run.config.protect, run.ctx.self_uid),

@@ -8,10 +8,14 @@
 //! [`ReplaySampler`] plays a trace back through the [`Sampler`] trait, for
 //! tests, simulations and running the daemon on a recorded incident. It
 //! reads the file lazily, one line per [`Sampler::sample`] call, and hands
-//! back each snapshot exactly as recorded: [`Snapshot::source`] still names
-//! the sampler that recorded it (`linux`, `macos`, …), while
-//! [`Sampler::name`] says `replay`. The one exception is looped playback
-//! (see [`ReplaySampler::looped`]), which shifts `taken_at` forward.
+//! back each snapshot as recorded: [`Snapshot::source`] still names the
+//! sampler that recorded it (`linux`, `macos`, …), while [`Sampler::name`]
+//! says `replay`. Two things differ: every snapshot it plays is marked
+//! [`Snapshot::replayed`] (whatever the trace says), so that the policy's
+//! decisions on it carry the mark and the actuator never acts on this
+//! machine's processes for them, however the daemon was configured; and
+//! looped playback (see [`ReplaySampler::looped`]) shifts `taken_at`
+//! forward. [`read_trace`] reads a trace as data, unmarked.
 //!
 //! Reading rules:
 //! - blank lines are skipped;
@@ -79,6 +83,9 @@ impl TraceWriter {
 pub struct ReplaySampler {
     lines: Lines,
     looped: bool,
+    /// Mark every snapshot played as [`Snapshot::replayed`]; off only for
+    /// [`read_trace`], which reads a trace as data.
+    mark: bool,
     /// Completed passes over the trace (looped playback only).
     pass: u64,
     /// Range of timestamps seen in the first pass.
@@ -162,6 +169,7 @@ impl ReplaySampler {
         Self {
             lines,
             looped: false,
+            mark: true,
             pass: 0,
             first_pass: Extent::default(),
         }
@@ -247,6 +255,9 @@ impl Sampler for ReplaySampler {
         loop {
             match self.next_recorded()? {
                 Some(mut snap) => {
+                    if self.mark {
+                        snap.replayed = true;
+                    }
                     if self.pass == 0 {
                         self.first_pass.add(snap.taken_at);
                     } else {
@@ -265,9 +276,10 @@ impl Sampler for ReplaySampler {
     }
 }
 
-/// Read a whole trace into memory.
+/// Read a whole trace into memory, as recorded (not marked as replayed).
 pub fn read_trace(path: impl AsRef<Path>) -> Result<Vec<Snapshot>, SampleError> {
     let mut replay = ReplaySampler::open(path)?;
+    replay.mark = false;
     let mut snapshots = Vec::new();
     loop {
         match replay.sample() {

@@ -49,6 +49,7 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
     Snapshot {
         taken_at: Timestamp(ms),
         source: "linux".into(),
+        replayed: false,
         sample_micros: 850,
         system: SystemMemory {
             total: 64 * GIB,
@@ -162,6 +163,38 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
     }
 }
 
+/// `s` as the replay sampler hands it back: marked as replayed.
+fn replayed(s: &Snapshot) -> Snapshot {
+    Snapshot {
+        replayed: true,
+        ..s.clone()
+    }
+}
+
+/// Whatever a trace says of itself, every snapshot played is marked as
+/// replayed, and `read_trace` (the trace as data) leaves it as recorded.
+#[test]
+fn every_played_snapshot_is_marked_replayed_whatever_the_trace_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let snaps = three();
+    write_trace(&path, &snaps);
+    // A line that claims to be live.
+    let mut claims_live = serde_json::to_value(&snaps[0]).unwrap();
+    claims_live["replayed"] = serde_json::Value::Bool(false);
+    append(&path, &format!("{claims_live}\n"));
+    assert!(
+        !fs::read_to_string(&path).unwrap().lines().next().unwrap().contains("replayed"),
+        "a live snapshot is written without the mark"
+    );
+
+    let mut replay = ReplaySampler::open(&path).unwrap();
+    for _ in 0..4 {
+        assert!(replay.sample().unwrap().replayed);
+    }
+    assert!(read_trace(&path).unwrap().iter().all(|s| !s.replayed));
+}
+
 fn write_trace(path: &Path, snaps: &[Snapshot]) {
     let mut w = TraceWriter::create(path).unwrap();
     for s in snaps {
@@ -207,7 +240,7 @@ fn replay_plays_snapshots_as_recorded_then_ends() {
     assert_eq!(replay.name(), "replay");
     for expected in &snaps {
         let got = replay.sample().unwrap();
-        assert_eq!(&got, expected);
+        assert_eq!(got, replayed(expected));
         assert_eq!(got.source, "linux", "source is kept as recorded");
     }
     for _ in 0..3 {
@@ -266,7 +299,7 @@ fn bad_middle_line_reports_its_line_number_and_playback_goes_on() {
     );
 
     let mut replay = ReplaySampler::open(&path).unwrap();
-    assert_eq!(replay.sample().unwrap(), snaps[0]);
+    assert_eq!(replay.sample().unwrap(), replayed(&snaps[0]));
     match replay.sample() {
         Err(e @ SampleError::Trace { line: 2, .. }) => {
             let msg = e.to_string();
@@ -277,7 +310,7 @@ fn bad_middle_line_reports_its_line_number_and_playback_goes_on() {
         }
         other => panic!("expected a Trace error on line 2, got {other:?}"),
     }
-    assert_eq!(replay.sample().unwrap(), snaps[1]);
+    assert_eq!(replay.sample().unwrap(), replayed(&snaps[1]));
     assert!(matches!(replay.sample(), Err(SampleError::EndOfTrace)));
 
     assert!(matches!(
@@ -345,10 +378,10 @@ fn looped_playback_shifts_timestamps_forward_each_pass() {
         times,
         [0, 1, 2, 3, 4, 5, 6, 7, 8].map(|i| t0 + i * 1000).to_vec()
     );
-    // Only the timestamp changes.
+    // Only the timestamp changes (and every snapshot is marked).
     let mut again = played[4].clone();
     again.taken_at = snaps[1].taken_at;
-    assert_eq!(again, snaps[1]);
+    assert_eq!(again, replayed(&snaps[1]));
 }
 
 #[test]
@@ -383,7 +416,7 @@ fn from_snapshots_plays_in_order_then_ends() {
     let snaps = three();
     let mut replay = ReplaySampler::from_snapshots(snaps.clone());
     for s in &snaps {
-        assert_eq!(&replay.sample().unwrap(), s);
+        assert_eq!(replay.sample().unwrap(), replayed(s));
     }
     assert!(matches!(replay.sample(), Err(SampleError::EndOfTrace)));
 }

@@ -41,6 +41,7 @@ pub fn decision(process: ProcessRef, action: Action) -> Decision {
         step: 0,
         action,
         dry_run: false,
+        replayed: false,
         limit: "footprint > 2 MiB".into(),
         reason: "footprint 4 MiB > 2 MiB".into(),
         reach: Reach::own_user(headroom::sys::this_process::effective_uid()),

@@ -250,6 +250,7 @@ impl LinuxSampler {
         Ok(Snapshot {
             taken_at,
             source: self.name().to_owned(),
+            replayed: false,
             sample_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             system: system.memory,
             swap: system.swap,

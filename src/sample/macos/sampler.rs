@@ -458,6 +458,7 @@ impl Sampler for MacSampler {
         Ok(Snapshot {
             taken_at,
             source: self.name().to_owned(),
+            replayed: false,
             sample_micros: u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),
             system,
             swap,
