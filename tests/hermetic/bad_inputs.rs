@@ -329,8 +329,77 @@ const FOREIGN_MANAGER_ERROR: &str = "only --print works with --manager systemd";
 fn bad_command_lines_exit_with_their_error() {
     let dir = private_dir();
     let out = dir.path().join("trace.jsonl");
-    let out = out.to_str().expect("utf-8");
-    let rows: Vec<(Vec<&str>, i32, &str)> = vec![
+    let rows = bad_command_lines(out.to_str().expect("utf-8"));
+    check_command_lines(&rows);
+    count_rows(rows.len());
+}
+
+/// `headroom run` checks its arguments and config before it binds the port
+/// or takes its state directory's lock: the same bad command lines get the
+/// same usage errors while the default port 9717 is taken (held here if
+/// it can be bound, otherwise something else holds it, a headroom service
+/// perhaps), and while the state directory they name is locked.
+#[test]
+fn bad_command_lines_exit_with_their_error_while_the_port_and_the_state_are_taken() {
+    let _held = std::net::TcpListener::bind("127.0.0.1:9717");
+    assert!(
+        std::net::TcpListener::bind("127.0.0.1:9717").is_err(),
+        "port 9717 is held"
+    );
+    let dir = private_dir();
+    let journal = dir.path().join("journal.jsonl");
+    let _lock = headroom::journal::state_lock::StateLock::acquire(
+        &journal,
+        None,
+        headroom::journal::state_lock::Holder::this_process(),
+    )
+    .expect("lock the state directory");
+    let out = dir.path().join("trace.jsonl");
+    let mut rows = bad_command_lines(out.to_str().expect("utf-8"));
+    let journal = journal.to_str().expect("utf-8");
+    rows.extend([
+        (
+            vec!["run", "--journal", journal, "--replay", "/nonexistent/trace.jsonl"],
+            2,
+            "cannot replay /nonexistent/trace.jsonl",
+        ),
+        (
+            vec!["run", "--journal", journal, "--config", "/dev/zero"],
+            2,
+            "character device, not a regular file",
+        ),
+        (
+            vec!["run", "--journal", journal, "--listen", "0.0.0.0:0"],
+            2,
+            "--allow-remote",
+        ),
+    ]);
+    check_command_lines(&rows);
+    // The lock itself is still what a good command line meets.
+    check_command_lines(&[(
+        vec!["run", "--journal", journal, "--listen", "127.0.0.1:0"],
+        1,
+        "another headroom daemon runs on the state directory",
+    )]);
+}
+
+/// Each command line: its exit code and the key part of its error.
+fn check_command_lines(rows: &[(Vec<&str>, i32, &str)]) {
+    for (args, code, want) in rows {
+        let out = Command::new(HEADROOM)
+            .args(args)
+            .output()
+            .expect("run headroom");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {want:?} not in {err}");
+    }
+}
+
+/// (arguments, exit code, the key part of the error); `out` is a path for
+/// `record --out`.
+fn bad_command_lines(out: &str) -> Vec<(Vec<&str>, i32, &'static str)> {
+    vec![
         (vec!["run", "--listen", "0.0.0.0:0"], 2, "--allow-remote"),
         (
             vec!["run", "--listen", "localhost:9717"],
@@ -424,17 +493,7 @@ fn bad_command_lines_exit_with_their_error() {
             2,
             FOREIGN_MANAGER_ERROR,
         ),
-    ];
-    for (args, code, want) in &rows {
-        let out = Command::new(HEADROOM)
-            .args(args)
-            .output()
-            .expect("run headroom");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {want:?} not in {err}");
-    }
-    count_rows(rows.len());
+    ]
 }
 
 // ---------------------------------------------------------------------------

@@ -470,12 +470,17 @@ impl RootDaemon {
             }
             None => Command::new("prlimit"),
         };
-        let mut child = command
+        command
             .arg(format!("--nofile={soft}:"))
             .arg("--")
             .arg(HEADROOM)
             .args(["run", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&cfg)
+            .arg(&cfg);
+        // A state directory of its own: the default one may be held.
+        if super::uses_default_state_dir(&command) {
+            command.arg("--journal").arg(dir.join("journal.jsonl"));
+        }
+        let mut child = command
             .env("HEADROOM_LOG", "info")
             .env(LEAK_VAR, "1")
             .env("PATH", LEAKY_PATH)

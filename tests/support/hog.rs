@@ -25,6 +25,9 @@ pub struct Running {
     pub seen: Vec<String>,
     /// The output has closed (the child exited or closed it).
     closed: bool,
+    /// The state directory given to a daemon that would have used the
+    /// default one ([`super::uses_default_state_dir`]).
+    state: Option<tempfile::TempDir>,
 }
 
 fn forward(stream: impl Read + Send + 'static) -> Receiver<String> {
@@ -55,6 +58,15 @@ impl Running {
         if !command.get_args().any(|a| a == "--listen") {
             command.args(["--listen", "127.0.0.1:0"]);
         }
+        // A state directory of its own, unless a user runs it (setpriv):
+        // another user cannot write the test's private directory.
+        let state = (command.get_program() != "setpriv"
+            && super::uses_default_state_dir(&command))
+        .then(|| {
+            let dir = super::private_dir();
+            command.arg("--journal").arg(dir.path().join("journal.jsonl"));
+            dir
+        });
         let mut child = command
             .env("HEADROOM_LOG", "debug")
             .stdin(Stdio::null())
@@ -68,6 +80,7 @@ impl Running {
             lines,
             seen: Vec::new(),
             closed: false,
+            state,
         }
     }
 
@@ -117,6 +130,7 @@ impl Running {
             lines,
             seen: Vec::new(),
             closed: false,
+            state: None,
         }
     }
 

@@ -74,6 +74,41 @@ pub fn private_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir in target/tmp")
 }
 
+/// Whether the daemon `command` starts (`headroom run …`, directly or
+/// through a wrapper such as `prlimit`) would journal into the default
+/// state directory, `/var/lib/headroom` for root: it names no `--journal`,
+/// replays nothing, and its `--config` (if any) sets no `daemon.journal`.
+/// One daemon holds a state directory at a time, and a headroom service
+/// may hold the default one, so such a test daemon is given a journal of
+/// its own (`hog::Running::daemon_command`, `attack::RootDaemon`).
+pub fn uses_default_state_dir(command: &Command) -> bool {
+    let args: Vec<&std::ffi::OsStr> = command.get_args().collect();
+    if !args.iter().any(|a| *a == "run") {
+        return false;
+    }
+    if args.iter().any(|a| {
+        let a = a.to_string_lossy();
+        a == "--journal" || a.starts_with("--journal=") || a == "--replay" || a.starts_with("--replay=")
+    }) {
+        return false;
+    }
+    let config = args
+        .iter()
+        .position(|a| *a == "--config" || *a == "-c")
+        .and_then(|i| args.get(i + 1));
+    match config {
+        None => true,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let journal = text
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|t| t.get("daemon")?.get("journal").cloned());
+            journal.is_none()
+        }
+    }
+}
+
 /// A loopback port free right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
