@@ -236,7 +236,9 @@ mod tests {
                 let out = out.clone();
                 Escaping(move || out.clone()).marking_replay(true)
             };
-            let builder = tracing_subscriber::fmt().with_writer(writer).with_ansi(false);
+            let builder = tracing_subscriber::fmt()
+                .with_writer(writer)
+                .with_ansi(false);
             let log = || tracing::warn!(pid = 42, "dry run: replay: would send SIGTERM");
             if json {
                 tracing::subscriber::with_default(builder.json().flatten_event(true).finish(), log);

@@ -191,7 +191,10 @@ impl Pipeline {
         let journal = opener.open(&health);
         match (&journal, health.problem(), &opener.path) {
             (Some(_), _, Some(path)) if replay => {
-                info!("journal: {} (every line marked as a replay)", path.display());
+                info!(
+                    "journal: {} (every line marked as a replay)",
+                    path.display()
+                );
             }
             (Some(_), _, Some(path)) => info!("journal: {}", path.display()),
             (_, _, None) => info!("no journal: events are kept in memory only"),
@@ -427,7 +430,8 @@ mod tests {
             max_bytes: 64 * 1024,
             keep: 2,
         };
-        let mut p = Pipeline::start_inner(Mode::Live, Some(path.clone()), opts, None, JOURNAL_RETRY);
+        let mut p =
+            Pipeline::start_inner(Mode::Live, Some(path.clone()), opts, None, JOURNAL_RETRY);
         let t0 = Timestamp::now();
         let at = |ms: u64| t0.plus(Duration::from_millis(ms));
         p.record_at(

@@ -252,7 +252,10 @@ pub fn run_daemon(
 /// its lines would mix with the record of what headroom did on this
 /// machine and its lock would stop the live daemon's restart.
 fn check_replay_journal(journal: &Path, config: &Config, is_root: bool) -> Result<(), CliError> {
-    let mut live = vec![state_dir(&crate::journal::path_for(&config.daemon, is_root))];
+    let mut live = vec![state_dir(&crate::journal::path_for(
+        &config.daemon,
+        is_root,
+    ))];
     live.push(state_dir(&crate::journal::default_path(is_root)));
     let given = comparable(&state_dir(journal));
     if let Some(dir) = live.iter().find(|d| comparable(d) == given) {

@@ -99,10 +99,9 @@ impl Holder {
         };
         let http = match (&self.address, self.listening) {
             (Some(addr), true) => format!("serving http://{}/", printable(addr)),
-            (Some(addr), false) => format!(
-                "to serve http://{}/ (not listening yet)",
-                printable(addr)
-            ),
+            (Some(addr), false) => {
+                format!("to serve http://{}/ (not listening yet)", printable(addr))
+            }
             (None, _) => "HTTP off".to_string(),
         };
         format!(
@@ -299,7 +298,10 @@ fn open_lock_file(path: &Path) -> Result<File, LockError> {
                 LockError::Untrusted {
                     path: path.to_path_buf(),
                     what: format!("{} is a symbolic link", path.display()),
-                    fix: format!("remove it (`rm {}`); headroom creates its own", path.display()),
+                    fix: format!(
+                        "remove it (`rm {}`); headroom creates its own",
+                        path.display()
+                    ),
                 }
             } else {
                 io_error("open", path, e)
@@ -316,7 +318,10 @@ fn check_file(file: &File, path: &Path, trusted_uid: Option<u32>) -> Result<(), 
     let refuse = |what: String| LockError::Untrusted {
         path: path.to_path_buf(),
         what,
-        fix: format!("remove it (`rm {}`); headroom creates its own", path.display()),
+        fix: format!(
+            "remove it (`rm {}`); headroom creates its own",
+            path.display()
+        ),
     };
     if !meta.is_file() {
         return Err(refuse(format!("{} is not a regular file", path.display())));

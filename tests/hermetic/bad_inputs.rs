@@ -359,7 +359,13 @@ fn bad_command_lines_exit_with_their_error_while_the_port_and_the_state_are_take
     let journal = journal.to_str().expect("utf-8");
     rows.extend([
         (
-            vec!["run", "--journal", journal, "--replay", "/nonexistent/trace.jsonl"],
+            vec![
+                "run",
+                "--journal",
+                journal,
+                "--replay",
+                "/nonexistent/trace.jsonl",
+            ],
             2,
             "cannot replay /nonexistent/trace.jsonl",
         ),

@@ -31,7 +31,10 @@ fn refused_naming(args: &[&str], first: &Daemon, dir: &Path) {
     let (code, err) = refused(args);
     assert_eq!(code, Some(1), "{args:?}: {err}");
     for needle in [
-        format!("another headroom daemon runs on the state directory {}", dir.display()),
+        format!(
+            "another headroom daemon runs on the state directory {}",
+            dir.display()
+        ),
         format!("pid {} ", first.pid()),
         format!("serving http://{}/", first.addr),
         "command: ".to_string(),
@@ -68,7 +71,8 @@ fn a_second_daemon_on_a_state_directory_is_refused_naming_the_first_until_it_sto
         &first,
         dir.path(),
     );
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces/idle-linux-6.18.jsonl");
+    let trace =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces/idle-linux-6.18.jsonl");
     let trace_arg = trace.to_str().expect("utf-8");
     let replay_journal = dir.path().join("replay.jsonl");
     refused_naming(
@@ -92,7 +96,10 @@ fn a_second_daemon_on_a_state_directory_is_refused_naming_the_first_until_it_sto
     first.signal("KILL");
     first.wait_exit(Duration::from_secs(10)).expect("killed");
     let stale = std::fs::read_to_string(&lock).expect("the lock file stays");
-    assert!(stale.contains(&format!("\"pid\":{}", first.pid())), "{stale}");
+    assert!(
+        stale.contains(&format!("\"pid\":{}", first.pid())),
+        "{stale}"
+    );
     let second = Daemon::run(&["run", "--journal", journal_arg]);
     let now = std::fs::read_to_string(&lock).expect("the lock file");
     assert!(now.contains(&format!("\"pid\":{}", second.pid())), "{now}");

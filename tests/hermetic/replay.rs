@@ -184,7 +184,12 @@ fn every_played_snapshot_is_marked_replayed_whatever_the_trace_says() {
     claims_live["replayed"] = serde_json::Value::Bool(false);
     append(&path, &format!("{claims_live}\n"));
     assert!(
-        !fs::read_to_string(&path).unwrap().lines().next().unwrap().contains("replayed"),
+        !fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .contains("replayed"),
         "a live snapshot is written without the mark"
     );
 

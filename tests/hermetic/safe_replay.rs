@@ -43,7 +43,10 @@ fn a_replay_never_signals_the_live_process_it_recorded_nor_writes_the_live_journ
     let sb = Sandbox::new("replayed");
     // The live process: 300 MiB, reporting every signal it gets (a caught
     // signal is printed, and it lives on).
-    let mut hog = Running::hog(&sb.hog, &["--max", "300MiB", "--catch", "INT,TERM,USR1,USR2"]);
+    let mut hog = Running::hog(
+        &sb.hog,
+        &["--max", "300MiB", "--catch", "INT,TERM,USR1,USR2"],
+    );
     hog.expect_line("holding ");
     let trace = sb.path("trace.jsonl");
     let recorded = Command::new(HEADROOM)
@@ -100,7 +103,10 @@ fn a_replay_never_signals_the_live_process_it_recorded_nor_writes_the_live_journ
     // whatever would come late.
     replay.drain(Duration::from_secs(2));
     for line in &replay.seen {
-        assert!(line.starts_with("[replay] "), "a log line not marked: {line}");
+        assert!(
+            line.starts_with("[replay] "),
+            "a log line not marked: {line}"
+        );
         assert!(!line.contains(": done"), "a replay acted: {line}");
     }
     stop_cleanly(&mut replay, "TERM");
@@ -125,7 +131,13 @@ fn a_replay_never_signals_the_live_process_it_recorded_nor_writes_the_live_journ
     let replay_journal = elsewhere.join("incident.jsonl");
     let journal_arg = replay_journal.to_str().expect("utf-8");
     let mut replay = Running::daemon(&[
-        "run", "--config", cfg, "--replay", trace_arg, "--journal", journal_arg,
+        "run",
+        "--config",
+        cfg,
+        "--replay",
+        trace_arg,
+        "--journal",
+        journal_arg,
     ]);
     replay.expect_line(&format!(
         "dry run: replay: would send SIGTERM to pid {}",
@@ -149,7 +161,14 @@ fn a_replay_never_signals_the_live_process_it_recorded_nor_writes_the_live_journ
     // And never into the live state directory.
     let into_live = live.join("replay.jsonl");
     let out = Command::new(HEADROOM)
-        .args(["run", "--listen", "127.0.0.1:0", "--config", cfg, "--replay"])
+        .args([
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            cfg,
+            "--replay",
+        ])
         .arg(&trace)
         .arg("--journal")
         .arg(&into_live)

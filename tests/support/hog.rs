@@ -60,13 +60,14 @@ impl Running {
         }
         // A state directory of its own, unless a user runs it (setpriv):
         // another user cannot write the test's private directory.
-        let state = (command.get_program() != "setpriv"
-            && super::uses_default_state_dir(&command))
-        .then(|| {
-            let dir = super::private_dir();
-            command.arg("--journal").arg(dir.path().join("journal.jsonl"));
-            dir
-        });
+        let state = (command.get_program() != "setpriv" && super::uses_default_state_dir(&command))
+            .then(|| {
+                let dir = super::private_dir();
+                command
+                    .arg("--journal")
+                    .arg(dir.path().join("journal.jsonl"));
+                dir
+            });
         let mut child = command
             .env("HEADROOM_LOG", "debug")
             .stdin(Stdio::null())

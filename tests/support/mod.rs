@@ -88,7 +88,10 @@ pub fn uses_default_state_dir(command: &Command) -> bool {
     }
     if args.iter().any(|a| {
         let a = a.to_string_lossy();
-        a == "--journal" || a.starts_with("--journal=") || a == "--replay" || a.starts_with("--replay=")
+        a == "--journal"
+            || a.starts_with("--journal=")
+            || a == "--replay"
+            || a.starts_with("--replay=")
     }) {
         return false;
     }
