@@ -493,7 +493,6 @@ impl Daemon {
         // After every sample: a process a light tick saw for the first time
         // is watched from the next one on.
         run.watched = watched::watched(&self.working.config().rules, &snap);
-        run.tracker.observe(&snap, depth);
         let snap = Arc::new(snap);
         let lateness = run.lateness;
         let working = &mut self.working;
@@ -501,6 +500,9 @@ impl Daemon {
             s.counters.wake_lateness = lateness;
             run.retired = working.record(Arc::clone(&snap), s);
         });
+        // Logged after it is published: a reader who saw `first sample:`
+        // finds it counted.
+        run.tracker.observe(&snap, depth);
         let evaluation = self.decide(run, &snap);
         self.report_ends(run, &snap, observed);
         run.tracker.notices();

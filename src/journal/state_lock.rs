@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Timestamp;
 use crate::report::printable;
+use crate::sys::ffi_flock::{Kind, try_lock};
 
 /// The lock file's name in the state directory.
 pub const LOCK_NAME: &str = "headroom.lock";
@@ -210,15 +211,15 @@ impl StateLock {
         }
         let file = open_lock_file(&path)?;
         check_file(&file, &path, trusted_uid)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
+        match try_lock(&file, Kind::Exclusive) {
+            Ok(true) => {}
+            Ok(false) => {
                 return Err(LockError::Held {
                     holder: read_holder(&file),
                     dir,
                 });
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_error("lock", &path, e)),
+            Err(e) => return Err(io_error("lock", &path, e)),
         }
         let lock = Self { file, path, holder };
         lock.write_details()?;
@@ -275,10 +276,10 @@ pub fn holder_of(journal: &Path) -> io::Result<Option<Option<Holder>>> {
             path.display()
         )));
     }
-    match file.try_lock_shared() {
-        Ok(()) => Ok(None),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(Some(read_holder(&file))),
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    if try_lock(&file, Kind::Shared)? {
+        Ok(None)
+    } else {
+        Ok(Some(read_holder(&file)))
     }
 }
 

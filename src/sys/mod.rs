@@ -37,6 +37,8 @@ pub mod accounts;
 pub mod cgroupfs;
 pub mod fd_limit;
 #[cfg(unix)]
+pub mod ffi_flock;
+#[cfg(unix)]
 pub mod ffi_fork;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_ffi_sock_diag;
