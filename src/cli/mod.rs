@@ -142,6 +142,10 @@ pub enum Command {
         /// Time between snapshots, e.g. 1s or 250ms.
         #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
         interval: Duration,
+        /// Replace the trace at --out if one is there (without it, an
+        /// existing file is left alone and the command exits 2).
+        #[arg(long)]
+        force: bool,
     },
     /// Print the event journal: limits crossed, signals sent, hooks run,
     /// processes exited, config reloads.
@@ -149,12 +153,18 @@ pub enum Command {
     /// Reads the journal at --journal, else the config's `daemon.journal`,
     /// else the platform default (which differs for root and for a user: the
     /// journal of a daemon running as root needs `sudo headroom events`).
-    /// Rotated files are read too, oldest first.
+    /// Rotated files are read too, oldest first. Times are local, with the
+    /// zone's offset. A --journal that does not exist exits 2.
     Events {
-        /// Only events since then: a duration ago (1h, 30m) or a time
-        /// (2026-11-22T14:00:00Z, or 2026-11-22 14:00:00 in UTC).
+        /// Only events since then: a duration ago (1h, 30m) or a time as
+        /// printed (2026-11-22 14:00:00 +01:00; without the offset, local
+        /// time) or in RFC 3339 (2026-11-22T13:00:00Z).
         #[arg(long, value_name = "WHEN")]
         since: Option<String>,
+        /// After the events so far, print new ones as the daemon writes them,
+        /// across the journal's rotations, until interrupted (Ctrl-C).
+        #[arg(long, short)]
+        follow: bool,
         /// Print the events as JSON Lines, as stored.
         #[arg(long)]
         json: bool,
@@ -275,7 +285,16 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 &config,
                 crate::sys::this_process::effective_uid(),
             )?;
-            println!("# {}: valid. Effective config:", file.display());
+            if let Some(warning) = no_rules_warning(&file, &config) {
+                eprintln!("headroom: warning: {warning}");
+                println!(
+                    "# {}: valid, but it has no rules: headroom will act on nothing. \
+                     Effective config:",
+                    file.display()
+                );
+            } else {
+                println!("# {}: valid. Effective config:", file.display());
+            }
             print!("{}", config.to_toml());
             Ok(())
         }
@@ -283,13 +302,21 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             out,
             duration,
             interval,
-        } => record::record(&out, duration, interval),
+            force,
+        } => record::record(&out, duration, interval, force),
         Command::Events {
+            since,
+            follow,
+            json,
+            journal,
+            config,
+        } => events::events(events::EventsArgs {
             since,
             json,
             journal,
             config,
-        } => events::events(since.as_deref(), json, journal, config),
+            follow,
+        }),
         Command::Service(cmd) => service_command::run(cmd),
         Command::Doctor => {
             let report = crate::doctor::run();
@@ -303,6 +330,29 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             }
         }
     }
+}
+
+/// What `check-config` says of a file without a `[[rule]]`: such a file
+/// does not add to the embedded default's rules, it replaces them with
+/// none. `None` when the file has rules.
+fn no_rules_warning(file: &Path, config: &Config) -> Option<String> {
+    if !config.rules.is_empty() {
+        return None;
+    }
+    let defaults: Vec<String> = Config::embedded_default()
+        .rules
+        .iter()
+        .map(|r| format!("{:?}", r.name))
+        .collect();
+    Some(format!(
+        "{} has no [[rule]] table, so it replaces the embedded default's {} rules ({}) with \
+         none: headroom will watch and report, and act on nothing. To keep them, copy their \
+         [[rule]] tables from `headroom print-config` into {}",
+        file.display(),
+        defaults.len(),
+        defaults.join(", "),
+        file.display()
+    ))
 }
 
 /// The config in `path`, or the embedded default without one.
