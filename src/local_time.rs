@@ -246,7 +246,12 @@ mod tests {
 
     #[test]
     fn what_is_not_a_time_is_refused_with_an_example() {
-        for text in ["soon", "", "2023-11-14 25:00:00", "2023-11-14 17:13:20 +25:00"] {
+        for text in [
+            "soon",
+            "",
+            "2023-11-14 25:00:00",
+            "2023-11-14 17:13:20 +25:00",
+        ] {
             let e = parse_with(text, &new_york).unwrap_err();
             assert!(e.contains("2026-11-22 14:00:00 +01:00"), "{text}: {e}");
         }

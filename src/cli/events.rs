@@ -86,10 +86,7 @@ pub fn events(args: EventsArgs) -> Result<(), CliError> {
         return Ok(());
     };
     if !json {
-        eprintln!(
-            "headroom: following {} (Ctrl-C stops)",
-            path.display()
-        );
+        eprintln!("headroom: following {} (Ctrl-C stops)", path.display());
     }
     loop {
         std::thread::sleep(FOLLOW_EVERY);

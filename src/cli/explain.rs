@@ -583,9 +583,15 @@ mod tests {
     #[test]
     fn an_idle_ipykernel_is_said_to_be_interrupted_once_a_cell_runs() {
         let idle = handler_words(SignalName::Int, &Ok(false), true);
-        assert!(idle.starts_with("idle: SIGINT is ignored until a cell runs"), "{idle}");
+        assert!(
+            idle.starts_with("idle: SIGINT is ignored until a cell runs"),
+            "{idle}"
+        );
         let running = handler_words(SignalName::Int, &Ok(true), true);
-        assert!(running.starts_with("it catches SIGINT: a cell is running"), "{running}");
+        assert!(
+            running.starts_with("it catches SIGINT: a cell is running"),
+            "{running}"
+        );
         // Other signals, and other processes, as the check finds them.
         assert_eq!(
             handler_words(SignalName::Usr1, &Ok(false), true),
@@ -612,12 +618,25 @@ mod tests {
         };
         let ipykernel = classified(
             "python3",
-            &["python3", "-m", "ipykernel_launcher", "-f", "/r/kernel-1.json"],
+            &[
+                "python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/r/kernel-1.json",
+            ],
         );
         assert!(is_ipykernel(&ipykernel), "{:?}", ipykernel.workload);
         let irkernel = classified(
             "R",
-            &["/usr/lib/R/bin/exec/R", "--slave", "-e", "IRkernel::main()", "--args", "/r/kernel-2.json"],
+            &[
+                "/usr/lib/R/bin/exec/R",
+                "--slave",
+                "-e",
+                "IRkernel::main()",
+                "--args",
+                "/r/kernel-2.json",
+            ],
         );
         assert_eq!(irkernel.workload.kind, WorkloadKind::Jupyter);
         assert!(!is_ipykernel(&irkernel), "{:?}", irkernel.workload);

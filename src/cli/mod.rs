@@ -79,9 +79,10 @@ pub enum Command {
     /// The daemon is reached over HTTP at `http.listen` of the config (or
     /// --address). Exits 1 if no daemon answers there.
     Status {
-        /// The daemon's address; default: `http.listen` from --config or the
-        /// embedded default (127.0.0.1:9717).
-        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        /// The daemon's address (an IP address or a host name such as
+        /// localhost, and a port); default: `http.listen` from --config or
+        /// the embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "HOST:PORT", value_parser = parse_address_arg)]
         address: Option<SocketAddr>,
         /// Config file whose `http.listen` says where the daemon is.
         #[arg(long, short, value_name = "FILE")]
@@ -116,9 +117,10 @@ pub enum Command {
         /// rules judge the process when no daemon answers.
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// The daemon's address; default: `http.listen` from --config or the
-        /// embedded default (127.0.0.1:9717).
-        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        /// The daemon's address (an IP address or a host name such as
+        /// localhost, and a port); default: `http.listen` from --config or
+        /// the embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "HOST:PORT", value_parser = parse_address_arg)]
         address: Option<SocketAddr>,
     },
     /// Print the embedded default config, with comments.
@@ -189,6 +191,46 @@ pub enum Command {
 
 fn parse_listen_arg(s: &str) -> Result<SocketAddr, String> {
     crate::config::parse_listen(s)
+}
+
+/// A daemon's address for the client commands: an IP address and port, or
+/// a host name and port (`localhost:9717`), resolved here. Of a name's
+/// addresses a loopback one is taken first, IPv4 before IPv6 (the daemon
+/// listens on 127.0.0.1 by default); the client's checks of who listens
+/// there apply to it as to an address typed out.
+fn parse_address_arg(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    if let Ok(addr) = crate::config::parse_listen(s) {
+        return Ok(addr);
+    }
+    let text = s.trim();
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "{text:?}: expected a host and a port, such as localhost:9717 or 127.0.0.1:9717"
+        ));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!(
+            "{text:?}: expected a host and a port from 1 to 65535, such as localhost:9717"
+        ));
+    }
+    let addrs: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| {
+            format!("cannot resolve {host:?} ({e}); give an IP address such as 127.0.0.1:{port}")
+        })?
+        .collect();
+    pick_address(&addrs).ok_or_else(|| {
+        format!("{host:?} resolves to no address; give an IP address such as 127.0.0.1:{port}")
+    })
+}
+
+/// Of a host name's addresses: loopback before others, IPv4 before IPv6.
+fn pick_address(addrs: &[SocketAddr]) -> Option<SocketAddr> {
+    addrs
+        .iter()
+        .min_by_key(|a| (!a.ip().is_loopback(), !a.is_ipv4()))
+        .copied()
 }
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
@@ -432,6 +474,31 @@ mod tests {
             cli.command,
             Command::Service(ServiceCommand::Install { print: true, .. })
         ));
+    }
+
+    #[test]
+    fn an_address_may_name_a_host() {
+        let v4: SocketAddr = "127.0.0.1:9717".parse().unwrap();
+        assert_eq!(parse_address_arg("127.0.0.1:9717"), Ok(v4));
+        assert_eq!(parse_address_arg("localhost:9717"), Ok(v4));
+        assert_eq!(
+            parse_address_arg("[::1]:9717"),
+            Ok("[::1]:9717".parse().unwrap())
+        );
+        let six: SocketAddr = "[::1]:1".parse().unwrap();
+        let remote: SocketAddr = "10.0.0.1:1".parse().unwrap();
+        assert_eq!(pick_address(&[remote, six, v4]), Some(v4));
+        assert_eq!(pick_address(&[remote, six]), Some(six));
+        assert_eq!(pick_address(&[]), None);
+        for bad in ["localhost", "localhost:x", ":9717", "localhost:70000"] {
+            let e = parse_address_arg(bad).unwrap_err();
+            assert!(e.contains("port"), "{bad}: {e}");
+        }
+        let cli = Cli::try_parse_from(["headroom", "status", "--address", "localhost:9"]).unwrap();
+        let Command::Status { address, .. } = cli.command else {
+            panic!("parsed as another command");
+        };
+        assert_eq!(address, Some("127.0.0.1:9".parse().unwrap()));
     }
 
     #[test]

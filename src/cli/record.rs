@@ -75,7 +75,11 @@ pub fn record(
     writer
         .finish()
         .map_err(|e| CliError::Runtime(format!("cannot finish {}: {e}", out.display())))?;
-    eprintln!("headroom: wrote {} to {}", snapshots(written), out.display());
+    eprintln!(
+        "headroom: wrote {} to {}",
+        snapshots(written),
+        out.display()
+    );
     Ok(())
 }
 

@@ -35,7 +35,10 @@ impl Follower {
     /// Read the journal at `path` (events at or after `since`, both sets
     /// merged by time, as [`super::read_events`] reads them) and keep the
     /// place, to read what is written next with [`Follower::poll`].
-    pub fn start(path: &Path, since: Option<Timestamp>) -> Result<(Self, ReadOutcome), JournalError> {
+    pub fn start(
+        path: &Path,
+        since: Option<Timestamp>,
+    ) -> Result<(Self, ReadOutcome), JournalError> {
         let (record, first) = Tail::start(path, since)?;
         let (processes, second) = Tail::start(&processes_path(path), since)?;
         let follower = Self {
@@ -211,7 +214,9 @@ impl Reading {
                     self.corrupt(
                         path,
                         self.lines + 1,
-                        format!("a line of more than {MAX_LINE} bytes, not an event headroom wrote"),
+                        format!(
+                            "a line of more than {MAX_LINE} bytes, not an event headroom wrote"
+                        ),
                         out,
                     );
                     pending = Vec::new();

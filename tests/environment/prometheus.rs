@@ -532,7 +532,10 @@ fn the_first_action_fires_the_alert_in_a_promtool_test_fed_a_real_export() {
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGTERM)
     );
-    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
 
     // The two scrapes as promtool's input, 15 s apart as Prometheus would
     // scrape them: the first for 2 minutes, the second for 8.
@@ -574,5 +577,8 @@ fn the_first_action_fires_the_alert_in_a_promtool_test_fed_a_real_export() {
     let file = sb.path("first_action_test.yml");
     std::fs::write(&file, &test).expect("write the promtool test");
     let (ok, out) = run_promtool(&["test", "rules", file.to_str().expect("utf-8")], None);
-    assert!(ok && out.contains("SUCCESS"), "promtool test rules:\n{out}\n{test}");
+    assert!(
+        ok && out.contains("SUCCESS"),
+        "promtool test rules:\n{out}\n{test}"
+    );
 }

@@ -167,11 +167,18 @@ fn check_config_warns_that_a_file_without_rules_replaces_the_default_rules() {
         "{stdout}"
     );
     assert!(!stdout.contains(": valid. Effective"), "{stdout}");
-    for name in ["pressure-warning", "ml-process-over-half-ram", "notebook-runaway"] {
+    for name in [
+        "pressure-warning",
+        "ml-process-over-half-ram",
+        "notebook-runaway",
+    ] {
         assert!(stderr.contains(&format!("\"{name}\"")), "{name}: {stderr}");
     }
     assert!(stderr.starts_with("headroom: warning: "), "{stderr}");
-    assert!(stderr.contains("replaces the embedded default's 3 rules"), "{stderr}");
+    assert!(
+        stderr.contains("replaces the embedded default's 3 rules"),
+        "{stderr}"
+    );
     assert!(stderr.contains("`headroom print-config`"), "{stderr}");
 
     // A file with a rule of its own is valid without a warning.
@@ -253,18 +260,30 @@ fn record_says_how_far_it_is_and_keeps_an_existing_trace_unless_forced() {
     // A second recording to the same file is refused, and the trace kept.
     let err = fails(&once, 2);
     assert!(
-        err.contains(&format!("{path} already exists; pass --force to replace it")),
+        err.contains(&format!(
+            "{path} already exists; pass --force to replace it"
+        )),
         "{err}"
     );
     assert_eq!(std::fs::read(&trace).expect("the trace"), recorded);
 
     // With --force it is replaced.
     let out = headroom(&[
-        "record", "--out", path, "--duration", "500ms", "--interval", "250ms", "--force",
+        "record",
+        "--out",
+        path,
+        "--duration",
+        "500ms",
+        "--interval",
+        "250ms",
+        "--force",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains(&format!("wrote 3 snapshots to {path}")), "{err}");
+    assert!(
+        err.contains(&format!("wrote 3 snapshots to {path}")),
+        "{err}"
+    );
     let snaps = headroom::sample::replay::read_trace(&trace).expect("trace reads back");
     assert_eq!(snaps.len(), 3);
 }

@@ -210,14 +210,23 @@ fn printed_times_pasted_into_since_select_from_that_event_on() {
     let text = stdout(&events(&["--journal", journal_arg], NEW_YORK));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), at.len(), "{text}");
-    assert!(lines[0].starts_with("2023-11-14 17:13:20 -05:00  reload"), "{text}");
-    assert!(lines[4].starts_with("2024-07-03 05:46:40 -04:00  reload"), "{text}");
+    assert!(
+        lines[0].starts_with("2023-11-14 17:13:20 -05:00  reload"),
+        "{text}"
+    );
+    assert!(
+        lines[4].starts_with("2024-07-03 05:46:40 -04:00  reload"),
+        "{text}"
+    );
     for (i, line) in lines.iter().enumerate() {
         // The time as printed, with its zone and without it.
         let printed = &line[..line.find("  ").unwrap()];
         let wall = &printed[..19];
         for since in [printed, wall] {
-            let out = stdout(&events(&["--journal", journal_arg, "--since", since], NEW_YORK));
+            let out = stdout(&events(
+                &["--journal", journal_arg, "--since", since],
+                NEW_YORK,
+            ));
             assert_eq!(
                 out.lines().collect::<Vec<_>>(),
                 lines[i..],
@@ -449,11 +458,16 @@ fn follow_prints_new_events_of_both_file_sets_across_rotations() {
     journal
         .append(&reload(ago(Duration::from_secs(7200))))
         .unwrap();
-    journal.append(&reload(ago(Duration::from_secs(60)))).unwrap();
+    journal
+        .append(&reload(ago(Duration::from_secs(60))))
+        .unwrap();
     // --since leaves out the event of two hours ago, now and later.
     let follow = Following::start(&["--journal", path.to_str().unwrap(), "--since", "1h"]);
     let first = follow.next();
-    assert!(first.ends_with("  reload  /etc/headroom.toml: applied"), "{first}");
+    assert!(
+        first.ends_with("  reload  /etc/headroom.toml: applied"),
+        "{first}"
+    );
     for n in 0..8u64 {
         let at = ago(Duration::from_secs(30 - n));
         journal.append(&sigint(at)).unwrap();
@@ -482,7 +496,10 @@ fn follow_prints_new_events_of_both_file_sets_across_rotations() {
             "event {n}: {crossed}"
         );
     }
-    assert!(dir.path().join("journal.jsonl.2").exists(), "the record rotated");
+    assert!(
+        dir.path().join("journal.jsonl.2").exists(),
+        "the record rotated"
+    );
     assert!(
         dir.path().join("journal.processes.jsonl.2").exists(),
         "the process events rotated"
