@@ -1547,7 +1547,7 @@ mod tests {
 
     #[test]
     fn every_step_of_every_rule_has_its_action_series_at_0_before_it_acts() {
-        let mut working = crate::daemon::Working::new(Config::embedded_default());
+        let working = crate::daemon::Working::new(Config::embedded_default());
         let state = working.initial_state(None, Timestamp(0));
         let series = action_series(&render(&state).unwrap());
         assert_eq!(
