@@ -6,7 +6,8 @@
 //! processes (post-mortems, limits crossed), so that no number of
 //! processes' ends can rotate an action out of the journal; each user gets
 //! a share of the process events ([`shares`]). [`Journals`] writes both,
-//! [`read_events`] reads both as one. What follows holds for each set.
+//! [`read_events`] reads both as one, and [`Follower`] follows them as they
+//! grow (`headroom events --follow`). What follows holds for each set.
 //!
 //! Each event is one line, written with one `write_all` and made durable with
 //! `sync_data` before [`Journal::append`] returns. A crash mid-write leaves a
@@ -32,6 +33,7 @@
 //! used; rotation renames and removes names without following links, and
 //! opens the new file the same way.
 
+mod follow;
 mod layout;
 pub mod shares;
 pub mod state_lock;
@@ -46,6 +48,7 @@ use crate::event::Event;
 use crate::model::Timestamp;
 use crate::sys::state_dirs::{StateDirs, state_dirs};
 
+pub use follow::Follower;
 pub use layout::{FileSet, Journals, processes_path, read_events};
 
 /// Size and number of journal files.

@@ -33,7 +33,9 @@ use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 
 use crate::event::ExitCauseKind;
 use crate::history::{GROWTH_WINDOW, exhaustion_headroom_for, time_to_exhaustion};
-use crate::model::{HIDDEN_PATH, Job, PressureLevel, ProcessSample, Snapshot, WorkloadKind};
+use crate::model::{
+    Action, HIDDEN_PATH, Job, PressureLevel, ProcessSample, Snapshot, WorkloadKind,
+};
 use crate::state::{DurationHistogram, State};
 
 /// The `Content-Type` of [`render`]'s output.
@@ -91,7 +93,10 @@ pub fn registry_for(
 /// What the rules did: limit crossings by rule, and actions by rule, action
 /// (`SIGINT`, `hook`, `notify`, ...) and outcome (`done`, `dry-run`, `gone`,
 /// `identity-changed`, `refused`, `failed`, `skipped`). Every rule of the
-/// config has its crossing series from the start, at 0.
+/// config has its crossing series from the start, at 0, and every step of
+/// its ladder a series at 0 for each outcome it can end in
+/// ([`possible_outcomes`]), so that the first action is an increase; a
+/// reload's new rules and steps get theirs with the new config.
 fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
     let crossings = counter(
         reg,
@@ -125,6 +130,14 @@ fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
         "Steps of the rules' ladders since the daemon started, by rule, action and outcome (skipped: not taken, e.g. no handler).",
         &["rule", "action", "outcome"],
     )?;
+    for rule in &state.config.rules {
+        let dry_run = crate::policy::assess::dry_run_reason(rule, &state.config).is_some();
+        for step in &rule.actions {
+            for outcome in possible_outcomes(&step.action, dry_run) {
+                actions.with_label_values(&[rule.name.as_str(), step.action.kind(), outcome]);
+            }
+        }
+    }
     for ((rule, action, outcome), n) in &state.actions.actions {
         actions
             .with_label_values(&[rule.as_str(), action.as_str(), outcome.as_str()])
@@ -143,6 +156,33 @@ fn actions(reg: &Registry, state: &State) -> prometheus::Result<()> {
         exits.with_label_values(&[cause.as_str()]).inc_by(*n as f64);
     }
     Ok(())
+}
+
+/// The outcomes a step of `action` can end in (the `outcome` label of
+/// `headroom_actions_total`), so that each has its series at 0 before it
+/// first happens and `increase()` sees the first one. Under a dry run a
+/// step ends `dry-run` where it would end `done` (the actuator runs no
+/// hook and shows no notification in a dry run).
+pub fn possible_outcomes(action: &Action, dry_run: bool) -> Vec<&'static str> {
+    let sent = if dry_run { "dry-run" } else { "done" };
+    match action {
+        // Checked right before delivery: the pid may be gone or reused, the
+        // target refused (PID 1, headroom, a kernel thread), the send fail.
+        Action::Signal {
+            require_handler, ..
+        } => {
+            let mut all = vec![sent, "gone", "identity-changed", "refused", "failed"];
+            if *require_handler {
+                all.push("skipped");
+            }
+            all
+        }
+        // A hook is refused where its program may not run as root, and
+        // fails on its exit status or timeout.
+        Action::Hook { .. } => vec![sent, "refused", "failed"],
+        // A notification fails where no desktop session or notifier exists.
+        Action::Notify => vec![sent, "failed"],
+    }
 }
 
 fn gauge(reg: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<GaugeVec> {
@@ -1487,6 +1527,73 @@ mod tests {
         assert!(text.contains(
             "headroom_actions_total{action=\"hook\",outcome=\"skipped\",rule=\"notebook-runaway\"} 1"
         ));
+    }
+
+    /// The `headroom_actions_total` series of `text`, as `rule action outcome value`.
+    fn action_series(text: &str) -> Vec<String> {
+        static SERIES: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+            regex::Regex::new(
+                r#"^headroom_actions_total\{action="([^"]*)",outcome="([^"]*)",rule="([^"]*)"\} (\S+)$"#,
+            )
+            .unwrap()
+        });
+        text.lines()
+            .filter_map(|l| SERIES.captures(l))
+            .map(|c| format!("{} {} {} {}", &c[3], &c[1], &c[2], &c[4]))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn every_step_of_every_rule_has_its_action_series_at_0_before_it_acts() {
+        let working = crate::daemon::Working::new(Config::embedded_default());
+        let state = working.initial_state(None, Timestamp(0));
+        let series = action_series(&render(&state).unwrap());
+        assert_eq!(
+            series,
+            [
+                "ml-process-over-half-ram notify done 0",
+                "ml-process-over-half-ram notify failed 0",
+                "notebook-runaway SIGINT done 0",
+                "notebook-runaway SIGINT failed 0",
+                "notebook-runaway SIGINT gone 0",
+                "notebook-runaway SIGINT identity-changed 0",
+                "notebook-runaway SIGINT refused 0",
+                "notebook-runaway SIGINT skipped 0",
+                "notebook-runaway notify done 0",
+                "notebook-runaway notify failed 0",
+                "pressure-warning notify done 0",
+                "pressure-warning notify failed 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_reload_s_new_rules_start_at_0_and_a_dry_run_at_dry_run() {
+        let config = |text: &str| Config::from_toml_str(text, "t.toml").unwrap();
+        let mut state = state_with(vec![machine(0).build()], 50);
+        state.replace_config(
+            std::sync::Arc::new(config(
+                "[[rule]]\nname = \"cap\"\nfootprint = \"8GiB\"\ndry_run = true\nactions = \
+                 [{ signal = \"SIGTERM\" }, { hook = [\"/usr/local/bin/save\"], after = \"5s\" }]\n",
+            )),
+            std::sync::Arc::default(),
+        );
+        let series = action_series(&render(&state).unwrap());
+        assert_eq!(
+            series,
+            [
+                "cap SIGTERM dry-run 0",
+                "cap SIGTERM failed 0",
+                "cap SIGTERM gone 0",
+                "cap SIGTERM identity-changed 0",
+                "cap SIGTERM refused 0",
+                "cap hook dry-run 0",
+                "cap hook failed 0",
+                "cap hook refused 0",
+            ]
+        );
     }
 
     #[test]

@@ -235,12 +235,15 @@ pub fn check_for_root(
             ),
         ));
     }
-    for rule in &config.rules {
+    for (index, rule) in config.rules.iter().enumerate() {
         for (i, step) in rule.actions.iter().enumerate() {
             let Action::Hook { command, args, .. } = &step.action else {
                 continue;
             };
-            let key = format!("rule.{}.actions[{i}].hook", rule.name);
+            let key = format!(
+                "{}.actions[{i}].hook",
+                crate::config::rule_key(index, Some(&rule.name))
+            );
             if !command.is_absolute() {
                 return Err(ConfigError {
                     key: Some(key),

@@ -37,6 +37,36 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// `value` in the unit [`format_bytes`] picks, with enough decimals that
+/// it reads differently from `format_bytes(threshold)` whenever the two
+/// differ: `300.2 MiB` against `300 MiB`, never `300 MiB > 300 MiB`. Where
+/// three decimals do not tell them apart, the exact count of bytes does.
+pub fn format_bytes_against(value: u64, threshold: u64) -> String {
+    let plain = format_bytes(value);
+    if value == threshold || plain != format_bytes(threshold) {
+        return plain;
+    }
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut scaled = value as f64;
+    let mut unit = 0;
+    while scaled >= 1024.0 && unit < UNITS.len() - 1 {
+        scaled /= 1024.0;
+        unit += 1;
+    }
+    let mut scaled_threshold = threshold as f64;
+    for _ in 0..unit {
+        scaled_threshold /= 1024.0;
+    }
+    for places in 1..=3 {
+        let a = format!("{scaled:.places$}");
+        let b = format!("{scaled_threshold:.places$}");
+        if a != b {
+            return format!("{a} {}", UNITS[unit]);
+        }
+    }
+    format!("{value} B")
+}
+
 /// `part` as a percentage of `whole`, `0` when `whole` is zero.
 pub fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -421,6 +451,31 @@ mod tests {
     fn bytes_under_a_kibibyte_print_exactly() {
         assert_eq!(format_bytes(0), "0 B");
         assert_eq!(format_bytes(1023), "1023 B");
+    }
+
+    #[test]
+    fn a_value_over_a_threshold_never_reads_as_equal_to_it() {
+        const MIB: u64 = 1 << 20;
+        let limit = 300 * MIB;
+        assert_eq!(
+            format_bytes(limit + MIB / 5),
+            format_bytes(limit),
+            "the bug"
+        );
+        assert_eq!(format_bytes_against(limit + MIB / 5, limit), "300.2 MiB");
+        assert_eq!(format_bytes_against(limit + MIB / 50, limit), "300.02 MiB");
+        assert_eq!(format_bytes_against(limit + 1024, limit), "300.001 MiB");
+        assert_eq!(format_bytes_against(limit + 1, limit), "314572801 B");
+        assert_eq!(format_bytes_against(limit - MIB / 5, limit), "299.8 MiB");
+        // Apart already, or equal: as format_bytes writes them.
+        assert_eq!(format_bytes_against(310 * MIB, limit), "310 MiB");
+        assert_eq!(format_bytes_against(limit, limit), "300 MiB");
+        assert_eq!(format_bytes_against(8 << 30, 8 << 30), "8.0 GiB");
+        assert_eq!(
+            format_bytes_against((8 << 30) + 20 * MIB, 8 << 30),
+            "8.02 GiB"
+        );
+        assert_eq!(format_bytes_against(1000, 999), "1000 B");
     }
 
     #[test]

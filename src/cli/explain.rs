@@ -22,7 +22,7 @@ use super::{CliError, load_config, write_stdout};
 use crate::config::Config;
 use crate::config::rules::ClauseCheck;
 use crate::history::History;
-use crate::model::{Action, SignalName};
+use crate::model::{Action, SignalName, WorkloadKind};
 use crate::model::{Detail, ProcessSample, Snapshot, Timestamp, printable};
 use crate::policy::assess::numbered_step;
 use crate::policy::explain::Selection;
@@ -373,15 +373,9 @@ pub fn render(view: &View) -> String {
             view.self_uid
         ),
     });
+    let ipykernel = is_ipykernel(p);
     for (signal, caught) in &view.handlers {
-        out.push(match caught {
-            Ok(true) => format!("it catches {signal}: a require_handler step sends it"),
-            Ok(false) => format!(
-                "it does not catch {signal}: a require_handler step skips it (journaled as \
-                 skipped)"
-            ),
-            Err(e) => format!("whether it catches {signal} is not known here ({e})"),
-        });
+        out.push(handler_words(*signal, caught, ipykernel));
     }
     if view.verdicts.is_empty() {
         out.push("the config has no rules: headroom watches and acts on nothing".to_string());
@@ -394,6 +388,40 @@ pub fn render(view: &View) -> String {
     let mut text = out.join("\n");
     text.push('\n');
     text
+}
+
+/// Whether `p` was recognised as an IPython kernel (ipykernel): it ignores
+/// SIGINT while idle and catches it while a cell runs.
+fn is_ipykernel(p: &ProcessSample) -> bool {
+    p.workload.kind == WorkloadKind::Jupyter
+        && p.workload.evidence.iter().any(|e| e.contains("ipykernel"))
+}
+
+/// What the handler check of a `require_handler` step finds now. An
+/// ipykernel ignores SIGINT while idle and installs its handler while a
+/// cell executes (`pre_handler_hook`), which is when a runaway cell grows:
+/// the step sends SIGINT then, and skips an idle kernel, which is not
+/// growing. The actuator checks the handler right before each signal, so
+/// this is how the rule treats the kernel, not only what it is now.
+fn handler_words(signal: SignalName, caught: &Result<bool, String>, ipykernel: bool) -> String {
+    let kernel = ipykernel && signal == SignalName::Int;
+    match caught {
+        Ok(true) if kernel => format!(
+            "it catches {signal}: a cell is running (ipykernel installs its handler while it \
+             executes one), so a require_handler step sends {signal} and interrupts the cell"
+        ),
+        Ok(true) => format!("it catches {signal}: a require_handler step sends it"),
+        Ok(false) if kernel => format!(
+            "idle: {signal} is ignored until a cell runs; ipykernel installs its handler while \
+             executing, so a require_handler step acts when a cell is running (while idle the \
+             step is skipped, journaled as skipped)"
+        ),
+        Ok(false) => format!(
+            "it does not catch {signal}: a require_handler step skips it (journaled as \
+             skipped)"
+        ),
+        Err(e) => format!("whether it catches {signal} is not known here ({e})"),
+    }
 }
 
 fn clause_words(c: &ClauseCheck) -> String {
@@ -551,6 +579,68 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn an_idle_ipykernel_is_said_to_be_interrupted_once_a_cell_runs() {
+        let idle = handler_words(SignalName::Int, &Ok(false), true);
+        assert!(
+            idle.starts_with("idle: SIGINT is ignored until a cell runs"),
+            "{idle}"
+        );
+        let running = handler_words(SignalName::Int, &Ok(true), true);
+        assert!(
+            running.starts_with("it catches SIGINT: a cell is running"),
+            "{running}"
+        );
+        // Other signals, and other processes, as the check finds them.
+        assert_eq!(
+            handler_words(SignalName::Usr1, &Ok(false), true),
+            "it does not catch SIGUSR1: a require_handler step skips it (journaled as skipped)"
+        );
+        assert_eq!(
+            handler_words(SignalName::Int, &Ok(false), false),
+            "it does not catch SIGINT: a require_handler step skips it (journaled as skipped)"
+        );
+    }
+
+    #[test]
+    fn an_ipykernel_is_known_by_its_evidence() {
+        let classified = |name: &str, argv: &[&str]| {
+            let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+            let mut p = crate::model::build::process(1).build();
+            p.workload = crate::workload::classify(&crate::workload::ProcessFacts {
+                name,
+                exe: None,
+                argv: &argv,
+                libraries: &[],
+            });
+            p
+        };
+        let ipykernel = classified(
+            "python3",
+            &[
+                "python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/r/kernel-1.json",
+            ],
+        );
+        assert!(is_ipykernel(&ipykernel), "{:?}", ipykernel.workload);
+        let irkernel = classified(
+            "R",
+            &[
+                "/usr/lib/R/bin/exec/R",
+                "--slave",
+                "-e",
+                "IRkernel::main()",
+                "--args",
+                "/r/kernel-2.json",
+            ],
+        );
+        assert_eq!(irkernel.workload.kind, WorkloadKind::Jupyter);
+        assert!(!is_ipykernel(&irkernel), "{:?}", irkernel.workload);
+    }
 
     #[test]
     fn the_daemons_config_reads_back_as_the_same_config() {

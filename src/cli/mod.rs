@@ -89,9 +89,10 @@ pub enum Command {
     /// The daemon is reached over HTTP at `http.listen` of the config (or
     /// --address). Exits 1 if no daemon answers there.
     Status {
-        /// The daemon's address; default: `http.listen` from --config or the
-        /// embedded default (127.0.0.1:9717).
-        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        /// The daemon's address (an IP address or a host name such as
+        /// localhost, and a port); default: `http.listen` from --config or
+        /// the embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "HOST:PORT", value_parser = parse_address_arg)]
         address: Option<SocketAddr>,
         /// Config file whose `http.listen` says where the daemon is.
         #[arg(long, short, value_name = "FILE")]
@@ -126,9 +127,10 @@ pub enum Command {
         /// rules judge the process when no daemon answers.
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// The daemon's address; default: `http.listen` from --config or the
-        /// embedded default (127.0.0.1:9717).
-        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg)]
+        /// The daemon's address (an IP address or a host name such as
+        /// localhost, and a port); default: `http.listen` from --config or
+        /// the embedded default (127.0.0.1:9717).
+        #[arg(long, value_name = "HOST:PORT", value_parser = parse_address_arg)]
         address: Option<SocketAddr>,
     },
     /// Print the embedded default config, with comments.
@@ -152,6 +154,10 @@ pub enum Command {
         /// Time between snapshots, e.g. 1s or 250ms.
         #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
         interval: Duration,
+        /// Replace the trace at --out if one is there (without it, an
+        /// existing file is left alone and the command exits 2).
+        #[arg(long)]
+        force: bool,
     },
     /// Print the event journal: limits crossed, signals sent, hooks run,
     /// processes exited, config reloads.
@@ -159,12 +165,18 @@ pub enum Command {
     /// Reads the journal at --journal, else the config's `daemon.journal`,
     /// else the platform default (which differs for root and for a user: the
     /// journal of a daemon running as root needs `sudo headroom events`).
-    /// Rotated files are read too, oldest first.
+    /// Rotated files are read too, oldest first. Times are local, with the
+    /// zone's offset. A --journal that does not exist exits 2.
     Events {
-        /// Only events since then: a duration ago (1h, 30m) or a time
-        /// (2026-11-22T14:00:00Z, or 2026-11-22 14:00:00 in UTC).
+        /// Only events since then: a duration ago (1h, 30m) or a time as
+        /// printed (2026-11-22 14:00:00 +01:00; without the offset, local
+        /// time) or in RFC 3339 (2026-11-22T13:00:00Z).
         #[arg(long, value_name = "WHEN")]
         since: Option<String>,
+        /// After the events so far, print new ones as the daemon writes them,
+        /// across the journal's rotations, until interrupted (Ctrl-C).
+        #[arg(long, short)]
+        follow: bool,
         /// Print the events as JSON Lines, as stored.
         #[arg(long)]
         json: bool,
@@ -189,6 +201,46 @@ pub enum Command {
 
 fn parse_listen_arg(s: &str) -> Result<SocketAddr, String> {
     crate::config::parse_listen(s)
+}
+
+/// A daemon's address for the client commands: an IP address and port, or
+/// a host name and port (`localhost:9717`), resolved here. Of a name's
+/// addresses a loopback one is taken first, IPv4 before IPv6 (the daemon
+/// listens on 127.0.0.1 by default); the client's checks of who listens
+/// there apply to it as to an address typed out.
+fn parse_address_arg(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    if let Ok(addr) = crate::config::parse_listen(s) {
+        return Ok(addr);
+    }
+    let text = s.trim();
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "{text:?}: expected a host and a port, such as localhost:9717 or 127.0.0.1:9717"
+        ));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!(
+            "{text:?}: expected a host and a port from 1 to 65535, such as localhost:9717"
+        ));
+    }
+    let addrs: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| {
+            format!("cannot resolve {host:?} ({e}); give an IP address such as 127.0.0.1:{port}")
+        })?
+        .collect();
+    pick_address(&addrs).ok_or_else(|| {
+        format!("{host:?} resolves to no address; give an IP address such as 127.0.0.1:{port}")
+    })
+}
+
+/// Of a host name's addresses: loopback before others, IPv4 before IPv6.
+fn pick_address(addrs: &[SocketAddr]) -> Option<SocketAddr> {
+    addrs
+        .iter()
+        .min_by_key(|a| (!a.ip().is_loopback(), !a.is_ipv4()))
+        .copied()
 }
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
@@ -287,7 +339,16 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 &config,
                 crate::sys::this_process::effective_uid(),
             )?;
-            println!("# {}: valid. Effective config:", file.display());
+            if let Some(warning) = no_rules_warning(&file, &config) {
+                eprintln!("headroom: warning: {warning}");
+                println!(
+                    "# {}: valid, but it has no rules: headroom will act on nothing. \
+                     Effective config:",
+                    file.display()
+                );
+            } else {
+                println!("# {}: valid. Effective config:", file.display());
+            }
             print!("{}", config.to_toml());
             Ok(())
         }
@@ -295,13 +356,21 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             out,
             duration,
             interval,
-        } => record::record(&out, duration, interval),
+            force,
+        } => record::record(&out, duration, interval, force),
         Command::Events {
+            since,
+            follow,
+            json,
+            journal,
+            config,
+        } => events::events(events::EventsArgs {
             since,
             json,
             journal,
             config,
-        } => events::events(since.as_deref(), json, journal, config),
+            follow,
+        }),
         Command::Service(cmd) => service_command::run(cmd),
         Command::Doctor => {
             let report = crate::doctor::run();
@@ -315,6 +384,29 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             }
         }
     }
+}
+
+/// What `check-config` says of a file without a `[[rule]]`: such a file
+/// does not add to the embedded default's rules, it replaces them with
+/// none. `None` when the file has rules.
+fn no_rules_warning(file: &Path, config: &Config) -> Option<String> {
+    if !config.rules.is_empty() {
+        return None;
+    }
+    let defaults: Vec<String> = Config::embedded_default()
+        .rules
+        .iter()
+        .map(|r| format!("{:?}", r.name))
+        .collect();
+    Some(format!(
+        "{} has no [[rule]] table, so it replaces the embedded default's {} rules ({}) with \
+         none: headroom will watch and report, and act on nothing. To keep them, copy their \
+         [[rule]] tables from `headroom print-config` into {}",
+        file.display(),
+        defaults.len(),
+        defaults.join(", "),
+        file.display()
+    ))
 }
 
 /// The config in `path`, or the embedded default without one.
@@ -394,6 +486,31 @@ mod tests {
             cli.command,
             Command::Service(ServiceCommand::Install { print: true, .. })
         ));
+    }
+
+    #[test]
+    fn an_address_may_name_a_host() {
+        let v4: SocketAddr = "127.0.0.1:9717".parse().unwrap();
+        assert_eq!(parse_address_arg("127.0.0.1:9717"), Ok(v4));
+        assert_eq!(parse_address_arg("localhost:9717"), Ok(v4));
+        assert_eq!(
+            parse_address_arg("[::1]:9717"),
+            Ok("[::1]:9717".parse().unwrap())
+        );
+        let six: SocketAddr = "[::1]:1".parse().unwrap();
+        let remote: SocketAddr = "10.0.0.1:1".parse().unwrap();
+        assert_eq!(pick_address(&[remote, six, v4]), Some(v4));
+        assert_eq!(pick_address(&[remote, six]), Some(six));
+        assert_eq!(pick_address(&[]), None);
+        for bad in ["localhost", "localhost:x", ":9717", "localhost:70000"] {
+            let e = parse_address_arg(bad).unwrap_err();
+            assert!(e.contains("port"), "{bad}: {e}");
+        }
+        let cli = Cli::try_parse_from(["headroom", "status", "--address", "localhost:9"]).unwrap();
+        let Command::Status { address, .. } = cli.command else {
+            panic!("parsed as another command");
+        };
+        assert_eq!(address, Some("127.0.0.1:9".parse().unwrap()));
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl ConfigError {
         source: &Source<'_>,
         error: serde_path_to_error::Error<toml::de::Error>,
     ) -> Self {
-        let key = key_path(error.path());
+        let key = key_path(error.path()).map(|k| name_the_rule(k, source.text));
         let inner = error.inner();
         let raw = inner.message().trim_end();
         if let Some(unknown) = unknown_field(raw) {
@@ -251,6 +251,39 @@ impl Source<'_> {
         }
         Some(shorten(first_line, MAX_VALUE_CHARS))
     }
+}
+
+/// How an error names a rule: its place among the `[[rule]]` tables and,
+/// where it has one, its name, as users write both: `rule[0]
+/// ("notebook-runaway")`; a key within it follows (`rule[0]
+/// ("notebook-runaway").footprint`). Every config error and refusal names
+/// rules this way.
+pub fn rule_key(index: usize, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("rule[{index}] ({:?})", shorten(name, MAX_VALUE_CHARS)),
+        None => format!("rule[{index}]"),
+    }
+}
+
+/// A key path from serde (`rule[2].footprint`) with the rule's name from
+/// the TOML `text` put in, as [`rule_key`] writes it.
+fn name_the_rule(key: String, text: &str) -> String {
+    static RULE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^rule\[(\d+)\]").expect("valid regex"));
+    let Some(index) = RULE
+        .captures(&key)
+        .and_then(|c| c.get(1)?.as_str().parse::<usize>().ok())
+    else {
+        return key;
+    };
+    let table: Option<toml::Table> = toml::from_str(text).ok();
+    let name = table
+        .as_ref()
+        .and_then(|t| t.get("rule")?.as_array()?.get(index)?.get("name")?.as_str())
+        .map(str::trim)
+        .filter(|n| !n.is_empty());
+    let head = format!("rule[{index}]");
+    format!("{}{}", rule_key(index, name), &key[head.len()..])
 }
 
 /// `daemon.interval`, `rule[2].limit`; `None` at the top level. The segments

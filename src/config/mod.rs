@@ -30,7 +30,7 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use daemon::{DaemonConfig, LogFormat};
-pub use error::ConfigError;
+pub use error::{ConfigError, rule_key};
 pub use gpu::GpuConfig;
 pub use http::{HttpConfig, parse_listen};
 pub use jupyter::JupyterConfig;
@@ -220,6 +220,37 @@ mod tests {
         assert_eq!(json["daemon"]["fast_interval"], "250ms");
         assert_eq!(json["daemon"]["log_format"], "human");
         assert!(json["daemon"].get("journal").is_none());
+    }
+
+    #[test]
+    fn every_error_in_a_rule_names_it_by_place_and_name() {
+        // A value serde refuses, and one the validation refuses: one style.
+        let parse =
+            err("[[rule]]\nname = \"cap\"\nfootprint = \"lots\"\nactions = [{ notify = true }]\n");
+        assert_eq!(
+            parse.key.as_deref(),
+            Some("rule[0] (\"cap\").footprint"),
+            "{parse}"
+        );
+        let valid = err(
+            "[[rule]]\nname = \"a\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
+             [[rule]]\nname = \"cap\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
+             [rule.match]\nworkload = [\"nope\"]\n",
+        );
+        assert!(
+            valid
+                .key
+                .as_deref()
+                .is_some_and(|k| k.starts_with("rule[1] (\"cap\").match.workload")),
+            "{valid}"
+        );
+        // A rule without a name is named by its place alone.
+        let unnamed = err("[[rule]]\nfootprint = \"lots\"\n");
+        assert_eq!(
+            unnamed.key.as_deref(),
+            Some("rule[0].footprint"),
+            "{unnamed}"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use regex::Regex;
 use serde::{Serialize, Serializer};
 use toml::Spanned;
 
-use super::error::{ConfigError, Source};
+use super::error::{ConfigError, Source, rule_key};
 use super::raw::{RawMatch, RawProtect, RawRule, RawStep, RawWhen};
 use super::units::{self, Rate, SizeLimit, format_duration};
 use crate::model::{Action, SignalName};
@@ -548,7 +548,7 @@ pub(crate) fn validate_rules(
         if rules.iter().any(|r| r.name == rule.name) {
             return Err(source.error_at(
                 name_span.unwrap_or_default(),
-                &format!("rule.{}.name", rule.name),
+                &format!("{}.name", rule_key(rules.len(), Some(&rule.name))),
                 "another rule has this name; give each rule its own (names label metrics \
                  and journal events)",
             ));
@@ -624,11 +624,12 @@ fn validate_rule(
         let at = raw.name.map_or(span, |n| n.span());
         return Err(source.error_at(
             at,
-            &format!("rule[{index}].name"),
+            &format!("{}.name", rule_key(index, None)),
             "every rule needs a non-empty name, e.g. name = \"notebook-runaway\"",
         ));
     };
-    let key = |k: &str| format!("rule.{name}.{k}");
+    let rule = rule_key(index, Some(&name));
+    let key = |k: &str| format!("{rule}.{k}");
 
     let matcher = validate_match(raw.matcher.unwrap_or_default(), &key("match"), source)?;
     if let Some(gpu) = &raw.gpu_memory
@@ -663,7 +664,7 @@ fn validate_rule(
     if limits.is_empty() && when.is_none() {
         return Err(without_value(source.error(
             Some(span),
-            Some(format!("rule.{name}")),
+            Some(rule.clone()),
             "the rule has no limit (footprint, gpu_memory, growth, time_to_exhaustion) and no \
              [rule.when] condition, so it would act on every matching process; add one",
         )));
@@ -1043,7 +1044,7 @@ mod tests {
     fn a_rule_without_limit_or_condition_is_rejected() {
         let e =
             config("[[rule]]\nname = \"r\"\nactions = [{ signal = \"SIGINT\" }]\n").unwrap_err();
-        assert!(e.contains("rule.r: the rule has no limit"), "{e}");
+        assert!(e.contains("rule[0] (\"r\"): the rule has no limit"), "{e}");
     }
 
     #[test]
@@ -1052,7 +1053,7 @@ mod tests {
             "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\" }]\n",
         )
         .unwrap_err();
-        assert!(e.contains("rule.r.actions[1].after"), "{e}");
+        assert!(e.contains("rule[0] (\"r\").actions[1].after"), "{e}");
     }
 
     #[test]
@@ -1061,7 +1062,7 @@ mod tests {
             "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nselect = \"newest\"\nactions = [{ notify = true }]\n",
         )
         .unwrap_err();
-        assert!(e.contains("rule.r.select"), "{e}");
+        assert!(e.contains("rule[0] (\"r\").select"), "{e}");
     }
 
     #[test]
@@ -1070,7 +1071,7 @@ mod tests {
             "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ hook = [\"save.sh\"] }]\n",
         )
         .unwrap_err();
-        assert!(e.contains("rule.r.actions[0].hook"), "{e}");
+        assert!(e.contains("rule[0] (\"r\").actions[0].hook"), "{e}");
         assert!(e.contains("absolute path"), "{e}");
     }
 

@@ -149,7 +149,7 @@ pub fn read_events(path: &Path, since: Option<Timestamp>) -> Result<ReadOutcome,
 }
 
 /// One outcome of two: events merged by time, each side's order kept.
-fn merge(record: ReadOutcome, processes: ReadOutcome) -> ReadOutcome {
+pub(super) fn merge(record: ReadOutcome, processes: ReadOutcome) -> ReadOutcome {
     let mut events = Vec::with_capacity(record.events.len() + processes.events.len());
     let mut a = record.events.into_iter().peekable();
     let mut b = processes.events.into_iter().peekable();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::config::{Limits, Per, Rule, SizeLimit, SystemCondition};
 use crate::history::{ProcessTrack, exhaustion_headroom_for, time_to_exhaustion};
 use crate::model::{Ceiling, Job, ProcessSample, Snapshot, Timestamp, printable};
-use crate::report::format_bytes;
+use crate::report::{format_bytes, format_bytes_against};
 
 /// Points needed before a growth rate is trusted for a limit.
 pub const MIN_GROWTH_POINTS: usize = 3;
@@ -153,13 +153,13 @@ pub fn check(
         if over {
             exceeded.push(format!(
                 "{prefix}footprint {} > {}",
-                format_bytes(p.footprint),
+                format_bytes_against(p.footprint, bytes),
                 format_bytes(bytes)
             ));
         }
         readings.push(Reading {
             what: "footprint",
-            value: format!("{prefix}{}", format_bytes(p.footprint)),
+            value: format!("{prefix}{}", format_bytes_against(p.footprint, bytes)),
             threshold: format!("> {}", size_threshold(limit, total, &of)),
             holds: over,
         });
@@ -189,13 +189,13 @@ pub fn check(
                 if over {
                     exceeded.push(format!(
                         "{prefix}GPU memory {} > {}",
-                        format_bytes(used),
+                        format_bytes_against(used, bytes),
                         format_bytes(bytes)
                     ));
                 }
                 readings.push(Reading {
                     what: "GPU memory",
-                    value: format!("{prefix}{}", format_bytes(used)),
+                    value: format!("{prefix}{}", format_bytes_against(used, bytes)),
                     threshold: format!("> {}", size_threshold(limit, total, "GPU memory")),
                     holds: over,
                 });
@@ -232,7 +232,7 @@ pub fn check(
                 if over {
                     exceeded.push(format!(
                         "{prefix}growing {}/s > {}/s over {}",
-                        format_bytes(g as u64),
+                        format_bytes_against(g as u64, limit as u64),
                         format_bytes(limit as u64),
                         humantime::format_duration(rate.per)
                     ));

@@ -59,6 +59,19 @@ impl TraceWriter {
         })
     }
 
+    /// Create the trace file at `path`, failing with
+    /// [`io::ErrorKind::AlreadyExists`] if something is there already
+    /// (checked and created in one step, `O_EXCL`).
+    pub fn create_new(path: impl AsRef<Path>) -> io::Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::options().write(true).create_new(true).open(&path)?;
+        Ok(Self {
+            path,
+            file,
+            line: Vec::with_capacity(64 * 1024),
+        })
+    }
+
     /// The file being written.
     pub fn path(&self) -> &Path {
         &self.path

@@ -143,7 +143,9 @@ pub fn system_memory(m: &Meminfo) -> SystemMemory {
         free: m.free,
         app: m.anon_pages,
         wired: m.unevictable,
-        compressed: m.zswap,
+        // Zswap's pool; the line is there even where zswap is off (the
+        // default), so an empty pool is taken as no compression at all.
+        compressed: m.zswap.filter(|&bytes| bytes > 0),
         cached,
         shmem: m.shmem,
         gpu_wired_limit: None,
@@ -1037,6 +1039,24 @@ mod tests {
         assert_eq!(s.app, Some(200));
         assert_eq!(s.wired, Some(7));
         assert_eq!(s.compressed, None);
+    }
+
+    #[test]
+    fn compressed_memory_is_reported_only_where_zswap_holds_some() {
+        let with_zswap = |zswap| Meminfo {
+            total: 1000,
+            free: 100,
+            available: 600,
+            zswap,
+            ..Meminfo::default()
+        };
+        // Every kernel with zswap built in has the line, at 0 while it is off.
+        assert_eq!(system_memory(&with_zswap(Some(0))).compressed, None);
+        assert_eq!(system_memory(&with_zswap(None)).compressed, None);
+        assert_eq!(
+            system_memory(&with_zswap(Some(4096))).compressed,
+            Some(4096)
+        );
     }
 
     #[test]

@@ -85,7 +85,7 @@ fn as_root_headroom_run_refuses_a_config_that_hands_sh_a_script_others_can_write
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     for needle in [
-        "rule.save.actions[0].hook: refusing to run hook /bin/sh as root: its argument",
+        "rule[0] (\"save\").actions[0].hook: refusing to run hook /bin/sh as root: its argument",
         &format!("names {}", script.display()),
         &format!(
             "{} is writable by users other than root (mode 0777)",

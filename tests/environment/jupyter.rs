@@ -440,6 +440,76 @@ fn a_runaway_cell_is_interrupted_and_the_kernel_keeps_its_variables() {
     );
 }
 
+/// Whether `pid` catches SIGINT now (`SigCgt` in its status).
+fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
+        .unwrap();
+    mask & (1 << (libc::SIGINT - 1)) != 0
+}
+
+/// `headroom explain PID` with the embedded default config, judged here:
+/// nothing listens at the address it is given.
+fn explain(pid: u32) -> String {
+    let address = format!("127.0.0.1:{}", support::free_port());
+    let out = Command::new(support::BIN)
+        .args(["explain", &pid.to_string(), "--address", &address])
+        .output()
+        .expect("run headroom explain");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn explain_says_an_idle_kernel_is_interrupted_once_a_cell_runs() {
+    let jupyter = Jupyter::start();
+    let (kernel_id, pid) = jupyter.open_notebook("explain/idle.ipynb");
+    let mut cells = Cells::connect(&jupyter.connection_file(&kernel_id));
+    cells.set_in_kernel(pid, "idle = True");
+
+    // Idle: ipykernel ignores SIGINT, and explain says when it is caught.
+    assert!(!catches_sigint(pid), "an idle ipykernel catches no SIGINT");
+    let text = explain(pid);
+    assert!(
+        text.contains(
+            "idle: SIGINT is ignored until a cell runs; ipykernel installs its handler while \
+             executing, so a require_handler step acts when a cell is running"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("it does not catch SIGINT"), "{text}");
+
+    // A cell running: the handler is there, and explain says it is sent.
+    writeln!(
+        cells.stdin,
+        "{}",
+        json!({ "code": "time.sleep(120)", "timeout": 150 })
+    )
+    .unwrap();
+    cells.stdin.flush().unwrap();
+    wait_for("the cell's SIGINT handler", Duration::from_secs(30), || {
+        catches_sigint(pid).then_some(())
+    });
+    let text = explain(pid);
+    assert!(
+        text.contains(
+            "it catches SIGINT: a cell is running (ipykernel installs its handler while it \
+             executes one), so a require_handler step sends SIGINT and interrupts the cell"
+        ),
+        "{text}"
+    );
+    kill(pid, "INT");
+    let reply = cells.reply(Duration::from_secs(30));
+    assert_eq!(reply["ename"], "KeyboardInterrupt", "{reply}");
+    // Idle again (the handler goes once the reply is sent): ignored again.
+    wait_for("SIGINT ignored again", Duration::from_secs(30), || {
+        (!catches_sigint(pid)).then_some(())
+    });
+}
+
 #[test]
 fn a_kernel_killed_from_outside_gets_a_postmortem_with_an_unknown_cause() {
     let jupyter = Jupyter::start();

@@ -178,7 +178,7 @@ fn a_hook_others_can_write_is_refused() {
     check_refusal(
         &config,
         &[
-            "rule.save.actions[0].hook: refusing to run hook",
+            "rule[0] (\"save\").actions[0].hook: refusing to run hook",
             &format!(
                 "{} is writable by users other than root (mode 0777)",
                 hook.display()

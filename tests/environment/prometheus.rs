@@ -3,7 +3,9 @@
 //! real scrape and the series of jobs; then a real Prometheus on loopback scrapes a real daemon every
 //! second, and every query of the Grafana dashboard and every alerting rule
 //! evaluates without error, returning data wherever the metrics it reads exist
-//! on this machine.
+//! on this machine. A daemon's real scrapes, before and after its first
+//! action, feed a promtool test of the action alert and the dashboard's
+//! actions annotation.
 
 use crate::support;
 
@@ -14,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use crate::support::hog::Daemon;
+use crate::support::hog::{Daemon, Running, Sandbox};
 use crate::support::{Reaped, fake_kernel, free_port, get, tool, wait_for};
 use regex::Regex;
 use serde_json::Value;
@@ -46,7 +48,10 @@ const ABSENT_HERE: &[(&str, &str)] = &[
         "headroom_process_exhaustion_seconds",
         "only for growing processes",
     ),
-    ("headroom_actions_total", "exported once limits act"),
+    (
+        "headroom_actions_total",
+        "one series per step of the config's rules; these daemons have none",
+    ),
     ("headroom_memory_kernel_free_ratio", "macOS only"),
     ("headroom_memory_wired_bytes", "where the OS reports it"),
     (
@@ -465,4 +470,115 @@ fn a_real_prometheus_evaluates_every_dashboard_query_and_alert() {
     ] {
         assert!(!prom.query(input).is_empty(), "{input}");
     }
+}
+
+/// `headroom_actions_total`'s samples in a scrape: labels as exported
+/// (`action="SIGTERM",outcome="done",rule="hog"`) → value.
+fn action_samples(scrape: &str) -> std::collections::BTreeMap<String, f64> {
+    scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix("headroom_actions_total{"))
+        .filter_map(|l| {
+            let (labels, value) = l.split_once("} ")?;
+            Some((labels.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The first action of a rule fires `HeadroomActionTaken` and shows on the
+/// dashboard's actions annotation, in a `promtool test rules` fed with what
+/// a real daemon exported: a scrape before its rule acted, repeated, then
+/// one after, repeated. A counter that appeared only with its first action,
+/// at 1, would have no earlier sample and no increase: no alert.
+#[test]
+fn the_first_action_fires_the_alert_in_a_promtool_test_fed_a_real_export() {
+    let sb = Sandbox::new("first-action");
+    let config = format!(
+        "[daemon]\ninterval = \"100ms\"\nfast_interval = \"50ms\"\njournal = \"{}\"\n\n{}",
+        sb.path("journal.jsonl").display(),
+        sb.rule("footprint = \"16MiB\"\nactions = [{ signal = \"SIGTERM\" }]\n")
+    );
+    let daemon = Daemon::start(sb.dir.path(), &config);
+    let done = "action=\"SIGTERM\",outcome=\"done\",rule=\"hog\"";
+
+    // Before any action: every outcome of the step, at 0.
+    let (status, scrape) = daemon.get("/metrics");
+    assert_eq!(status, 200);
+    let before = action_samples(&scrape);
+    let labels: Vec<&str> = before.keys().map(String::as_str).collect();
+    assert_eq!(
+        labels,
+        [
+            done,
+            "action=\"SIGTERM\",outcome=\"failed\",rule=\"hog\"",
+            "action=\"SIGTERM\",outcome=\"gone\",rule=\"hog\"",
+            "action=\"SIGTERM\",outcome=\"identity-changed\",rule=\"hog\"",
+            "action=\"SIGTERM\",outcome=\"refused\",rule=\"hog\"",
+        ],
+        "{scrape}"
+    );
+    assert!(before.values().all(|&v| v == 0.0), "{before:?}");
+
+    // A real action: the hog grows past the limit and gets SIGTERM.
+    let mut hog = Running::hog(&sb.hog, &["--rate", "max", "--max", "64MiB"]);
+    let after = wait_for(Duration::from_secs(60), "the SIGTERM counted", || {
+        let samples = action_samples(&daemon.get("/metrics").1);
+        (samples.get(done) == Some(&1.0)).then_some(samples)
+    });
+    let status = hog
+        .wait_exit(Duration::from_secs(30))
+        .expect("the hog ended");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM)
+    );
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+
+    // The two scrapes as promtool's input, 15 s apart as Prometheus would
+    // scrape them: the first for 2 minutes, the second for 8.
+    let instance = "gpu-box:9717";
+    let mut input = String::new();
+    for (labels, first) in &before {
+        let second = after[labels];
+        let values: Vec<String> = std::iter::repeat_n(first, 9)
+            .chain(std::iter::repeat_n(&second, 32))
+            .map(|v| v.to_string())
+            .collect();
+        input.push_str(&format!(
+            "      - series: 'headroom_actions_total{{instance=\"{instance}\",job=\"headroom\",{labels}}}'\n        values: \"{}\"\n",
+            values.join(" ")
+        ));
+    }
+    let (_, annotation) = dashboard_queries()
+        .into_iter()
+        .find(|(place, _)| place.starts_with("annotation") && place.contains("ction"))
+        .expect("the dashboard's actions annotation");
+    let annotation = substitute(&annotation, instance);
+    let test = format!(
+        "rule_files:\n  - {rules}\nevaluation_interval: 15s\ntests:\n  - interval: 15s\n    input_series:\n{input}\
+         \n    alert_rule_test:\n\
+         \x20     - eval_time: 1m45s\n        alertname: HeadroomActionTaken\n        exp_alerts: []\n\
+         \x20     - eval_time: 2m30s\n        alertname: HeadroomActionTaken\n        exp_alerts:\n\
+         \x20         - exp_labels: {{ severity: info, instance: \"{instance}\", job: headroom, rule: hog, action: SIGTERM, outcome: done }}\n\
+         \x20           exp_annotations:\n\
+         \x20             summary: \"headroom acted on {instance}: SIGTERM by rule hog\"\n\
+         \x20             description: \"headroom took the action SIGTERM (rule hog, outcome done) in the last 5 minutes.\"\n\
+         \x20     - eval_time: 9m\n        alertname: HeadroomActionTaken\n        exp_alerts: []\n\
+         \x20   promql_expr_test:\n\
+         \x20     - expr: '{annotation}'\n        eval_time: 1m45s\n        exp_samples: []\n\
+         \x20     - expr: '{annotation}'\n        eval_time: 2m15s\n        exp_samples:\n\
+         \x20         - labels: '{{instance=\"{instance}\",rule=\"hog\",action=\"SIGTERM\",outcome=\"done\"}}'\n\
+         \x20           value: 1\n",
+        rules = repo("prometheus/alerts.yml").display(),
+    );
+    let file = sb.path("first_action_test.yml");
+    std::fs::write(&file, &test).expect("write the promtool test");
+    let (ok, out) = run_promtool(&["test", "rules", file.to_str().expect("utf-8")], None);
+    assert!(
+        ok && out.contains("SUCCESS"),
+        "promtool test rules:\n{out}\n{test}"
+    );
 }

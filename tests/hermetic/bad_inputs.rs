@@ -170,7 +170,7 @@ fn config_rows() -> Vec<(&'static str, Content, &'static str)> {
             rule(
                 "footprint = \"1GiB\"\nactions = [{ signal = \"SIGINT\" }]\n[rule.match]\nargv = \"a{1000}{1000}\"",
             ),
-            "rule.r.match.argv: not a valid regular expression",
+            "rule[0] (\"r\").match.argv: not a valid regular expression",
         ),
         (
             "a signal headroom never sends",
@@ -180,7 +180,7 @@ fn config_rows() -> Vec<(&'static str, Content, &'static str)> {
         (
             "a hook by a relative path",
             rule("footprint = \"1GiB\"\nactions = [{ hook = [\"save.sh\"] }]"),
-            "rule.r.actions[0].hook: a hook is a list whose first item is an absolute path",
+            "rule[0] (\"r\").actions[0].hook: a hook is a list whose first item is an absolute path",
         ),
         (
             "an empty rule name",
@@ -217,7 +217,7 @@ fn config_rows() -> Vec<(&'static str, Content, &'static str)> {
         (
             "a hook argument with a NUL",
             rule("footprint = \"1GiB\"\nactions = [{ hook = [\"/bin/echo\", \"a\\u0000b\"] }]"),
-            "rule.r.actions[0].hook[1]: contains a NUL character",
+            "rule[0] (\"r\").actions[0].hook[1]: contains a NUL character",
         ),
         (
             "post-mortem notify = \"yes\"",

@@ -225,83 +225,83 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "rule_bad_pressure.toml",
-        r#"7:12: rule.nb.when.pressure: expected "warn" or "critical" (the level at or above which the rule applies) (got "high")"#,
+        r#"7:12: rule[0] ("nb").when.pressure: expected "warn" or "critical" (the level at or above which the rule applies) (got "high")"#,
     ),
     (
         "rule_bad_regex.toml",
-        r#"7:8: rule.nb.match.name: not a valid regular expression (error: unclosed group); escape special characters, e.g. "python\\.exe" (got "python(3")"#,
+        r#"7:8: rule[0] ("nb").match.name: not a valid regular expression (error: unclosed group); escape special characters, e.g. "python\\.exe" (got "python(3")"#,
     ),
     (
         "rule_duplicate_name.toml",
-        r#"7:8: rule.nb.name: another rule has this name; give each rule its own (names label metrics and journal events) (got "nb")"#,
+        r#"7:8: rule[1] ("nb").name: another rule has this name; give each rule its own (names label metrics and journal events) (got "nb")"#,
     ),
     (
         "rule_footprint_bad_unit.toml",
-        r#"4:13: rule[0].footprint: invalid size limit: unknown unit "XB"; use B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000) (got "12XB")"#,
+        r#"4:13: rule[0] ("nb").footprint: invalid size limit: unknown unit "XB"; use B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000) (got "12XB")"#,
     ),
     (
         "rule_footprint_negative.toml",
-        r#"4:13: rule[0].footprint: invalid size limit: a size cannot be negative; expected a number and a unit such as "512MiB", "8GiB" or "60%" (got "-1GiB")"#,
+        r#"4:13: rule[0] ("nb").footprint: invalid size limit: a size cannot be negative; expected a number and a unit such as "512MiB", "8GiB" or "60%" (got "-1GiB")"#,
     ),
     (
         "rule_footprint_overflow.toml",
-        r#"4:13: rule[0].footprint: invalid size limit: too large: sizes must be below 16 EiB (16777216TiB); expected a number and a unit such as "512MiB", "8GiB" or "60%" (got "99999999TiB")"#,
+        r#"4:13: rule[0] ("nb").footprint: invalid size limit: too large: sizes must be below 16 EiB (16777216TiB); expected a number and a unit such as "512MiB", "8GiB" or "60%" (got "99999999TiB")"#,
     ),
     (
         "rule_footprint_percent_over_100.toml",
-        r#"4:13: rule[0].footprint: invalid size limit: a percentage must be greater than 0% and at most 100%, e.g. "60%" (got "150%")"#,
+        r#"4:13: rule[0] ("nb").footprint: invalid size limit: a percentage must be greater than 0% and at most 100%, e.g. "60%" (got "150%")"#,
     ),
     (
         "rule_footprint_zero_percent.toml",
-        r#"4:13: rule[0].footprint: invalid size limit: a percentage must be greater than 0% and at most 100%, e.g. "60%" (got "0%")"#,
+        r#"4:13: rule[0] ("nb").footprint: invalid size limit: a percentage must be greater than 0% and at most 100%, e.g. "60%" (got "0%")"#,
     ),
     (
         "rule_growth_without_duration.toml",
-        r#"4:10: rule[0].growth: invalid rate: no "/" between size and duration; expected a size per duration such as "1GiB/10s", "200MiB/s" or "512MiB/1m" (got "1GiB")"#,
+        r#"4:10: rule[0] ("nb").growth: invalid rate: no "/" between size and duration; expected a size per duration such as "1GiB/10s", "200MiB/s" or "512MiB/1m" (got "1GiB")"#,
     ),
     (
         "rule_no_actions.toml",
-        r#"2:1: rule.nb.actions: the rule has no actions; add e.g. actions = [{ signal = "SIGINT" }]"#,
+        r#"2:1: rule[0] ("nb").actions: the rule has no actions; add e.g. actions = [{ signal = "SIGINT" }]"#,
     ),
     (
         "rule_no_limit.toml",
-        r#"2:1: rule.nb: the rule has no limit (footprint, gpu_memory, growth, time_to_exhaustion) and no [rule.when] condition, so it would act on every matching process; add one"#,
+        r#"2:1: rule[0] ("nb"): the rule has no limit (footprint, gpu_memory, growth, time_to_exhaustion) and no [rule.when] condition, so it would act on every matching process; add one"#,
     ),
     (
         "rule_relative_hook.toml",
-        r#"5:21: rule.nb.actions[0].hook: a hook is a list whose first item is an absolute path to a program, e.g. ["/usr/local/bin/save-checkpoint", "--now"]; it runs without a shell (got ["save-checkpoint.sh"])"#,
+        r#"5:21: rule[0] ("nb").actions[0].hook: a hook is a list whose first item is an absolute path to a program, e.g. ["/usr/local/bin/save-checkpoint", "--now"]; it runs without a shell (got ["save-checkpoint.sh"])"#,
     ),
     (
         "rule_scope_unknown.toml",
-        r#"5:9: rule.nb.scope: expected "job" (a job root judged on its job's totals: the process and its descendants) or "process" (every process on its own) (got "tree")"#,
+        r#"5:9: rule[0] ("nb").scope: expected "job" (a job root judged on its job's totals: the process and its descendants) or "process" (every process on its own) (got "tree")"#,
     ),
     (
         "rule_select_without_when.toml",
-        r#"5:10: rule.nb.select: select picks one process when a system condition holds; add a [rule.when] condition or remove select (got "newest")"#,
+        r#"5:10: rule[0] ("nb").select: select picks one process when a system condition holds; add a [rule.when] condition or remove select (got "newest")"#,
     ),
     (
         "rule_sigkill_require_handler.toml",
-        r#"5:23: rule.nb.actions[0].require_handler: SIGKILL cannot be caught, so require_handler would always skip it; remove require_handler (got "SIGKILL")"#,
+        r#"5:23: rule[0] ("nb").actions[0].require_handler: SIGKILL cannot be caught, so require_handler would always skip it; remove require_handler (got "SIGKILL")"#,
     ),
     (
         "rule_step_without_after.toml",
-        r#"5:35: rule.nb.actions[1].after: every step after the first needs after = "30s" (how long the previous step gets to work) (got { signal = "SIGTERM" })"#,
+        r#"5:35: rule[0] ("nb").actions[1].after: every step after the first needs after = "30s" (how long the previous step gets to work) (got { signal = "SIGTERM" })"#,
     ),
     (
         "rule_two_actions_in_one_step.toml",
-        r#"5:12: rule.nb.actions[0]: each step has exactly one of signal = "SIGINT", hook = ["/path", "arg"] or notify = true (got { signal = "SIGINT", notify = true })"#,
+        r#"5:12: rule[0] ("nb").actions[0]: each step has exactly one of signal = "SIGINT", hook = ["/path", "arg"] or notify = true (got { signal = "SIGINT", notify = true })"#,
     ),
     (
         "rule_unknown_key.toml",
-        r#"4:1: rule[0].limit: unknown key "limit"; expected one of: name, match, footprint, gpu_memory, growth, time_to_exhaustion, window, when, select, scope, actions, cooldown, hysteresis, dry_run, other_users, root"#,
+        r#"4:1: rule[0] ("nb").limit: unknown key "limit"; expected one of: name, match, footprint, gpu_memory, growth, time_to_exhaustion, window, when, select, scope, actions, cooldown, hysteresis, dry_run, other_users, root"#,
     ),
     (
         "rule_unknown_signal.toml",
-        r#"5:23: rule.nb.actions[0].signal: expected one of SIGINT, SIGUSR1, SIGUSR2, SIGTERM, SIGKILL (got "SIGHUP")"#,
+        r#"5:23: rule[0] ("nb").actions[0].signal: expected one of SIGINT, SIGUSR1, SIGUSR2, SIGTERM, SIGKILL (got "SIGHUP")"#,
     ),
     (
         "rule_unknown_workload.toml",
-        r#"7:13: rule.nb.match.workload: unknown workload; expected one of: jupyter, pytorch, tensorflow, jax, mlx, llm-server, python, other, any-ml (got "torch")"#,
+        r#"7:13: rule[0] ("nb").match.workload: unknown workload; expected one of: jupyter, pytorch, tensorflow, jax, mlx, llm-server, python, other, any-ml (got "torch")"#,
     ),
 ];
 

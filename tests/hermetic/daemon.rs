@@ -149,6 +149,50 @@ fn check_config_rejects_an_invalid_file_with_exit_2() {
 }
 
 #[test]
+fn check_config_warns_that_a_file_without_rules_replaces_the_default_rules() {
+    let dir = support::private_dir();
+    let cfg = dir.path().join("no-rules.toml");
+    write(&cfg, "[daemon]\ninterval = \"2s\"\n");
+    let out = headroom(&["check-config", cfg.to_str().expect("utf-8")]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "# {}: valid, but it has no rules: headroom will act on nothing.",
+            cfg.display()
+        )),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(": valid. Effective"), "{stdout}");
+    for name in [
+        "pressure-warning",
+        "ml-process-over-half-ram",
+        "notebook-runaway",
+    ] {
+        assert!(stderr.contains(&format!("\"{name}\"")), "{name}: {stderr}");
+    }
+    assert!(stderr.starts_with("headroom: warning: "), "{stderr}");
+    assert!(
+        stderr.contains("replaces the embedded default's 3 rules"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`headroom print-config`"), "{stderr}");
+
+    // A file with a rule of its own is valid without a warning.
+    write(
+        &cfg,
+        "[[rule]]\nname = \"cap\"\nfootprint = \"8GiB\"\nactions = [{ signal = \"SIGTERM\" }]\n",
+    );
+    let out = headroom(&["check-config", cfg.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(": valid. Effective config:"));
+}
+
+#[test]
 fn snapshot_json_lists_this_test_process() {
     let snap: headroom::model::Snapshot =
         serde_json::from_str(&succeeds(&["snapshot", "--json"])).expect("snapshot JSON");
@@ -190,6 +234,58 @@ fn record_writes_a_trace_that_replays() {
     let snaps = headroom::sample::replay::read_trace(&trace).expect("trace reads back");
     assert!((4..=5).contains(&snaps.len()), "{} snapshots", snaps.len());
     assert!(snaps.windows(2).all(|w| w[0].taken_at < w[1].taken_at));
+}
+
+#[test]
+fn record_says_how_far_it_is_and_keeps_an_existing_trace_unless_forced() {
+    let dir = support::private_dir();
+    let trace = dir.path().join("t.jsonl");
+    let path = trace.to_str().expect("utf-8");
+    let once = ["record", "--out", path, "--duration", "0s"];
+    let out = headroom(&once);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "headroom: recording to {path} for 0s, a snapshot every 1s\n"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(&format!("headroom: wrote 1 snapshot to {path}\n")),
+        "{err}"
+    );
+    let recorded = std::fs::read(&trace).expect("the trace");
+
+    // A second recording to the same file is refused, and the trace kept.
+    let err = fails(&once, 2);
+    assert!(
+        err.contains(&format!(
+            "{path} already exists; pass --force to replace it"
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&trace).expect("the trace"), recorded);
+
+    // With --force it is replaced.
+    let out = headroom(&[
+        "record",
+        "--out",
+        path,
+        "--duration",
+        "500ms",
+        "--interval",
+        "250ms",
+        "--force",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("wrote 3 snapshots to {path}")),
+        "{err}"
+    );
+    let snaps = headroom::sample::replay::read_trace(&trace).expect("trace reads back");
+    assert_eq!(snaps.len(), 3);
 }
 
 #[test]

@@ -102,8 +102,8 @@ fn events_print_one_readable_line_each() {
     assert_eq!(
         text,
         format!(
-            "{}  reload  /etc/headroom.toml: applied\n\
-             {}  SIGINT  → python3 (pid 48113, jupyter kernel 3f2a…)  rule \"notebook-runaway\": \
+            "{} +00:00  reload  /etc/headroom.toml: applied\n\
+             {} +00:00  SIGINT  → python3 (pid 48113, jupyter kernel 3f2a…)  rule \"notebook-runaway\": \
              footprint 9 GiB > 8 GiB  [done]\n",
             format_with_offset(old, 0),
             format_with_offset(new, 0)
@@ -118,7 +118,10 @@ fn times_are_shown_in_the_local_zone() {
     write_journal(&path, &[reload(Timestamp(1_700_000_000_000))]);
     // A POSIX TZ string needs no zone database: 5h30m east of UTC.
     let text = stdout(&events(&["--journal", path.to_str().unwrap()], "IST-5:30"));
-    assert!(text.starts_with("2023-11-15 03:43:20  reload"), "{text}");
+    assert!(
+        text.starts_with("2023-11-15 03:43:20 +05:30  reload"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -148,10 +151,33 @@ fn since_filters_and_json_prints_the_stored_events() {
 }
 
 #[test]
-fn a_missing_journal_is_not_an_error() {
+fn a_journal_named_but_missing_exits_2_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("none/journal.jsonl");
-    let text = stdout(&events(&["--journal", path.to_str().unwrap()], "UTC0"));
+    let out = events(&["--journal", path.to_str().unwrap()], "UTC0");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "headroom: --journal {}: there is no journal there (no such file)",
+            path.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_journal_the_daemon_has_not_made_yet_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none/journal.jsonl");
+    let config = dir.path().join("headroom.toml");
+    std::fs::write(
+        &config,
+        format!("[daemon]\njournal = {:?}\n", path.to_str().unwrap()),
+    )
+    .unwrap();
+    let text = stdout(&events(&["--config", config.to_str().unwrap()], "UTC0"));
     assert!(
         text.starts_with(&format!(
             "no events yet (journal at {} does not exist)",
@@ -159,6 +185,66 @@ fn a_missing_journal_is_not_an_error() {
         )),
         "{text}"
     );
+}
+
+/// New York's rules as a POSIX `TZ` string, which needs no zone database.
+const NEW_YORK: &str = "EST5EDT,M3.2.0,M11.1.0";
+
+#[test]
+fn printed_times_pasted_into_since_select_from_that_event_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    // Whole seconds, a minute apart, the last in summer time (UTC−4), the
+    // others in winter time (UTC−5).
+    let at = [
+        1_700_000_000_000, // 2023-11-14 17:13:20 -05:00
+        1_700_000_060_000,
+        1_700_000_120_000,
+        1_705_510_800_000, // 2024-01-17 12:00:00 -05:00
+        1_720_000_000_000, // 2024-07-03 05:46:40 -04:00
+    ]
+    .map(Timestamp);
+    let journal: Vec<Event> = at.iter().map(|&t| reload(t)).collect();
+    write_journal(&path, &journal);
+    let journal_arg = path.to_str().unwrap();
+    let text = stdout(&events(&["--journal", journal_arg], NEW_YORK));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), at.len(), "{text}");
+    assert!(
+        lines[0].starts_with("2023-11-14 17:13:20 -05:00  reload"),
+        "{text}"
+    );
+    assert!(
+        lines[4].starts_with("2024-07-03 05:46:40 -04:00  reload"),
+        "{text}"
+    );
+    for (i, line) in lines.iter().enumerate() {
+        // The time as printed, with its zone and without it.
+        let printed = &line[..line.find("  ").unwrap()];
+        let wall = &printed[..19];
+        for since in [printed, wall] {
+            let out = stdout(&events(
+                &["--journal", journal_arg, "--since", since],
+                NEW_YORK,
+            ));
+            assert_eq!(
+                out.lines().collect::<Vec<_>>(),
+                lines[i..],
+                "--since {since:?}"
+            );
+        }
+    }
+    // RFC 3339 in UTC and a time an hour before the first event.
+    let out = stdout(&events(
+        &["--journal", journal_arg, "--since", "2023-11-14T22:13:21Z"],
+        NEW_YORK,
+    ));
+    assert_eq!(out.lines().collect::<Vec<_>>(), lines[1..]);
+    let out = stdout(&events(
+        &["--journal", journal_arg, "--since", "2023-11-14 16:13:20"],
+        NEW_YORK,
+    ));
+    assert_eq!(out.lines().count(), at.len());
 }
 
 #[test]
@@ -175,7 +261,7 @@ fn the_config_names_the_journal() {
     let text = stdout(&events(&["--config", config.to_str().unwrap()], "UTC0"));
     assert_eq!(
         text,
-        "2023-11-14 22:13:20  reload  /etc/headroom.toml: applied\n"
+        "2023-11-14 22:13:20 +00:00  reload  /etc/headroom.toml: applied\n"
     );
 }
 
@@ -198,7 +284,7 @@ fn corrupt_and_torn_lines_are_reported_on_stderr() {
     let out = events(&["--journal", path.to_str().unwrap()], "UTC0");
     assert_eq!(
         stdout(&out),
-        "2023-11-14 22:13:20  reload  /etc/headroom.toml: applied\n"
+        "2023-11-14 22:13:20 +00:00  reload  /etc/headroom.toml: applied\n"
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("skipped 1 torn last line"), "{err}");
@@ -303,4 +389,147 @@ fn a_hostile_process_name_reaches_neither_log_nor_events_raw() {
         // Every line is an event's: it starts with its date.
         assert!(l.starts_with("20"), "a line that is not an event's: {l:?}");
     }
+}
+
+/// `headroom events --follow ARGS` running, its stdout read line by line.
+struct Following {
+    child: support::Reaped,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Following {
+    fn start(args: &[&str]) -> Self {
+        use std::io::BufRead as _;
+        let mut child = Command::new(BIN)
+            .args(["events", "--follow"])
+            .args(args)
+            .env("TZ", "UTC0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run headroom events --follow");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child: support::Reaped(child),
+            lines,
+        }
+    }
+
+    /// The next line printed; panics if none comes within a minute.
+    #[track_caller]
+    fn next(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line from events --follow")
+    }
+}
+
+fn crossing(at: Timestamp, detail: &str) -> Event {
+    Event {
+        at,
+        kind: EventKind::LimitCrossed {
+            rule: "notebook-runaway".into(),
+            process: kernel(),
+            detail: detail.into(),
+        },
+    }
+}
+
+#[test]
+fn follow_prints_new_events_of_both_file_sets_across_rotations() {
+    use headroom::journal::Journals;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    // Room for about two events per file: appending rotates often.
+    let opts = JournalOptions {
+        max_bytes: 2 * serde_json::to_string(&sigint(Timestamp(0))).unwrap().len() as u64 + 2,
+        keep: 3,
+    };
+    let mut journal = Journals::open(&path, opts).unwrap();
+    journal
+        .append(&reload(ago(Duration::from_secs(7200))))
+        .unwrap();
+    journal
+        .append(&reload(ago(Duration::from_secs(60))))
+        .unwrap();
+    // --since leaves out the event of two hours ago, now and later.
+    let follow = Following::start(&["--journal", path.to_str().unwrap(), "--since", "1h"]);
+    let first = follow.next();
+    assert!(
+        first.ends_with("  reload  /etc/headroom.toml: applied"),
+        "{first}"
+    );
+    for n in 0..8u64 {
+        let at = ago(Duration::from_secs(30 - n));
+        journal.append(&sigint(at)).unwrap();
+        journal
+            .append(&crossing(at, &format!("footprint {n} GiB > 8 GiB")))
+            .unwrap();
+        journal
+            .append(&reload(ago(Duration::from_secs(7200))))
+            .unwrap();
+        // The crossing and the action (in either order: the two files may
+        // be read between the two appends); the old reload never.
+        let mut two = [follow.next(), follow.next()];
+        two.sort_by_key(|l| !l.contains("  SIGINT  "));
+        let [signalled, crossed] = two;
+        assert!(
+            signalled.contains("  SIGINT  → python3 (pid 48113"),
+            "event {n}: {signalled}"
+        );
+        assert!(
+            signalled.starts_with(&format_with_offset(at, 0)),
+            "{signalled}"
+        );
+        assert!(
+            crossed.contains("rule \"notebook-runaway\"")
+                && crossed.contains(&format!("footprint {n} GiB > 8 GiB")),
+            "event {n}: {crossed}"
+        );
+    }
+    assert!(
+        dir.path().join("journal.jsonl.2").exists(),
+        "the record rotated"
+    );
+    assert!(
+        dir.path().join("journal.processes.jsonl.2").exists(),
+        "the process events rotated"
+    );
+    // Nothing came between: the next line is the next event's.
+    journal
+        .append(&Event {
+            at: ago(Duration::ZERO),
+            kind: EventKind::ConfigReloaded {
+                path: "/etc/headroom-last.toml".into(),
+                error: None,
+            },
+        })
+        .unwrap();
+    let last = follow.next();
+    assert!(last.ends_with("/etc/headroom-last.toml: applied"), "{last}");
+    drop(follow.child);
+}
+
+#[test]
+fn follow_waits_for_a_journal_not_made_yet_and_prints_json_as_stored() {
+    use headroom::journal::Journals;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("later/journal.jsonl");
+    let follow = Following::start(&["--journal", path.to_str().unwrap(), "--json"]);
+    std::fs::create_dir(dir.path().join("later")).unwrap();
+    let event = sigint(ago(Duration::from_secs(1)));
+    let mut journal = Journals::open(&path, JournalOptions::default()).unwrap();
+    journal.append(&event).unwrap();
+    let line = follow.next();
+    let printed: Event = serde_json::from_str(&line).unwrap();
+    assert_eq!(printed, event);
 }

@@ -30,7 +30,7 @@ fn a_relative_hook_is_refused_for_everyone() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains(
-            "rule.save.actions[0].hook: a hook is a list whose first item is an absolute path"
+            "rule[0] (\"save\").actions[0].hook: a hook is a list whose first item is an absolute path"
         ),
         "{}",
         stderr(&out)
