@@ -45,6 +45,7 @@ mod layers;
 mod limits;
 mod linux_sampler;
 mod nvml_library;
+mod packaging;
 mod policy;
 mod policy_safety;
 mod privileges;
