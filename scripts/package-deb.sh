@@ -4,7 +4,7 @@
 # The package (see [package.metadata.deb] in Cargo.toml and packaging/debian/):
 #   /usr/bin/headroom                       root:root 0755, the release build
 #   /etc/headroom/headroom.toml             conffile, the embedded default config
-#   /lib/systemd/system/headroom.service    the system unit, running /usr/bin/headroom
+#   /usr/lib/systemd/system/headroom.service  the system unit, running /usr/bin/headroom
 #   /usr/share/doc/headroom/                README, the API, the Slurm notes
 #   /usr/share/headroom/grafana/            the Grafana dashboard
 #   /usr/share/headroom/prometheus/         the alert rules, their tests, a scrape config
@@ -37,7 +37,7 @@ target_dir=${CARGO_TARGET_DIR:-target}
 cargo build --release --locked --bin headroom >&2
 mkdir -p target/package
 "$target_dir/release/headroom" print-config >target/package/headroom.toml
-"$target_dir/release/headroom" check-config target/package/headroom.toml >&2
+"$target_dir/release/headroom" check-config target/package/headroom.toml >/dev/null
 
 mkdir -p dist
 # --no-build: the binary above is the one packaged. --no-strip: the release

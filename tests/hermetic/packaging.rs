@@ -155,9 +155,15 @@ fn the_package_enables_the_unit_and_computes_its_dependencies() {
     let scripts = deb["maintainer-scripts"].as_str().unwrap();
     for script in ["postinst", "postrm"] {
         let text = read(&format!("{scripts}/{script}"));
+        // cargo-deb replaces every occurrence, comments included.
+        assert_eq!(
+            text.matches("#DEBHELPER#").count(),
+            1,
+            "{script} must hold the marker for cargo-deb's systemd snippets once"
+        );
         assert!(
             text.contains("\n#DEBHELPER#\n"),
-            "{script} must keep cargo-deb's systemd snippets"
+            "{script}: the marker on a line of its own"
         );
     }
     assert!(
