@@ -396,15 +396,17 @@ fn raw_process(p: &ProcessInfo) -> RawGpuProcess {
 /// `dlopen` fails every time).
 const STATIC_BUILD: bool = cfg!(target_feature = "crt-static");
 
+/// How the static build's GPU status begins (`headroom doctor` reads it).
+pub const STATIC_BUILD_NOTE: &str = "not available in the static build";
+
 /// Present where the NVIDIA kernel driver is loaded.
 const NVIDIA_DRIVER_PROC: &str = "/proc/driver/nvidia/version";
 
 /// Why a static build reads no GPU: a warning where the NVIDIA driver is
 /// loaded (GPU memory goes unseen), a note like "no driver" where it is not.
 fn static_build_error(driver_loaded: bool) -> GpuError {
-    let mut message = "not available in the static build: a statically linked headroom \
-                       cannot load libnvidia-ml.so.1"
-        .to_string();
+    let mut message =
+        format!("{STATIC_BUILD_NOTE}: a statically linked headroom cannot load libnvidia-ml.so.1");
     if driver_loaded {
         message.push_str(
             "; the NVIDIA driver is loaded here, so for GPU memory install the .deb, run the \
