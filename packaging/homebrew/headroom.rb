@@ -3,8 +3,8 @@
 # are filled in when a release is tagged.
 #
 # Bottle-able: `cargo install` with std_cargo_args (--locked, --root at the
-# keg) builds the release profile (no debug info, symbols kept); the keg
-# holds only bin/headroom, and nothing built names the Cellar or the prefix
+# keg) builds the release profile (no debug info, symbols kept) into the
+# keg's bin/headroom, and nothing built names the Cellar or the prefix
 # (the config path is passed by the service block, not compiled in), so a
 # bottle pours under any prefix. Cargo fetches the crates of Cargo.lock at
 # build time, as every Rust formula's build does; nothing else is fetched.
