@@ -85,6 +85,12 @@ need_debian=(
   "/usr/bin/jq jq"
   # HTTP load in the soak test (tests/environment/soak.rs, scripts/soak.sh).
   "/usr/bin/wrk wrk"
+  # The packages: the .deb's Depends (dpkg-shlibdeps, scripts/package-deb.sh,
+  # tests/environment/package.rs), the static build's C compiler
+  # (scripts/package-static.sh) and the Homebrew formula's syntax check.
+  "/usr/bin/dpkg-shlibdeps dpkg-dev"
+  "/usr/bin/musl-gcc musl-tools"
+  "/usr/bin/ruby ruby"
 )
 
 # What need_debian lacks here, each package once (two probes may name one).
@@ -161,7 +167,7 @@ fi
 # its own (one directory per test process in the memory hierarchy).
 say "cargo test --test environment (all but the attacks, the soak, the thrash test and the whole-machine notebook test and the cgroup ceilings)"
 env_status=0
-cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: --skip ceilings:: || env_status=1
+cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: --skip ceilings:: --skip package:: || env_status=1
 say "cargo test --test environment attacks::"
 cargo test --locked --no-fail-fast --test environment -- attacks:: || env_status=1
 say "cargo test --test environment soak::"
@@ -180,8 +186,27 @@ cargo test --locked --no-fail-fast --test environment -- ceilings:: --test-threa
 # A swap file and most of the memory locked: alone, after everything else.
 say "cargo test --test environment thrash::"
 cargo test --locked --no-fail-fast --test environment -- thrash:: || env_status=1
+# The .deb installed on this machine with dpkg and purged: alone, since it
+# takes /usr/bin/headroom, /etc/headroom and /var/lib/headroom, which root
+# daemons of the tests above write to. Its release build reuses the soak's.
+say "cargo test --test environment package:: (the .deb, scripts/package-deb.sh)"
+cargo test --locked --no-fail-fast --test environment -- package:: || env_status=1
 ((env_status == 0)) || { echo "test.sh: the environment tier failed (see above)" >&2; exit 1; }
-tidy target/debug target/release
+
+if [[ $os == Linux && $(uname -m) == x86_64 ]]; then
+  # The static binary: built for musl, checked to link nothing at run time
+  # and to run --version, snapshot and doctor here, tarred with SHA256SUMS.
+  say "static Linux binary (scripts/package-static.sh)"
+  scripts/package-static.sh
+fi
+# Not run anywhere here (no Homebrew): its Ruby must at least parse.
+say "ruby -c packaging/homebrew/headroom.rb"
+if command -v ruby >/dev/null; then
+  ruby -c packaging/homebrew/headroom.rb
+else
+  echo "skipped: ruby is not installed (Debian installs it above)"
+fi
+tidy target/debug target/release target/x86_64-unknown-linux-musl dist
 
 if [[ $os == Linux ]]; then
   # A short run of every fuzz target, so that a parser that starts to crash

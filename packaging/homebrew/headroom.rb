@@ -2,6 +2,15 @@
 # `brew install headroom`). `url` and `sha256` name the release tarball and
 # are filled in when a release is tagged.
 #
+# Bottle-able: `cargo install` with std_cargo_args (--locked, --root at the
+# keg) builds the release profile (no debug info, symbols kept) into the
+# keg's bin/headroom, and nothing built names the Cellar or the prefix
+# (the config path is passed by the service block, not compiled in), so a
+# bottle pours under any prefix. Cargo fetches the crates of Cargo.lock at
+# build time, as every Rust formula's build does; nothing else is fetched.
+# The default config is written only where there is none (a bottle's goes
+# through Homebrew's etc handling), so an edited headroom.toml is kept.
+#
 # The `service do` block behaves like the LaunchAgent that
 # `headroom service install --user` writes (launchd/io.headroom.agent.plist):
 # `headroom run --config FILE` started at login, restarted after a failure

@@ -49,6 +49,7 @@ mod jupyter_lookup;
 mod labels;
 mod limits;
 mod nvml_library;
+mod package;
 mod permissions;
 mod privileges;
 mod prometheus;

@@ -46,6 +46,7 @@ mod limits;
 mod linux_sampler;
 mod nvml_library;
 mod one_daemon;
+mod packaging;
 mod policy;
 mod policy_safety;
 mod privileges;

@@ -164,6 +164,11 @@ impl GpuCollector for NvmlCollector {
 
     fn open(&mut self) -> Result<(), GpuError> {
         self.loaded = None;
+        if STATIC_BUILD {
+            return Err(static_build_error(
+                std::path::Path::new(NVIDIA_DRIVER_PROC).exists(),
+            ));
+        }
         let mut skipped = Vec::new();
         let mut not_found = Vec::new();
         let mut refused = false;
@@ -386,6 +391,36 @@ fn raw_process(p: &ProcessInfo) -> RawGpuProcess {
     }
 }
 
+/// Whether this is a statically linked build (the musl tarball): it has no
+/// dynamic loader, so no NVML library can be loaded into it (musl's static
+/// `dlopen` fails every time).
+const STATIC_BUILD: bool = cfg!(target_feature = "crt-static");
+
+/// How the static build's GPU status begins (`headroom doctor` reads it).
+pub const STATIC_BUILD_NOTE: &str = "not available in the static build";
+
+/// Present where the NVIDIA kernel driver is loaded.
+const NVIDIA_DRIVER_PROC: &str = "/proc/driver/nvidia/version";
+
+/// Why a static build reads no GPU: a warning where the NVIDIA driver is
+/// loaded (GPU memory goes unseen), a note like "no driver" where it is not.
+fn static_build_error(driver_loaded: bool) -> GpuError {
+    let mut message =
+        format!("{STATIC_BUILD_NOTE}: a statically linked headroom cannot load libnvidia-ml.so.1");
+    if driver_loaded {
+        message.push_str(
+            "; the NVIDIA driver is loaded here, so for GPU memory install the .deb, run the \
+             container image or build headroom from source (cargo build --release)",
+        );
+    } else {
+        message.push_str(" (and no NVIDIA driver is loaded here)");
+    }
+    GpuError {
+        message,
+        no_driver: !driver_loaded,
+    }
+}
+
 /// nvmlInit failed although the library loaded.
 fn init_error(library: &str, e: &NvmlError) -> GpuError {
     let no_driver = matches!(e, NvmlError::DriverNotLoaded);
@@ -433,6 +468,31 @@ mod tests {
                 ("libnvidia-ml.so.1".to_string(), false),
                 ("libnvidia-ml.so".to_string(), false),
             ]
+        );
+    }
+
+    #[test]
+    fn the_static_build_says_it_cannot_load_nvml() {
+        let with_driver = static_build_error(true);
+        assert!(!with_driver.no_driver, "a GPU machine must hear it");
+        assert!(
+            with_driver
+                .message
+                .starts_with("not available in the static build"),
+            "{}",
+            with_driver.message
+        );
+        assert!(
+            with_driver.message.contains("install the .deb"),
+            "{}",
+            with_driver.message
+        );
+        let without = static_build_error(false);
+        assert!(without.no_driver);
+        assert!(
+            without.message.contains("no NVIDIA driver is loaded here"),
+            "{}",
+            without.message
         );
     }
 

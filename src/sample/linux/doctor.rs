@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::model::Check;
 use crate::report::format_bytes;
+use crate::sample::gpu::nvml;
 use crate::sample::psi_trigger::{PsiTrigger, TRIGGERS};
 
 use crate::sys::procfs;
@@ -232,11 +233,22 @@ fn cgroups() -> Check {
 }
 
 /// NVML with the default `[gpu]` settings: the driver's library, its devices.
+/// Where there is no driver, or the static build finds none, it does not
+/// apply.
 fn gpu() -> Check {
     let status = crate::sample::gpu::probe(&crate::config::GpuConfig::default());
+    let static_build = status.detail.starts_with(nvml::STATIC_BUILD_NOTE);
     if status.up {
         Check::ok("gpu", format!("NVML: {}", status.detail))
-    } else if status.detail.contains("not found") {
+    } else if static_build && status.applicable {
+        // The driver is loaded, but this build cannot load its library.
+        Check::warn(
+            "gpu",
+            format!("NVML: {}", status.detail),
+            "GPU memory needs a dynamically linked headroom: the .deb, the container image \
+             or a build from source",
+        )
+    } else if static_build || status.detail.contains("not found") {
         Check::not_applicable(
             "gpu",
             format!("NVML: {} — GPU memory is not reported", status.detail),
