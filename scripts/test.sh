@@ -85,6 +85,8 @@ need_debian=(
   "/usr/bin/jq jq"
   # HTTP load in the soak test (tests/environment/soak.rs, scripts/soak.sh).
   "/usr/bin/wrk wrk"
+  # A real terminal for `headroom top` (tests/environment/top.rs).
+  "/usr/bin/tmux tmux"
 )
 
 # What need_debian lacks here, each package once (two probes may name one).

@@ -65,6 +65,7 @@ pub fn run(args: TopArgs) -> Result<(), CliError> {
         )));
     }
     let config = load_config(args.config.as_deref())?;
+    terminal::require().map_err(CliError::Runtime)?;
     let (mut source, origin, interval) = choose_source(&args, config)?;
     let mut link = Link::new(origin, interval);
     // The first figures before the terminal is taken: an error that ends

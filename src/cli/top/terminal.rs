@@ -25,15 +25,21 @@ fn restore() {
     let _ = execute!(io::stdout(), LeaveAlternateScreen, Show);
 }
 
+/// Fails, saying what to use instead, where stdin or stdout is not a
+/// terminal.
+pub fn require() -> Result<(), String> {
+    if io::stdout().is_terminal() && io::stdin().is_terminal() {
+        return Ok(());
+    }
+    Err("headroom top needs a terminal on stdin and stdout; for output to a pipe or a \
+         file use `headroom status --watch` (or `headroom status --json`)"
+        .into())
+}
+
 impl Screen {
-    /// Take over the terminal. Fails, saying what to use instead, where
-    /// stdin or stdout is not a terminal.
+    /// Take over the terminal ([`require`] first).
     pub fn enter() -> Result<Self, String> {
-        if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
-            return Err("headroom top needs a terminal on stdin and stdout; for output to a \
-                        pipe or a file use `headroom status --watch` (or `headroom status --json`)"
-                .into());
-        }
+        require()?;
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             restore();
