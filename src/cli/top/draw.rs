@@ -40,7 +40,11 @@ fn panel<'a>(title: &'a str, lines: &'a [String], max: usize) -> Vec<Line<'a>> {
 /// (kept within the rows).
 pub fn draw(frame: &mut Frame, screen: &Screen, scroll: usize) -> (usize, usize) {
     let area = frame.area();
-    let memory: Vec<Line> = screen.memory.iter().map(|l| Line::raw(l.as_str())).collect();
+    let memory: Vec<Line> = screen
+        .memory
+        .iter()
+        .map(|l| Line::raw(l.as_str()))
+        .collect();
     let gpus = screen
         .gpus
         .as_ref()
@@ -116,7 +120,11 @@ pub fn draw(frame: &mut Frame, screen: &Screen, scroll: usize) -> (usize, usize)
     });
     frame.render_widget(Table::new(rows, widths).header(header), table);
 
-    let footer_style = if screen.alert { reversed() } else { Style::default() };
+    let footer_style = if screen.alert {
+        reversed()
+    } else {
+        Style::default()
+    };
     frame.render_widget(
         Paragraph::new(Line::raw(screen.footer.as_str())).style(footer_style),
         footer,
@@ -141,8 +149,12 @@ pub fn draw(frame: &mut Frame, screen: &Screen, scroll: usize) -> (usize, usize)
         };
         frame.render_widget(Clear, popup);
         frame.render_widget(
-            Paragraph::new(help.iter().map(|l| Line::raw(l.as_str())).collect::<Vec<_>>())
-                .block(Block::default().borders(Borders::ALL).title(" help ")),
+            Paragraph::new(
+                help.iter()
+                    .map(|l| Line::raw(l.as_str()))
+                    .collect::<Vec<_>>(),
+            )
+            .block(Block::default().borders(Borders::ALL).title(" help ")),
             popup,
         );
     }
@@ -201,7 +213,9 @@ mod tests {
         line_with(&lines, "Jobs");
         line_with(&lines, "Rules");
         let header = line_with(&lines, "FOOTPRINT");
-        for title in ["PID", "USER", "KIND", "GROWTH", "FULL IN", "GPU", "JOB", "RULES"] {
+        for title in [
+            "PID", "USER", "KIND", "GROWTH", "FULL IN", "GPU", "JOB", "RULES",
+        ] {
             assert!(header.contains(title), "{header}");
         }
         // Rows in footprint order, right under the header.
@@ -214,7 +228,10 @@ mod tests {
         let kernel = &lines[at + 1];
         assert!(kernel.contains("12.0 GiB pss"), "{kernel}");
         assert!(kernel.contains("near notebook-runaway"), "{kernel}");
-        assert!(kernel.ends_with("python3 · experiments/train.ipynb"), "{kernel}");
+        assert!(
+            kernel.ends_with("python3 · experiments/train.ipynb"),
+            "{kernel}"
+        );
         assert!(lines[39].starts_with("q quit  s sort"), "{}", lines[39]);
     }
 

@@ -127,7 +127,9 @@ pub struct DaemonSource {
 
 fn decode<T: for<'de> Deserialize<'de>>(body: &str, what: &str) -> Result<T, String> {
     serde_json::from_str(body).map_err(|e| {
-        format!("the daemon's {what} is not what this headroom reads ({e}); is it the same version?")
+        format!(
+            "the daemon's {what} is not what this headroom reads ({e}); is it the same version?"
+        )
     })
 }
 
@@ -384,7 +386,11 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got["a"].at, Timestamp(3000));
         assert_eq!(got["a"].text, "SIGTERM → python3 (pid 42) gone");
-        assert!(got["b"].text.starts_with("hook → evil"), "{}", got["b"].text);
+        assert!(
+            got["b"].text.starts_with("hook → evil"),
+            "{}",
+            got["b"].text
+        );
         assert!(!got["b"].text.contains('\u{1b}'));
     }
 

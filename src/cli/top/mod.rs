@@ -136,7 +136,9 @@ pub fn run(args: TopArgs) -> Result<(), CliError> {
         if !ready {
             continue;
         }
-        match event::read().map_err(|e| CliError::Runtime(format!("cannot read the terminal: {e}")))? {
+        match event::read()
+            .map_err(|e| CliError::Runtime(format!("cannot read the terminal: {e}")))?
+        {
             Event::Key(k) if k.kind != KeyEventKind::Release => {
                 if let Some(key) = key_of(k) {
                     if state.on_key(key, page) == Flow::Quit {
@@ -159,7 +161,11 @@ fn choose_source(
     let local = |config, why: Option<String>| {
         let source = LocalSource::new(config);
         let interval = args.interval.unwrap_or_else(|| source.interval());
-        (Source::Local(Box::new(source)), Origin::Local { why }, interval)
+        (
+            Source::Local(Box::new(source)),
+            Origin::Local { why },
+            interval,
+        )
     };
     if args.local {
         return Ok(local(config, None));

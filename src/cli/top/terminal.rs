@@ -31,9 +31,11 @@ pub fn require() -> Result<(), String> {
     if io::stdout().is_terminal() && io::stdin().is_terminal() {
         return Ok(());
     }
-    Err("headroom top needs a terminal on stdin and stdout; for output to a pipe or a \
+    Err(
+        "headroom top needs a terminal on stdin and stdout; for output to a pipe or a \
          file use `headroom status --watch` (or `headroom status --json`)"
-        .into())
+            .into(),
+    )
 }
 
 impl Screen {

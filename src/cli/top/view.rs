@@ -524,11 +524,12 @@ fn ordered<'a>(feed: &'a Feed, state: &ViewState) -> (Vec<&'a ProcessSample>, us
             }
             SortKey::Pid => a.id.pid.cmp(&b.id.pid),
             SortKey::Name => a.name.to_lowercase().cmp(&b.name.to_lowercase()),
-            SortKey::Gpu => known_first(a.gpu_memory.is_some(), b.gpu_memory.is_some())
-                .then_with(|| {
+            SortKey::Gpu => {
+                known_first(a.gpu_memory.is_some(), b.gpu_memory.is_some()).then_with(|| {
                     let by = b.gpu_memory.cmp(&a.gpu_memory);
                     if state.reversed { by.reverse() } else { by }
-                }),
+                })
+            }
         };
         let natural = match state.sort {
             // Their reversal is inside, after the unknown ones are put last.
@@ -603,7 +604,11 @@ fn memory_lines(feed: &Feed) -> Vec<String> {
     };
     let mut pressure = format!("pressure {}", snap.pressure.level);
     if let Some(psi) = &snap.pressure.psi {
-        let _ = write!(pressure, " (stalled {:.1}% of the last 10 s)", psi.some.avg10);
+        let _ = write!(
+            pressure,
+            " (stalled {:.1}% of the last 10 s)",
+            psi.some.avg10
+        );
     } else if let Some(free) = snap.pressure.free_percent {
         let _ = write!(pressure, " ({free}% free as the kernel counts)");
     }
@@ -661,7 +666,7 @@ fn gpu_lines(snap: &Snapshot) -> Vec<String> {
         for gp in procs {
             let name = snap
                 .process(gp.pid)
-                .map(|p| name_cell(p))
+                .map(name_cell)
                 .unwrap_or_else(|| "(not sampled)".into());
             let memory = gp.memory.map(format_bytes).unwrap_or_else(|| "?".into());
             lines.push(format!("    {:>7}  {:>10}  {name}", gp.pid, memory));
@@ -752,14 +757,13 @@ fn rule_lines(feed: &Feed) -> Vec<String> {
             if cooldown > 0 {
                 let _ = write!(line, " ({cooldown} in cooldown)");
             }
-            match &feed.last_actions {
-                Some(actions) => match actions.get(*name) {
+            if let Some(actions) = &feed.last_actions {
+                match actions.get(*name) {
                     Some(a) => {
                         let _ = write!(line, "   last: {} at {}", a.text, clock(a.at));
                     }
                     None => line.push_str("   last: none"),
-                },
-                None => {}
+                }
             }
             // The process it is nearest to acting on, and why.
             if let Some((pid, s)) = statuses
@@ -798,7 +802,11 @@ pub fn screen(link: &Link, state: &ViewState, now: Timestamp) -> Screen {
         humantime::format_duration(link.interval)
     );
     if let Some(feed) = &link.feed {
-        let _ = write!(title, " · sampled {}", clock(feed.snapshot.taken_at.min(now)));
+        let _ = write!(
+            title,
+            " · sampled {}",
+            clock(feed.snapshot.taken_at.min(now))
+        );
         if feed.dry_run {
             title.push_str(" · dry run");
         }
@@ -841,12 +849,17 @@ pub fn screen(link: &Link, state: &ViewState, now: Timestamp) -> Screen {
 
     let (footer, alert) = if state.editing {
         (
-            format!("filter: {}_   (Enter keeps it, Esc clears it)", state.filter),
+            format!(
+                "filter: {}_   (Enter keeps it, Esc clears it)",
+                state.filter
+            ),
             false,
         )
     } else if let Some((since, why)) = &link.failing {
         let what = match &link.origin {
-            Origin::Daemon(addr) => format!("daemon at {addr} not answering since {}", clock(*since)),
+            Origin::Daemon(addr) => {
+                format!("daemon at {addr} not answering since {}", clock(*since))
+            }
             Origin::Local { .. } => format!("sampling fails since {}", clock(*since)),
         };
         let shown = if link.feed.is_some() {
@@ -937,7 +950,12 @@ pub mod tests {
                     .argv(["python", "train.py", "--epochs", "3"]),
             )
             .process(process(900).name("sshd").user("root").footprint(8 * MIB))
-            .process(process(77).name("postgres").user("postgres").footprint(300 * MIB))
+            .process(
+                process(77)
+                    .name("postgres")
+                    .user("postgres")
+                    .footprint(300 * MIB),
+            )
             .job_of(4821, Basis::Pss)
             .gpus([GpuDevice {
                 index: 0,
@@ -1208,8 +1226,14 @@ pub mod tests {
     #[test]
     fn a_failing_source_is_shown_with_its_first_failure() {
         let mut link = fixture();
-        link.update(Err("connection refused".into()), Timestamp(1_795_319_500_000));
-        link.update(Err("connection refused".into()), Timestamp(1_795_319_510_000));
+        link.update(
+            Err("connection refused".into()),
+            Timestamp(1_795_319_500_000),
+        );
+        link.update(
+            Err("connection refused".into()),
+            Timestamp(1_795_319_510_000),
+        );
         let s = screen(&link, &ViewState::default(), now());
         assert!(s.alert);
         let since = clock(Timestamp(1_795_319_500_000));
