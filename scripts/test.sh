@@ -91,6 +91,8 @@ need_debian=(
   "/usr/bin/dpkg-shlibdeps dpkg-dev"
   "/usr/bin/musl-gcc musl-tools"
   "/usr/bin/ruby ruby"
+  # A real terminal for `headroom top` (tests/environment/top.rs).
+  "/usr/bin/tmux tmux"
 )
 
 # What need_debian lacks here, each package once (two probes may name one).

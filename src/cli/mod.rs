@@ -6,8 +6,9 @@
 //! shares (the error type, the config from `--config` or the embedded
 //! default, writing to stdout). Each command with more to it has a file:
 //! `run.rs` the daemon's wiring, `show.rs` `snapshot` and `status`,
-//! `explain.rs`, `record.rs`, `events.rs`, `service_command.rs`; and
-//! `daemon_client.rs` the HTTP client of a running daemon.
+//! `explain.rs`, `record.rs`, `events.rs`, `service_command.rs`, `top/`
+//! the live terminal view; and `daemon_client.rs` the HTTP client of a
+//! running daemon.
 
 mod daemon_client;
 mod events;
@@ -16,6 +17,7 @@ mod record;
 mod run;
 mod service_command;
 mod show;
+mod top;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -87,7 +89,11 @@ pub enum Command {
     /// Ask a running daemon for its latest sample and print it like `snapshot`.
     ///
     /// The daemon is reached over HTTP at `http.listen` of the config (or
-    /// --address). Exits 1 if no daemon answers there.
+    /// --address). Exits 1 if no daemon answers there. With --watch, prints
+    /// it again every --interval until Ctrl-C (exit 0): the screen is
+    /// cleared first when stdout is a terminal, otherwise the blocks follow
+    /// one another, each under a line with its time; a refresh that fails
+    /// says why and the next one is tried.
     Status {
         /// The daemon's address (an IP address or a host name such as
         /// localhost, and a port); default: `http.listen` from --config or
@@ -99,6 +105,50 @@ pub enum Command {
         config: Option<PathBuf>,
         #[command(flatten)]
         output: SnapshotOutput,
+        /// Print the status again every --interval, until Ctrl-C.
+        #[arg(long)]
+        watch: bool,
+        /// Time between refreshes with --watch, e.g. 1s or 500ms.
+        #[arg(long, requires = "watch", default_value = "2s", value_parser = parse_duration_arg)]
+        interval: Duration,
+    },
+    /// A live view of memory, GPUs, jobs, ML processes and rules, in the
+    /// terminal (like htop or nvtop).
+    ///
+    /// Shows memory and swap (available, used, pressure, the trend and when
+    /// memory runs out at its pace), each GPU's memory and its processes,
+    /// jobs (a root and its workers, their total and how it is counted),
+    /// every process with its footprint, growth, time to exhaustion, GPU
+    /// memory, kind, notebook and the rule nearest to acting on it, and
+    /// each rule's state and last action. The figures come from the daemon
+    /// at --address (or `http.listen` of --config); where none answers at
+    /// the default address, or with --local, this machine is sampled here
+    /// and its rules judged in dry run (nothing is signalled). A daemon that
+    /// stops answering is shown as such and asked again every interval.
+    ///
+    /// Keys: q or Esc quit; s or F6 next sort (footprint, growth, pid,
+    /// name, gpu); r reverse; / filter (Enter keeps, Esc clears); m ML
+    /// processes only; g GPU panel; j/k or arrows, PgUp/PgDn scroll; ? help.
+    Top {
+        /// The daemon's address; default: `http.listen` from --config or the
+        /// embedded default (127.0.0.1:9717). A daemon named here is waited
+        /// for, never replaced by a local view.
+        #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_arg, conflicts_with = "local")]
+        address: Option<SocketAddr>,
+        /// Config file: its `http.listen` says where the daemon is; with
+        /// --local, its rules, `[gpu]`, `[jupyter]` and interval.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Sample this machine here instead of asking a daemon.
+        #[arg(long)]
+        local: bool,
+        /// Time between refreshes (at least 100ms); default: the daemon's
+        /// sampling interval (`daemon.interval`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+        interval: Option<Duration>,
+        /// The process table's order at start.
+        #[arg(long, value_enum, default_value_t = top::SortKey::Footprint)]
+        sort: top::SortKey,
     },
     /// Print this machine's memory state and its largest processes.
     Snapshot {
@@ -320,7 +370,29 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             address,
             config,
             output,
+            watch: false,
+            ..
         } => show::status(address, config, output),
+        Command::Status {
+            address,
+            config,
+            output,
+            watch: true,
+            interval,
+        } => show::watch(address, config, output, interval),
+        Command::Top {
+            address,
+            config,
+            local,
+            interval,
+            sort,
+        } => top::run(top::TopArgs {
+            address,
+            config,
+            local,
+            interval,
+            sort,
+        }),
         Command::Snapshot { config, output } => show::snapshot(config, output),
         Command::Explain {
             pid,

@@ -1,13 +1,18 @@
 //! `headroom snapshot` and `headroom status`: a snapshot shown as a table
-//! or as JSON, taken here or asked of a running daemon. [`SnapshotOutput`]
-//! holds the flags both take.
+//! or as JSON, taken here or asked of a running daemon, once or, with
+//! `status --watch`, again and again. [`SnapshotOutput`] holds the flags
+//! both take.
 
+use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use super::daemon_client::{DaemonClient, GetError};
 use super::{CliError, load_config, write_stdout};
-use crate::model::Snapshot;
+use crate::model::{Snapshot, Timestamp};
 use crate::report::{TableOptions, render_snapshot};
 use crate::sample::platform_sampler;
 
@@ -42,11 +47,23 @@ pub fn status(
     config_path: Option<PathBuf>,
     output: SnapshotOutput,
 ) -> Result<(), CliError> {
-    let addr = match address {
+    let client = DaemonClient::new(daemon_address(address, config_path)?);
+    write_stdout(&status_text(&client, output)?)
+}
+
+/// The address given, else `http.listen` of the config.
+fn daemon_address(
+    address: Option<SocketAddr>,
+    config_path: Option<PathBuf>,
+) -> Result<SocketAddr, CliError> {
+    Ok(match address {
         Some(a) => a,
         None => load_config(config_path.as_deref())?.http.listen,
-    };
-    let client = DaemonClient::new(addr);
+    })
+}
+
+/// The daemon's latest snapshot as `status` prints it.
+fn status_text(client: &DaemonClient, output: SnapshotOutput) -> Result<String, CliError> {
     let addr = client.addr();
     let url = client.url("/api/v1/snapshot");
     let (status, body) = client.get("/api/v1/snapshot").map_err(|e| match e {
@@ -64,7 +81,7 @@ pub fn status(
             "the daemon at {addr} answered {status}: {reason}"
         )));
     }
-    let text = if output.json {
+    Ok(if output.json {
         body + "\n"
     } else {
         let snap: Snapshot = serde_json::from_str(&body).map_err(|e| {
@@ -73,9 +90,79 @@ pub fn status(
             ))
         })?;
         render_snapshot(&snap, output.table())
-    };
-    write_stdout(&text)
+    })
 }
+
+/// `headroom status --watch`: the status every `interval` until SIGINT or
+/// SIGTERM (exit 0). On a terminal each refresh clears the screen and
+/// starts with a line saying what is shown and when; elsewhere the blocks
+/// follow one another, each after that line (with --json, one JSON
+/// document a line and nothing else). A refresh that fails prints its
+/// error (on the screen, or on stderr) and the next one is tried.
+pub fn watch(
+    address: Option<SocketAddr>,
+    config_path: Option<PathBuf>,
+    output: SnapshotOutput,
+    interval: Duration,
+) -> Result<(), CliError> {
+    if interval < MIN_WATCH_INTERVAL {
+        return Err(CliError::Usage(format!(
+            "--interval {} is too short: at least {}",
+            humantime::format_duration(interval),
+            humantime::format_duration(MIN_WATCH_INTERVAL)
+        )));
+    }
+    let client = DaemonClient::new(daemon_address(address, config_path)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| CliError::Runtime(format!("cannot handle signal {signal}: {e}")))?;
+    }
+    let tty = std::io::stdout().is_terminal();
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let heading = format!(
+            "every {}: headroom status, daemon at {}   {}\n",
+            humantime::format_duration(interval),
+            client.addr(),
+            crate::local_time::format(Timestamp::now())
+        );
+        let mut block = String::new();
+        if tty {
+            // Home, clear the screen.
+            block.push_str("\x1b[H\x1b[2J");
+        }
+        if tty || !output.json {
+            block.push_str(&heading);
+            block.push('\n');
+        }
+        match status_text(&client, output) {
+            Ok(text) => block.push_str(&text),
+            Err(e) if tty => block.push_str(&format!("headroom: {e}\n")),
+            Err(e) => eprintln!("headroom: {e}"),
+        }
+        if !tty && !output.json {
+            block.push('\n');
+        }
+        let mut out = std::io::stdout().lock();
+        match out.write_all(block.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => {}
+            // Whoever read it is gone (`| head`): done.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(CliError::Runtime(format!("cannot write to stdout: {e}"))),
+        }
+        drop(out);
+        while !stop.load(Ordering::Relaxed) && started.elapsed() < interval {
+            std::thread::sleep(WATCH_TICK.min(interval.saturating_sub(started.elapsed())));
+        }
+    }
+    Ok(())
+}
+
+/// The shortest `--interval` of `status --watch`.
+const MIN_WATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the wait between refreshes looks for Ctrl-C.
+const WATCH_TICK: Duration = Duration::from_millis(50);
 
 /// Sample this machine once, name Jupyter kernels by their notebooks, and
 /// print the snapshot.

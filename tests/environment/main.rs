@@ -22,7 +22,7 @@
 //!   processes or files of another user (`headroom-test`, uid 65534), made
 //!   with `useradd` and entered with `setpriv`;
 //! - an installed tool: headless Chromium and chromedriver, Prometheus and
-//!   promtool, `systemd-analyze`, `setfacl`, `wrk`, `python3`, the Jupyter
+//!   promtool, `systemd-analyze`, `setfacl`, `wrk`, `python3`, `tmux`, the Jupyter
 //!   virtual environment (`scripts/jupyter-venv.sh`);
 //! - minutes of wall time under load (the soak test);
 //! - a swap file and most of the memory locked (the thrash test).
@@ -57,4 +57,5 @@ mod service;
 mod soak;
 mod status_page_browser;
 mod thrash;
+mod top;
 mod unowned;

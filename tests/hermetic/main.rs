@@ -44,6 +44,7 @@ mod jupyter_lookup;
 mod layers;
 mod limits;
 mod linux_sampler;
+mod live_views;
 mod nvml_library;
 mod one_daemon;
 mod packaging;
