@@ -218,3 +218,50 @@ fn top_keeps_the_last_figures_of_a_daemon_that_stops_answering() {
     let screen = tmux.wait_for("top's exit", WAIT, |s| s.contains("top exited"));
     assert!(screen.contains("top exited 0"), "{screen}");
 }
+
+/// Whether `pid` has ended: gone, or a zombie waiting for a parent.
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+#[test]
+fn top_ends_when_its_terminal_goes_away() {
+    // An SSH connection that drops leaves `top` on a hung-up terminal,
+    // whose every read returns end-of-file at once: it must end, not spin.
+    let sb = Sandbox::new("top-hangup");
+    let daemon = sb.start("", &[]);
+    let pid_file = sb.dir.path().join("top.pid");
+    let command = format!(
+        "echo $$ > {}; exec {HEADROOM} top --address {} --interval 300ms",
+        pid_file.display(),
+        daemon.addr
+    );
+    let tmux = Tmux::start("top-hangup", 160, 50, &command);
+    tmux.wait_for("the first figures", WAIT, |s| s.contains("sort: footprint"));
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("top's pid file")
+        .trim()
+        .parse()
+        .expect("top's pid");
+    assert!(!ended(pid), "top ended before its terminal went away");
+
+    drop(tmux);
+    let deadline = Instant::now() + WAIT;
+    while !ended(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ended_now = ended(pid);
+    if !ended_now {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(
+        ended_now,
+        "top (pid {pid}) still runs {WAIT:?} after its terminal went away"
+    );
+    daemon.stop_with("TERM");
+}

@@ -97,6 +97,7 @@ pub fn run(args: TopArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Runtime(format!("cannot start the refresh thread: {e}")))?;
 
     let mut screen = terminal::Screen::enter().map_err(CliError::Runtime)?;
+    terminal::watch_for_hangup(Arc::clone(&stop)).map_err(CliError::Runtime)?;
     let mut state = ViewState {
         sort: args.sort,
         ..ViewState::default()
@@ -130,6 +131,11 @@ pub fn run(args: TopArgs) -> Result<(), CliError> {
                 })
                 .map_err(|e| CliError::Runtime(format!("cannot draw on the terminal: {e}")))?;
             dirty = false;
+        }
+        if terminal::lost() {
+            return Err(CliError::Runtime(
+                "the terminal went away (hung up or closed)".into(),
+            ));
         }
         let ready = event::poll(KEY_POLL)
             .map_err(|e| CliError::Runtime(format!("cannot read the terminal: {e}")))?;

@@ -3,8 +3,17 @@
 //! a return, an error ([`Screen`]'s `Drop`) or a panic (a hook that restores
 //! the terminal before the panic's message is printed, so the message is
 //! readable and the shell usable).
+//!
+//! A terminal can also go away under it: an SSH connection drops, a tmux
+//! server is killed. Reading such a terminal returns end-of-file at once,
+//! and the key reader would retry without end, a core's worth of CPU, never
+//! coming back to see the SIGHUP. A watchdog thread ends the process in
+//! that case ([`watch_for_hangup`]).
 
-use std::io::{self, IsTerminal as _, Stdout};
+use std::io::{self, IsTerminal as _, Stdout, Write as _};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -64,4 +73,46 @@ impl Drop for Screen {
     fn drop(&mut self) {
         restore();
     }
+}
+
+/// Whether the terminal on stdin is gone: a hung-up terminal answers no
+/// terminal request, so it no longer reads as one.
+pub fn lost() -> bool {
+    !io::stdin().is_terminal()
+}
+
+/// How often the watchdog looks, and how long it leaves the loop to end on
+/// its own once it should.
+const WATCHDOG_TICK: Duration = Duration::from_millis(250);
+const WATCHDOG_GRACE: Duration = Duration::from_millis(750);
+
+/// Start a thread that ends the process when the terminal is gone or a stop
+/// signal (SIGINT, SIGTERM, SIGHUP: `stop`) has not ended the loop within
+/// [`WATCHDOG_GRACE`], as happens while the key reader spins on a hung-up
+/// terminal. It gives back what it can of the terminal first. Exit status
+/// 0 after a signal, 1 when the terminal went away.
+pub fn watch_for_hangup(stop: Arc<AtomicBool>) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("headroom-top-watchdog".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(WATCHDOG_TICK);
+                let gone = lost();
+                if gone || stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(WATCHDOG_GRACE);
+                    restore();
+                    if gone {
+                        // Not eprintln!: stderr is often that very terminal,
+                        // and a failed write must not end this thread.
+                        let _ = writeln!(
+                            io::stderr(),
+                            "headroom top: the terminal went away (hung up or closed)"
+                        );
+                    }
+                    std::process::exit(i32::from(gone));
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| format!("cannot start the terminal watchdog: {e}"))
 }
