@@ -161,27 +161,28 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         None => None,
     };
     // Whether the manager is there to take the service, before anything
-    // is written.
-    let found = crate::service::look_for_manager(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+    // is written. A printed plan shows the commands for a running manager
+    // wherever it is printed, and says what would run here instead.
+    let found =
+        crate::service::look_for_manager(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
     let here = Some(manager) == native;
-    let absent = if here {
-        crate::service::absent(manager, scope, &found, start)
-    } else {
-        None
-    };
-    if let Some(why) = absent.as_ref().filter(|_| install && !print) {
+    let not_running = here
+        .then(|| crate::service::absent(manager, scope, &found, true))
+        .flatten();
+    if install
+        && !print
+        && let Some(why) = here
+            .then(|| crate::service::absent(manager, scope, &found, start))
+            .flatten()
+    {
         return Err(CliError::Usage(why.advice(
             &headroom,
             scope,
             config.as_deref(),
         )));
     }
-    // The commands for this machine's manager as it is; a plan printed
-    // where install would stop shows what it does where the manager runs.
     let activation = crate::service::Activation {
-        manager_running: !here
-            || (install && absent.is_some())
-            || crate::service::manager_running(manager, scope, &found),
+        manager_running: print || not_running.is_none(),
         start,
     };
     let params = crate::service::Params {
@@ -208,8 +209,8 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         }
     }
     if print {
-        if let Some(why) = absent.as_ref().filter(|_| install) {
-            plan.notes.push(why.summary());
+        if let Some(why) = &not_running {
+            plan.notes.push(why.printed_note(install, start));
         }
         return write_stdout(&plan.render(manager));
     }

@@ -88,18 +88,26 @@ pub fn note(binary: &Path, source: &BinarySource) -> String {
 }
 
 /// A note for a service that runs `binary` from where the next build or
-/// upgrade replaces it: a checkout's `target/debug` or `target/release`
-/// (`cargo build` replaces it, `cargo clean` removes it), or a versioned
+/// upgrade replaces it: a checkout's `target/debug` or `target/release`, or
+/// a `debug` or `release` directory in a directory Cargo tagged as its
+/// build output (`cargo build` replaces it, `cargo clean` removes it), or a versioned
 /// Homebrew Cellar path (`brew upgrade` removes it; `brew services`
 /// follows upgrades, on macOS and on Linux). `None` for any other path.
 pub fn fragile_note(binary: &Path) -> Option<String> {
-    let names: Vec<&str> = binary
-        .iter()
-        .filter_map(|c| c.to_str())
-        .collect::<Vec<_>>();
+    let names: Vec<&str> = binary.iter().filter_map(|c| c.to_str()).collect::<Vec<_>>();
     let parent = names.len().checked_sub(2).map(|i| names[i]);
     let in_target = names.contains(&"target") && matches!(parent, Some("debug" | "release"));
-    if in_target {
+    // Cargo marks its target directory, whatever CARGO_TARGET_DIR names
+    // it, with a CACHEDIR.TAG: two or three levels up (target/release/,
+    // target/TRIPLE/release/).
+    let tagged = || {
+        binary
+            .ancestors()
+            .skip(2)
+            .take(2)
+            .any(|d| d.join("CACHEDIR.TAG").is_file())
+    };
+    if in_target || (matches!(parent, Some("debug" | "release")) && tagged()) {
         return Some(format!(
             "the service runs {}, a build output of a source checkout, which the next `cargo \
              build` replaces and `cargo clean` removes; for a service that outlives them, \

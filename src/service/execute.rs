@@ -384,7 +384,10 @@ mod tests {
             "{err}"
         );
         assert!(!unit.exists());
-        assert!(installed("sh", std::ffi::OsStr::new("/nonexistent:/bin:/usr/bin")));
+        assert!(installed(
+            "sh",
+            std::ffi::OsStr::new("/nonexistent:/bin:/usr/bin")
+        ));
         assert!(!installed("sh", std::ffi::OsStr::new("/nonexistent")));
         assert!(installed("/bin/sh", std::ffi::OsStr::new("")));
     }

@@ -155,9 +155,7 @@ pub enum ServiceError {
         what: String,
         fix: String,
     },
-    #[error(
-        "`{program}` is not installed here (not found in PATH); nothing was written. {fix}"
-    )]
+    #[error("`{program}` is not installed here (not found in PATH); nothing was written. {fix}")]
     MissingProgram { program: String, fix: &'static str },
     #[error("`{command}` failed ({status}); the steps before it were done, see above")]
     Command { command: String, status: String },

@@ -458,7 +458,10 @@ mod tests {
             plan.notes
         );
         let plan = plan_install_as(&params(Manager::Launchd, Scope::User), later).unwrap();
-        assert_eq!(commands(&plan), ["launchctl enable gui/501/io.headroom.agent"]);
+        assert_eq!(
+            commands(&plan),
+            ["launchctl enable gui/501/io.headroom.agent"]
+        );
         assert!(
             plan.notes.iter().any(|n| n.contains("at the next login")),
             "{:?}",

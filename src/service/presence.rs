@@ -90,8 +90,10 @@ pub fn running(manager: Manager, scope: Scope, found: &Found) -> bool {
 }
 
 impl Absent {
-    /// One line for a printed plan: what install would do on this machine.
-    pub fn summary(&self) -> String {
+    /// One line for a plan printed on this machine, whose commands are
+    /// those for a running manager: what `install` (with `start`, or
+    /// `--no-start`) or `uninstall` would do here instead.
+    pub fn printed_note(&self, install: bool, start: bool) -> String {
         let why = match self {
             Absent::NotBooted { pid1: Some(name) } => {
                 format!("systemd is not running here (PID 1 is `{name}`)")
@@ -100,12 +102,20 @@ impl Absent {
             Absent::NoRuntimeDir => "XDG_RUNTIME_DIR is not set".to_owned(),
             Absent::NoUserManager { .. } => "your systemd user manager is not running".to_owned(),
         };
-        match self {
-            Absent::NotBooted { .. } => format!(
+        let offline = matches!(self, Absent::NotBooted { .. });
+        match (install, start, offline) {
+            (true, true, true) => format!(
                 "{why}: install would stop before writing anything and say what to do \
-                 instead; with --no-start it writes the files and only enables the unit"
+                 instead; with --no-start it writes the files and runs only `systemctl enable`"
             ),
-            _ => format!("{why}: install would stop before writing anything"),
+            (true, false, true) => format!(
+                "{why}: of the commands below, install would run only `systemctl enable`, \
+                 which works on files"
+            ),
+            (true, _, false) => format!("{why}: install would stop before writing anything"),
+            (false, _, _) => format!(
+                "{why}: of the commands below, uninstall would run only `systemctl disable`"
+            ),
         }
     }
 
@@ -114,7 +124,12 @@ impl Absent {
     /// under sudo) and `config` the `--config` given, if any.
     pub fn advice(&self, headroom: &str, scope: Scope, config: Option<&Path>) -> String {
         let config = config
-            .map(|c| format!(" --config {}", super::print::shell_word(&c.display().to_string())))
+            .map(|c| {
+                format!(
+                    " --config {}",
+                    super::print::shell_word(&c.display().to_string())
+                )
+            })
             .unwrap_or_default();
         let flag = scope.flag();
         match self {
@@ -247,10 +262,32 @@ mod tests {
             "{said}"
         );
         assert!(said.contains("loginctl enable-linger"), "{said}");
+    }
+
+    #[test]
+    fn a_printed_plan_says_what_would_run_here() {
+        let not_booted = Absent::NotBooted {
+            pid1: Some("bash".into()),
+        };
         assert_eq!(
-            Absent::NotBooted { pid1: None }.summary(),
-            "systemd is not running here: install would stop before writing anything and say \
-             what to do instead; with --no-start it writes the files and only enables the unit"
+            not_booted.printed_note(true, true),
+            "systemd is not running here (PID 1 is `bash`): install would stop before writing \
+             anything and say what to do instead; with --no-start it writes the files and runs \
+             only `systemctl enable`"
+        );
+        assert!(
+            not_booted
+                .printed_note(true, false)
+                .ends_with("install would run only `systemctl enable`, which works on files")
+        );
+        assert!(
+            not_booted
+                .printed_note(false, true)
+                .ends_with("uninstall would run only `systemctl disable`")
+        );
+        assert_eq!(
+            Absent::NoRuntimeDir.printed_note(true, false),
+            "XDG_RUNTIME_DIR is not set: install would stop before writing anything"
         );
     }
 }
