@@ -71,6 +71,9 @@ need_debian=(
   # as it, prlimit raises the attacker's file limit.
   "/usr/sbin/useradd passwd"
   "/usr/bin/setpriv util-linux"
+  # The service installer where systemd is not PID 1: strace sees that it
+  # writes nothing (tests/environment/service.rs).
+  "/usr/bin/strace strace"
   "/usr/bin/prlimit util-linux"
   # The attacker's programs and other users' listeners (attacks.rs,
   # jupyter_lookup.rs, http_router.rs in tests/environment).
