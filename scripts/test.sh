@@ -12,7 +12,7 @@
 #
 # Usage, from anywhere:  scripts/test.sh [--tidy]
 #
-# The whole run leaves about 3.5 GB of build output (target/, fuzz/target/)
+# The whole run leaves about 4.5 GB of build output (target/, fuzz/target/)
 # besides the packages it installs. With --tidy (CI passes it) each stage's
 # build output is removed once that stage passes, so the peak is the largest
 # stage, about 1.7 GB (the tests), rather than the sum; leave it out on a
