@@ -222,10 +222,19 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
     plan.execute()
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     if install {
+        let next = if scope == Scope::System {
+            "boot"
+        } else {
+            "login"
+        };
         let done = match (activation.manager_running, start) {
-            (true, true) => "installed and started",
-            (true, false) => "installed and enabled, not started (--no-start)",
-            (false, _) => "written and enabled for the next boot under systemd, not started",
+            (true, true) => "installed and started".to_owned(),
+            (true, false) => {
+                format!("installed and enabled for the next {next}, not started (--no-start)")
+            }
+            (false, _) => {
+                format!("written and enabled for the next {next} under systemd, not started")
+            }
         };
         eprintln!(
             "headroom: service {done} ({} {}); check it with `{headroom} doctor`",
@@ -241,7 +250,9 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
     } else if activation.manager_running {
         eprintln!("headroom: service stopped and removed");
     } else {
-        eprintln!("headroom: service disabled and removed (systemd is not running here)");
+        eprintln!(
+            "headroom: service disabled and removed (its manager is not running: nothing to stop)"
+        );
     }
     Ok(())
 }
