@@ -24,7 +24,9 @@
 #
 # Needs root, debootstrap (installed with apt-get if missing), the network
 # through apt's configured Debian mirror, static.rust-lang.org (rustup) and
-# crates.io, and about 6 GB of disk (20 GB with --with-tests).
+# crates.io, and about 6 GB of disk (20 GB with --with-tests). Resolver
+# settings and the certificate authorities this machine adds
+# (/usr/local/share/ca-certificates) are copied in, as the network needs them.
 #
 # Usage: scripts/fresh-debian.sh [--with-tests] [--keep] [DIR]
 #   DIR           where the root file system goes (default
@@ -107,6 +109,16 @@ if [[ ${1:-} == --inner ]]; then
   mnt -t tmpfs -o mode=0755 run "$root/run"
   mnt -t tmpfs -o mode=1777 tmp "$root/tmp"
   cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+  # Certificate authorities this machine adds to Debian's (a company's, a
+  # TLS-inspecting proxy's): the root file system reaches the network the
+  # same way, so rustup and cargo must trust them too. Debian's
+  # ca-certificates, installed below, adds them to its bundle.
+  local_cas=(/usr/local/share/ca-certificates/*.crt)
+  if [[ -e ${local_cas[0]} ]]; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp "${local_cas[@]}" "$root/usr/local/share/ca-certificates/"
+    echo "trusting this machine's own certificate authorities too: ${local_cas[*]##*/}"
+  fi
 
   # step NAME COMMAND: run COMMAND in the root file system, timed.
   step() {
