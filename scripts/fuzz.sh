@@ -7,13 +7,14 @@
 # fuzz/artifacts/TARGET/. Prints one summary line per target and exits 1 if
 # any target found something.
 #
-# Installs what it needs when missing: the nightly toolchain (rustup) and
-# cargo-fuzz (cargo install --locked).
+# Installs what it needs when missing: the pinned nightly toolchain
+# (fuzz/rust-toolchain.toml, through rustup) and cargo-fuzz at the version
+# below (cargo install --locked).
 #
 # Usage, from anywhere:  scripts/fuzz.sh SECONDS [TARGET...]
 #   scripts/fuzz.sh 20                 every target, 20 s each (the test suite)
 #   scripts/fuzz.sh 600 config units   two targets, 10 minutes each
-# Reproduce a finding: cd fuzz && cargo +nightly fuzz run TARGET artifacts/TARGET/crash-…
+# Reproduce a finding: cd fuzz && cargo fuzz run TARGET artifacts/TARGET/crash-…
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,15 +25,23 @@ if [[ ! $seconds =~ ^[0-9]+$ ]] || ((seconds < 1)); then
 fi
 shift
 
-toolchain=nightly
+# The nightly of fuzz/rust-toolchain.toml, and the cargo-fuzz known to
+# build the targets with it.
+toolchain=$(sed -n 's/^channel *= *"\(.*\)"$/\1/p' fuzz/rust-toolchain.toml)
+if [[ ! $toolchain =~ ^nightly-[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]]; then
+  echo "fuzz.sh: fuzz/rust-toolchain.toml must pin a dated nightly (channel = \"nightly-YYYY-MM-DD\"), found '${toolchain}'" >&2
+  exit 2
+fi
+cargo_fuzz_version=0.13.2
 if ! rustup run "$toolchain" rustc --version >/dev/null 2>&1; then
   echo "fuzz.sh: installing the $toolchain toolchain" >&2
   rustup toolchain install "$toolchain" --profile minimal
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "fuzz.sh: installing cargo-fuzz" >&2
-  cargo install cargo-fuzz --locked
+  echo "fuzz.sh: installing cargo-fuzz $cargo_fuzz_version" >&2
+  cargo install cargo-fuzz --locked --version "$cargo_fuzz_version"
 fi
+echo "fuzz.sh: $(rustup run "$toolchain" rustc --version), $(cargo fuzz --version)"
 
 if (($#)); then
   targets=("$@")

@@ -12,7 +12,7 @@
 #
 # Usage, from anywhere:  scripts/test.sh [--tidy]
 #
-# The whole run leaves about 3.5 GB of build output (target/, fuzz/target/)
+# The whole run leaves about 4.5 GB of build output (target/, fuzz/target/)
 # besides the packages it installs. With --tidy (CI passes it) each stage's
 # build output is removed once that stage passes, so the peak is the largest
 # stage, about 1.7 GB (the tests), rather than the sum; leave it out on a
@@ -71,6 +71,9 @@ need_debian=(
   # as it, prlimit raises the attacker's file limit.
   "/usr/sbin/useradd passwd"
   "/usr/bin/setpriv util-linux"
+  # The service installer where systemd is not PID 1: strace sees that it
+  # writes nothing (tests/environment/service.rs).
+  "/usr/bin/strace strace"
   "/usr/bin/prlimit util-linux"
   # The attacker's programs and other users' listeners (attacks.rs,
   # jupyter_lookup.rs, http_router.rs in tests/environment).

@@ -66,8 +66,9 @@ pub fn events(args: EventsArgs) -> Result<(), CliError> {
             let root_path = crate::journal::default_path(true);
             note.push_str(&format!(
                 "; a daemon running as root keeps its journal at {}: read it with \
-                 `sudo headroom events`",
-                root_path.display()
+                 `{}`",
+                root_path.display(),
+                crate::sys::this_process::sudo_command("events")
             ));
         }
         if json || follower.is_some() {

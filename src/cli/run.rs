@@ -51,11 +51,10 @@ fn warn_if_others_can_replace_this_binary() {
     if let Err(u) = crate::sys::trusted_path::check_path(&exe, 0) {
         tracing::warn!(
             "running as root from {}, but {}: whoever can change it runs their code as root at \
-             the next start; `sudo {} service install --system` installs a copy only root can \
-             change and runs that",
+             the next start; `{}` installs a copy only root can change and runs that",
             exe.display(),
             u.what(),
-            exe.display()
+            crate::sys::this_process::sudo_command("service install --system")
         );
     }
 }

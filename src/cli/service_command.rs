@@ -2,8 +2,11 @@
 //! user running the command mean (scope and manager), what may be done
 //! here and what only printed, which headroom binary a system service runs
 //! (this one if only root can change it, otherwise a root-owned copy:
-//! [`crate::service::choose`]), then the plan of [`crate::service`] printed
-//! or carried out.
+//! [`crate::service::choose`]), whether the service manager is there to
+//! take it (checked before anything is written), then the plan of
+//! [`crate::service`] printed or carried out. Hints name this headroom by
+//! its absolute path, so that they work under sudo, whose `secure_path`
+//! leaves out `~/.cargo/bin`.
 
 use std::path::PathBuf;
 
@@ -21,6 +24,9 @@ pub enum ServiceCommand {
     ///
     /// Without --config the service runs with the config in its config
     /// directory, which is created from the embedded default if missing.
+    /// Where systemd does not run the machine (most containers), nothing is
+    /// written: run `headroom run` under the container's supervisor instead,
+    /// or pass --no-start to write the unit for a later boot.
     Install {
         #[command(flatten)]
         target: ServiceTarget,
@@ -30,6 +36,11 @@ pub enum ServiceCommand {
         /// Print the files and commands instead of writing and running them.
         #[arg(long)]
         print: bool,
+        /// Write and enable the service, but do not start it: it starts at
+        /// the next boot (system) or login (user). Works where systemd does
+        /// not run, as when building an image.
+        #[arg(long)]
+        no_start: bool,
     },
     /// Stop the service and remove its plist or unit. Config, state and
     /// logs stay.
@@ -80,6 +91,7 @@ fn can_act_here(
     scope: Scope,
     uid: u32,
     install: bool,
+    headroom: &str,
 ) -> Result<(), CliError> {
     if Some(manager) != native {
         return Err(CliError::Usage(format!(
@@ -95,7 +107,7 @@ fn can_act_here(
     }
     if scope == Scope::System && uid != 0 {
         return Err(CliError::Usage(format!(
-            "--system needs root: run `sudo headroom service {} --system`, or use --user",
+            "--system needs root: run `sudo {headroom} service {} --system`, or use --user",
             if install { "install" } else { "uninstall" }
         )));
     }
@@ -110,13 +122,14 @@ fn can_act_here(
 
 /// Install or remove the service, or print what that would do.
 pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
-    let (target, config, print, install) = match cmd {
+    let (target, config, print, install, start) = match cmd {
         ServiceCommand::Install {
             target,
             config,
             print,
-        } => (target, config, print, true),
-        ServiceCommand::Uninstall { target, print } => (target, None, print, false),
+            no_start,
+        } => (target, config, print, true, !no_start),
+        ServiceCommand::Uninstall { target, print } => (target, None, print, false, true),
     };
     let uid = crate::sys::this_process::effective_uid();
     let scope = target.scope(uid);
@@ -126,12 +139,14 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
             "headroom knows no service manager on this OS; see the files with --print --manager launchd or --manager systemd".into(),
         )
     })?;
-    if !print {
-        can_act_here(manager, native, scope, uid, install)?;
-    }
     let running = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .map_err(|e| CliError::Runtime(format!("cannot find the headroom executable: {e}")))?;
+    // This headroom as a command that works under sudo too.
+    let headroom = crate::service::shell_word(&running.display().to_string());
+    if !print {
+        can_act_here(manager, native, scope, uid, install, &headroom)?;
+    }
     // A system service runs as root: only a binary root alone can change.
     let trusted = crate::sys::trusted_path::check_path(&running, 0);
     let (binary, source) = crate::service::choose(manager, scope, &running, trusted);
@@ -145,6 +160,31 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         }
         None => None,
     };
+    // Whether the manager is there to take the service, before anything
+    // is written. A printed plan shows the commands for a running manager
+    // wherever it is printed, and says what would run here instead.
+    let found =
+        crate::service::look_for_manager(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+    let here = Some(manager) == native;
+    let not_running = here
+        .then(|| crate::service::absent(manager, scope, &found, true))
+        .flatten();
+    if install
+        && !print
+        && let Some(why) = here
+            .then(|| crate::service::absent(manager, scope, &found, start))
+            .flatten()
+    {
+        return Err(CliError::Usage(why.advice(
+            &headroom,
+            scope,
+            config.as_deref(),
+        )));
+    }
+    let activation = crate::service::Activation {
+        manager_running: print || not_running.is_none(),
+        start,
+    };
     let params = crate::service::Params {
         manager,
         scope,
@@ -154,10 +194,10 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         home: std::env::var_os("HOME").map(PathBuf::from),
         uid,
     };
-    let plan = if install {
-        crate::service::plan_install(&params)
+    let mut plan = if install {
+        crate::service::plan_install_as(&params, activation)
     } else {
-        crate::service::plan_uninstall(&params)
+        crate::service::plan_uninstall_as(&params, activation)
     }
     .map_err(|e| CliError::Usage(e.to_string()))?;
     if install && params.config.is_none() {
@@ -169,20 +209,35 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         }
     }
     if print {
+        if let Some(why) = &not_running {
+            plan.notes.push(why.printed_note(install, start));
+        }
         return write_stdout(&plan.render(manager));
     }
-    let shown = params.binary.display().to_string();
-    if install && scope == Scope::User && (shown.contains("/Cellar/") || shown.contains("/target/"))
-    {
-        eprintln!(
-            "headroom: note: the service runs {shown}, which an upgrade or `cargo clean` replaces; with Homebrew use `brew services start headroom` instead"
-        );
+    plan.preflight()
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    if install && let Some(n) = crate::service::fragile_note(&params.binary) {
+        eprintln!("headroom: note: {n}");
     }
     plan.execute()
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     if install {
+        let next = if scope == Scope::System {
+            "boot"
+        } else {
+            "login"
+        };
+        let done = match (activation.manager_running, start) {
+            (true, true) => "installed and started".to_owned(),
+            (true, false) => {
+                format!("installed and enabled for the next {next}, not started (--no-start)")
+            }
+            (false, _) => {
+                format!("written and enabled for the next {next} under systemd, not started")
+            }
+        };
         eprintln!(
-            "headroom: service installed and started ({} {}); check it with `headroom doctor`",
+            "headroom: service {done} ({} {}); check it with `{headroom} doctor`",
             manager.as_str(),
             scope.flag()
         );
@@ -192,8 +247,12 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
                 crate::service::binary_note(&params.binary, &params.source)
             );
         }
-    } else {
+    } else if activation.manager_running {
         eprintln!("headroom: service stopped and removed");
+    } else {
+        eprintln!(
+            "headroom: service disabled and removed (its manager is not running: nothing to stop)"
+        );
     }
     Ok(())
 }
@@ -230,27 +289,32 @@ mod tests {
             Scope::User,
             501,
             true,
+            "headroom",
         )
         .unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("installed on macOS"), "{err}");
-        let err = can_act_here(Manager::Systemd, None, Scope::User, 501, true).unwrap_err();
+        let err =
+            can_act_here(Manager::Systemd, None, Scope::User, 501, true, "headroom").unwrap_err();
         assert!(err.to_string().contains("installed on Linux"), "{err}");
     }
 
     #[test]
-    fn the_system_service_needs_root_and_names_the_verb() {
+    fn the_system_service_needs_root_and_names_the_verb_and_this_binary() {
         let err = can_act_here(
             Manager::Systemd,
             Some(Manager::Systemd),
             Scope::System,
             501,
             false,
+            "/home/ann/.cargo/bin/headroom",
         )
         .unwrap_err();
+        // sudo's secure_path leaves out ~/.cargo/bin: the hint names the
+        // binary by its path.
         assert!(
             err.to_string()
-                .contains("sudo headroom service uninstall --system"),
+                .contains("sudo /home/ann/.cargo/bin/headroom service uninstall --system"),
             "{err}"
         );
         assert!(
@@ -259,7 +323,8 @@ mod tests {
                 Some(Manager::Systemd),
                 Scope::System,
                 0,
-                true
+                true,
+                "headroom"
             )
             .is_ok()
         );
@@ -268,8 +333,9 @@ mod tests {
     #[test]
     fn a_user_service_is_not_installed_through_sudo() {
         let native = Some(Manager::Systemd);
-        let err = can_act_here(Manager::Systemd, native, Scope::User, 0, true).unwrap_err();
+        let err =
+            can_act_here(Manager::Systemd, native, Scope::User, 0, true, "headroom").unwrap_err();
         assert!(err.to_string().contains("without sudo"), "{err}");
-        assert!(can_act_here(Manager::Systemd, native, Scope::User, 501, true).is_ok());
+        assert!(can_act_here(Manager::Systemd, native, Scope::User, 501, true, "headroom").is_ok());
     }
 }

@@ -621,13 +621,17 @@ pub fn doctor_check() -> crate::model::Check {
 /// or not. Reading it needs `CAP_SYSLOG` where `kernel.dmesg_restrict = 1`
 /// (Debian's and Ubuntu's default): root has it unless a systemd unit or a
 /// container drops it, and systemd's `ProtectKernelLogs=` hides the device.
-pub fn kmsg_step(root: bool) -> &'static str {
+pub fn kmsg_step(root: bool) -> String {
     if root {
         "keep CAP_SYSLOG in the daemon's capabilities (CapabilityBoundingSet= in a systemd unit; \
          a container's granted capabilities) and leave ProtectKernelLogs= off, as the unit that \
-         `sudo headroom service install --system` writes does"
+         `headroom service install --system` writes does"
+            .to_owned()
     } else {
-        "run the daemon as root (sudo headroom service install --system) or give it CAP_SYSLOG"
+        format!(
+            "run the daemon as root ({}) or give it CAP_SYSLOG",
+            crate::sys::this_process::sudo_command("service install --system")
+        )
     }
 }
 
@@ -672,7 +676,10 @@ pub fn macos_check(root: bool) -> crate::model::Check {
         Check::warn(
             "post-mortems",
             "as a user, only your own crash reports are read: jetsam kills are not followed (log stream shows the kernel's entries only to an administrator), so a jetsam kill is a post-mortem with an unknown cause",
-            "install the system service to follow jetsam kills: sudo headroom service install --system",
+            format!(
+                "install the system service to follow jetsam kills: {}",
+                crate::sys::this_process::sudo_command("service install --system")
+            ),
         )
     }
 }

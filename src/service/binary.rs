@@ -14,7 +14,8 @@
 //! `libexec` is not). The copy is owned by root, mode 0755, and checked
 //! again, with every directory above it, before and after it is written
 //! (`execute.rs`). A user service runs as its user and takes the running
-//! executable as it is.
+//! executable as it is. [`fragile_note`] says so when the binary a service
+//! runs is one the next build or upgrade replaces.
 
 use std::path::{Path, PathBuf};
 
@@ -86,6 +87,46 @@ pub fn note(binary: &Path, source: &BinarySource) -> String {
     }
 }
 
+/// A note for a service that runs `binary` from where the next build or
+/// upgrade replaces it: a checkout's `target/debug` or `target/release`, or
+/// a `debug` or `release` directory in a directory Cargo tagged as its
+/// build output (`cargo build` replaces it, `cargo clean` removes it), or a versioned
+/// Homebrew Cellar path (`brew upgrade` removes it; `brew services`
+/// follows upgrades, on macOS and on Linux). `None` for any other path.
+pub fn fragile_note(binary: &Path) -> Option<String> {
+    let names: Vec<&str> = binary.iter().filter_map(|c| c.to_str()).collect::<Vec<_>>();
+    let parent = names.len().checked_sub(2).map(|i| names[i]);
+    let in_target = names.contains(&"target") && matches!(parent, Some("debug" | "release"));
+    // Cargo marks its target directory, whatever CARGO_TARGET_DIR names
+    // it, with a CACHEDIR.TAG: two or three levels up (target/release/,
+    // target/TRIPLE/release/).
+    let tagged = || {
+        binary
+            .ancestors()
+            .skip(2)
+            .take(2)
+            .any(|d| d.join("CACHEDIR.TAG").is_file())
+    };
+    if in_target || (matches!(parent, Some("debug" | "release")) && tagged()) {
+        return Some(format!(
+            "the service runs {}, a build output of a source checkout, which the next `cargo \
+             build` replaces and `cargo clean` removes; for a service that outlives them, \
+             install headroom first (`cargo install --locked --path .`, or a package) and \
+             install the service from the installed binary",
+            binary.display()
+        ));
+    }
+    if names.contains(&"Cellar") {
+        return Some(format!(
+            "the service runs {}, which the next `brew upgrade` removes (the path names the \
+             version); `brew services start headroom` runs headroom under Homebrew's own \
+             service and follows upgrades",
+            binary.display()
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +174,27 @@ mod tests {
                 )),
                 "{said}"
             );
+        }
+    }
+
+    #[test]
+    fn a_build_output_is_pointed_to_cargo_install_and_a_cellar_to_brew_services() {
+        let said = fragile_note(Path::new("/home/ann/headroom/target/debug/headroom"))
+            .expect("a note for a build output");
+        assert!(said.contains("cargo install --locked --path ."), "{said}");
+        assert!(!said.contains("brew"), "on Linux there is no brew: {said}");
+        let said = fragile_note(Path::new(
+            "/home/linuxbrew/.linuxbrew/Cellar/headroom/0.4.0/bin/headroom",
+        ))
+        .expect("a note for a Cellar path");
+        assert!(said.contains("brew services start headroom"), "{said}");
+        assert!(!said.contains("cargo"), "{said}");
+        for stable in [
+            "/usr/bin/headroom",
+            "/home/ann/.cargo/bin/headroom",
+            "/srv/target/headroom",
+        ] {
+            assert_eq!(fragile_note(Path::new(stable)), None, "{stable}");
         }
     }
 

@@ -46,6 +46,47 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Check, before anything is written, that every program the plan runs
+    /// is installed (found in `PATH`, or at its path when it names one).
+    pub fn preflight(&self) -> Result<(), ServiceError> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        for c in &self.commands {
+            let Some(program) = c.argv.first() else {
+                continue;
+            };
+            if !installed(program, &path) {
+                return Err(ServiceError::MissingProgram {
+                    program: program.clone(),
+                    fix: match program.as_str() {
+                        "systemctl" => {
+                            "It comes with systemd (Debian: apt-get install systemd); where \
+                             systemd does not run the machine, run `headroom run` under its own \
+                             supervisor instead"
+                        }
+                        "launchctl" => "It is part of macOS: PATH must include /bin",
+                        _ => "Install it, or put it in PATH",
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `program` is an executable file: at its path if it holds a
+/// `/`, otherwise in a directory of `path` (a `PATH` value).
+fn installed(program: &str, path: &std::ffi::OsStr) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    std::env::split_paths(path).any(|dir| executable(&dir.join(program)))
+}
+
 fn refuse_symlink(path: &Path) -> Result<Option<std::fs::Metadata>, ServiceError> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(ServiceError::Symlink {
@@ -314,6 +355,41 @@ mod tests {
         );
         assert!(said.contains("chmod go-w"), "{said}");
         assert!(!open.join("new").exists(), "nothing is created");
+    }
+
+    #[test]
+    fn a_plan_whose_program_is_missing_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let unit = dir.path().join("headroom.service");
+        let plan = Plan {
+            title: "test".into(),
+            notes: vec![],
+            copies: vec![],
+            dirs: vec![],
+            files: vec![FileStep {
+                path: unit.clone(),
+                mode: 0o644,
+                contents: Contents::Text("[Service]\n".into()),
+            }],
+            remove: vec![],
+            commands: vec![
+                command(&["true"], false),
+                command(&["headroom-no-such-program"], false),
+            ],
+        };
+        let err = plan.preflight().unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("`headroom-no-such-program` is not installed here"),
+            "{err}"
+        );
+        assert!(!unit.exists());
+        assert!(installed(
+            "sh",
+            std::ffi::OsStr::new("/nonexistent:/bin:/usr/bin")
+        ));
+        assert!(!installed("sh", std::ffi::OsStr::new("/nonexistent")));
+        assert!(installed("/bin/sh", std::ffi::OsStr::new("")));
     }
 
     #[test]

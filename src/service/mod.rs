@@ -23,7 +23,10 @@
 //! back with the `plist` crate), `launchd.rs` the plist and `launchctl`
 //! targets, `systemd.rs` the unit and `systemctl` commands, `plan.rs` the
 //! install and uninstall plans, `print.rs` a plan as text for `--print`,
-//! and `execute.rs` a plan carried out on the file system.
+//! `presence.rs` whether the manager is there to take the service (most
+//! containers run no systemd: the installer stops before writing anything
+//! and says what to do instead), and `execute.rs` a plan carried out on the
+//! file system.
 
 mod binary;
 mod execute;
@@ -31,6 +34,7 @@ mod launchd;
 mod paths;
 mod plan;
 mod plist;
+mod presence;
 mod print;
 mod systemd;
 
@@ -38,15 +42,18 @@ use std::io;
 use std::path::PathBuf;
 
 pub use binary::{
-    BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, note as binary_note,
-    root_binary,
+    BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, fragile_note,
+    note as binary_note, root_binary,
 };
 pub use launchd::{HARD_OPEN_FILES, SOFT_OPEN_FILES, launchd_plist};
 pub use paths::{Layout, config_path, layout, program_arguments};
 pub use plan::{
-    CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, plan_install, plan_uninstall,
+    Activation, CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, plan_install,
+    plan_install_as, plan_uninstall, plan_uninstall_as,
 };
 pub use plist::{PlistValue, render_plist};
+pub use presence::{Absent, Found, absent, look as look_for_manager, running as manager_running};
+pub use print::shell_word;
 pub use systemd::systemd_unit;
 
 /// The launchd label of the LaunchDaemon.
@@ -148,6 +155,8 @@ pub enum ServiceError {
         what: String,
         fix: String,
     },
+    #[error("`{program}` is not installed here (not found in PATH); nothing was written. {fix}")]
+    MissingProgram { program: String, fix: &'static str },
     #[error("`{command}` failed ({status}); the steps before it were done, see above")]
     Command { command: String, status: String },
 }

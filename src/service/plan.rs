@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::binary::{BinarySource, note};
+use super::binary::{BinarySource, fragile_note, note};
 use super::launchd::{MACOS_ADMIN_GID, launchd_plist, launchd_target};
 use super::paths::{Layout, config_path, layout};
 use super::systemd::{systemctl, systemd_unit};
@@ -87,6 +87,26 @@ impl Plan {
     }
 }
 
+/// How a plan's commands bring the service up or down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Activation {
+    /// The manager runs and takes commands: systemd is PID 1 (and, for a
+    /// user service, this user's manager runs). Where it does not,
+    /// `systemctl` can only enable or disable a unit on files.
+    pub manager_running: bool,
+    /// Start the service now (install); false for `--no-start`, which
+    /// writes and enables it for the next boot or login only.
+    pub start: bool,
+}
+
+impl Activation {
+    /// A running manager, and the service started at once.
+    pub const NOW: Activation = Activation {
+        manager_running: true,
+        start: true,
+    };
+}
+
 /// A command step of these words.
 pub(super) fn command(argv: &[&str], may_fail: bool) -> CommandStep {
     CommandStep {
@@ -95,8 +115,15 @@ pub(super) fn command(argv: &[&str], may_fail: bool) -> CommandStep {
     }
 }
 
-/// The plan for `headroom service install`.
+/// The plan for `headroom service install` on a running manager, the
+/// service started at once.
 pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
+    plan_install_as(params, Activation::NOW)
+}
+
+/// The plan for `headroom service install`, brought up as `activation`
+/// says.
+pub fn plan_install_as(params: &Params, activation: Activation) -> Result<Plan, ServiceError> {
     let l = layout(params)?;
     let config = config_path(params, &l)?;
     let system = params.scope == Scope::System;
@@ -116,6 +143,9 @@ pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
     let private = if system { 0o750 } else { 0o700 };
     if system {
         plan.notes.push(note(&params.binary, &params.source));
+    }
+    if let Some(n) = fragile_note(&params.binary) {
+        plan.notes.push(n);
     }
     if let BinarySource::Copy { from, .. } = &params.source {
         plan.copies.push(CopyStep {
@@ -167,12 +197,21 @@ pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
             let plist = l.service_file.display().to_string();
             // A job already loaded (reinstall) must be booted out first:
             // bootstrap refuses a loaded label. enable before bootstrap:
-            // bootstrap refuses a disabled one.
-            plan.commands = vec![
-                command(&["launchctl", "bootout", &target], true),
-                command(&["launchctl", "enable", &target], false),
-                command(&["launchctl", "bootstrap", &domain, &plist], false),
-            ];
+            // bootstrap refuses a disabled one, and launchd loads no
+            // disabled job at boot either.
+            plan.commands = if activation.start {
+                vec![
+                    command(&["launchctl", "bootout", &target], true),
+                    command(&["launchctl", "enable", &target], false),
+                    command(&["launchctl", "bootstrap", &domain, &plist], false),
+                ]
+            } else {
+                plan.notes.push(format!(
+                    "--no-start: launchd loads the job at the next {}; a job loaded now keeps running as it is",
+                    if system { "boot" } else { "login" }
+                ));
+                vec![command(&["launchctl", "enable", &target], false)]
+            };
         }
         Manager::Systemd => {
             plan.notes.push(match params.scope {
@@ -186,19 +225,45 @@ pub fn plan_install(params: &Params) -> Result<Plan, ServiceError> {
                 ),
             });
             plan.add_service_file(&l, system, "systemd user units", systemd_unit(params)?);
-            plan.commands = vec![
-                systemctl(params, &["daemon-reload"]),
-                systemctl(params, &["enable", UNIT_NAME]),
-                systemctl(params, &["restart", UNIT_NAME]),
-            ];
+            let when = if system { "boot" } else { "login" };
+            plan.commands = match (activation.manager_running, activation.start) {
+                (true, true) => vec![
+                    systemctl(params, &["daemon-reload"]),
+                    systemctl(params, &["enable", UNIT_NAME]),
+                    systemctl(params, &["restart", UNIT_NAME]),
+                ],
+                (true, false) => {
+                    plan.notes.push(format!(
+                        "--no-start: the unit is enabled and starts at the next {when}, or with systemctl{} start headroom",
+                        if system { "" } else { " --user" }
+                    ));
+                    vec![
+                        systemctl(params, &["daemon-reload"]),
+                        systemctl(params, &["enable", UNIT_NAME]),
+                    ]
+                }
+                (false, _) => {
+                    plan.notes.push(format!(
+                        "systemd is not running here: the unit is enabled on files (systemctl enable links it into {}) and starts at the next {when} under systemd",
+                        if system { "multi-user.target.wants" } else { "default.target.wants" }
+                    ));
+                    vec![systemctl(params, &["enable", UNIT_NAME])]
+                }
+            };
         }
     }
     Ok(plan)
 }
 
-/// The plan for `headroom service uninstall`: stop the service and remove
-/// its file. Config, state and logs stay.
+/// The plan for `headroom service uninstall` on a running manager: stop the
+/// service and remove its file. Config, state and logs stay.
 pub fn plan_uninstall(params: &Params) -> Result<Plan, ServiceError> {
+    plan_uninstall_as(params, Activation::NOW)
+}
+
+/// The plan for `headroom service uninstall`; where the manager does not
+/// run (`activation`), the unit is only disabled on files and removed.
+pub fn plan_uninstall_as(params: &Params, activation: Activation) -> Result<Plan, ServiceError> {
     let l = layout(params)?;
     let mut plan = Plan {
         title: format!(
@@ -229,6 +294,13 @@ pub fn plan_uninstall(params: &Params) -> Result<Plan, ServiceError> {
             let (_, target) = launchd_target(params);
             plan.commands = vec![command(&["launchctl", "bootout", &target], true)];
         }
+        Manager::Systemd if !activation.manager_running => {
+            // Offline, disable removes the unit's links; a unit that was
+            // never enabled makes it fail, which is fine.
+            let mut disable = systemctl(params, &["disable", UNIT_NAME]);
+            disable.may_fail = true;
+            plan.commands = vec![disable];
+        }
         Manager::Systemd => {
             let mut disable = systemctl(params, &["disable", "--now", UNIT_NAME]);
             disable.may_fail = true;
@@ -240,7 +312,7 @@ pub fn plan_uninstall(params: &Params) -> Result<Plan, ServiceError> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     use super::*;
     use crate::service::testing::params;
@@ -359,6 +431,99 @@ mod tests {
                 "systemctl --user disable --now headroom.service",
                 "systemctl --user daemon-reload"
             ]
+        );
+    }
+
+    fn commands(plan: &Plan) -> Vec<String> {
+        plan.commands.iter().map(|c| c.argv.join(" ")).collect()
+    }
+
+    #[test]
+    fn no_start_enables_the_service_for_the_next_boot_and_starts_nothing() {
+        let later = Activation {
+            manager_running: true,
+            start: false,
+        };
+        let plan = plan_install_as(&params(Manager::Systemd, Scope::System), later).unwrap();
+        assert_eq!(
+            commands(&plan),
+            [
+                "systemctl daemon-reload",
+                "systemctl enable headroom.service"
+            ]
+        );
+        assert!(
+            plan.notes.iter().any(|n| n.starts_with("--no-start: ")),
+            "{:?}",
+            plan.notes
+        );
+        let plan = plan_install_as(&params(Manager::Launchd, Scope::User), later).unwrap();
+        assert_eq!(
+            commands(&plan),
+            ["launchctl enable gui/501/io.headroom.agent"]
+        );
+        assert!(
+            plan.notes.iter().any(|n| n.contains("at the next login")),
+            "{:?}",
+            plan.notes
+        );
+    }
+
+    #[test]
+    fn where_systemd_does_not_run_the_unit_is_only_enabled_and_removed_on_files() {
+        let offline = Activation {
+            manager_running: false,
+            start: false,
+        };
+        let plan = plan_install_as(&params(Manager::Systemd, Scope::System), offline).unwrap();
+        assert_eq!(commands(&plan), ["systemctl enable headroom.service"]);
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.starts_with("systemd is not running here: the unit is enabled on files")),
+            "{:?}",
+            plan.notes
+        );
+        // The unit and config are written all the same.
+        assert!(
+            plan.files
+                .iter()
+                .any(|f| f.path == Path::new("/etc/systemd/system/headroom.service"))
+        );
+        let plan = plan_uninstall_as(&params(Manager::Systemd, Scope::User), offline).unwrap();
+        assert_eq!(
+            commands(&plan),
+            ["systemctl --user disable headroom.service"]
+        );
+        assert!(plan.commands[0].may_fail);
+        assert_eq!(
+            plan.remove,
+            [PathBuf::from(
+                "/Users/ann/.config/systemd/user/headroom.service"
+            )]
+        );
+    }
+
+    #[test]
+    fn a_build_output_or_a_cellar_binary_gets_a_note_that_fits_it() {
+        let mut p = params(Manager::Systemd, Scope::User);
+        p.binary = PathBuf::from("/home/ann/src/headroom/target/release/headroom");
+        let plan = plan_install(&p).unwrap();
+        let note = plan
+            .notes
+            .iter()
+            .find(|n| n.contains("target/release"))
+            .expect("a note on the build output");
+        assert!(note.contains("cargo install --locked --path ."), "{note}");
+        assert!(!note.contains("brew"), "{note}");
+        p.binary = PathBuf::from("/opt/homebrew/Cellar/headroom/0.4.0/bin/headroom");
+        let plan = plan_install(&p).unwrap();
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("brew services start headroom")),
+            "{:?}",
+            plan.notes
         );
     }
 }

@@ -8,7 +8,7 @@ use super::launchd::MACOS_ADMIN_GID;
 use super::plan::{Contents, Plan};
 
 /// A word for a shell command line, single-quoted where needed.
-fn shell_word(s: &str) -> String {
+pub fn shell_word(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c))

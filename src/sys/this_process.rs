@@ -3,7 +3,9 @@
 //! other users' processes), whether that is root, the calling thread's
 //! CPU priority, and the file of its own program (which the service
 //! installer copies). Every privilege decision reads the effective uid from
-//! here, so the daemon, the doctor and the service installer agree.
+//! here, so the daemon, the doctor and the service installer agree; and
+//! every hint to run headroom as root names this program by its path
+//! ([`sudo_command`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,32 @@ pub fn own_image(exe: &Path) -> PathBuf {
         PathBuf::from("/proc/self/exe")
     } else {
         exe.to_path_buf()
+    }
+}
+
+/// `sudo`, this headroom and `args` as a shell command: the program by its
+/// absolute path, because sudo's `secure_path` leaves out the directories
+/// users install into (`~/.cargo/bin`), so `sudo headroom` may find no
+/// headroom or another one. Where the path is unknown, `sudo "$(command -v
+/// headroom)"`.
+pub fn sudo_command(args: &str) -> String {
+    let program = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .ok()
+        .and_then(|p| p.to_str().map(quoted))
+        .unwrap_or_else(|| "\"$(command -v headroom)\"".to_owned());
+    format!("sudo {program} {args}")
+}
+
+/// `s` as one shell word: as it is if plain, otherwise single-quoted.
+fn quoted(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -115,5 +143,21 @@ mod tests {
         assert_eq!(second, (first + 2).min(19));
         assert_eq!(seen, second);
         assert_eq!(own_nice(), before, "only the calling thread changes");
+    }
+
+    #[test]
+    fn the_sudo_command_names_this_program_by_its_absolute_path() {
+        let said = sudo_command("service install --system");
+        let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+        assert_eq!(
+            said,
+            format!(
+                "sudo {} service install --system",
+                quoted(exe.to_str().unwrap())
+            )
+        );
+        assert_eq!(quoted("/usr/bin/headroom"), "/usr/bin/headroom");
+        assert_eq!(quoted("/opt/my tools/headroom"), "'/opt/my tools/headroom'");
+        assert_eq!(quoted("/opt/it's/headroom"), "'/opt/it'\\''s/headroom'");
     }
 }

@@ -4205,8 +4205,9 @@ const ROOT_COPY: &str = "/usr/local/sbin/headroom";
 
 /// `headroom service install --system` for real, in a mount namespace of its
 /// own (`unshare --mount`): tmpfs over `/etc/systemd/system` and
-/// `/usr/local/sbin`, and `systemctl` replaced by `$1`, which records its
-/// arguments. `$2` (the attacker's copy of headroom) installs the service on
+/// `/usr/local/sbin`, `/run/systemd/system` made where systemd does not run
+/// this machine (the installer checks for it before writing anything), and
+/// `systemctl` replaced by `$1`, which records its arguments. `$2` (the attacker's copy of headroom) installs the service on
 /// the config `$3`; the script says what the unit runs and who owns the
 /// service's copy, if one was made; then the attacker (`$5`) overwrites
 /// `$2` with `$4`, and the script starts the unit's `ExecStart=` as systemd
@@ -4216,6 +4217,12 @@ set -e
 for d in /etc/systemd/system /usr/local/sbin; do
     mount -t tmpfs -o mode=0755 headroom-install "$d"
 done
+if [ ! -d /run/systemd/system ]; then
+    run=/run/systemd
+    [ -d "$run" ] || run=/run
+    mount -t tmpfs -o mode=0755 headroom-systemd "$run"
+    mkdir -p /run/systemd/system
+fi
 mount --bind "$1" /usr/bin/systemctl
 "$2" service install --system --config "$3"
 exec_start=$(sed -n 's/^ExecStart=//p' /etc/systemd/system/headroom.service)

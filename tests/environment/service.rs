@@ -6,6 +6,12 @@
 //! The system unit's capability bounding set is also tried on the real
 //! daemon (root, under `setpriv`): what it keeps must let `headroom doctor`
 //! read the kernel log where `kernel.dmesg_restrict = 1`.
+//!
+//! Where systemd is not PID 1, as in most containers, `service install`
+//! writes nothing and says what to do instead: tried in PID and mount
+//! namespaces of its own, with systemd's `/run/systemd/system` hidden, so
+//! that it holds on machines systemd runs too, and under `strace`, which
+//! sees every file the installer would create or change.
 #![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
@@ -167,5 +173,191 @@ fn the_system_units_capabilities_let_the_daemon_read_the_kernel_log() {
     assert!(
         line.starts_with("warn") && line.contains("/dev/kmsg is not readable"),
         "without CAP_SYSLOG ({cut}): {line}"
+    );
+}
+
+/// In new PID and mount namespaces: an empty tmpfs over `/run/systemd` (or
+/// `/run`), which hides `/run/systemd/system`, the mark of a machine
+/// systemd runs; tmpfs over the directories an install writes, so that
+/// nothing could reach this machine's; then `strace` (PID 1 there, as a
+/// container's init would be) runs `$2 service install --system --config
+/// $3` and writes every file system call to `$1`.
+const WITHOUT_SYSTEMD: &str = r#"
+set -e
+run=/run/systemd
+[ -d "$run" ] || run=/run
+mount -t tmpfs -o mode=0755 headroom-no-systemd "$run"
+for d in /etc/systemd/system /usr/local/sbin; do
+    if [ -d "$d" ]; then mount -t tmpfs -o mode=0755 headroom-install "$d"; fi
+done
+exec strace -f -qq -o "$1" -e trace=%file "$2" service install --system --config "$3"
+"#;
+
+/// The file system calls of a strace log that create, change or remove
+/// something.
+fn writes(log: &str) -> Vec<&str> {
+    const CHANGING: &[&str] = &[
+        "creat(",
+        "mkdir(",
+        "mkdirat(",
+        "mknod(",
+        "mknodat(",
+        "rename(",
+        "renameat(",
+        "renameat2(",
+        "unlink(",
+        "unlinkat(",
+        "rmdir(",
+        "symlink(",
+        "symlinkat(",
+        "link(",
+        "linkat(",
+        "chmod(",
+        "fchmodat(",
+        "fchmodat2(",
+        "chown(",
+        "lchown(",
+        "fchownat(",
+        "truncate(",
+        "utimensat(",
+        "setxattr(",
+        "lsetxattr(",
+        "removexattr(",
+    ];
+    log.lines()
+        .filter(|l| {
+            // "PID  call(args) = result"
+            let call = l.split_whitespace().nth(1).unwrap_or("");
+            CHANGING.iter().any(|c| call.starts_with(c))
+                || ((call.starts_with("open(") || call.starts_with("openat("))
+                    && ["O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"]
+                        .iter()
+                        .any(|f| l.contains(f)))
+        })
+        .collect()
+}
+
+#[test]
+fn where_systemd_is_not_pid_1_install_writes_nothing_and_says_what_to_do() {
+    need_root();
+    need_tools(&[("strace", "strace"), ("unshare", "util-linux")]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("strace.log");
+    let config = valid_config();
+    let bin = Path::new(BIN).canonicalize().unwrap();
+    let out = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--mount",
+            "--propagation",
+            "private",
+        ])
+        .args(["/bin/sh", "-c", WITHOUT_SYSTEMD, "without-systemd"])
+        .args([&log, &bin, &config])
+        .env("HOME", dir.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("unshare (Debian package util-linux)");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    let trace =
+        std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("no strace log ({e}): {said}"));
+    assert!(
+        trace.contains("\"/proc/1/comm\""),
+        "strace saw the installer look at PID 1:\n{trace}"
+    );
+    let written = writes(&trace);
+    assert!(
+        written.is_empty(),
+        "the installer wrote:\n{}",
+        written.join("\n")
+    );
+    let config = config.display().to_string();
+    for needle in [
+        "headroom: systemd is not running here (PID 1 is `strace`, not systemd, and \
+         /run/systemd/system, which systemd makes when it boots a machine, does not exist)",
+        "nothing was written",
+        // Commands that work as they are, under sudo too: this binary by
+        // its path.
+        &format!("{} run --config {config}\n", bin.display()),
+        "DaemonSet in deploy/kubernetes/",
+        &format!(
+            "{} service install --system --config {config} --no-start\n",
+            bin.display()
+        ),
+    ] {
+        assert!(said.contains(needle), "{needle:?} in\n{said}");
+    }
+}
+
+/// As [`WITHOUT_SYSTEMD`], without strace: `$2 service install --system
+/// --config $3 --no-start`, what systemd would find at the next boot, then
+/// `$2 service uninstall --system` and what is left.
+const NO_START_WITHOUT_SYSTEMD: &str = r#"
+set -e
+run=/run/systemd
+[ -d "$run" ] || run=/run
+mount -t tmpfs -o mode=0755 headroom-no-systemd "$run"
+for d in /etc/systemd/system /usr/local/sbin; do
+    [ -d "$d" ] || { echo "$d is missing"; exit 1; }
+    mount -t tmpfs -o mode=0755 headroom-install "$d"
+done
+"$2" service install --system --config "$3" --no-start
+echo "unit: $(sed -n 's/^ExecStart=//p' /etc/systemd/system/headroom.service)"
+echo "wants: $(readlink /etc/systemd/system/multi-user.target.wants/headroom.service)"
+echo "is-enabled: $(systemctl is-enabled headroom.service || true)"
+"$2" service uninstall --system
+echo "after uninstall: $(ls -A /etc/systemd/system | tr '\n' ' ')"
+echo "is-enabled: $(systemctl is-enabled headroom.service 2>&1 || true)"
+"#;
+
+#[test]
+fn where_systemd_is_not_pid_1_no_start_writes_and_enables_the_unit_for_the_next_boot() {
+    need_root();
+    need_tools(&[("systemctl", "systemd"), ("unshare", "util-linux")]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = valid_config();
+    let bin = Path::new(BIN).canonicalize().unwrap();
+    let out = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--mount",
+            "--propagation",
+            "private",
+        ])
+        .args(["/bin/sh", "-c", NO_START_WITHOUT_SYSTEMD, "no-start"])
+        .args([Path::new("-"), &bin, &config])
+        .env("HOME", dir.path())
+        .output()
+        .expect("unshare (Debian package util-linux)");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    for needle in [
+        &format!(
+            "unit: {} run --config {}\n",
+            bin.display(),
+            config.display()
+        ),
+        "wants: /etc/systemd/system/headroom.service\n",
+        "is-enabled: enabled\n",
+        "headroom: service written and enabled for the next boot under systemd, not started",
+        // Uninstalled: the unit and its link are gone.
+        "after uninstall: \n",
+        "headroom: service disabled and removed (its manager is not running: nothing to stop)",
+    ] {
+        assert!(said.contains(needle), "{needle:?} in\n{said}");
+    }
+    assert_eq!(
+        said.matches("is-enabled: enabled").count(),
+        1,
+        "enabled once, disabled after uninstall:\n{said}"
     );
 }

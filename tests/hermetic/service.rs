@@ -526,3 +526,90 @@ fn a_system_service_runs_a_root_owned_copy_of_a_binary_others_can_replace() {
         "{plan}"
     );
 }
+
+/// The commands of a printed plan: its lines that start with a manager's
+/// command.
+fn commands(plan: &str) -> Vec<&str> {
+    plan.lines()
+        .filter(|l| l.starts_with("systemctl ") || l.starts_with("launchctl "))
+        .collect()
+}
+
+#[test]
+fn no_start_writes_and_enables_the_service_and_starts_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let config = valid_config();
+    let config = config.to_str().unwrap();
+    let plan = stdout(&headroom(
+        &[
+            "service",
+            "install",
+            "--print",
+            "--no-start",
+            "--system",
+            "--manager",
+            "systemd",
+            "--config",
+            config,
+        ],
+        home.path(),
+    ));
+    assert_eq!(
+        commands(&plan),
+        [
+            "systemctl daemon-reload",
+            "systemctl enable headroom.service"
+        ],
+        "{plan}"
+    );
+    assert!(
+        plan.contains("\n# --no-start: the unit is enabled and starts at the next boot"),
+        "{plan}"
+    );
+    assert!(written(&plan, "/etc/systemd/system/headroom.service").contains("ExecStart="));
+    let plan = stdout(&headroom(
+        &[
+            "service",
+            "install",
+            "--print",
+            "--no-start",
+            "--user",
+            "--manager",
+            "launchd",
+            "--config",
+            config,
+        ],
+        home.path(),
+    ));
+    let uid = headroom::sys::this_process::effective_uid();
+    assert_eq!(
+        commands(&plan),
+        [format!("launchctl enable gui/{uid}/io.headroom.agent")],
+        "{plan}"
+    );
+}
+
+#[test]
+fn a_service_of_a_build_output_is_pointed_to_cargo_install_not_to_homebrew() {
+    // The test binary is a build output: target/debug/headroom.
+    let home = tempfile::tempdir().unwrap();
+    for manager in ["systemd", "launchd"] {
+        let plan = stdout(&headroom(
+            &[
+                "service",
+                "install",
+                "--print",
+                "--user",
+                "--manager",
+                manager,
+            ],
+            home.path(),
+        ));
+        let note = plan
+            .lines()
+            .find(|l| l.contains("a build output of a source checkout"))
+            .unwrap_or_else(|| panic!("no note on the build output in\n{plan}"));
+        assert!(note.contains("`cargo install --locked --path .`"), "{note}");
+        assert!(!note.contains("brew"), "{note}");
+    }
+}

@@ -49,7 +49,13 @@ fn pretty_name(os_release: &str) -> Option<String> {
     })
 }
 
-const ROOT_STEP: &str = "install the system service to read and signal every user's processes: sudo headroom service install --system";
+/// What to do to read and signal every user's processes.
+fn root_step() -> String {
+    format!(
+        "install the system service to read and signal every user's processes: {}",
+        crate::sys::this_process::sudo_command("service install --system")
+    )
+}
 
 fn proc_files() -> Check {
     let meminfo = match std::fs::read_to_string("/proc/meminfo") {
@@ -196,7 +202,7 @@ fn permissions() -> Check {
         format!(
             "not root: {refused} processes of other users (or kernel threads) show without executable path and libraries and cannot be signalled; {readable} are fully readable"
         ),
-        ROOT_STEP,
+        root_step(),
     )
 }
 

@@ -42,7 +42,13 @@ pub fn facts() -> Vec<(&'static str, String)> {
     ]
 }
 
-const ROOT_STEP: &str = "install the system service to watch every user's processes: sudo headroom service install --system";
+/// What to do to watch every user's processes.
+fn root_step() -> String {
+    format!(
+        "install the system service to watch every user's processes: {}",
+        crate::sys::this_process::sudo_command("service install --system")
+    )
+}
 
 fn vm_statistics() -> Check {
     let mut reader = VmInfoReader::default();
@@ -166,7 +172,7 @@ fn processes() -> Check {
         "{total} processes; footprint (proc_pid_rusage) readable for {readable}, refused for {denied} (other users'), failed for {other}"
     );
     if denied > 0 {
-        Check::warn("processes", detail, ROOT_STEP)
+        Check::warn("processes", detail, root_step())
     } else if other > 0 {
         Check::warn("processes", detail, "please report this output")
     } else {
