@@ -7,17 +7,7 @@ use super::Manager;
 use super::launchd::MACOS_ADMIN_GID;
 use super::plan::{Contents, Plan};
 
-/// A word for a shell command line, single-quoted where needed.
-pub fn shell_word(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c))
-    {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
+pub use crate::sys::this_process::shell_word;
 
 /// `root:wheel`, `root:admin`, `501:20`: an owner as `chown` takes it.
 fn owner_name(owner: (u32, u32), manager: Manager) -> String {

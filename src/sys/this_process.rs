@@ -38,13 +38,13 @@ pub fn sudo_command(args: &str) -> String {
     let program = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .ok()
-        .and_then(|p| p.to_str().map(quoted))
+        .and_then(|p| p.to_str().map(shell_word))
         .unwrap_or_else(|| "\"$(command -v headroom)\"".to_owned());
     format!("sudo {program} {args}")
 }
 
 /// `s` as one shell word: as it is if plain, otherwise single-quoted.
-fn quoted(s: &str) -> String {
+pub fn shell_word(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c))
@@ -153,11 +153,14 @@ mod tests {
             said,
             format!(
                 "sudo {} service install --system",
-                quoted(exe.to_str().unwrap())
+                shell_word(exe.to_str().unwrap())
             )
         );
-        assert_eq!(quoted("/usr/bin/headroom"), "/usr/bin/headroom");
-        assert_eq!(quoted("/opt/my tools/headroom"), "'/opt/my tools/headroom'");
-        assert_eq!(quoted("/opt/it's/headroom"), "'/opt/it'\\''s/headroom'");
+        assert_eq!(shell_word("/usr/bin/headroom"), "/usr/bin/headroom");
+        assert_eq!(
+            shell_word("/opt/my tools/headroom"),
+            "'/opt/my tools/headroom'"
+        );
+        assert_eq!(shell_word("/opt/it's/headroom"), "'/opt/it'\\''s/headroom'");
     }
 }

@@ -237,6 +237,22 @@ fn writes(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// `unshare` starting what follows in a PID namespace of its own (so that
+/// PID 1 there is no systemd) with a private mount namespace (so that the
+/// script can hide `/run/systemd` from it alone).
+fn in_namespaces() -> Command {
+    let mut unshare = Command::new("unshare");
+    unshare.args([
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--mount",
+        "--propagation",
+        "private",
+    ]);
+    unshare
+}
+
 #[test]
 fn where_systemd_is_not_pid_1_install_writes_nothing_and_says_what_to_do() {
     need_root();
@@ -245,15 +261,7 @@ fn where_systemd_is_not_pid_1_install_writes_nothing_and_says_what_to_do() {
     let log = dir.path().join("strace.log");
     let config = valid_config();
     let bin = Path::new(BIN).canonicalize().unwrap();
-    let out = Command::new("unshare")
-        .args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--mount",
-            "--propagation",
-            "private",
-        ])
+    let out = in_namespaces()
         .args(["/bin/sh", "-c", WITHOUT_SYSTEMD, "without-systemd"])
         .args([&log, &bin, &config])
         .env("HOME", dir.path())
@@ -320,15 +328,7 @@ fn where_systemd_is_not_pid_1_no_start_writes_and_enables_the_unit_for_the_next_
     let dir = tempfile::tempdir().unwrap();
     let config = valid_config();
     let bin = Path::new(BIN).canonicalize().unwrap();
-    let out = Command::new("unshare")
-        .args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--mount",
-            "--propagation",
-            "private",
-        ])
+    let out = in_namespaces()
         .args(["/bin/sh", "-c", NO_START_WITHOUT_SYSTEMD, "no-start"])
         .args([Path::new("-"), &bin, &config])
         .env("HOME", dir.path())
