@@ -161,8 +161,46 @@ pub fn run() -> Report {
     checks.extend(crate::sample::doctor_checks());
     checks.push(crate::act::doctor::signals());
     checks.push(http_port());
+    checks.push(daemon());
     checks.push(crate::act::doctor::notifier());
     Report { facts, checks }
+}
+
+/// Whether a daemon runs on the default state directory of whoever runs
+/// the check (root's `/var/lib/headroom`, a user's own), and which.
+fn daemon() -> Check {
+    let journal = crate::journal::default_path(crate::sys::this_process::effective_uid() == 0);
+    daemon_check(&journal, crate::journal::state_lock::holder_of(&journal))
+}
+
+/// The `daemon` check, from what the lock of `journal`'s state directory
+/// says: no daemon is no fault (`doctor` is often run before one is
+/// started), and a lock that cannot be read is a warning saying why.
+pub fn daemon_check(
+    journal: &std::path::Path,
+    held: std::io::Result<Option<Option<crate::journal::state_lock::Holder>>>,
+) -> Check {
+    const NAME: &str = "daemon";
+    let dir = journal.parent().unwrap_or(journal).display();
+    match held {
+        Ok(None) => Check::ok(NAME, format!("no daemon runs on the state directory {dir}")),
+        Ok(Some(Some(holder))) => Check::ok(
+            NAME,
+            format!(
+                "a daemon runs on the state directory {dir}: {}",
+                holder.describe()
+            ),
+        ),
+        Ok(Some(None)) => Check::ok(
+            NAME,
+            format!("a daemon runs on the state directory {dir}; its lock file names no holder"),
+        ),
+        Err(e) => Check::warn(
+            NAME,
+            format!("cannot tell whether a daemon runs on the state directory {dir}: {e}"),
+            "run `headroom doctor` as the daemon's user (root for the system service)",
+        ),
+    }
 }
 
 /// Who listens on the default HTTP address (`http.listen` of the embedded
@@ -233,6 +271,41 @@ pub fn http_port_check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daemon_check_names_the_holder_or_says_none_runs() {
+        use crate::journal::state_lock::Holder;
+        let journal = std::path::Path::new("/var/lib/headroom/journal.jsonl");
+        let none = daemon_check(journal, Ok(None));
+        assert_eq!(none.status, CheckStatus::Ok);
+        assert_eq!(
+            none.detail,
+            "no daemon runs on the state directory /var/lib/headroom"
+        );
+        let holder = Holder {
+            pid: 4242,
+            uid: 0,
+            user: Some("root".into()),
+            command: "headroom run".into(),
+            started: crate::model::Timestamp(1_764_000_000_000),
+            address: Some("127.0.0.1:9717".into()),
+            listening: true,
+        };
+        let held = daemon_check(journal, Ok(Some(Some(holder))));
+        assert_eq!(held.status, CheckStatus::Ok);
+        assert!(
+            held.detail.contains("pid 4242 (user root)")
+                && held.detail.contains("serving http://127.0.0.1:9717/"),
+            "{}",
+            held.detail
+        );
+        let denied = daemon_check(
+            journal,
+            Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
+        );
+        assert_eq!(denied.status, CheckStatus::Warn);
+        assert!(denied.detail.contains("cannot tell"), "{}", denied.detail);
+    }
 
     #[test]
     fn the_report_has_one_line_per_check_with_the_next_step() {

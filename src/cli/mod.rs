@@ -214,7 +214,8 @@ pub enum Command {
     ///
     /// Reads the journal at --journal, else the config's `daemon.journal`,
     /// else the platform default (which differs for root and for a user: the
-    /// journal of a daemon running as root needs `sudo headroom events`).
+    /// journal of a daemon running as root needs root: `sudo "$(command -v
+    /// headroom)" events`).
     /// Rotated files are read too, oldest first. Times are local, with the
     /// zone's offset. A --journal that does not exist exits 2.
     Events {
