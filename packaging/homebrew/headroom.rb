@@ -1,6 +1,7 @@
-# Homebrew formula for headroom, for a tap (`brew tap OWNER/headroom`,
-# `brew install headroom`). `url` and `sha256` name the release tarball and
-# are filled in when a release is tagged.
+# Homebrew formula for headroom, for a tap. `url` and `sha256` here are
+# placeholders: `scripts/package-brew.sh [URL-PREFIX]` writes dist/headroom.rb
+# with both naming the source tarball it makes of HEAD (dist/), which is the
+# formula to put in a tap (the script's header says how).
 #
 # Bottle-able: `cargo install` with std_cargo_args (--locked, --root at the
 # keg) builds the release profile (no debug info, symbols kept) into the
@@ -30,7 +31,6 @@ class Headroom < Formula
   url "https://github.com/OWNER/headroom/archive/refs/tags/v0.1.0.tar.gz"
   sha256 "0000000000000000000000000000000000000000000000000000000000000000"
   license any_of: ["MIT", "Apache-2.0"]
-  head "https://github.com/OWNER/headroom.git", branch: "main"
 
   depends_on "rust" => :build
 
