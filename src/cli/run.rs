@@ -26,7 +26,7 @@ use std::time::Duration;
 use super::{CliError, browsable, load_config};
 use crate::config::{Config, HttpConfig, LogFormat};
 use crate::daemon::{Daemon, RunOptions, journal_for};
-use crate::journal::state_lock::{Holder, StateLock, state_dir};
+use crate::journal::state_lock::{Holder, LockError, StateLock, state_dir};
 use crate::sample::replay::ReplaySampler;
 use crate::sample::{ExitCauses, PressureEvents, Sampler, exit_causes, platform_sampler};
 
@@ -107,12 +107,26 @@ pub fn run_daemon(
         replay.is_some(),
     );
     // One daemon per state directory, taken before sampling; a replay with
-    // no journal has no state directory and takes none.
+    // no journal has no state directory and takes none. Only another
+    // daemon holding it stops this one: a lock that cannot be taken (a
+    // directory another user can change, a planted file) leaves the daemon
+    // sampling and acting without the guard, as a refused journal does, so
+    // that no other user can keep enforcement from starting.
     let mut lock = match &journal {
-        Some(path) => Some(
-            StateLock::acquire(path, is_root.then_some(0), Holder::this_process())
-                .map_err(|e| CliError::Runtime(e.to_string()))?,
-        ),
+        Some(path) => {
+            match StateLock::acquire(path, is_root.then_some(0), Holder::this_process()) {
+                Ok(lock) => Some(lock),
+                Err(held @ LockError::Held { .. }) => {
+                    return Err(CliError::Runtime(held.to_string()));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "{e}. Sampling and acting go on without the one-daemon-per-state-directory                          guard"
+                    );
+                    None
+                }
+            }
+        }
         None => None,
     };
     if let Some(lock) = &lock {

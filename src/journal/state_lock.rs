@@ -23,7 +23,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -211,6 +213,11 @@ impl StateLock {
         }
         let file = open_lock_file(&path)?;
         check_file(&file, &path, trusted_uid)?;
+        // Only its owner may open it: any process that can open a file can
+        // flock it, and one of another user holding this lock would keep
+        // the daemon from starting.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io_error("make private", &path, e))?;
         match try_lock(&file, Kind::Exclusive) {
             Ok(true) => {}
             Ok(false) => {
@@ -291,7 +298,7 @@ fn open_lock_file(path: &Path) -> Result<File, LockError> {
         .write(true)
         .create(true)
         .truncate(false)
-        .mode(0o644)
+        .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| {
@@ -424,6 +431,23 @@ mod tests {
         let second = StateLock::acquire(&journal, None, holder(43)).unwrap();
         let text = std::fs::read(second.path()).unwrap();
         assert_eq!(parse_holder(&text).map(|h| h.pid), Some(43), "rewritten");
+    }
+
+    #[test]
+    fn the_lock_file_is_its_owners_alone_so_no_other_user_can_hold_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let journal = journal_in(dir.path());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let lock = StateLock::acquire(&journal, None, holder(1)).unwrap();
+        assert_eq!(mode(lock.path()), 0o600);
+        let path = lock.path().to_path_buf();
+        drop(lock);
+        // A file left readable by others (which could then flock it) is
+        // made private when taken.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let _again = StateLock::acquire(&journal, None, holder(2)).unwrap();
+        assert_eq!(mode(&path), 0o600);
     }
 
     #[test]

@@ -145,12 +145,20 @@ fn top_shows_the_daemons_figures_sorts_on_a_key_and_restores_the_terminal() {
         "{screen}"
     );
 
+    // A second hog, which the filter below must hide: the table's other
+    // rows are whatever else runs on the machine, and may come and go.
+    let mut other = Running::hog(&sb.hog, &["--max", "96MiB"]);
+    other.expect_line("holding");
+    let other_pid = other.pid();
+
     // s twice: footprint → growth → pid.
     tmux.keys(&["s"]);
     tmux.wait_for("the growth sort", WAIT, |s| s.contains("sort: growth ↓"));
     tmux.keys(&["s"]);
     let screen = tmux.wait_for("the pid sort", WAIT, |s| {
-        s.lines().next().is_some_and(|t| t.ends_with("sort: pid ↑")) && hog_row(s)
+        s.lines().next().is_some_and(|t| t.ends_with("sort: pid ↑"))
+            && hog_row(s)
+            && table_pids(s).contains(&other_pid)
     });
     let pids = table_pids(&screen);
     assert!(pids.len() > 3, "{screen}");
@@ -159,11 +167,12 @@ fn top_shows_the_daemons_figures_sorts_on_a_key_and_restores_the_terminal() {
         "rows not in pid order after the sort key: {pids:?}\n{screen}"
     );
 
-    // A filter by the hog's name leaves its row alone.
+    // A filter by a word of the first hog's command line leaves its row
+    // alone, and says how many it hides (the second hog at least).
     tmux.keys(&["/"]);
-    tmux.keys(&["h", "o", "g", "-", "t", "o", "p", "Enter"]);
+    tmux.keys(&["1", "6", "0", "M", "i", "B", "Enter"]);
     let screen = tmux.wait_for("the filtered table", WAIT, |s| {
-        s.contains("filter: hog-top") && table_pids(s) == [hog_pid]
+        s.contains("filter: 160MiB") && table_pids(s) == [hog_pid]
     });
     assert!(screen.contains("processes not shown"), "{screen}");
 
