@@ -126,13 +126,16 @@ fn real_children_get_the_gpu_figures_listed_for_their_pids() {
         "{}",
         snap.notes[0]
     );
-    // The GPU collector, beside the Linux sampler's own (cgroups).
+    // The GPU collector once, beside the Linux sampler's own (cgroups, and
+    // the proportional-share reads and library scans where this machine
+    // runs processes that need them), and no NVML one.
     let gpu: Vec<_> = snap
         .collectors
         .iter()
-        .filter(|c| c.name != "cgroups")
+        .filter(|c| c.name == "fake" || c.name == "nvml")
         .collect();
     assert_eq!(gpu.len(), 1, "{:?}", snap.collectors);
+    assert_eq!(gpu[0].name, "fake", "{:?}", snap.collectors);
     assert!(gpu[0].up);
 }
 
