@@ -142,14 +142,14 @@ mod whole_machine {
         panic!("the job's total was never within 5% of what the machine gave it: {tries:?}");
     }
 
-    #[test]
-    fn copy_on_write_by_the_workers_is_growth_the_daemon_reports_and_predicts_from() {
-        let _alone = alone();
-        let dir = support::private_dir();
+    /// A launcher in `dir` whose three children copy the 1 GiB they share,
+    /// under a real daemon: the job's growth, which no RSS shows, must be
+    /// reported as a crossing of a time-to-exhaustion rule within 15 s.
+    fn copy_on_write_is_reported(dir: &Path) {
         // Three children each copy the 1 GiB they share at 100 MiB/s: the
         // job grows about 300 MiB/s while no RSS moves.
         let (hog, _kids) = launcher(
-            dir.path(),
+            dir,
             &["--max", "1GiB", "--fork", "3", "--fork-write", "100MiB/s"],
             3,
         );
@@ -158,9 +158,9 @@ mod whole_machine {
              [[rule]]\nname = \"cow\"\ntime_to_exhaustion = \"10m\"\nwindow = \"4s\"\n\
              dry_run = true\nroot = true\nother_users = true\nactions = [{{ notify = true }}]\n\
              [rule.match]\nname = \"^torchrun$\"\n",
-            dir.path().join("journal.jsonl").display()
+            dir.join("journal.jsonl").display()
         );
-        let daemon = Daemon::start(dir.path(), &config);
+        let daemon = Daemon::start(dir, &config);
         let started = Instant::now();
         let mut last = String::new();
         while started.elapsed() < Duration::from_secs(15) {
@@ -187,5 +187,39 @@ mod whole_machine {
             }
         }
         panic!("the job's copy-on-write growth was never reported: {last}");
+    }
+
+    #[test]
+    fn copy_on_write_by_the_workers_is_growth_the_daemon_reports_and_predicts_from() {
+        let _alone = alone();
+        let dir = support::private_dir();
+        copy_on_write_is_reported(dir.path());
+    }
+
+    /// Another user's processes that each map one page 65 000 times cost
+    /// a proportional-share read hundreds of times what their resident
+    /// memory would say. Their reads must not make every other family's
+    /// look as dear: each family's next read is priced by its own last
+    /// one, so the job's copy-on-write growth is still read and reported.
+    #[test]
+    fn another_users_processes_with_many_mappings_do_not_hide_a_jobs_copy_on_write_growth() {
+        use crate::support::attack::{
+            ATTACKER, Proc, Stage, attacker_python, begin, chown, uid_of,
+        };
+        let _session = begin("many mappings beside a job");
+        let _alone = alone();
+        let stage = Stage::new();
+        let files = stage.path("maps");
+        std::fs::create_dir(&files).expect("mkdir maps");
+        chown(&files, uid_of(ATTACKER));
+        let files_arg = files.display().to_string();
+        let mut attacker = Proc::spawn(attacker_python(
+            &stage,
+            &["maps", &files_arg, "7", "65000", "380"],
+        ));
+        attacker.expect_line("mapped ", Duration::from_secs(180));
+        let dir = support::private_dir();
+        copy_on_write_is_reported(dir.path());
+        drop(attacker);
     }
 }

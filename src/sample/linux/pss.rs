@@ -23,8 +23,11 @@
 //!   (a token bucket refilled with wall time, starting empty, holding at
 //!   most [`BURST`] or the dearest family's cost; a family never read may
 //!   overdraw it by [`OVERDRAFT`], and the bucket pays that back first):
-//!   the cost of a family is predicted from its members' resident size and
-//!   the cost per KiB measured on the reads so far, families with a member
+//!   the cost of a family is predicted from each member's own last read,
+//!   and for a member never read from its resident size and the cost per
+//!   KiB measured on the reads so far (so that another user's processes
+//!   whose reads are dear for their size, such as many mappings of little
+//!   memory, make no other family look as dear), families with a member
 //!   never read go first, then the one read longest ago; while the machine
 //!   gives out memory faster than the processes' figures grow (by 32 MiB/s:
 //!   growth only a read can show), the share is [`URGENT_SHARE`] for 10 s;
@@ -95,6 +98,10 @@ pub(super) struct PssRead {
     /// of it are measured from.
     pub(super) own_at_read: u64,
     pub(super) tick: u64,
+    /// What the read cost: the next read of this process is predicted to
+    /// cost as much, whatever other processes' reads cost (many mappings
+    /// make a read dear for little resident memory).
+    pub(super) took: Duration,
 }
 
 impl PssRead {
@@ -237,8 +244,9 @@ impl PssBudget {
 #[derive(Debug)]
 struct Family {
     members: Vec<u32>,
-    /// Resident KiB of all members: the predicted cost's measure.
-    kib: u64,
+    /// Its predicted cost, seconds: each member's last read, or for a
+    /// member never read the learned cost per KiB of its resident memory.
+    cost: f64,
     unread: bool,
     /// The oldest read among its members.
     oldest: u64,
@@ -365,14 +373,22 @@ impl Tracker {
         for (parent, kids) in by_parent {
             let members: Vec<u32> = std::iter::once(parent).chain(kids).collect();
             let mut kib = 0u64;
+            let mut cost = 0.0;
             let mut unread = false;
             let mut oldest = u64::MAX;
             for pid in &members {
                 if let Some(t) = self.tracked.get(pid) {
-                    kib = kib.saturating_add(t.statm.resident.saturating_mul(page) / 1024);
+                    let own_kib = t.statm.resident.saturating_mul(page) / 1024;
+                    kib = kib.saturating_add(own_kib);
                     match t.pss {
-                        Some(r) => oldest = oldest.min(r.tick),
-                        None => unread = true,
+                        Some(r) => {
+                            oldest = oldest.min(r.tick);
+                            cost += r.took.as_secs_f64();
+                        }
+                        None => {
+                            unread = true;
+                            cost += self.pss_budget.predict(own_kib);
+                        }
                     }
                 }
             }
@@ -387,7 +403,7 @@ impl Tracker {
             sharing.extend(members.iter().copied());
             families.push(Family {
                 members,
-                kib,
+                cost,
                 unread,
                 oldest,
             });
@@ -403,10 +419,7 @@ impl Tracker {
         }
         families.sort_by_key(|f| (!f.unread, f.oldest));
         let now = Instant::now();
-        let dearest = families
-            .iter()
-            .map(|f| self.pss_budget.predict(f.kib))
-            .fold(0.0, f64::max);
+        let dearest = families.iter().map(|f| f.cost).fold(0.0, f64::max);
         self.pss_budget.refill(now, dearest);
         // Urgent, a family is read again as soon as the budget allows.
         let spacing = if self.pss_budget.urgent(now) {
@@ -420,7 +433,7 @@ impl Tracker {
             if !family.unread && tick.saturating_sub(family.oldest) <= spacing {
                 continue;
             }
-            let predicted = self.pss_budget.predict(family.kib);
+            let predicted = family.cost;
             let first_read = family.unread && allowance > -OVERDRAFT.as_secs_f64();
             if predicted > allowance && !first_read {
                 // Wait for the budget; the families behind it wait too, so
@@ -497,6 +510,7 @@ impl Tracker {
                         footprint: pss.footprint(),
                         own_at_read: own,
                         tick,
+                        took: r.took,
                     });
                 }
                 // Gone, reused, refused, or a kernel without Pss_Anon: its
@@ -517,6 +531,7 @@ mod tests {
             footprint: 100,
             own_at_read: 400,
             tick: 1,
+            took: Duration::ZERO,
         };
         assert_eq!(r.now(400), 100);
         assert_eq!(r.now(450), 150, "new private pages count whole");
