@@ -91,8 +91,8 @@ fn parse_addr(text: &str) -> Option<SocketAddr> {
         8 => IpAddr::V4(Ipv4Addr::from(word(addr)?.to_ne_bytes())),
         32 => {
             let mut bytes = [0u8; 16];
-            for (i, chunk) in bytes.chunks_exact_mut(4).enumerate() {
-                chunk.copy_from_slice(&word(addr.get(i * 8..i * 8 + 8)?)?.to_ne_bytes());
+            for (i, chunk) in bytes.as_chunks_mut::<4>().0.iter_mut().enumerate() {
+                *chunk = word(addr.get(i * 8..i * 8 + 8)?)?.to_ne_bytes();
             }
             IpAddr::V6(Ipv6Addr::from(bytes))
         }
