@@ -101,9 +101,12 @@ fn journal_writer() {
     };
     let mut j = Journal::open(Path::new(path), opts).expect("open the journal");
     println!("opened");
-    for seq in first.parse::<u64>().expect("first seq").. {
+    // Appends until the test kills this process.
+    let mut seq = first.parse::<u64>().expect("first seq");
+    loop {
         j.append(&event(seq)).expect("append");
         println!("appended {seq}");
+        seq += 1;
     }
 }
 

@@ -38,11 +38,15 @@ fn clock_ticks_from_auxv() -> u64 {
     const WORD: usize = std::mem::size_of::<usize>();
     let auxv = std::fs::read("/proc/self/auxv").expect("read /proc/self/auxv");
     let words: Vec<usize> = auxv
-        .chunks_exact(WORD)
-        .map(|w| usize::from_ne_bytes(w.try_into().expect("a whole word")))
+        .as_chunks::<WORD>()
+        .0
+        .iter()
+        .map(|w| usize::from_ne_bytes(*w))
         .collect();
     words
-        .chunks_exact(2)
+        .as_chunks::<2>()
+        .0
+        .iter()
         .find(|pair| pair[0] == AT_CLKTCK)
         .map(|pair| pair[1] as u64)
         .expect("AT_CLKTCK in /proc/self/auxv")
