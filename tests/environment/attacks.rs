@@ -2371,19 +2371,7 @@ fn attacker_program(stage: &Stage, name: &str, source: &str, args: &[&str]) -> C
     let script = stage.path(name);
     std::fs::write(&script, source).expect("write the attacker's program");
     chmod(&script, 0o644);
-    let mut c = Command::new("prlimit");
-    c.args(["--nofile=16384:16384", "--", "setpriv"])
-        .args([
-            &format!("--reuid={ATTACKER}"),
-            &format!("--regid={ATTACKER}"),
-            "--init-groups",
-            "--",
-            "/usr/bin/python3",
-            "-u",
-        ])
-        .arg(&script)
-        .args(args);
-    c
+    crate::support::attack::python_as_attacker(&script, args)
 }
 
 /// A directory in the stage owned by the attacker.

@@ -198,6 +198,12 @@ pub fn as_user(user: &str, program: &Path) -> Command {
 /// `attacker.py ARGS` as the attacker, with as many open files as root can
 /// give it (a flood needs more than the usual 1024).
 pub fn attacker_python(stage: &Stage, args: &[&str]) -> Command {
+    python_as_attacker(&stage.script, args)
+}
+
+/// The Python program `script` run with `args` as the attacker, with as
+/// many open files as root can give it.
+pub fn python_as_attacker(script: &Path, args: &[&str]) -> Command {
     let mut c = Command::new("prlimit");
     c.args(["--nofile=16384:16384", "--", "setpriv"])
         .args([
@@ -208,7 +214,7 @@ pub fn attacker_python(stage: &Stage, args: &[&str]) -> Command {
             "/usr/bin/python3",
             "-u",
         ])
-        .arg(&stage.script)
+        .arg(script)
         .args(args);
     c
 }
