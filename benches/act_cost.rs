@@ -125,6 +125,6 @@ fn decision(process: ProcessRef, dry_run: bool) -> Decision {
         replayed: false,
         limit: "footprint > 0".into(),
         reason: "benchmark".into(),
-        reach: Reach::own_user(headroom::sys::this_process::effective_uid()),
+        reach: Reach::own_user(headroom::os::this_process::effective_uid()),
     }
 }

@@ -52,9 +52,9 @@ mod linux {
     use std::rc::Rc;
     use std::time::Duration;
 
+    use headroom::os::linux::parse::cgroupfs;
+    use headroom::os::linux::{CeilingReader, LinuxSampler};
     use headroom::sample::Sampler;
-    use headroom::sample::linux::{CeilingReader, LinuxSampler};
-    use headroom::sys::cgroupfs;
 
     const V1_FILES: [&str; 8] = [
         "memory.limit_in_bytes",
@@ -109,7 +109,7 @@ mod linux {
             println!("ceiling_cost: run with `cargo bench --bench ceiling_cost`");
             return;
         }
-        if headroom::sys::this_process::effective_uid() != 0 {
+        if headroom::os::this_process::effective_uid() != 0 {
             eprintln!("ceiling_cost: run as root: it makes memory cgroups");
             std::process::exit(1);
         }

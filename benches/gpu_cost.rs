@@ -39,10 +39,10 @@ mod linux {
     use std::path::PathBuf;
     use std::time::Instant;
 
+    use headroom::os::linux::LinuxSampler;
+    use headroom::os::linux::nvml::NvmlCollector;
     use headroom::sample::Sampler;
-    use headroom::sample::gpu::nvml::NvmlCollector;
     use headroom::sample::gpu::{GpuCollector, GpuMonitor, WithGpu, pid_namespace};
-    use headroom::sample::linux::LinuxSampler;
 
     /// Calls per timed batch, so the clock's own cost (a system call for
     /// this clock) stays small next to what is measured.

@@ -43,8 +43,8 @@ fn main() {
 mod linux {
 
     use crate::common::{Children, cpu_time, env_usize, median, quantile};
+    use headroom::os::linux::LinuxSampler;
     use headroom::sample::Sampler;
-    use headroom::sample::linux::LinuxSampler;
     use std::io::{BufRead, BufReader};
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};

@@ -75,7 +75,7 @@ fn main() {
         containers_log_dir: containers.clone(),
         docker_containers_dir: Default::default(),
     };
-    let trusted = headroom::sys::this_process::effective_uid();
+    let trusted = headroom::os::this_process::effective_uid();
 
     // Interned as the sampler interns them: one string per cgroup.
     let paths: Vec<SharedStr> = (0..n_cgroups)

@@ -126,7 +126,7 @@ fn main() {
         let started = Instant::now();
         let (found, problems) = look_up(
             &[dir.path().to_path_buf()],
-            Some(headroom::sys::this_process::effective_uid()),
+            Some(headroom::os::this_process::effective_uid()),
             Duration::from_secs(1),
         );
         let took = started.elapsed();

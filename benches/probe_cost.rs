@@ -42,8 +42,8 @@ mod linux {
     use std::os::unix::fs::FileExt;
     use std::path::Path;
 
+    use headroom::os::linux::probe::LinuxProbe;
     use headroom::sample::probe::Probe;
-    use headroom::sample::probe::linux::LinuxProbe;
 
     pub fn main() {
         if !std::env::args().any(|a| a == "--bench") {

@@ -51,8 +51,8 @@ mod linux {
     use std::process::{Command, Stdio};
     use std::time::Duration;
 
+    use headroom::os::linux::LinuxSampler;
     use headroom::sample::Sampler;
-    use headroom::sample::linux::LinuxSampler;
     use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
 
     /// Open, read and close `/proc/[pid]/<file>` for every pid listed in

@@ -42,7 +42,7 @@ mod linux {
     use std::net::{TcpListener, TcpStream};
     use std::path::Path;
 
-    use headroom::sys::sockets::{self, TCP_LISTEN};
+    use headroom::os::sockets::{self, TCP_LISTEN};
 
     pub fn main() {
         if !std::env::args().any(|a| a == "--bench") {

@@ -39,8 +39,8 @@ mod linux {
     use std::rc::Rc;
     use std::time::{Duration, Instant};
 
+    use headroom::os::linux::LinuxSampler;
     use headroom::sample::Sampler;
-    use headroom::sample::linux::LinuxSampler;
 
     /// Removes the bench's directory in /dev/shm when dropped.
     struct Files(PathBuf);

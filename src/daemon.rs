@@ -65,7 +65,7 @@ use crate::policy::{Context, Decision, Evaluation, PolicyState, Reach, evaluate}
 use crate::postmortem::PostMortems;
 use crate::report::format_bytes;
 use crate::report::rate_limit::RateLimit;
-use crate::sample::probe::{Probe, Reading};
+use crate::sample::probe::{Probe, ProbeReading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::{DurationHistogram, State};
 use cadence::{AfterProbe, Cadence, Cause, Depth};
@@ -370,13 +370,13 @@ impl Daemon {
         self.tx.send_modify(|s| s.journal = journal);
         let config = self.working.config();
         let notebooks =
-            Notebooks::start(&config.jupyter, crate::sys::this_process::running_as_root());
+            Notebooks::start(&config.jupyter, crate::os::this_process::running_as_root());
         Running {
             pipeline,
             notebooks,
             ctx: Context {
                 self_pid: std::process::id(),
-                self_uid: crate::sys::this_process::effective_uid(),
+                self_uid: crate::os::this_process::effective_uid(),
             },
             policy: PolicyState::default(),
             tracker: Tracker::default(),
@@ -489,7 +489,7 @@ impl Daemon {
         snap.collectors.push(self.events.status());
         snap.collectors.push(run.notebooks.status());
         run.cadence
-            .sampled(Reading::of(&snap, started.into_std()), depth);
+            .sampled(ProbeReading::of(&snap, started.into_std()), depth);
         // After every sample: a process a light tick saw for the first time
         // is watched from the next one on.
         run.watched = watched::watched(&self.working.config().rules, &snap);
@@ -576,7 +576,7 @@ impl Daemon {
                         replayed: snap.replayed,
                         limit: String::new(),
                         reason: sentence,
-                        reach: Reach::own_user(crate::sys::this_process::effective_uid()),
+                        reach: Reach::own_user(crate::os::this_process::effective_uid()),
                     });
                 }
             }
@@ -639,7 +639,7 @@ impl Daemon {
     async fn probe_once(
         &mut self,
         pressure: bool,
-    ) -> Result<Option<Result<Reading, SampleError>>, DaemonError> {
+    ) -> Result<Option<Result<ProbeReading, SampleError>>, DaemonError> {
         let Some(mut probe) = self.probe.take() else {
             return Ok(None);
         };
@@ -708,7 +708,7 @@ impl Daemon {
             Ok(config) => crate::permissions::check_for_root(
                 Some(&path),
                 &config,
-                crate::sys::this_process::effective_uid(),
+                crate::os::this_process::effective_uid(),
             )
             .map(|()| config),
             Err(e) => Err(e),
@@ -843,7 +843,7 @@ mod tests {
             .process(
                 build::process(4242)
                     .start(7)
-                    .uid(crate::sys::this_process::effective_uid())
+                    .uid(crate::os::this_process::effective_uid())
                     .name("python3")
                     .footprint(footprint),
             )

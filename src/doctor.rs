@@ -63,7 +63,7 @@ impl Report {
 
 /// The facts every OS reports: version, OS, architecture, uid.
 fn common_facts() -> Vec<(&'static str, String)> {
-    let uid = match crate::sys::this_process::effective_uid() {
+    let uid = match crate::os::this_process::effective_uid() {
         0 => "0 (root)".to_owned(),
         uid => format!("{uid} (not root)"),
     };
@@ -169,7 +169,7 @@ pub fn run() -> Report {
 /// Whether a daemon runs on the default state directory of whoever runs
 /// the check (root's `/var/lib/headroom`, a user's own), and which.
 fn daemon() -> Check {
-    let journal = crate::journal::default_path(crate::sys::this_process::effective_uid() == 0);
+    let journal = crate::journal::default_path(crate::os::this_process::effective_uid() == 0);
     daemon_check(&journal, crate::journal::state_lock::holder_of(&journal))
 }
 
@@ -209,9 +209,9 @@ fn http_port() -> Check {
     let addr = crate::config::Config::embedded_default().http.listen;
     http_port_check(
         addr,
-        crate::sys::sockets::listener_uids(addr.ip(), addr.port()),
-        crate::sys::this_process::effective_uid(),
-        crate::sample::user_names::user_name,
+        crate::os::sockets::listener_uids(addr.ip(), addr.port()),
+        crate::os::this_process::effective_uid(),
+        crate::os::user_names::user_name,
     )
 }
 

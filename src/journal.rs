@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use crate::config::DaemonConfig;
 use crate::event::Event;
 use crate::model::Timestamp;
-use crate::sys::state_dirs::{StateDirs, state_dirs};
+use crate::os::state_dirs::{StateDirs, state_dirs};
 
 pub use follow::Follower;
 pub use layout::{FileSet, Journals, processes_path, read_events};
@@ -292,10 +292,10 @@ impl Journal {
 /// Where a root daemon's journal belongs, for the advice in errors.
 const JOURNAL_HOME: &str = "/var/lib/headroom/";
 
-/// The journal's directory, as [`crate::sys::trusted_path::check_path`]
+/// The journal's directory, as [`crate::os::trusted_path::check_path`]
 /// sees it.
 fn check_directory(path: &Path, dir: &Path, uid: u32) -> Result<(), JournalError> {
-    crate::sys::trusted_path::check_path(dir, uid).map_err(|u| JournalError::Untrusted {
+    crate::os::trusted_path::check_path(dir, uid).map_err(|u| JournalError::Untrusted {
         path: path.to_path_buf(),
         what: u.what(),
         fix: format!(
@@ -322,7 +322,7 @@ fn check_existing_file(path: &Path, uid: u32) -> Result<(), JournalError> {
             path: path.to_path_buf(),
         });
     }
-    crate::sys::trusted_path::check_path(path, uid).map_err(|u| untrusted_file(path, u.what()))
+    crate::os::trusted_path::check_path(path, uid).map_err(|u| untrusted_file(path, u.what()))
 }
 
 /// A journal file that is not root's own, and what to do about it.

@@ -22,6 +22,7 @@ pub mod local_time;
 pub mod logging;
 pub mod metrics;
 pub mod model;
+pub mod os;
 pub mod permissions;
 pub mod pipeline;
 pub mod policy;
@@ -31,5 +32,5 @@ pub mod report;
 pub mod sample;
 pub mod service;
 pub mod state;
-pub mod sys;
+
 pub mod workload;

@@ -1,7 +1,6 @@
 //! The platform-neutral picture of a machine at one instant.
 //!
-//! Every sampler (Linux `/proc`, macOS Mach, the sysinfo fallback, a replayed
-//! trace) produces a [`Snapshot`]; everything downstream (history, policy,
+//! Every sampler (Linux `/proc`, macOS Mach, a replayed trace) produces a [`Snapshot`]; everything downstream (history, policy,
 //! HTTP, the CLI) reads only these types. All sizes are bytes, converted once
 //! by the sampler that read them. A field the platform cannot provide is
 //! `None`, never a made-up zero.
@@ -15,8 +14,11 @@ mod action;
 pub mod build;
 mod ceiling;
 mod check;
+pub mod exit;
+pub mod gpu_source;
 mod job;
 mod labels;
+pub mod sampling;
 mod shared;
 pub mod text_caps;
 pub use action::{Action, SignalName};
@@ -429,7 +431,7 @@ pub struct ProcessSample {
     /// the v2 `0::` line), e.g. `/kubepods/burstable/pod…/…` or
     /// `/slurm/uid_1000/job_42/step_0`; relative to the cgroup filesystem's
     /// root as the daemon's cgroup namespace sees it. At most
-    /// [`crate::sys::procfs::CGROUP_PATH_MAX`] bytes (a longer path is not
+    /// [`crate::os::linux::parse::procfs::CGROUP_PATH_MAX`] bytes (a longer path is not
     /// kept). Any user may read it, like the file it comes from; names in it
     /// can be another user's choice, so it is shown through [`printable`].
     /// `None` where unknown (macOS, a kernel without cgroups, the sysinfo

@@ -11,7 +11,7 @@
 //! writable by neither group nor others. A sticky directory such as `/tmp`
 //! counts as writable by others, as in OpenSSH's `StrictModes`: keep such
 //! files where only root writes, e.g. `/etc/headroom`. [`check_path`] is the
-//! check ([`crate::sys::trusted_path`]); the paths it guards, and where:
+//! check ([`crate::os::trusted_path`]); the paths it guards, and where:
 //!
 //! - the config file: at start and at every reload ([`check_for_root`]);
 //! - each hook program and its arguments ([`check_hook`]): at config load,
@@ -26,7 +26,7 @@
 //!   and takes settings (`-S`, `-C`, `NAME=value`) that no check can follow;
 //!   name the program itself;
 //! - the NVML library `[gpu] nvml_library`: at every load attempt, at start
-//!   and at each retry ([`crate::sample::gpu::nvml`]): an untrusted one is
+//!   and at each retry ([`crate::os::linux::nvml`]): an untrusted one is
 //!   not loaded and the collector says why;
 //! - the desktop notifier (`notify-send`, `osascript`): looked for in `/usr/bin`
 //!   and `/bin` only, never on `PATH`, and run only if it passes, before every
@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Config, ConfigError};
 use crate::model::Action;
-use crate::sys::trusted_path::check_path;
+use crate::os::trusted_path::check_path;
 
 /// Where root's config belongs, for the advice in errors.
 const CONFIG_HOME: &str = "/etc/headroom/";
@@ -273,7 +273,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::sys::trusted_path::tests::{chmod, private_dir};
+    use crate::os::trusted_path::tests::{chmod, private_dir};
 
     #[test]
     fn nothing_is_checked_for_a_user_daemon() {

@@ -128,7 +128,7 @@ impl Pipeline {
     /// that cannot be opened is logged, and events are then kept in memory
     /// only until a later try succeeds. `None` keeps no journal.
     pub fn start(journal_path: Option<PathBuf>, journal_opts: JournalOptions) -> Self {
-        let trusted_uid = crate::sys::this_process::running_as_root().then_some(0);
+        let trusted_uid = crate::os::this_process::running_as_root().then_some(0);
         Self::start_inner(
             Mode::Live,
             journal_path,
@@ -142,7 +142,7 @@ impl Pipeline {
     /// ([`ActuatorOptions::replay`]), and its journal, if it keeps one
     /// (`journal_path`), marks every line as a replay.
     pub fn start_replay(journal_path: Option<PathBuf>, journal_opts: JournalOptions) -> Self {
-        let trusted_uid = crate::sys::this_process::running_as_root().then_some(0);
+        let trusted_uid = crate::os::this_process::running_as_root().then_some(0);
         Self::start_inner(
             Mode::Replay,
             journal_path,
@@ -488,7 +488,7 @@ mod tests {
         let path = dir.path().join("journal.jsonl");
         std::fs::write(&path, "forged\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let uid = crate::sys::this_process::effective_uid();
+        let uid = crate::os::this_process::effective_uid();
 
         let mut p = Pipeline::start_inner(
             Mode::Live,

@@ -872,7 +872,10 @@ mod tests {
 
     #[test]
     fn fixture_cases_classify_as_expected() {
-        let text = include_str!("../tests/fixtures/workload/cases.json");
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/workload/cases.json"
+        ));
         let cases: Vec<Case> = serde_json::from_str(text).expect("cases.json parses");
         assert!(cases.len() >= 30);
         for case in &cases {

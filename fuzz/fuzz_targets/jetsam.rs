@@ -8,7 +8,7 @@
 
 #![no_main]
 
-use headroom::sample::macos::jetsam::{self, StreamLine};
+use headroom::os::macos::parse::jetsam::{self, StreamLine};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

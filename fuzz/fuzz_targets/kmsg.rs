@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use headroom::model::Timestamp;
-use headroom::sample::linux::kmsg::{self, KernelLog, KernelRecords, OomJoiner, OomLine};
+use headroom::os::linux::kmsg::{self, KernelLog, KernelRecords, OomJoiner, OomLine};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,8 +12,8 @@
 use std::path::Path;
 
 use headroom::model::Timestamp;
-use headroom::sample::linux::kmsg;
-use headroom::sample::linux::kmsg_crash::{self, CrashJoiner, KernelLine, KernelRecord};
+use headroom::os::linux::kmsg;
+use headroom::os::linux::kmsg_crash::{self, CrashJoiner, KernelLine, KernelRecord};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,8 +8,8 @@
 #![no_main]
 
 use headroom::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ARGV_TRUNCATED};
-use headroom::sample::macos::procargs;
-use headroom::sys::macos_kinfo as kinfo;
+use headroom::os::macos::parse::procargs;
+use headroom::os::macos::parse::kinfo as kinfo;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

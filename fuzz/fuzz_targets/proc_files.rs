@@ -7,7 +7,7 @@
 
 #![no_main]
 
-use headroom::sys::{cgroupfs, procfs};
+use headroom::os::{cgroupfs, procfs};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(libs.windows(2).all(|w| w[0] < w[1]), "sorted, unique");
         }
         9 => {
-            for entry in headroom::sys::passwd::entries(&text) {
+            for entry in headroom::os::passwd::entries(&text) {
                 assert!(!entry.name.is_empty());
             }
         }

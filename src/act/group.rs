@@ -39,9 +39,10 @@
 use std::io;
 
 use super::identity::{self, Member};
-use super::signal::{Pinned, Verdict, pin};
+use super::signal::Verdict;
 use crate::event::Outcome;
 use crate::model::SignalName;
+use crate::os::native::process::{Pinned, pin};
 use crate::policy::protection::{self, Protection};
 use crate::policy::{Decision, Reach};
 use crate::report::printable;

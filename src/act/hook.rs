@@ -17,9 +17,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::posix;
 use crate::config::format_duration;
 use crate::event::Outcome;
+use crate::os::posix;
 
 /// Bytes of stdout and of stderr kept from a command.
 pub const OUTPUT_LIMIT: usize = 4096;

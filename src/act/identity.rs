@@ -1,68 +1,29 @@
 //! What the actuator asks about a process before it signals it, in
-//! platform-neutral terms: its start time (the second half of a
+//! OS-neutral terms: its start time (the second half of a
 //! [`crate::model::ProcessId`]), whether it catches a signal, its parent,
 //! whether it is a kernel thread; and, for a process group step, the
 //! group's members and each one's owner, name and executable
 //! ([`group_members`], [`member`]).
 //!
-//! Each function forwards to the platform module: `linux.rs` (`/proc`) on
-//! Linux, `macos.rs` (`proc_pidinfo`, `kinfo_proc`) on macOS, `portable.rs`
-//! (sysinfo; no handler check) elsewhere. Start times are
-//! in the unit of the platform's sampler, so they compare equal with the
-//! `start` the sampler recorded.
+//! Each function forwards to this OS's `os::<os>::process` (`/proc` on
+//! Linux; `proc_pidinfo` and `kinfo_proc` on macOS). Start times are in the
+//! unit of the OS's sampler, so they compare equal with the `start` the
+//! sampler recorded.
 
 use std::io;
 
-#[cfg(target_os = "linux")]
-use super::linux as platform;
-#[cfg(target_os = "macos")]
-use super::macos as platform;
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-use super::portable as platform;
-
-/// What each platform module's `stat` reads of one process: the facts
-/// behind [`current_start`], [`parent`] and [`is_kernel_thread`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    pub ppid: u32,
-    /// The start time in the unit of the platform's sampler (its
-    /// `ProcessId::start`): clock ticks since boot on Linux (field 22 of
-    /// `/proc/[pid]/stat`), microseconds since the epoch on macOS
-    /// (`kinfo_proc`'s `p_start`), seconds since the epoch through sysinfo.
-    pub start: u64,
-    /// A kernel thread, which has no user space to signal. macOS has none
-    /// in the process table; pid 0 is `kernel_task`.
-    pub kernel_thread: bool,
-}
+use crate::os::native::process as platform;
+pub use crate::os::process_facts::{Member, ProcStat};
 
 /// The start time of `pid` now; `Ok(None)` if no such process exists.
 pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
-    // macOS: `PROC_PIDTBSDINFO`, falling back to `kinfo_proc` for another
-    // user's process.
-    #[cfg(target_os = "macos")]
-    {
-        platform::current_start(pid)
-    }
-    #[cfg(not(target_os = "macos"))]
-    {
-        platform::stat(pid).map(|s| s.map(|s| s.start))
-    }
+    platform::current_start(pid)
 }
 
 /// True if `pid` has a handler installed for `signal` (not default, not
-/// ignored). An error if the process is gone or the platform cannot tell.
+/// ignored). An error if the process is gone or the OS cannot tell.
 pub fn catches_signal(pid: u32, signal: i32) -> io::Result<bool> {
-    #[cfg(target_os = "linux")]
-    {
-        match platform::caught_signals(pid)? {
-            Some(mask) => Ok(platform::mask_has(mask, signal)),
-            None => Err(gone(pid)),
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        platform::catches_signal(pid, signal)
-    }
+    platform::catches_signal(pid, signal)
 }
 
 /// The parent of `pid`; `Ok(None)` if no such process exists.
@@ -74,24 +35,6 @@ pub fn parent(pid: u32) -> io::Result<Option<u32>> {
 /// `Ok(None)` if no such process exists.
 pub fn is_kernel_thread(pid: u32) -> io::Result<Option<bool>> {
     platform::stat(pid).map(|s| s.map(|s| s.kernel_thread))
-}
-
-/// What the actuator checks about one member of a process group before it
-/// signals it: the same facts the policy judged the target by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
-    pub pid: u32,
-    /// In the unit of [`current_start`].
-    pub start: u64,
-    /// The process group it is in now.
-    pub pgid: u32,
-    /// Real uid; `None` where it cannot be read.
-    pub uid: Option<u32>,
-    /// The name the sampler would record for it.
-    pub name: String,
-    /// The executable's path, where it can be read.
-    pub exe: Option<String>,
-    pub kernel_thread: bool,
 }
 
 /// The pids of the processes in group `pgid` now (Linux: every
@@ -125,11 +68,6 @@ pub fn own_lineage() -> io::Result<Vec<u32>> {
         }
     }
     Ok(chain)
-}
-
-#[cfg(target_os = "linux")]
-fn gone(pid: u32) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("pid {pid} does not exist"))
 }
 
 #[cfg(test)]
@@ -170,7 +108,6 @@ mod tests {
         assert_eq!(parent(pid).unwrap(), None);
         assert_eq!(is_kernel_thread(pid).unwrap(), None);
         // Elsewhere members and handlers cannot be read at all (Unsupported).
-        #[cfg(any(target_os = "linux", target_os = "macos"))]
         {
             assert_eq!(member(pid).unwrap(), None);
             let err = catches_signal(pid, libc::SIGINT).unwrap_err();
@@ -191,7 +128,6 @@ mod tests {
         assert_eq!(current_start(pid).unwrap(), None);
     }
 
-    #[cfg(any(target_os = "linux", target_os = "macos"))]
     #[test]
     fn handlers_are_seen_only_where_installed() {
         use std::io::BufRead;
@@ -225,7 +161,6 @@ mod tests {
         assert_eq!(is_kernel_thread(std::process::id()).unwrap(), Some(false));
     }
 
-    #[cfg(any(target_os = "linux", target_os = "macos"))]
     #[test]
     fn a_group_lists_its_members_and_each_reads_back() {
         use std::os::unix::process::CommandExt as _;
@@ -252,7 +187,7 @@ mod tests {
         assert_eq!(pids, expected);
         let facts = facts.expect("the follower exists");
         assert_eq!(facts.pgid, pgid);
-        assert_eq!(facts.uid, Some(crate::sys::this_process::effective_uid()));
+        assert_eq!(facts.uid, Some(crate::os::this_process::effective_uid()));
         assert_eq!(facts.name, "sleep");
         assert!(facts.exe.is_some_and(|e| e.ends_with("sleep")));
         assert!(!facts.kernel_thread);

@@ -15,23 +15,16 @@
 //! checks, which would look at this machine's processes), no hook, no
 //! notification, whatever the config or `dry_run` say.
 //!
-//! Platform code lives in `linux.rs` (pidfds, `/proc`), `macos.rs`
-//! (`proc_pidinfo`, `kinfo_proc`) and `portable.rs` (sysinfo, elsewhere), behind the neutral [`identity`] functions; `posix.rs`
-//! holds the `kill` and process-group calls every Unix shares; `group.rs`
-//! signals a process group member by member.
+//! What the OS is asked lives in `os::<os>::process` (pidfds and `/proc` on
+//! Linux; `proc_pidinfo` and `kinfo_proc` on macOS), behind the neutral
+//! [`identity`] functions, and `os::posix` (`kill` and process groups);
+//! `group.rs` signals a process group member by member.
 
 pub mod doctor;
 mod group;
 mod hook;
 pub mod identity;
-#[cfg(target_os = "linux")]
-mod linux;
-#[cfg(target_os = "macos")]
-mod macos;
 mod notify;
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-mod portable;
-mod posix;
 mod signal;
 
 use std::path::{Path, PathBuf};
@@ -182,7 +175,7 @@ impl Actuator {
         }
         // Checked at config load, and again here: as root, the program and
         // the files among its arguments must still be root's alone.
-        let euid = crate::sys::this_process::effective_uid();
+        let euid = crate::os::this_process::effective_uid();
         if euid == 0
             && let Err(problem) = crate::permissions::check_hook(command, args, euid)
         {
@@ -239,14 +232,14 @@ impl Actuator {
         }
         let audience = notify::Audience {
             target_uid: d.process.uid,
-            own_uid: crate::sys::this_process::effective_uid(),
+            own_uid: crate::os::this_process::effective_uid(),
         };
         let cmd = notify::command(
             &message,
             audience,
             &self.opts.notifier_dirs,
             &self.opts.runtime_dir,
-            || std::fs::read_to_string(crate::sys::passwd::SYSTEM_PASSWD),
+            || std::fs::read_to_string(crate::os::passwd::SYSTEM_PASSWD),
         );
         let cmd = match cmd {
             Ok(cmd) => cmd,
@@ -310,7 +303,7 @@ pub const HOOK_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 /// `\u{1b}`, `\u{0}`), so a value is one line with no escape sequence and
 /// no NUL.
 pub fn hook_env(d: &Decision) -> Vec<(String, String)> {
-    let home = if crate::sys::this_process::effective_uid() == 0 {
+    let home = if crate::os::this_process::effective_uid() == 0 {
         "/".to_string()
     } else {
         std::env::var("HOME")

@@ -26,9 +26,11 @@
 
 use std::io;
 
-use super::{group, identity, posix};
+use super::{group, identity};
 use crate::event::Outcome;
 use crate::model::SignalName;
+use crate::os::native::process::pin;
+use crate::os::posix;
 use crate::policy::Decision;
 
 /// How a signal step ended.
@@ -178,51 +180,5 @@ pub fn deliver(
              root to act on other users' processes"
         )),
         Err(e) => failed(format!("cannot send {what}: {e}")),
-    }
-}
-
-/// A process held for signalling.
-pub(super) enum Pinned {
-    #[cfg(target_os = "linux")]
-    Fd(super::linux::PidFd),
-    /// No pidfds here: the pid, whose start time the caller checks again
-    /// right before use.
-    Pid(u32),
-}
-
-impl Pinned {
-    /// The pid where no pidfd holds the process: its identity must be
-    /// checked again right before the signal.
-    pub(super) fn unpinned_pid(&self) -> Option<u32> {
-        match self {
-            #[cfg(target_os = "linux")]
-            Pinned::Fd(_) => None,
-            Pinned::Pid(pid) => Some(*pid),
-        }
-    }
-
-    pub(super) fn send(&self, signal: i32) -> io::Result<()> {
-        match self {
-            #[cfg(target_os = "linux")]
-            Pinned::Fd(fd) => fd.send(signal),
-            Pinned::Pid(pid) => posix::kill(*pid, signal),
-        }
-    }
-}
-
-/// Pin `pid`; `Ok(None)` if it does not exist.
-pub(super) fn pin(pid: u32) -> io::Result<Option<Pinned>> {
-    #[cfg(target_os = "linux")]
-    {
-        use super::linux::{Opened, pidfd_open};
-        Ok(match pidfd_open(pid)? {
-            Opened::Fd(fd) => Some(Pinned::Fd(fd)),
-            Opened::Gone => None,
-            Opened::Unsupported => Some(Pinned::Pid(pid)),
-        })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Ok(Some(Pinned::Pid(pid)))
     }
 }

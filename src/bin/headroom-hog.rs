@@ -265,9 +265,9 @@ fn main() -> ExitCode {
     }
 
     if args.lock {
-        match headroom::sys::residency::lock_memory() {
-            headroom::sys::residency::Locked::All => say("locked"),
-            headroom::sys::residency::Locked::Skipped(why) => {
+        match headroom::os::residency::lock_memory() {
+            headroom::os::residency::Locked::All => say("locked"),
+            headroom::os::residency::Locked::Skipped(why) => {
                 eprintln!("headroom-hog: --lock: {why}");
                 return ExitCode::from(1);
             }
@@ -283,7 +283,7 @@ fn main() -> ExitCode {
     ));
     for _ in 0..args.fork {
         let rate = args.fork_write.map(Speed::bytes_per_second);
-        match headroom::sys::ffi_fork::fork_sharer(&mut held, rate) {
+        match headroom::os::ffi_fork::fork_sharer(&mut held, rate) {
             Ok(pid) => say(&format!(
                 "forked pid={pid} at_ms={}",
                 shared.began.elapsed().as_millis()

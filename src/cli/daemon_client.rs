@@ -5,7 +5,7 @@
 //! Any local user can listen on the daemon's port while the daemon does
 //! not (before it starts, or while it waits for the port), and answer in
 //! its place. So before each request the client asks the OS who listens
-//! there ([`crate::sys::sockets::listener_uids`]), and sends nothing to a
+//! there ([`crate::os::sockets::listener_uids`]), and sends nothing to a
 //! listener of any uid but root's (a system daemon) or the client's own (a
 //! daemon the user runs): it refuses, naming the port, the holder and what
 //! to do ([`judge_listeners`]). Where the OS does not list sockets' owners
@@ -133,9 +133,9 @@ impl DaemonClient {
     pub fn holder(&self) -> Result<Holder, GetError> {
         judge_listeners(
             self.addr,
-            crate::sys::sockets::listener_uids(self.addr.ip(), self.addr.port()),
-            crate::sys::this_process::effective_uid(),
-            crate::sample::user_names::user_name,
+            crate::os::sockets::listener_uids(self.addr.ip(), self.addr.port()),
+            crate::os::this_process::effective_uid(),
+            crate::os::user_names::user_name,
         )
     }
 

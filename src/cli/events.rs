@@ -30,7 +30,7 @@ pub struct EventsArgs {
 /// Print the journal's events since `since`; with `follow`, keep printing
 /// new ones until interrupted.
 pub fn events(args: EventsArgs) -> Result<(), CliError> {
-    let is_root = crate::sys::this_process::running_as_root();
+    let is_root = crate::os::this_process::running_as_root();
     let named = args.journal.is_some();
     let path = match (args.journal, args.config) {
         (Some(path), _) => path,
@@ -68,7 +68,7 @@ pub fn events(args: EventsArgs) -> Result<(), CliError> {
                 "; a daemon running as root keeps its journal at {}: read it with \
                  `{}`",
                 root_path.display(),
-                crate::sys::this_process::sudo_command("events")
+                crate::os::this_process::sudo_command("events")
             ));
         }
         if json || follower.is_some() {

@@ -197,7 +197,7 @@ fn from_daemon(client: &DaemonClient, holder: Holder, pid: u32) -> Result<View, 
     // OS tells (Linux); else this command's.
     let self_uid = match holder {
         Holder::Trusted(uid) => uid,
-        Holder::Nobody | Holder::Unknown => crate::sys::this_process::effective_uid(),
+        Holder::Nobody | Holder::Unknown => crate::os::this_process::effective_uid(),
     };
     let ctx = Context {
         // The daemon's own pid is not known here; its status says when it
@@ -261,7 +261,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
              which headroom never acts on)"
         )));
     };
-    let running_as_root = crate::sys::this_process::running_as_root();
+    let running_as_root = crate::os::this_process::running_as_root();
     for problem in crate::jupyter::annotate_once(&config.jupyter, running_as_root, &mut snap) {
         tracing::warn!("{problem}");
     }
@@ -272,7 +272,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
         // No daemon runs: nothing is its own or its ancestor. (This
         // command's own ancestors, its shell, are not a daemon's.)
         self_pid: 0,
-        self_uid: crate::sys::this_process::effective_uid(),
+        self_uid: crate::os::this_process::effective_uid(),
     };
     let verdicts = crate::policy::explain(&config, &history, &snap, ctx, snap.taken_at, &process);
     Ok(View {

@@ -410,7 +410,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             crate::permissions::check_for_root(
                 Some(&file),
                 &config,
-                crate::sys::this_process::effective_uid(),
+                crate::os::this_process::effective_uid(),
             )?;
             if let Some(warning) = no_rules_warning(&file, &config) {
                 eprintln!("headroom: warning: {warning}");

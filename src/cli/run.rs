@@ -42,19 +42,19 @@ pub struct HttpOverrides {
 /// daemon runs on; `service install --system` installs a copy root alone
 /// can change.
 fn warn_if_others_can_replace_this_binary() {
-    if crate::sys::this_process::effective_uid() != 0 {
+    if crate::os::this_process::effective_uid() != 0 {
         return;
     }
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    if let Err(u) = crate::sys::trusted_path::check_path(&exe, 0) {
+    if let Err(u) = crate::os::trusted_path::check_path(&exe, 0) {
         tracing::warn!(
             "running as root from {}, but {}: whoever can change it runs their code as root at \
              the next start; `{}` installs a copy only root can change and runs that",
             exe.display(),
             u.what(),
-            crate::sys::this_process::sudo_command("service install --system")
+            crate::os::this_process::sudo_command("service install --system")
         );
     }
 }
@@ -72,7 +72,7 @@ pub fn run_daemon(
     // anything is taken (the state directory's lock, the port).
     let mut config = load_config(config_path.as_deref())?;
     // As root: a config or hook that others can change is refused (exit 2).
-    let euid = crate::sys::this_process::effective_uid();
+    let euid = crate::os::this_process::effective_uid();
     crate::permissions::check_for_root(config_path.as_deref(), &config, euid)?;
     if let Some(addr) = http.listen {
         config.http.listen = addr;
@@ -138,7 +138,7 @@ pub fn run_daemon(
     warn_if_others_can_replace_this_binary();
     // Room for enforcement's descriptors whatever HTTP clients open; the
     // HTTP server keeps a reserve out of what this leaves.
-    match crate::sys::fd_limit::raise_open_files() {
+    match crate::os::fd_limit::raise_open_files() {
         Ok(limit) => tracing::info!("{}", limit.describe()),
         Err(e) => tracing::warn!("{e}; the HTTP server keeps within the current limit"),
     }
@@ -297,7 +297,7 @@ fn comparable(dir: &Path) -> PathBuf {
 /// that it still samples and acts while the machine thrashes; say what the
 /// platform and the daemon's rights allowed.
 fn stay_resident() {
-    use crate::sys::residency::{self, Locked};
+    use crate::os::residency::{self, Locked};
     match residency::lock_memory() {
         Locked::All => tracing::info!("memory locked: the daemon's pages stay resident"),
         Locked::Skipped(why) => tracing::info!("{why}"),

@@ -131,7 +131,7 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         } => (target, config, print, true, !no_start),
         ServiceCommand::Uninstall { target, print } => (target, None, print, false, true),
     };
-    let uid = crate::sys::this_process::effective_uid();
+    let uid = crate::os::this_process::effective_uid();
     let scope = target.scope(uid);
     let native = Manager::native();
     let manager = target.manager.or(native).ok_or_else(|| {
@@ -148,7 +148,7 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
         can_act_here(manager, native, scope, uid, install, &headroom)?;
     }
     // A system service runs as root: only a binary root alone can change.
-    let trusted = crate::sys::trusted_path::check_path(&running, 0);
+    let trusted = crate::os::trusted_path::check_path(&running, 0);
     let (binary, source) = crate::service::choose(manager, scope, &running, trusted);
     let config = match config {
         Some(c) => {

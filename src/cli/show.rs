@@ -172,7 +172,7 @@ pub fn snapshot(config_path: Option<PathBuf>, output: SnapshotOutput) -> Result<
     let mut snap = sampler
         .sample()
         .map_err(|e| CliError::Runtime(format!("cannot sample this machine: {e}")))?;
-    let running_as_root = crate::sys::this_process::running_as_root();
+    let running_as_root = crate::os::this_process::running_as_root();
     for problem in crate::jupyter::annotate_once(&config.jupyter, running_as_root, &mut snap) {
         tracing::warn!("{problem}");
     }

@@ -26,7 +26,7 @@ pub struct HttpConfig {
     pub max_process_series: usize,
     /// Most connections open at once; more are refused (or the longest-idle one
     /// is closed for the newcomer). Lowered at start to fit the open-file limit
-    /// (`crate::sys::fd_limit::http_connection_budget`). Default 256; 1..=65536.
+    /// (`crate::os::fd_limit::http_connection_budget`). Default 256; 1..=65536.
     pub max_connections: usize,
     /// Show every process's command line, executable and notebook to every client.
     /// Default false: a client that is not root sees them only for its own user's

@@ -472,7 +472,7 @@ pub struct Protect {
     pub exes: Vec<String>,
     /// The highest uid of a system account: name and path protection cover
     /// processes of uids up to this one. Default
-    /// [`crate::sys::accounts::SYSTEM_UID_MAX`] (999 on Linux, 499 on macOS).
+    /// [`crate::os::accounts::SYSTEM_UID_MAX`] (999 on Linux, 499 on macOS).
     pub system_uid_max: u32,
 }
 
@@ -483,7 +483,7 @@ impl Default for Protect {
             names: Vec::new(),
             patterns: Vec::new(),
             exes: Vec::new(),
-            system_uid_max: crate::sys::accounts::SYSTEM_UID_MAX,
+            system_uid_max: crate::os::accounts::SYSTEM_UID_MAX,
         }
     }
 }
@@ -506,7 +506,7 @@ impl Protect {
     /// True if a listed name or path protects a process of `uid`: root and
     /// system accounts only.
     pub fn covers_owner(&self, uid: u32) -> bool {
-        crate::sys::accounts::is_system_account(uid, self.system_uid_max)
+        crate::os::accounts::is_system_account(uid, self.system_uid_max)
     }
 }
 
@@ -588,7 +588,7 @@ pub(crate) fn validate_protect(
         exes.push(exe.into_inner());
     }
     let system_uid_max = match raw.system_uid_max {
-        None => crate::sys::accounts::SYSTEM_UID_MAX,
+        None => crate::os::accounts::SYSTEM_UID_MAX,
         Some(n) => {
             let span = n.span();
             match u32::try_from(*n.get_ref()) {
@@ -1178,7 +1178,7 @@ mod tests {
         let c = config("").unwrap();
         assert_eq!(
             c.protect.system_uid_max,
-            crate::sys::accounts::SYSTEM_UID_MAX
+            crate::os::accounts::SYSTEM_UID_MAX
         );
         assert!(!c.protect.covers_owner(65534), "nobody is anyone's");
     }

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use crate::config::SystemCondition;
 use crate::history::theil_sen_slope;
 use crate::model::PressureLevel;
-use crate::sample::probe::Reading;
+use crate::model::sampling::ProbeReading;
 
 /// The fastest the probe runs while a condition is near.
 pub const MIN_PROBE: Duration = Duration::from_millis(20);
@@ -109,11 +109,11 @@ pub struct Trend {
 
 /// The trend of the readings within [`TREND_WINDOW`] of the newest, if they
 /// are at least three and span [`MIN_TREND_SPAN`].
-pub fn trend(readings: &[Reading]) -> Trend {
+pub fn trend(readings: &[ProbeReading]) -> Trend {
     let Some(newest) = readings.last() else {
         return Trend::default();
     };
-    let recent: Vec<&Reading> = readings
+    let recent: Vec<&ProbeReading> = readings
         .iter()
         .filter(|r| r.at <= newest.at && newest.at.duration_since(r.at) <= TREND_WINDOW)
         .collect();
@@ -123,8 +123,8 @@ pub fn trend(readings: &[Reading]) -> Trend {
     if span < MIN_TREND_SPAN {
         return Trend::default();
     }
-    let x = |r: &Reading| -(newest.at.duration_since(r.at).as_secs_f64());
-    let slope = |y: fn(&Reading) -> u64| {
+    let x = |r: &ProbeReading| -(newest.at.duration_since(r.at).as_secs_f64());
+    let slope = |y: fn(&ProbeReading) -> u64| {
         let points: Vec<(f64, f64)> = recent.iter().map(|r| (x(r), y(r) as f64)).collect();
         theil_sen_slope(&points)
     };
@@ -163,7 +163,12 @@ const NEVER: Approach = Approach {
 /// How `gate` stands against `now` (the latest reading) given `trend`.
 /// All of a gate's conditions must hold, so it holds when the last of them
 /// does: the latest `eta` and `bound` of its conditions.
-pub fn approach(gate: &SystemCondition, now: &Reading, trend: Trend, floor: Floor) -> Approach {
+pub fn approach(
+    gate: &SystemCondition,
+    now: &ProbeReading,
+    trend: Trend,
+    floor: Floor,
+) -> Approach {
     let falling = trend.available.map(|s| -s);
     let below = |threshold: u64| {
         if now.available < threshold {
@@ -266,7 +271,7 @@ pub fn depth(
     cause: Cause,
     now: Instant,
     last_full: Option<(Instant, u64)>,
-    latest: Option<&Reading>,
+    latest: Option<&ProbeReading>,
     near: bool,
     normal: Duration,
 ) -> Depth {
@@ -323,7 +328,7 @@ pub fn next_tick(
 pub struct Cadence {
     gates: Vec<SystemCondition>,
     floor: Floor,
-    readings: VecDeque<Reading>,
+    readings: VecDeque<ProbeReading>,
     /// When the last full read was taken and the available memory then.
     last_full: Option<(Instant, u64)>,
     /// Which gates held at the last sample.
@@ -370,7 +375,7 @@ impl Cadence {
         !self.gates.is_empty()
     }
 
-    fn remember(&mut self, reading: Reading) {
+    fn remember(&mut self, reading: ProbeReading) {
         if self.readings.len() == TREND_READINGS {
             self.readings.pop_front();
         }
@@ -382,7 +387,7 @@ impl Cadence {
         let Some(latest) = self.readings.back() else {
             return vec![Approach::default(); self.gates.len()];
         };
-        let readings: Vec<Reading> = self.readings.iter().copied().collect();
+        let readings: Vec<ProbeReading> = self.readings.iter().copied().collect();
         let trend = trend(&readings);
         self.gates
             .iter()
@@ -391,7 +396,7 @@ impl Cadence {
     }
 
     /// Take in a sample's figures (`depth` deep, read at `reading.at`).
-    pub fn sampled(&mut self, reading: Reading, depth: Depth) {
+    pub fn sampled(&mut self, reading: ProbeReading, depth: Depth) {
         self.remember(reading);
         if depth == Depth::Full {
             self.last_full = Some((reading.at, reading.available));
@@ -405,7 +410,7 @@ impl Cadence {
     }
 
     /// Take in a probe reading and say whether to sample now.
-    pub fn probed(&mut self, reading: Reading, normal: Duration) -> AfterProbe {
+    pub fn probed(&mut self, reading: ProbeReading, normal: Duration) -> AfterProbe {
         self.remember(reading);
         let approaches = self.approaches();
         if newly_holding(&approaches, &self.held) {
@@ -472,8 +477,8 @@ mod tests {
         None
     }
 
-    fn reading(t0: Instant, ms: u64, available: u64) -> Reading {
-        Reading {
+    fn reading(t0: Instant, ms: u64, available: u64) -> ProbeReading {
+        ProbeReading {
             at: t0 + Duration::from_millis(ms),
             total: 16 * GIB,
             available,
@@ -490,7 +495,7 @@ mod tests {
         }
     }
 
-    fn gate_delay(gate: &SystemCondition, readings: &[Reading]) -> Option<Duration> {
+    fn gate_delay(gate: &SystemCondition, readings: &[ProbeReading]) -> Option<Duration> {
         let a = approach(gate, readings.last().unwrap(), trend(readings), linux_floor);
         probe_delay(&[a], &[false])
     }
@@ -516,7 +521,7 @@ mod tests {
         let t0 = Instant::now();
         // Falling 1 GiB/s, 12 MiB above the threshold: crossed in ~11.7 ms,
         // sooner than the fastest regular probe.
-        let readings: Vec<Reading> = (0..5)
+        let readings: Vec<ProbeReading> = (0..5)
             .map(|i| reading(t0, i * 10, 4 * GIB + 12 * MIB + (4 - i) * (GIB / 100)))
             .collect();
         let t = trend(&readings);
@@ -539,7 +544,7 @@ mod tests {
         let t0 = Instant::now();
         // Falling 8 GiB/s, faster than 6000 MiB/s: 1 GiB left is covered
         // in 125 ms, and the probe looks again halfway there.
-        let readings: Vec<Reading> = (0..5)
+        let readings: Vec<ProbeReading> = (0..5)
             .map(|i| reading(t0, i * 10, 5 * GIB + (4 - i) * 80 * (GIB / 1000) + 1))
             .collect();
         let gate = available_below(4 * GIB);
@@ -557,7 +562,7 @@ mod tests {
     #[test]
     fn a_slow_trend_leaves_the_safe_bound_in_charge() {
         let t0 = Instant::now();
-        let readings: Vec<Reading> = (0..5)
+        let readings: Vec<ProbeReading> = (0..5)
             .map(|i| reading(t0, i * 100, 6 * GIB - i * 10 * MIB))
             .collect();
         let gate = available_below(4 * GIB);
@@ -625,7 +630,7 @@ mod tests {
         let bound = a.bound.unwrap();
         let expected = (3 * GIB - 16 * GIB / 10 + 1) as f64 / MAX_FALL_RATE;
         assert!((bound.as_secs_f64() - expected).abs() < 1e-3, "{bound:?}");
-        let warn = Reading {
+        let warn = ProbeReading {
             pressure: PressureLevel::Warn,
             ..r
         };
@@ -657,8 +662,8 @@ mod tests {
             swap_used_above: Some(SizeLimit::Bytes(ByteSize(2 * GIB))),
             ..SystemCondition::default()
         };
-        let readings: Vec<Reading> = (0..4)
-            .map(|i| Reading {
+        let readings: Vec<ProbeReading> = (0..4)
+            .map(|i| ProbeReading {
                 swap_total: 8 * GIB,
                 swap_used: GIB + i * 100 * MIB,
                 ..reading(t0, i * 100, 8 * GIB)

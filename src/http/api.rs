@@ -549,7 +549,7 @@ pub async fn events(
             let state = current(&shared);
             let journal = crate::journal::path_for(
                 &state.config.daemon,
-                crate::sys::this_process::running_as_root(),
+                crate::os::this_process::running_as_root(),
             );
             let sight = viewer.sight(&state.config).await;
             (shown_events(&state.events, sight), journal)

@@ -59,8 +59,8 @@ impl Listening {
 /// where the OS tells.
 pub fn explained(failed: &BindError) -> String {
     let addr = failed.addr();
-    let holders = match crate::sys::sockets::listener_uids(addr.ip(), addr.port()) {
-        Ok(Some(uids)) => describe_holders(&uids, crate::sample::user_names::user_name),
+    let holders = match crate::os::sockets::listener_uids(addr.ip(), addr.port()) {
+        Ok(Some(uids)) => describe_holders(&uids, crate::os::user_names::user_name),
         Ok(None) => String::new(),
         Err(e) => format!(" — who holds the port cannot be read: {e}"),
     };

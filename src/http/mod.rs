@@ -351,7 +351,7 @@ impl Server {
     /// the open-file limit less the descriptors reserved for enforcement.
     fn limits(state: &Shared) -> Limits {
         let http = state.borrow().config.http.clone();
-        let open_files = match crate::sys::fd_limit::open_files_limit() {
+        let open_files = match crate::os::fd_limit::open_files_limit() {
             Ok(soft) => Some(soft),
             Err(e) => {
                 tracing::warn!(
@@ -405,7 +405,7 @@ impl Server {
             .name("headroom-http".into())
             .spawn(move || {
                 // Sampling and acting come first on a busy machine.
-                match crate::sys::this_process::lower_this_thread_priority(HTTP_NICE) {
+                match crate::os::this_process::lower_this_thread_priority(HTTP_NICE) {
                     Ok(Some(nice)) => tracing::debug!("the HTTP server thread runs at nice {nice}"),
                     Ok(None) => {}
                     Err(e) => tracing::debug!("cannot lower the HTTP thread's priority: {e}"),

@@ -3,7 +3,7 @@
 //!
 //! - **A cap on open connections** ([`Limits::max_connections`], kept within
 //!   the share of the open-file limit left after the descriptors reserved
-//!   for enforcement, [`crate::sys::fd_limit`]). At the cap the connection idle the longest
+//!   for enforcement, [`crate::os::fd_limit`]). At the cap the connection idle the longest
 //!   (no request under way) is closed to make room, so a crowd of idle
 //!   sockets cannot lock out `/healthz`; when every connection is busy the
 //!   newcomer gets a canned 503 and is closed at once, so no descriptor
@@ -52,8 +52,8 @@ use tower::ServiceExt as _;
 
 use super::viewer::{LocalAddr, Peer};
 use crate::config::HttpConfig;
+use crate::os::fd_limit;
 use crate::report::rate_limit::RateLimit;
-use crate::sys::fd_limit;
 
 /// The bounds the server keeps. [`Limits::default`] for tests and the
 /// router alone; [`Limits::for_config`] for the daemon.

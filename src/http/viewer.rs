@@ -10,7 +10,7 @@
 //! drawn from them or from its mapped libraries are shown only to a viewer
 //! who is root or who owns the process; anyone else gets the process with
 //! those left out and `"redacted": true`. Where `/proc` hides other users'
-//! processes altogether (`hidepid`, [`crate::sys::proc_visibility`]), a
+//! processes altogether (`hidepid`, [`crate::os::proc_visibility`]), a
 //! viewer who is not root, nor in the mount's exempt group, is not shown
 //! other users' processes at all ([`Sight::OwnOnly`]): not in the process
 //! list, the jobs, the metrics or the events. `http.show_all_users = true`
@@ -29,7 +29,7 @@
 //!
 //! The viewer is the uid owning the client end of the TCP connection, looked
 //! up once per connection ([`Peer`]) from the kernel's socket table
-//! ([`crate::sys::sockets::client_uid`]). A client that cannot be identified
+//! ([`crate::os::sockets::client_uid`]). A client that cannot be identified
 //! (not on loopback, a platform without the table, a failed lookup) is
 //! treated as an unprivileged stranger.
 //!
@@ -60,7 +60,7 @@ use crate::config::Config;
 use crate::model::{
     Action, Argv, HIDDEN_PATH, Job, Labels, ProcessSample, Snapshot, TmpfsFile, Unowned, Workload,
 };
-use crate::sys::proc_visibility::{self, ProcVisibility};
+use crate::os::proc_visibility::{self, ProcVisibility};
 
 /// What replaces each hidden hook argument.
 pub const REDACTED: &str = "[redacted]";
@@ -122,7 +122,7 @@ async fn lookup(client: SocketAddr, server: SocketAddr) -> Option<u32> {
         return None;
     }
     let found =
-        tokio::task::spawn_blocking(move || crate::sys::sockets::client_uid(client, server)).await;
+        tokio::task::spawn_blocking(move || crate::os::sockets::client_uid(client, server)).await;
     match found {
         Ok(Ok(uid)) => uid,
         Ok(Err(e)) => {

@@ -15,7 +15,7 @@
 //! an older holder are reported as such, never trusted further.
 //!
 //! The directory is the journal's, with the journal's rules: as root it must
-//! be one only root can change ([`crate::sys::trusted_path`]), created 0700
+//! be one only root can change ([`crate::os::trusted_path`]), created 0700
 //! if missing; the file is opened without following a link (`O_NOFOLLOW`),
 //! without blocking on a planted FIFO, and must be a regular file of the
 //! daemon's own user (root's, as root) that neither group nor others can
@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Timestamp;
+use crate::os::ffi_flock::{Kind, try_lock};
 use crate::report::printable;
-use crate::sys::ffi_flock::{Kind, try_lock};
 
 /// The lock file's name in the state directory.
 pub const LOCK_NAME: &str = "headroom.lock";
@@ -64,10 +64,10 @@ pub struct Holder {
 impl Holder {
     /// This process, started now, serving nothing yet.
     pub fn this_process() -> Self {
-        let uid = crate::sys::this_process::effective_uid();
-        let user = std::fs::read_to_string(crate::sys::passwd::SYSTEM_PASSWD)
+        let uid = crate::os::this_process::effective_uid();
+        let user = std::fs::read_to_string(crate::os::passwd::SYSTEM_PASSWD)
             .ok()
-            .and_then(|text| crate::sys::passwd::by_uid(&text, uid).map(|e| e.name.to_string()));
+            .and_then(|text| crate::os::passwd::by_uid(&text, uid).map(|e| e.name.to_string()));
         let mut command = std::env::args_os()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
@@ -354,7 +354,7 @@ fn check_file(file: &File, path: &Path, trusted_uid: Option<u32>) -> Result<(), 
 }
 
 fn check_directory(path: &Path, dir: &Path, uid: u32) -> Result<(), LockError> {
-    crate::sys::trusted_path::check_path(dir, uid).map_err(|u| LockError::Untrusted {
+    crate::os::trusted_path::check_path(dir, uid).map_err(|u| LockError::Untrusted {
         path: path.to_path_buf(),
         what: u.what(),
         fix: format!(
@@ -506,7 +506,7 @@ mod tests {
         let path = dir.path().join(LOCK_NAME);
         std::fs::write(&path, "").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let uid = crate::sys::this_process::effective_uid();
+        let uid = crate::os::this_process::effective_uid();
         match StateLock::acquire(&journal_in(dir.path()), Some(uid), holder(1)) {
             // The file, or a directory above it that others can change (a
             // shared build directory), refused first as it must be.

@@ -18,13 +18,13 @@
 //! Whatever cannot be checked (no owner, no pid, a table that cannot be
 //! read, an OS that tells nothing) withholds the token, with the reason.
 //! [`judge_pid`] and [`judge_listeners`] decide from the facts;
-//! [`check`] gathers them from [`crate::sys`].
+//! [`check`] gathers them from [`crate::os`].
 
 use std::io;
 use std::net::IpAddr;
 
-use crate::sys::process_owner;
-use crate::sys::sockets::{self, Listeners};
+use crate::os::process_owner;
+use crate::os::sockets::{self, Listeners};
 
 /// Check that a server whose runtime file is owned by `owner` and names
 /// `pid` may be sent its token at `ip`:`port`. `Err` says why not.

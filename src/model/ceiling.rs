@@ -58,7 +58,7 @@ pub struct Ceiling {
     /// page cache and kernel memory, not only the processes' footprints.
     pub usage: u64,
     /// The page cache the kernel reclaims before it kills: the inactive
-    /// file pages of the subtree (see `sys::cgroupfs::reclaimable_file`).
+    /// file pages of the subtree (see `os::linux::parse::cgroupfs::reclaimable_file`).
     pub reclaimable: u64,
     /// The swap the cgroup may use in all: `memory.swap.max` (v2),
     /// `memory.memsw.limit_in_bytes` − `memory.limit_in_bytes` (v1); `None`

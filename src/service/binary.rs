@@ -7,7 +7,7 @@
 //! Intel Homebrew's `/usr/local/bin`, which belongs to the user who installed
 //! Homebrew) hands that user root at the next start. [`choose`] keeps the
 //! running executable when it passes the trusted-path check hooks and the
-//! NVML library pass ([`crate::sys::trusted_path::check_path`], root as the
+//! NVML library pass ([`crate::os::trusted_path::check_path`], root as the
 //! only trusted uid), and otherwise plans a copy at [`root_binary`]'s path:
 //! `/usr/local/sbin/headroom` on Linux, `/usr/local/libexec/headroom/headroom`
 //! on macOS (`/usr/local/bin` and `/usr/local/sbin` are Homebrew's there;
@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Manager, Scope};
-use crate::sys::trusted_path::Untrusted;
+use crate::os::trusted_path::Untrusted;
 
 /// Where a system service's own copy of headroom goes under systemd.
 pub const SYSTEMD_ROOT_BINARY: &str = "/usr/local/sbin/headroom";
@@ -130,7 +130,7 @@ pub fn fragile_note(binary: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::trusted_path::Problem;
+    use crate::os::trusted_path::Problem;
 
     fn untrusted() -> Untrusted {
         Untrusted {

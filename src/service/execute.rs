@@ -10,7 +10,7 @@ use std::process::Command;
 
 use super::ServiceError;
 use super::plan::{CommandStep, Contents, CopyStep, DirStep, FileStep, Plan};
-use crate::sys::trusted_path::check_path;
+use crate::os::trusted_path::check_path;
 
 impl Plan {
     /// Carry the plan out: the copy of headroom, directories, files,
@@ -208,7 +208,7 @@ fn install_copy(c: &CopyStep) -> Result<(), ServiceError> {
     refuse_symlink(&c.to)?;
     let running = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
     let read = if running.as_deref() == Some(c.from.as_path()) {
-        crate::sys::this_process::own_image(&c.from)
+        crate::os::this_process::own_image(&c.from)
     } else {
         c.from.clone()
     };
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn a_copy_where_others_can_write_is_refused_before_anything_is_written() {
-        use crate::sys::trusted_path::tests::{chmod, private_dir};
+        use crate::os::trusted_path::tests::{chmod, private_dir};
         let (dir, _) = private_dir();
         let open = dir.path().join("sbin");
         std::fs::create_dir(&open).unwrap();

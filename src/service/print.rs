@@ -7,7 +7,7 @@ use super::Manager;
 use super::launchd::MACOS_ADMIN_GID;
 use super::plan::{Contents, Plan};
 
-pub use crate::sys::this_process::shell_word;
+pub use crate::os::this_process::shell_word;
 
 /// `root:wheel`, `root:admin`, `501:20`: an owner as `chown` takes it.
 fn owner_name(owner: (u32, u32), manager: Manager) -> String {

@@ -39,7 +39,7 @@ impl LimitedCgroup {
     fn new(tag: &str, limit: u64) -> Self {
         need_root();
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mounts = headroom::sys::cgroupfs::parse_mountinfo(&mountinfo);
+        let mounts = headroom::os::linux::parse::cgroupfs::parse_mountinfo(&mountinfo);
         let (v1, mount) = match (&mounts.v1_memory, &mounts.v2) {
             (Some(m), _) => (true, m.point.clone()),
             (None, Some(m)) => (false, m.point.clone()),
@@ -98,7 +98,7 @@ impl LimitedCgroup {
             "memory.events"
         };
         let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
-        headroom::sys::cgroupfs::keyed_value(&text, "oom_kill").unwrap_or(0)
+        headroom::os::linux::parse::cgroupfs::keyed_value(&text, "oom_kill").unwrap_or(0)
     }
 }
 

@@ -31,7 +31,7 @@ const LIBRARY_C: &str = "int crashing_op_segv(void) { return *(volatile int *)0;
                          void crashing_op_ill(void) { __builtin_trap(); }\n";
 
 fn require_environment() {
-    let euid = headroom::sys::this_process::effective_uid();
+    let euid = headroom::os::this_process::effective_uid();
     assert_eq!(
         euid, 0,
         "tests/crash_postmortems.rs must run as root (it is an environment-tier test): the daemon \

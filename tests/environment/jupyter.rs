@@ -797,7 +797,7 @@ mod whole_machine {
         let jupyter = Jupyter::start();
         let notebook = "work/keras.ipynb";
         let (kernel_id, pid) = jupyter.open_notebook(notebook);
-        let me = headroom::sys::this_process::effective_uid();
+        let me = headroom::os::this_process::effective_uid();
         assert_eq!(uid_of(pid), me, "the kernel runs as the tests' user");
         let sandbox = support::private_dir();
         let config = default_config(&sandbox.path().join("journal.jsonl"), &jupyter);

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use headroom::model::Snapshot;
-use headroom::sample::gpu::nvml::NvmlCollector;
+use headroom::os::linux::nvml::NvmlCollector;
 use headroom::sample::gpu::{GpuMonitor, RETRY_AFTER};
 
 use crate::support;

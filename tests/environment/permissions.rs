@@ -1,8 +1,8 @@
 //! The permission check of a root daemon's config and hooks
-//! (`headroom::sys::trusted_path::check_path`) where it needs root or a
+//! (`headroom::os::trusted_path::check_path`) where it needs root or a
 //! tool: a file another user owns, and a POSIX ACL.
 //!
-//! Why `headroom::sys::trusted_path::acl_write_rights` reads no ACL on Linux, with the
+//! Why `headroom::os::trusted_path::acl_write_rights` reads no ACL on Linux, with the
 //! real `setfacl` and `getfacl` (Debian's `acl`; `scripts/test.sh` installs
 //! it): a POSIX ACL entry that lets another user or group write raises the
 //! mask, which is what the group bits of the mode show, and once `chmod g-w`
@@ -15,7 +15,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::process::Command;
 
-use headroom::sys::trusted_path::{Problem, check_path};
+use headroom::os::trusted_path::{Problem, check_path};
 
 use crate::support::{NOBODY, chmod, need_root, need_tools, private_dir};
 
@@ -37,7 +37,7 @@ fn mode(p: &Path) -> u32 {
 #[test]
 fn a_posix_acl_that_lets_others_write_shows_in_the_group_bits() {
     need_tools(&[("setfacl", "acl"), ("getfacl", "acl")]);
-    let uid = headroom::sys::this_process::effective_uid();
+    let uid = headroom::os::this_process::effective_uid();
     // Under target/tmp, which only the checkout's owner can write: the
     // permission check judges the file, not a shared /tmp above it.
     let dir = private_dir();

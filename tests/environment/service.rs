@@ -80,7 +80,7 @@ fn unit_of(scope: Scope) -> String {
         source: service::BinarySource::InPlace,
         config: Some(valid_config()),
         home: Some(home.path().to_path_buf()),
-        uid: headroom::sys::this_process::effective_uid(),
+        uid: headroom::os::this_process::effective_uid(),
     })
     .unwrap()
 }

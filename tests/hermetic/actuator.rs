@@ -36,7 +36,7 @@ const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
 const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
 
 fn is_root() -> bool {
-    headroom::sys::this_process::effective_uid() == 0
+    headroom::os::this_process::effective_uid() == 0
 }
 
 /// A private directory under `target/tmp` (root trusts it, unlike `/tmp`).
@@ -597,7 +597,7 @@ fn recording_notifier() -> (tempfile::TempDir, PathBuf, ActuatorOptions) {
     .unwrap();
     crate::support::chmod(&notifier, 0o755);
     let runtime = dir.path().join("run");
-    let own = runtime.join(headroom::sys::this_process::effective_uid().to_string());
+    let own = runtime.join(headroom::os::this_process::effective_uid().to_string());
     std::fs::create_dir_all(&own).unwrap();
     std::fs::write(own.join("bus"), "").unwrap();
     let opts = ActuatorOptions {

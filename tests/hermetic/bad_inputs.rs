@@ -767,8 +767,8 @@ fn copy_tree(from: &Path, to: &Path) {
 #[cfg(target_os = "linux")]
 #[test]
 fn broken_proc_files_fail_the_sample_or_skip_the_process_with_a_count() {
+    use headroom::os::linux::LinuxSampler;
     use headroom::sample::Sampler;
-    use headroom::sample::linux::LinuxSampler;
 
     let meminfo = std::fs::read_to_string(fixtures().join("proc/basic/meminfo")).expect("read");
     // (what, file, new content, the sample's error or None if it must

@@ -309,9 +309,9 @@ fn the_config_refuses_of_limit_where_it_means_nothing_and_pressure_per_cgroup() 
 #[cfg(target_os = "linux")]
 mod collector {
     use super::*;
+    use headroom::os::linux::LinuxSampler;
+    use headroom::os::linux::parse::cgroupfs::{CgroupMount, CgroupMounts};
     use headroom::sample::Sampler;
-    use headroom::sample::linux::LinuxSampler;
-    use headroom::sys::cgroupfs::{CgroupMount, CgroupMounts};
     use std::path::{Path, PathBuf};
 
     fn fixtures() -> PathBuf {
@@ -426,7 +426,7 @@ mod collector {
         )
         .unwrap();
         let mut seen = None;
-        for _ in 0..headroom::sample::linux::LIMITS_EVERY {
+        for _ in 0..headroom::os::linux::LIMITS_EVERY {
             seen = Some(ceiling_of(&reader.sample().unwrap(), 6441).unwrap().limit());
         }
         assert_eq!(seen, Some(GIB / 2));

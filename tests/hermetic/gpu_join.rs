@@ -9,10 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use headroom::model::{Framework, Snapshot, WorkloadKind};
+use headroom::os::linux::LinuxSampler;
 use headroom::sample::Sampler;
 use headroom::sample::gpu::fake::{FakeGpu, device, process};
 use headroom::sample::gpu::{PidView, WithGpu};
-use headroom::sample::linux::LinuxSampler;
 
 const GIB: u64 = 1 << 30;
 

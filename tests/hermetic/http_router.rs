@@ -774,7 +774,7 @@ mod server {
     /// Like [`users_state`], with every process the tests' user's own, so
     /// that the whole padded command lines are theirs to see, as root or not.
     fn own_state(pad: usize) -> State {
-        let me = headroom::sys::this_process::effective_uid();
+        let me = headroom::os::this_process::effective_uid();
         let mut snap = users_snapshot(pad);
         for p in &mut snap.processes {
             p.uid = Some(me);
@@ -880,7 +880,7 @@ mod server {
         assert_eq!(status, 503, "{body}");
         // Every client here is this test's user: its share is what ran out,
         // and the refusal names whose it is.
-        let me = headroom::sys::this_process::effective_uid();
+        let me = headroom::os::this_process::effective_uid();
         assert!(
             body.contains(&format!(
                 "uid {me} already has as many event streams open as one viewer gets (2)"
@@ -1004,7 +1004,7 @@ mod server {
         // Encoded first, away from any socket: on a busy machine the debug
         // build's 12 MiB encoding can outlast the short idle timeout this
         // test needs, and would count as the connection idling.
-        let me = headroom::sys::this_process::effective_uid();
+        let me = headroom::os::this_process::effective_uid();
         let warm = tokio::runtime::Runtime::new()
             .expect("runtime")
             .block_on(get_as(
@@ -1073,7 +1073,7 @@ mod server {
             large_response_wait: Duration::from_millis(300),
             ..patient(16)
         };
-        let me = headroom::sys::this_process::effective_uid();
+        let me = headroom::os::this_process::effective_uid();
         unread_answers_refuse_the_next(
             limits,
             1,

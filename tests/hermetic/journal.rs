@@ -293,7 +293,7 @@ fn a_checked_journal_in_a_directory_others_can_write_is_refused_untouched() {
     let path = prepared_journal(dir.path(), None);
     assert_refused_untouched(
         &path,
-        headroom::sys::this_process::effective_uid(),
+        headroom::os::this_process::effective_uid(),
         "is writable by users other than root (mode 0777)",
     );
 }
@@ -305,7 +305,7 @@ fn a_checked_journal_file_others_can_write_is_refused_untouched() {
     std::fs::write(&path, FORGED).unwrap();
     support::chmod(&path, 0o666);
     let before = state_of(&path);
-    let uid = headroom::sys::this_process::effective_uid();
+    let uid = headroom::os::this_process::effective_uid();
     let (what, fix) =
         untrusted(Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err());
     let shown = path.display().to_string();
@@ -336,7 +336,7 @@ fn a_checked_journal_that_is_a_link_is_refused_and_its_target_untouched() {
     std::fs::write(&victim, "root's file\n").unwrap();
     let path = dir.path().join("journal.jsonl");
     std::os::unix::fs::symlink(&victim, &path).unwrap();
-    let uid = headroom::sys::this_process::effective_uid();
+    let uid = headroom::os::this_process::effective_uid();
     let (what, fix) =
         untrusted(Journal::open_checked(&path, JournalOptions::default(), uid).unwrap_err());
     assert_eq!(what, format!("{} is a symbolic link", path.display()));
@@ -348,7 +348,7 @@ fn a_checked_journal_that_is_a_link_is_refused_and_its_target_untouched() {
 fn a_checked_journal_is_created_private_in_a_new_directory() {
     let dir = support::private_dir();
     let path = dir.path().join("a/b/journal.jsonl");
-    let uid = headroom::sys::this_process::effective_uid();
+    let uid = headroom::os::this_process::effective_uid();
     let mut j = Journal::open_checked(&path, JournalOptions::default(), uid).unwrap();
     j.append(&event(7)).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
@@ -369,7 +369,7 @@ fn rotation_does_not_write_through_a_link_at_a_rotated_name() {
         std::os::unix::fs::symlink(&victim, logs.join(format!("journal.jsonl.{n}"))).unwrap();
     }
     let line_len = serde_json::to_string(&event(100)).unwrap().len() as u64 + 1;
-    let uid = headroom::sys::this_process::effective_uid();
+    let uid = headroom::os::this_process::effective_uid();
     let mut j = Journal::open_checked(&path, opts(line_len, 3), uid).unwrap();
     for at in 100..110 {
         j.append(&event(at)).unwrap();

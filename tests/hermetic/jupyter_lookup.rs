@@ -100,7 +100,7 @@ fn server_file(dir: &Path, n: u32, url: &str, token: &str) -> PathBuf {
 /// The owner of the runtime files these tests write: a lookup for this
 /// user's kernels asks them.
 fn me() -> Option<u32> {
-    Some(headroom::sys::this_process::effective_uid())
+    Some(headroom::os::this_process::effective_uid())
 }
 
 fn free_port() -> u16 {

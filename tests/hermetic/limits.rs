@@ -287,7 +287,7 @@ fn megabytes_of_arguments_are_cut_in_the_snapshot() {
             std::io::Read::read(&mut f, &mut b).ok().filter(|&n| n > 0)
         });
     }
-    let mut sampler = headroom::sample::linux::LinuxSampler::new("/proc");
+    let mut sampler = headroom::os::linux::LinuxSampler::new("/proc");
     let snap = sampler.sample().expect("a sample");
     for c in &children {
         let p = snap.process(c.0.id()).expect("the child is sampled");
@@ -318,7 +318,7 @@ fn megabytes_of_arguments_are_cut_in_the_snapshot() {
 // ---------------------------------------------------------------------------
 
 fn is_root() -> bool {
-    headroom::sys::this_process::effective_uid() == 0
+    headroom::os::this_process::effective_uid() == 0
 }
 
 /// `headroom explain` with no daemon at the address.
@@ -462,7 +462,7 @@ fn explain_asks_the_running_daemon_for_its_statuses() {
     assert!(
         text.contains(&format!(
             "judged by the headroom daemon at {addr} (running as uid {}, config ",
-            headroom::sys::this_process::effective_uid()
+            headroom::os::this_process::effective_uid()
         )),
         "{text}"
     );

@@ -8,9 +8,9 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use headroom::model::{Basis, Detail, PressureLevel, Snapshot, Timestamp};
-use headroom::sample::linux::LinuxSampler;
+use headroom::os::linux::LinuxSampler;
+use headroom::os::linux::parse::procfs;
 use headroom::sample::{SampleError, Sampler};
-use headroom::sys::procfs;
 
 use crate::support::hog::{HOG, Running};
 
@@ -395,14 +395,14 @@ fn a_parent_and_its_forked_children_are_counted_by_their_proportional_shares() {
 
 fn status_footprint_in_proc(pid: u32) -> u64 {
     let status = std::fs::read(format!("/proc/{pid}/status")).unwrap();
-    headroom::sys::procfs::parse_status(&status)
+    headroom::os::linux::parse::procfs::parse_status(&status)
         .unwrap()
         .footprint()
 }
 
 fn status_footprint_in(tree: &str, pid: &str) -> u64 {
     let status = std::fs::read(fixtures().join(tree).join(pid).join("status")).unwrap();
-    headroom::sys::procfs::parse_status(&status)
+    headroom::os::linux::parse::procfs::parse_status(&status)
         .unwrap()
         .footprint()
 }
@@ -544,7 +544,7 @@ fn each_process_carries_its_memory_cgroup_and_a_move_is_seen() {
     // round-robin identity check.
     std::fs::write(&cgroup, hybrid_cgroup_file("/slurm/uid_1000/job_42/step_0")).unwrap();
     let mut seen = None;
-    for _ in 0..headroom::sample::linux::VERIFY_PERIOD {
+    for _ in 0..headroom::os::linux::VERIFY_PERIOD {
         seen = sampler
             .sample()
             .unwrap()

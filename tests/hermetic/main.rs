@@ -33,7 +33,7 @@ mod daemon;
 mod deploy_manifests;
 mod doctor;
 mod events_cli;
-mod fallback_sampler;
+
 mod gpu_join;
 mod hog;
 mod homebrew_formula;

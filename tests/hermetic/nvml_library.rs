@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use headroom::model::{Framework, Snapshot};
-use headroom::sample::gpu::nvml::NvmlCollector;
+use headroom::os::linux::nvml::NvmlCollector;
 use headroom::sample::gpu::pid_namespace::{self, PidView};
 use headroom::sample::gpu::{GpuCollector, GpuMonitor, RETRY_AFTER};
 

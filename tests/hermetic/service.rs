@@ -88,7 +88,7 @@ const DOCUMENTED: &[&str] = &[
 /// for the system, the test binary itself if only root can change it,
 /// otherwise the root-owned copy the installer makes.
 fn service_binary(manager: Manager, scope: Scope) -> PathBuf {
-    let trusted = headroom::sys::trusted_path::check_path(&binary(), 0);
+    let trusted = headroom::os::trusted_path::check_path(&binary(), 0);
     service::choose(manager, scope, &binary(), trusted).0
 }
 
@@ -352,9 +352,9 @@ fn shipped(manager: Manager, scope: Scope) -> Params {
         manager,
         scope,
         Path::new("/usr/local/bin/headroom"),
-        Err(headroom::sys::trusted_path::Untrusted {
+        Err(headroom::os::trusted_path::Untrusted {
             path: PathBuf::from("/usr/local/bin"),
-            problem: headroom::sys::trusted_path::Problem::Owner { uid: 501 },
+            problem: headroom::os::trusted_path::Problem::Owner { uid: 501 },
         }),
     );
     Params {
@@ -581,7 +581,7 @@ fn no_start_writes_and_enables_the_service_and_starts_nothing() {
         ],
         home.path(),
     ));
-    let uid = headroom::sys::this_process::effective_uid();
+    let uid = headroom::os::this_process::effective_uid();
     assert_eq!(
         commands(&plan),
         [format!("launchctl enable gui/{uid}/io.headroom.agent")],

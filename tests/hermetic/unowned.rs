@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use headroom::model::Snapshot;
+use headroom::os::linux::LinuxSampler;
 use headroom::sample::Sampler;
-use headroom::sample::linux::LinuxSampler;
 
 use crate::support::sys::{SharedMapping, SysvSegment, memfd};
 
@@ -129,7 +129,7 @@ fn a_dev_shm_file_nobody_maps_is_unowned() {
         file.mapped_by.is_empty() && file.open_by.is_empty(),
         "{file:?}"
     );
-    assert_eq!(file.uid, Some(headroom::sys::this_process::effective_uid()));
+    assert_eq!(file.uid, Some(headroom::os::this_process::effective_uid()));
     assert!(u.tmpfs_bytes >= 16 * MIB, "tmpfs_bytes {}", u.tmpfs_bytes);
     assert!(u.bytes() >= 16 * MIB);
 }

@@ -44,7 +44,7 @@ pub fn decision(process: ProcessRef, action: Action) -> Decision {
         replayed: false,
         limit: "footprint > 2 MiB".into(),
         reason: "footprint 4 MiB > 2 MiB".into(),
-        reach: Reach::own_user(headroom::sys::this_process::effective_uid()),
+        reach: Reach::own_user(headroom::os::this_process::effective_uid()),
     }
 }
 

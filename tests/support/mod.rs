@@ -125,7 +125,7 @@ pub fn free_port() -> u16 {
 /// files, a root daemon's refusals) must not pass by doing nothing.
 #[track_caller]
 pub fn need_root() {
-    let uid = headroom::sys::this_process::effective_uid();
+    let uid = headroom::os::this_process::effective_uid();
     assert!(
         uid == 0,
         "this test needs root and runs as uid {uid}: run as root (scripts/test.sh does)"

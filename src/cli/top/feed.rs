@@ -292,7 +292,7 @@ impl LocalSource {
     /// its rules are judged in dry run.
     pub fn new(mut config: Config) -> Self {
         config.daemon.dry_run = true;
-        let as_root = crate::sys::this_process::running_as_root();
+        let as_root = crate::os::this_process::running_as_root();
         Self {
             sampler: crate::sample::platform_sampler(&config.gpu, &config.labels),
             notebooks: crate::jupyter::Notebooks::start(&config.jupyter, as_root),
@@ -300,7 +300,7 @@ impl LocalSource {
             policy: PolicyState::default(),
             ctx: Context {
                 self_pid: std::process::id(),
-                self_uid: crate::sys::this_process::effective_uid(),
+                self_uid: crate::os::this_process::effective_uid(),
             },
             config,
         }

@@ -1,7 +1,7 @@
 //! GPU memory: who holds it, composed onto the OS sampler.
 //!
 //! A [`GpuCollector`] reads devices and their process lists (NVML on Linux:
-//! [`nvml`]; a hand-set list in tests: [`fake`]). [`WithGpu`] wraps any
+//! `os::linux::nvml`; a hand-set list in tests: [`fake`]). [`WithGpu`] wraps any
 //! [`Sampler`]: it takes the inner sample, polls the collector through a
 //! [`GpuMonitor`] (open once, report "unavailable" once, retry every few
 //! minutes, never fail the sample), and joins the devices into the snapshot
@@ -14,86 +14,19 @@
 pub mod fake;
 pub mod join;
 pub mod monitor;
-#[cfg(target_os = "linux")]
-pub mod nvml;
 pub mod pid_namespace;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::config::GpuConfig;
-use crate::model::{CollectorStatus, Snapshot};
+use crate::model::{Check, CollectorStatus, Snapshot};
 use crate::sample::{SampleError, Sampler};
 
 pub use monitor::{GpuMonitor, LogLevel, LogLine, Poll, RETRY_AFTER};
 pub use pid_namespace::PidView;
 
-/// One entry of a driver's process list for a device, as read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawGpuProcess {
-    /// As the driver reports it (NVML: a pid of the host's pid namespace).
-    pub pid: u32,
-    /// Device memory held, bytes; `None` where the driver reports the value
-    /// as not available.
-    pub memory: Option<u64>,
-    /// The MIG GPU instance the entry is for, where MIG is on.
-    pub gpu_instance: Option<u32>,
-}
-
-/// One device as read in one pass.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DeviceReading {
-    pub index: u32,
-    pub name: String,
-    pub uuid: Option<String>,
-    pub memory_total: Option<u64>,
-    pub memory_used: Option<u64>,
-    pub memory_reserved: Option<u64>,
-    /// Busy share, 0–1.
-    pub utilization: Option<f64>,
-    /// Processes with a compute (CUDA) context.
-    pub compute: Vec<RawGpuProcess>,
-    /// Processes with a graphics context.
-    pub graphics: Vec<RawGpuProcess>,
-    /// Queries that failed on this device this pass, in words
-    /// (`processes: GPU is lost`); the other figures are still good.
-    pub problems: Vec<String>,
-}
-
-/// Why a collector cannot be opened or read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct GpuError {
-    /// What is wrong and, where known, what to do.
-    pub message: String,
-    /// True when the machine simply has no driver for this kind of GPU:
-    /// logged as news, not as a warning.
-    pub no_driver: bool,
-}
-
-/// Reads GPUs. Called from the sampler's blocking thread.
-///
-/// [`GpuMonitor`] calls `open` once, then `read` every tick; after a failed
-/// `open`, or a failed `read` followed by `close`, it calls `open` again
-/// only after a few minutes.
-pub trait GpuCollector: Send {
-    /// Short name for logs, metrics and `headroom doctor` (`nvml`).
-    fn name(&self) -> &'static str;
-
-    /// Load the library, initialise it, and find the devices.
-    fn open(&mut self) -> Result<(), GpuError>;
-
-    /// What the open collector found (library, driver, devices, queries the
-    /// devices do not support), in one line.
-    fn describe(&self) -> String;
-
-    /// Read every device. An error means the collector as a whole stopped
-    /// working; a failed query on one device goes into its `problems`.
-    fn read(&mut self) -> Result<Vec<DeviceReading>, GpuError>;
-
-    /// Let go of the library after a failed read.
-    fn close(&mut self);
-}
+pub use crate::model::gpu_source::{DeviceReading, GpuCollector, GpuError, RawGpuProcess};
 
 /// An OS sampler with GPU figures joined in.
 pub struct WithGpu<S> {
@@ -168,16 +101,7 @@ pub fn platform_collector(settings: &GpuConfig) -> Option<Box<dyn GpuCollector>>
     if !settings.nvml {
         return None;
     }
-    #[cfg(target_os = "linux")]
-    {
-        Some(Box::new(nvml::NvmlCollector::new(
-            settings.nvml_library.clone(),
-        )))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
+    crate::os::native::gpu_collector(settings.nvml_library.clone())
 }
 
 /// Wraps `inner` with the platform's GPU collector, or returns it as it is
@@ -221,6 +145,44 @@ pub fn probe(settings: &GpuConfig) -> CollectorStatus {
         ));
     }
     status
+}
+
+/// NVML with the default `[gpu]` settings: the driver's library, its devices.
+/// Where there is no driver, or the static build finds none, it does not
+/// apply.
+///
+/// `None` where this OS has no separate GPU collector (macOS: the sampler
+/// reads the GPU itself and checks it with its other collectors).
+pub fn doctor_check() -> Option<Check> {
+    let settings = GpuConfig::default();
+    platform_collector(&settings)?;
+    let status = probe(&settings);
+    let static_build = status
+        .detail
+        .starts_with(crate::model::gpu_source::STATIC_BUILD_NOTE);
+    Some(if status.up {
+        Check::ok("gpu", format!("NVML: {}", status.detail))
+    } else if static_build && status.applicable {
+        // The driver is loaded, but this build cannot load its library.
+        Check::warn(
+            "gpu",
+            format!("NVML: {}", status.detail),
+            "GPU memory needs a dynamically linked headroom: the .deb, the container image \
+             or a build from source",
+        )
+    } else if static_build || status.detail.contains("not found") {
+        Check::not_applicable(
+            "gpu",
+            format!("NVML: {} — GPU memory is not reported", status.detail),
+        )
+    } else {
+        Check::warn(
+            "gpu",
+            format!("NVML: {}", status.detail),
+            "check the NVIDIA driver with nvidia-smi; set [gpu] nvml_library if the library \
+             is somewhere the loader does not look",
+        )
+    })
 }
 
 #[cfg(test)]

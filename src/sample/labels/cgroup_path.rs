@@ -398,7 +398,10 @@ mod tests {
     use super::*;
     use crate::sample::fixture_block;
 
-    const PATHS: &str = include_str!("../../../tests/fixtures/cgroup/paths.txt");
+    const PATHS: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/cgroup/paths.txt"
+    ));
 
     /// The path a block's lines give: the memory controller's line, else the
     /// v2 line (when not the root), else the first controller's, else a

@@ -6,7 +6,7 @@
 //! The file is root's, but what is in it is what the container's owner
 //! gave Docker: its environment, labels and command line, megabytes if
 //! they like. So it is read only from a directory only root can change
-//! ([`crate::sys::trusted_path`]), only if it is a plain file owned by root
+//! ([`crate::os::trusted_path`]), only if it is a plain file owned by root
 //! (a link is not followed), only up to [`MAX_CONFIG_BYTES`], and only the
 //! top-level `Name` is taken (a nested `"Name"`, such as a swarm service's
 //! or a volume's, is not), and only if it is a name Docker accepts
@@ -142,7 +142,7 @@ impl DockerNames {
         {
             return Some(result.clone());
         }
-        let result = match crate::sys::trusted_path::check_path(dir, self.trusted_uid) {
+        let result = match crate::os::trusted_path::check_path(dir, self.trusted_uid) {
             Ok(()) => Ok(super::kubelet::listable_by_anyone(dir)),
             Err(untrusted) => Err(format!(
                 "{} not read: {untrusted}; names there could be anyone's",
@@ -221,7 +221,10 @@ fn read_name(dir: &Path, id: &str) -> Result<Option<String>, String> {
 mod tests {
     use super::*;
 
-    const CONFIG: &str = include_str!("../../../tests/fixtures/docker/config.v2.json");
+    const CONFIG: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/docker/config.v2.json"
+    ));
 
     #[test]
     fn the_top_level_name_is_taken_without_its_slash() {

@@ -15,7 +15,7 @@
 //! the names in them are what users called their pods.
 //!
 //! A root daemon reads a directory only if only root can change it and the
-//! directories above it ([`crate::sys::trusted_path`]): anyone else could
+//! directories above it ([`crate::os::trusted_path`]): anyone else could
 //! otherwise name any pod anything. Each listing is kept while its
 //! directory is unchanged (its modification time and inode), so a process
 //! in a new cgroup costs one `stat` per directory, and a listing is read
@@ -261,7 +261,7 @@ impl<T> Listing<T> {
         }
         self.stamp = Some(stamp);
         self.entries.clear();
-        if let Err(untrusted) = crate::sys::trusted_path::check_path(&dir, self.trusted_uid) {
+        if let Err(untrusted) = crate::os::trusted_path::check_path(&dir, self.trusted_uid) {
             self.state = State::Failed(format!(
                 "{} not read: {untrusted}; names there could be anyone's",
                 dir.display()

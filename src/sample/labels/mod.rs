@@ -226,7 +226,7 @@ fn resolve(
 pub fn with_labels(sampler: Box<dyn Sampler>, config: &LabelsConfig) -> Box<dyn Sampler> {
     Box::new(Labelled {
         inner: sampler,
-        labeller: Labeller::new(config, crate::sys::this_process::effective_uid()),
+        labeller: Labeller::new(config, crate::os::this_process::effective_uid()),
     })
 }
 
@@ -304,13 +304,13 @@ mod tests {
     }
 
     fn trusted_uid() -> u32 {
-        crate::sys::this_process::effective_uid()
+        crate::os::this_process::effective_uid()
     }
 
     #[test]
     fn processes_of_one_pod_share_one_entry_looked_up_once() {
         let root = kubelet_root();
-        if crate::sys::trusted_path::check_path(root.path(), trusted_uid()).is_err() {
+        if crate::os::trusted_path::check_path(root.path(), trusted_uid()).is_err() {
             // A checkout below a directory others can write: the refusal
             // is tested below; nothing here would be read.
             return;
@@ -354,7 +354,7 @@ mod tests {
     #[test]
     fn a_name_not_found_is_looked_up_again_after_a_while() {
         let root = kubelet_root();
-        if crate::sys::trusted_path::check_path(root.path(), trusted_uid()).is_err() {
+        if crate::os::trusted_path::check_path(root.path(), trusted_uid()).is_err() {
             return;
         }
         let mut labeller = Labeller::new(&config(root.path()), trusted_uid());

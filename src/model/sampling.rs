@@ -1,0 +1,114 @@
+//! What every source of snapshots and every probe of the machine-wide
+//! figures gives, whichever OS or trace it reads: the [`Sampler`] and
+//! [`Probe`] traits, their readings and their errors. The OS layer
+//! (`os::linux`, `os::macos`) and the replay implement them; `sample` and
+//! the daemon use them.
+
+use std::time::Instant;
+
+use crate::model::{PressureLevel, Snapshot};
+
+/// Why a whole sample failed. Per-process failures never get here: they are
+/// counted in [`crate::model::CollectorErrors`].
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// A system-wide source (e.g. `/proc/meminfo`) could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A system-wide source was read but did not parse.
+    #[error("cannot parse {path}: {reason}")]
+    Parse { path: String, reason: String },
+    /// A replayed trace has no more snapshots.
+    #[error("the trace has no more snapshots")]
+    EndOfTrace,
+    /// A replayed trace holds a line that is not a snapshot.
+    #[error("{path}:{line}: not a snapshot: {reason}")]
+    Trace {
+        path: String,
+        line: usize,
+        reason: String,
+    },
+}
+
+/// Produces snapshots. Called from a blocking thread, never on the async
+/// runtime's workers.
+pub trait Sampler: Send {
+    /// Short name for logs and `Snapshot::source`.
+    fn name(&self) -> &'static str;
+
+    /// Take one snapshot of the machine, every process read afresh.
+    fn sample(&mut self) -> Result<Snapshot, SampleError>;
+
+    /// Take a light snapshot: the machine-wide figures and the processes
+    /// that matter read afresh (those this sampler finds interesting, such
+    /// as ML workloads, the largest ones, new ones, and the `watched` pids
+    /// the caller names: those matched by a rule with a per-process limit);
+    /// every other process carries the values of an earlier sample.
+    /// Samplers without a cheaper way take a full sample.
+    fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
+        let _ = watched;
+        self.sample()
+    }
+}
+
+/// A boxed sampler is a sampler, so that wrappers (GPU figures, labels,
+/// jobs) take either a concrete one or one chosen at run time.
+impl Sampler for Box<dyn Sampler> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn sample(&mut self) -> Result<Snapshot, SampleError> {
+        (**self).sample()
+    }
+
+    fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
+        (**self).sample_light(watched)
+    }
+}
+
+/// One look at the machine-wide figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeReading {
+    /// When it was read (monotonic).
+    pub at: Instant,
+    /// Physical memory, bytes.
+    pub total: u64,
+    /// Memory available without swapping, bytes.
+    pub available: u64,
+    /// Swap space, bytes (0: no swap).
+    pub swap_total: u64,
+    /// Swap in use, bytes.
+    pub swap_used: u64,
+    /// The pressure level as a sample would report it; from the available
+    /// share alone when the probe was asked not to read the kernel's
+    /// pressure figures.
+    pub pressure: PressureLevel,
+}
+
+impl ProbeReading {
+    /// The same figures from a full or light sample taken at `at`.
+    pub fn of(snap: &Snapshot, at: Instant) -> Self {
+        Self {
+            at,
+            total: snap.system.total,
+            available: snap.system.available,
+            swap_total: snap.swap.total,
+            swap_used: snap.swap.used,
+            pressure: snap.pressure.level,
+        }
+    }
+}
+
+/// Reads the machine-wide figures. Called from a blocking thread, never on
+/// the async runtime's workers.
+pub trait Probe: Send {
+    /// Read them now. With `pressure` false the kernel's pressure figures
+    /// (Linux PSI) are not read and the level comes from the available
+    /// share alone: no rule asks about pressure.
+    fn read(&mut self, pressure: bool) -> Result<ProbeReading, SampleError>;
+}

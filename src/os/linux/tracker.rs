@@ -1,0 +1,582 @@
+//! The per-process tracker of the Linux sampler: what is known of each
+//! process identity, and the full tick that lists `/proc` and reads it.
+//!
+//! A full tick reads `statm` of every listed process (kept open where the
+//! budget allows: [`default_held_budget`]), reads a new pid in full
+//! ([`Io::first_sight`]), gives exact detail to the [`TOP_EXACT`] largest
+//! and the interesting processes, re-checks the identity of those in this
+//! tick's round-robin slot ([`VERIFY_PERIOD`]) and re-scans the libraries
+//! of Python processes that may have imported a framework since
+//! ([`super::library_rescan`], read by a thread of their own). The light
+//! tick is in [`super::light_tick`]; both end in [`Tracker::end_tick`] and
+//! become samples in [`Tracker::build_processes`]. The module doc of
+//! [`super`] explains why.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+
+use crate::model::{
+    Argv, CollectorErrors, Detail, ProcessId, ProcessSample, SharedStr, Timestamp, Workload,
+    WorkloadKind,
+};
+use crate::os::linux::parse::procfs::{self, Statm, Status};
+use crate::workload::{self, ProcessFacts};
+
+use super::library_rescan::{LibraryScan, ScanBudget};
+use super::library_worker::LibraryWorker;
+use super::proc_reader::Failure;
+use super::process_reads::Io;
+use super::pss::{PssBudget, PssRead, PssWorker};
+
+/// Beyond the ML processes, this many of the largest processes (by `statm`
+/// resident size) are read in full every tick.
+pub const TOP_EXACT: usize = 32;
+
+/// Processes not read in full every tick have their identity (start time)
+/// re-checked once in this many ticks.
+pub const VERIFY_PERIOD: u64 = 20;
+
+/// Open files kept back for the rest of the daemon (sockets, the journal,
+/// GPU libraries) when sizing the number of `statm` files kept open.
+const FD_RESERVE: u64 = 256;
+/// At most this many `statm` files are kept open by default: each costs the
+/// kernel a `struct file` and a seq_file page (about 4.5 KiB).
+const MAX_HELD_FILES: u64 = 4096;
+
+/// Every process identity known, and the tick's bookkeeping.
+#[derive(Debug)]
+pub(super) struct Tracker {
+    /// By pid: walked in pid order to build a snapshot, entries side by
+    /// side in memory (a hash table's order is scattered, and with a few
+    /// hundred bytes per process each lookup there missed the cache).
+    pub(super) tracked: BTreeMap<u32, Tracked>,
+    pub(super) tick: u64,
+    pub(super) scratch: Scratch,
+    /// How many `statm` files may be kept open, and how many are.
+    pub(super) held_budget: usize,
+    pub(super) held: usize,
+    /// The tick the processes were last listed (0: never; light ticks
+    /// follow the first listing). A tracked process belongs to this tick's
+    /// snapshot if it was seen at that listing or since (`seen >=
+    /// listed_at`), so a light tick that does not list carries every known
+    /// process without touching its entry.
+    pub(super) listed_at: u64,
+    /// Kernel threads counted at that listing, counted again by the light
+    /// ticks that carry it.
+    pub(super) listed_kernel_threads: u64,
+    /// The last pid handed out (`/proc/loadavg`) when the processes were
+    /// last listed.
+    pub(super) last_pid: Option<u32>,
+    /// What proportional-share reads may cost, and what they did.
+    pub(super) pss_budget: PssBudget,
+    /// The thread that makes them, once a family has been due.
+    pub(super) pss_worker: Option<PssWorker>,
+    /// What library scans (`maps`) may cost, and what they did.
+    pub(super) library_budget: ScanBudget,
+    /// The thread that makes them, once one has been due.
+    pub(super) library_worker: Option<LibraryWorker>,
+}
+
+/// Reused per-tick lists, kept to avoid reallocating them every tick.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    pub(super) pids: Vec<u32>,
+    /// (statm resident pages, pid) of every user process seen this tick.
+    pub(super) ranking: Vec<(u64, u32)>,
+    /// Classified ML / Python processes: exact every tick.
+    pub(super) interesting: Vec<u32>,
+    /// A light tick's listing, kept apart until it succeeds.
+    pub(super) listing: Vec<u32>,
+    /// Processes in this tick's identity-check slot.
+    pub(super) verify: Vec<u32>,
+    /// Python processes still waiting for a framework to show up.
+    pub(super) rescan: Vec<u32>,
+    /// The pids a light tick re-reads.
+    pub(super) light: Vec<u32>,
+}
+
+impl Scratch {
+    /// File a user process seen this tick into the per-tick lists.
+    fn note(&mut self, pid: u32, t: &Tracked, verify_now: bool) {
+        self.ranking.push((t.statm.resident, pid));
+        if is_interesting(&t.workload) {
+            self.interesting.push(pid);
+        } else if verify_now {
+            self.verify.push(pid);
+        }
+        if t.scan
+            .is_some_and(|scan| !scan.blocked && t.workload.frameworks.is_empty())
+        {
+            self.rescan.push(pid);
+        }
+    }
+}
+
+/// What is known of one process identity.
+#[derive(Debug, Default)]
+pub(super) struct Tracked {
+    pub(super) start: u64,
+    /// The tick this pid was last listed and read; older entries are dropped.
+    pub(super) seen: u64,
+    pub(super) kernel_thread: bool,
+    pub(super) ppid: u32,
+    pub(super) uid: Option<u32>,
+    /// The text every snapshot shares while the identity lives.
+    pub(super) user: Option<SharedStr>,
+    pub(super) name: SharedStr,
+    pub(super) exe: Option<SharedStr>,
+    pub(super) argv: Argv,
+    pub(super) started_at: Option<Timestamp>,
+    pub(super) workload: Workload,
+    pub(super) libraries: Vec<String>,
+    /// Present for processes the classifier wants library scans of.
+    pub(super) scan: Option<LibraryScan>,
+    pub(super) statm: Statm,
+    /// `statm`, kept open and re-read each tick, while the budget allows.
+    pub(super) statm_file: Option<File>,
+    /// The memory-cgroup path, shared with the other processes of its
+    /// cgroup (`cgroup_paths.rs`).
+    pub(super) cgroup: Option<SharedStr>,
+    /// The last full `status` read.
+    pub(super) status: Option<Status>,
+    /// The tick of that read; equal to the current tick means exact.
+    pub(super) status_tick: u64,
+    /// Largest footprint seen for this identity, bytes.
+    pub(super) peak: u64,
+    /// Forked and not exec'd since (`PF_FORKNOEXEC`): it shares its
+    /// parent's pages.
+    pub(super) forked: bool,
+    /// In a family that shares memory (see `pss.rs`) as of the last full tick.
+    pub(super) shares: bool,
+    /// Its last proportional-share read, while it shares.
+    pub(super) pss: Option<PssRead>,
+    /// For a forked child: its own figure when first seen. Until its share
+    /// is read, it counts only what it added since (its parent's share
+    /// holds the pages they share), not every shared page again.
+    pub(super) fork_baseline: Option<u64>,
+}
+
+impl Tracked {
+    /// Its own footprint this tick (RssAnon + RssShmem + VmSwap where
+    /// `status` was read this tick, else `statm`'s resident − shared plus
+    /// the last VmSwap), its resident size and how exact they are; `page`
+    /// is the page size.
+    pub(super) fn own_footprint(&self, tick: u64, page: u64) -> (u64, u64, Detail) {
+        let statm_resident = self.statm.resident.saturating_mul(page);
+        let last_swap = self.status.and_then(|s| s.vm_swap);
+        match self.status {
+            Some(status) if self.status_tick == tick => (
+                status.footprint(),
+                status.vm_rss.unwrap_or(statm_resident),
+                Detail::Exact,
+            ),
+            // statm resident − shared = RssAnon (task_statm() in
+            // fs/proc/task_mmu.c counts shared as file + shmem pages);
+            // swap is the VmSwap of the last full read.
+            _ => (
+                self.statm
+                    .anon()
+                    .saturating_mul(page)
+                    .saturating_add(last_swap.unwrap_or(0)),
+                statm_resident,
+                Detail::Estimated,
+            ),
+        }
+    }
+
+    /// The workload its name, executable, argv and libraries show.
+    pub(super) fn classify(&self) -> Workload {
+        workload::classify(&ProcessFacts {
+            name: &self.name,
+            exe: self.exe.as_deref(),
+            argv: &self.argv,
+            libraries: &self.libraries,
+        })
+    }
+}
+
+impl Tracker {
+    pub(super) fn new() -> Self {
+        Self {
+            tracked: BTreeMap::new(),
+            tick: 0,
+            scratch: Scratch::default(),
+            held_budget: default_held_budget(),
+            held: 0,
+            listed_at: 0,
+            listed_kernel_threads: 0,
+            last_pid: None,
+            pss_budget: PssBudget::default(),
+            pss_worker: None,
+            library_budget: ScanBudget::default(),
+            library_worker: None,
+        }
+    }
+
+    /// Read this tick's processes: in full, or light with the `watched`
+    /// pids re-read (the first tick is full whatever is asked).
+    pub(super) fn sample(
+        &mut self,
+        io: &mut Io,
+        light: Option<&[u32]>,
+        errors: &mut CollectorErrors,
+    ) {
+        match light {
+            Some(watched) if self.listed_at > 0 => self.sample_light(io, watched, errors),
+            _ => self.sample_full(io, errors),
+        }
+    }
+
+    fn sample_full(&mut self, io: &mut Io, errors: &mut CollectorErrors) {
+        let tick = self.tick;
+        self.last_pid = io.read_last_pid();
+        self.listed_at = tick;
+        let mut s = std::mem::take(&mut self.scratch);
+        if io.reader.list_pids(&mut s.pids).is_err() {
+            self.last_pid = None;
+            errors.unreadable += 1;
+        }
+        s.ranking.clear();
+        s.interesting.clear();
+        s.verify.clear();
+        s.rescan.clear();
+
+        // Every listed pid: statm, and the full first-sight read if new.
+        let pids = std::mem::take(&mut s.pids);
+        for &pid in &pids {
+            self.observe(io, pid, &mut s, errors);
+        }
+        s.pids = pids;
+        self.listed_kernel_threads = errors.kernel_threads;
+
+        // Exact detail for the largest and the interesting processes.
+        if s.ranking.len() > TOP_EXACT {
+            s.ranking
+                .select_nth_unstable_by(TOP_EXACT - 1, |a, b| b.0.cmp(&a.0));
+            s.ranking.truncate(TOP_EXACT);
+        }
+        for pid in s
+            .ranking
+            .iter()
+            .map(|r| r.1)
+            .chain(s.interesting.iter().copied())
+        {
+            self.refresh_exact(io, pid, errors);
+        }
+
+        // Round-robin identity check of the others.
+        for &pid in &s.verify {
+            if self
+                .tracked
+                .get(&pid)
+                .is_some_and(|t| t.seen >= self.listed_at && t.status_tick != tick)
+            {
+                self.check_identity(io, pid, errors);
+            }
+        }
+
+        // Python processes that may have imported a framework since.
+        self.scan_libraries(io, &s.rescan, errors);
+
+        // Proportional shares of the families that share memory.
+        let page = io.page_size;
+        self.read_shares(io, page);
+
+        self.end_tick(io, s, true);
+    }
+
+    /// After a listing, forget what it did not list and count the files
+    /// kept by the rest; put the scratch space back.
+    pub(super) fn end_tick(&mut self, io: &mut Io, s: Scratch, listed: bool) {
+        if listed {
+            let listed_at = self.listed_at;
+            let mut held = 0;
+            self.tracked.retain(|_, t| {
+                let keep = t.seen >= listed_at;
+                held += usize::from(keep && t.statm_file.is_some());
+                keep
+            });
+            self.held = held;
+            io.cgroups.prune();
+        }
+        io.reader.trim();
+        self.scratch = s;
+    }
+
+    /// Forget a process found gone.
+    pub(super) fn forget(&mut self, pid: u32) {
+        if self
+            .tracked
+            .remove(&pid)
+            .is_some_and(|t| t.statm_file.is_some())
+        {
+            self.held = self.held.saturating_sub(1);
+        }
+    }
+
+    /// One listed pid: read statm (and everything else if the pid is new),
+    /// or recognise a known kernel thread.
+    pub(super) fn observe(
+        &mut self,
+        io: &mut Io,
+        pid: u32,
+        s: &mut Scratch,
+        errors: &mut CollectorErrors,
+    ) {
+        let tick = self.tick;
+        let verify_now = u64::from(pid) % VERIFY_PERIOD == tick % VERIFY_PERIOD;
+
+        if let Some(t) = self.tracked.get_mut(&pid) {
+            if !t.kernel_thread {
+                let read = match &t.statm_file {
+                    Some(file) => io.read_held_statm(file),
+                    None => io.read_statm(pid).map(|(statm, file)| {
+                        if self.held < self.held_budget {
+                            t.statm_file = Some(file);
+                            self.held += 1;
+                        }
+                        statm
+                    }),
+                };
+                match read {
+                    Ok(statm) => {
+                        t.statm = statm;
+                        t.seen = tick;
+                        if verify_now {
+                            // Processes are moved between cgroups.
+                            t.cgroup = io.cgroups.read(&mut io.reader, pid, t.cgroup.as_ref());
+                        }
+                        s.note(pid, t, verify_now);
+                        return;
+                    }
+                    // The process the kept file was opened for is gone, yet
+                    // its pid is listed: reused, or it exited just now. The
+                    // path read below tells which.
+                    Err(Failure::Vanished) if t.statm_file.is_some() => {
+                        self.tracked.remove(&pid);
+                    }
+                    Err(f) => return f.count(errors),
+                }
+            } else if !verify_now {
+                t.seen = tick;
+                errors.kernel_threads += 1;
+                return;
+            } else {
+                match io.read_stat_identity(pid) {
+                    Ok((start, _, true)) if start == t.start => {
+                        t.seen = tick;
+                        errors.kernel_threads += 1;
+                        return;
+                    }
+                    // The kernel thread is gone and a process took its pid.
+                    Ok(_) => {
+                        self.tracked.remove(&pid);
+                    }
+                    Err(f) => return f.count(errors),
+                }
+            }
+        }
+
+        let (statm, file) = match io.read_statm(pid) {
+            Ok(read) => read,
+            Err(f) => return f.count(errors),
+        };
+        let Some(mut t) = io.first_sight(pid, statm, tick, errors) else {
+            return;
+        };
+        if t.kernel_thread {
+            errors.kernel_threads += 1;
+        } else {
+            if self.held < self.held_budget {
+                t.statm_file = Some(file);
+                self.held += 1;
+            }
+            s.note(pid, &t, verify_now);
+        }
+        self.tracked.insert(pid, t);
+    }
+
+    /// Read `stat` (identity) and `status` (exact memory) of a process seen
+    /// this tick, unless that was already done this tick.
+    pub(super) fn refresh_exact(&mut self, io: &mut Io, pid: u32, errors: &mut CollectorErrors) {
+        let tick = self.tick;
+        if !self
+            .tracked
+            .get(&pid)
+            .is_some_and(|t| t.seen >= self.listed_at && t.status_tick != tick && !t.kernel_thread)
+        {
+            return;
+        }
+        if !self.check_identity(io, pid, errors) {
+            return; // gone, or replaced by a new identity read in full
+        }
+        let Some(t) = self.tracked.get_mut(&pid) else {
+            return;
+        };
+        match io.reader.read_pid(pid, "status") {
+            Ok(data) => match procfs::parse_status(data) {
+                Some(status) => io.set_status(t, status, tick),
+                None => Failure::Unreadable.count(errors),
+            },
+            Err(Failure::Vanished) => {
+                self.forget(pid);
+                Failure::Vanished.count(errors);
+            }
+            Err(f) => f.count(errors),
+        }
+    }
+
+    /// Re-read `stat` of a tracked process. Returns true if the identity is
+    /// unchanged; on a new identity (pid reuse, or exec under a new name) the
+    /// entry is replaced by a fresh first-sight read and false is returned;
+    /// if the process is gone it is forgotten and false is returned.
+    fn check_identity(&mut self, io: &mut Io, pid: u32, errors: &mut CollectorErrors) -> bool {
+        let tick = self.tick;
+        let Some(t) = self.tracked.get_mut(&pid) else {
+            return false;
+        };
+        let start = match io.reader.read_pid(pid, "stat") {
+            Ok(data) => match procfs::parse_stat(data) {
+                Some(st)
+                    if st.start_ticks == t.start
+                        && *String::from_utf8_lossy(st.comm) == *t.name =>
+                {
+                    t.ppid = st.ppid;
+                    t.forked = st.forked_without_exec();
+                    return true;
+                }
+                Some(st) => st.start_ticks,
+                None => {
+                    Failure::Unreadable.count(errors);
+                    return true;
+                }
+            },
+            Err(Failure::Vanished) => {
+                self.forget(pid);
+                Failure::Vanished.count(errors);
+                return false;
+            }
+            Err(f) => {
+                f.count(errors);
+                return true;
+            }
+        };
+        // Same start time but a new name: the process called exec. Keep its
+        // peak, since it is the same process; a new start time is a new one.
+        let peak = if start == t.start { t.peak } else { 0 };
+        let statm = t.statm;
+        match io.first_sight(pid, statm, tick, errors) {
+            Some(mut fresh) => {
+                fresh.peak = fresh.peak.max(peak);
+                self.tracked.insert(pid, fresh);
+            }
+            None => {
+                self.tracked.remove(&pid);
+            }
+        }
+        false
+    }
+
+    /// The processes of this tick, in pid order, as samples; `page` is the
+    /// page size in bytes.
+    pub(super) fn build_processes(&mut self, page: u64) -> Vec<ProcessSample> {
+        let tick = self.tick;
+        // Forked children of ML or Python work whose share is not read
+        // yet, beside a live parent: few, and listed first so that the pass
+        // below can ask. (Their families are read at the next full tick.)
+        let pending: Vec<u32> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.forked && t.pss.is_none() && t.fork_baseline.is_some())
+            .filter(|(_, t)| {
+                self.tracked.get(&t.ppid).is_some_and(|parent| {
+                    parent.seen >= self.listed_at
+                        && !parent.kernel_thread
+                        && (is_interesting(&t.workload) || is_interesting(&parent.workload))
+                })
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
+        let mut out = Vec::with_capacity(self.tracked.len());
+        for (pid, t) in &mut self.tracked {
+            if t.seen < self.listed_at || t.kernel_thread {
+                continue;
+            }
+            let last_swap = t.status.and_then(|s| s.vm_swap);
+            let (own, resident, detail) = t.own_footprint(tick, page);
+            // A process that shares pages counts its proportional share.
+            let (footprint, basis) = match (t.pss.filter(|_| t.shares), t.fork_baseline) {
+                (Some(read), _) => (read.now(own), crate::model::Basis::Pss),
+                // A new forked child, its share not read yet: what it added
+                // since it appeared; the pages it shares are its parent's.
+                (None, Some(baseline)) if pending.binary_search(pid).is_ok() => {
+                    (own.saturating_sub(baseline), crate::model::Basis::Pss)
+                }
+                _ => (own, crate::model::Basis::Rss),
+            };
+            t.peak = t.peak.max(footprint);
+            out.push(ProcessSample {
+                id: ProcessId {
+                    pid: *pid,
+                    start: t.start,
+                },
+                ppid: t.ppid,
+                uid: t.uid,
+                user: t.user.clone(),
+                name: t.name.clone(),
+                exe: t.exe.clone(),
+                argv: t.argv.clone(),
+                started_at: t.started_at,
+                footprint,
+                peak_footprint: Some(t.peak),
+                resident,
+                swapped: last_swap,
+                gpu_memory: None,
+                gpu_client: false,
+                detail,
+                basis,
+                held_open: 0,
+                job: None,
+                forked: t.forked,
+                cgroup: t.cgroup.clone(),
+                workload: t.workload.clone(),
+                labels: None,
+            });
+        }
+        out
+    }
+}
+
+/// Half of the open-file soft limit above [`FD_RESERVE`], at most
+/// [`MAX_HELD_FILES`]; 0 if the limit cannot be read.
+fn default_held_budget() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| procfs::parse_max_open_files(&text))
+        .unwrap_or(0);
+    let budget = (soft.saturating_sub(FD_RESERVE) / 2).min(MAX_HELD_FILES);
+    usize::try_from(budget).unwrap_or(0)
+}
+
+/// ML and Python processes are read in full every tick.
+pub(super) fn is_interesting(w: &Workload) -> bool {
+    w.kind != WorkloadKind::Other || !w.frameworks.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interesting_means_classified() {
+        assert!(!is_interesting(&Workload::default()));
+        assert!(is_interesting(&Workload {
+            kind: WorkloadKind::Python,
+            ..Workload::default()
+        }));
+        assert!(is_interesting(&Workload {
+            frameworks: vec![crate::model::Framework::Cuda],
+            ..Workload::default()
+        }));
+    }
+}

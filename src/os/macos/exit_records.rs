@@ -1,0 +1,195 @@
+//! macOS's record of how processes end: the exit status and end of a
+//! zombie ([`super::exits`]: `kinfo_proc`'s `p_xstat`,
+//! `proc_pid_rusage`'s `ri_proc_exit_abstime`), read only for the suspects;
+//! as root, jetsam's kills as the kernel writes them to the unified log,
+//! followed by a long-lived `log stream` child ([`super::jetsam_stream`]);
+//! and crash reports, the `.ips` files ReportCrash writes to
+//! `/Library/Logs/DiagnosticReports` and each user's
+//! `~/Library/Logs/DiagnosticReports` ([`super::crash_reports`]), looked for
+//! while a watched process has just ended (a report takes seconds to
+//! appear: post-mortems wait for it, `Observed::record_lag`). As a user (a
+//! LaunchAgent): that user's crash reports only; jetsam kills are not
+//! followed (`log stream` shows the kernel's entries only to an
+//! administrator), which the collector status and the post-mortems say.
+//! `sample::exit_causes` holds it as this OS's [`ExitRecords`]; Linux
+//! exports the same names.
+
+use std::collections::HashSet;
+
+use super::parse::post_mortem_sources::{jetsam_kill, macos_check};
+use crate::model::exit::Observed;
+use crate::model::{Check, CollectorStatus, ProcessId, Snapshot};
+
+/// The jetsam stream and crash reports, when opened.
+pub struct ExitRecords {
+    mac: Option<MacSources>,
+}
+
+/// macOS's sources: the jetsam stream (root only) and the crash reports.
+struct MacSources {
+    jetsam: Result<super::jetsam_stream::JetsamStream, String>,
+    reports: super::crash_reports::CrashReportScanner,
+    /// Scan for crash reports until then (a watched process just ended).
+    scan_until: Option<std::time::Instant>,
+}
+
+/// How long crash reports are looked for after a watched process ends,
+/// and how long a post-mortem waits for one.
+const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+impl ExitRecords {
+    /// Records that report nothing (beyond the suspects' exit statuses).
+    pub fn none() -> Self {
+        Self { mac: None }
+    }
+
+    /// Start following jetsam kills (as root) and crash reports. Gives the
+    /// records, what the absence of a record of a process's end means here,
+    /// and what was opened or why not (to be logged once).
+    pub fn open() -> (Self, String, Result<String, String>) {
+        use super::{crash_reports, jetsam_stream};
+        let root = crate::os::this_process::running_as_root();
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let dirs = crash_reports::report_dirs(
+            std::path::Path::new("/Library/Logs/DiagnosticReports"),
+            std::path::Path::new("/Users"),
+            home.as_deref(),
+            root,
+        );
+        let reports = crash_reports::CrashReportScanner::new(dirs, std::time::SystemTime::now());
+        let jetsam = if root {
+            jetsam_stream::JetsamStream::start()
+                .map_err(|e| format!("cannot start the log stream thread: {e}"))
+        } else {
+            Err(jetsam_stream::not_followed())
+        };
+        let (silence, note) = match &jetsam {
+            Ok(_) => (
+                "no jetsam kill of it in the unified log and no crash report for it".to_string(),
+                Ok("jetsam kills followed with `log stream`; crash reports read from DiagnosticReports".to_string()),
+            ),
+            Err(why) => (
+                "no crash report for it, and jetsam kills are not followed here (headroom runs as a user: see `headroom doctor`)".to_string(),
+                Err(format!("jetsam kills: {why}; crash reports read from this user's DiagnosticReports")),
+            ),
+        };
+        (
+            Self {
+                mac: Some(MacSources {
+                    jetsam,
+                    reports,
+                    scan_until: None,
+                }),
+            },
+            silence,
+            note,
+        )
+    }
+
+    /// How the jetsam stream and the crash reports are doing.
+    pub fn collectors(&self, _silence: &str) -> Vec<CollectorStatus> {
+        let Some(mac) = &self.mac else {
+            return Vec::new();
+        };
+        let jetsam = match &mac.jetsam {
+            Ok(stream) => {
+                let s = stream.status();
+                let detail = match (&s.down_because, s.pid) {
+                    (_, Some(pid)) if s.up => format!(
+                        "following the kernel's memorystatus kills with `log stream` (pid {pid})"
+                    ),
+                    (Some(why), _) => why.clone(),
+                    _ => "starting `log stream`".to_string(),
+                };
+                CollectorStatus {
+                    name: "jetsam-log".into(),
+                    up: s.up,
+                    detail,
+                    errors: s.invalid_lines + s.refused_lines + s.dropped + s.restarts,
+                    applicable: true,
+                }
+            }
+            // Not followed as a user: `log stream` shows the kernel's
+            // entries to an administrator only.
+            Err(why) => CollectorStatus {
+                name: "jetsam-log".into(),
+                up: false,
+                detail: why.clone(),
+                errors: 0,
+                applicable: crate::os::this_process::running_as_root(),
+            },
+        };
+        let dirs: Vec<String> = mac
+            .reports
+            .dirs()
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        let mut detail = format!("crash reports read from {}", dirs.join(", "));
+        if let Some(why) = &mac.reports.last_error {
+            detail.push_str(&format!("; the last one refused: {why}"));
+        }
+        let reports = CollectorStatus {
+            name: "crash-reports".into(),
+            up: true,
+            detail,
+            errors: mac.reports.errors,
+            applicable: true,
+        };
+        vec![jetsam, reports]
+    }
+
+    /// What was recorded since the last poll, and how the `suspects` that
+    /// are zombies ended; see `sample::exit_causes::ExitCauses::poll`.
+    pub fn poll(
+        &mut self,
+        snap: &Snapshot,
+        tracked: &HashSet<ProcessId>,
+        suspects: &[ProcessId],
+    ) -> Observed {
+        let now = snap.taken_at;
+        // A zombie's exit status and end, read only for the suspects.
+        let ended = if suspects.is_empty() {
+            Vec::new()
+        } else {
+            super::exits::read_ended(suspects)
+        };
+        let Some(mac) = self.mac.as_mut() else {
+            return Observed {
+                ended,
+                ..Observed::default()
+            };
+        };
+        let kills = match &mac.jetsam {
+            Ok(stream) => stream
+                .drain()
+                .into_iter()
+                .map(|k| jetsam_kill(k, now))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        // A watched process gone from this sample: its crash report, if
+        // any, is written in the next seconds.
+        let instant = std::time::Instant::now();
+        let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+        if tracked.iter().any(|p| !present.contains(p)) {
+            mac.scan_until = Some(instant + REPORT_WAIT);
+        }
+        let crashes = match mac.scan_until {
+            Some(until) if instant <= until => mac.reports.scan(now),
+            _ => Vec::new(),
+        };
+        Observed {
+            kills,
+            crashes,
+            ended,
+            record_lag: REPORT_WAIT,
+            ..Observed::default()
+        }
+    }
+}
+
+/// `headroom doctor`'s check of what post-mortems can learn on this machine.
+pub fn doctor_check() -> Check {
+    macos_check(crate::os::this_process::running_as_root())
+}

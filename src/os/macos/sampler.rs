@@ -1,0 +1,626 @@
+//! [`MacSampler`]: one pass over this Mac's memory, pressure, GPUs and
+//! processes.
+//!
+//! # Per tick
+//!
+//! - System: `host_statistics64` (the only read whose failure fails the
+//!   sample, with `hw.memsize` the first time), `vm.swapusage`, the
+//!   pressure sysctls and `iogpu.wired_limit_mb`.
+//! - GPUs: each `IOAccelerator`'s `PerformanceStatistics` and its user
+//!   clients, each counted for the process holding its pid only if that
+//!   process was there before the client ([`gpu_stats::ClientSightings`]).
+//! - Processes: `proc_listallpids`, then one `proc_pid_rusage` per pid:
+//!   footprint, lifetime peak, resident size, the start time in mach
+//!   ticks, which tells a reused pid from a known one without another call,
+//!   and the exit time, set once the process has ended.
+//!   A pid seen for the first time (or reused) gets the slow reads once:
+//!   `proc_pidinfo(PROC_PIDTBSDINFO)` (owner, parent, name, start time),
+//!   `kinfo_proc` (whether Rosetta 2 translates it; owner, parent, name and
+//!   start where `PROC_PIDTBSDINFO` is refused), `proc_pidpath`,
+//!   `KERN_PROCARGS2` (argv), and the workload classification. They are
+//!   cached per identity.
+//!
+//! # Ended processes
+//!
+//! `proc_listallpids` lists zombies, and `proc_pid_rusage` answers for them
+//! from the copy saved at exit, with `ri_proc_exit_abstime` set. A process
+//! known alive that has ended stays listed, with no memory (a zombie holds
+//! none; the saved resident size is history), until its parent reaps it, so
+//! that the post-mortem code finds it and reads how it ended
+//! ([`super::exits`]), as a Linux zombie is listed. One never seen alive is
+//! skipped: it has no identity to report, and it is no collector error.
+//!
+//! # Rosetta 2
+//!
+//! A process that runs translated carries [`crate::workload::TRANSLATED_EVIDENCE`]
+//! in its workload evidence; an ML workload that does is logged once, with
+//! what to install instead ([`crate::workload::translated_advice`]).
+//!
+//! # Permissions
+//!
+//! Without root, `proc_pid_rusage` and `PROC_PIDTBSDINFO` refuse other
+//! users' processes (EPERM). Such a process is left out of the snapshot
+//! (there is no footprint to report) and counted in
+//! [`CollectorErrors::permission_denied`] every tick: a LaunchAgent sees
+//! its user's processes, the LaunchDaemon (root) sees all. pid 0
+//! (`kernel_task`) is the kernel; its memory is the wired figure, so it is
+//! counted as a kernel thread and skipped.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::exits::{self, Listing};
+use super::ffi_mach::{self, VmInfoReader};
+use super::iokit;
+use super::parse::gpu_stats::{ClientSightings, UserClient};
+use super::parse::{gpu_stats, pressure, procargs, vm};
+use crate::model::sampling::{SampleError, Sampler};
+use crate::model::{
+    Argv, CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
+    SharedStr, Snapshot, SystemMemory, Timestamp, Workload,
+};
+use crate::os::macos::ffi_proc::{self as ffi_proc, Rusage};
+use crate::os::macos::parse::kinfo;
+use crate::os::macos::parse::proc_info::{self as proc_info, Failure, Owner};
+use crate::os::user_names::{SysinfoUsers, UserNames};
+use crate::workload::{ProcessFacts, classify};
+
+/// A process whose argv was read less than this long after it started is
+/// read again next tick: it may not have called `exec` yet.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Samples this Mac. See the module documentation.
+pub struct MacSampler {
+    vm: VmInfoReader,
+    page_size: Option<u64>,
+    memsize: Option<u64>,
+    my_uid: u32,
+    pids: Vec<i32>,
+    args_buf: Vec<u8>,
+    known: HashMap<u32, Known>,
+    users: UserNames<SysinfoUsers<u32>>,
+    gpu_sightings: ClientSightings,
+}
+
+/// What was read once for a process identity.
+struct Known {
+    start_abstime: u64,
+    start_micros: u64,
+    ppid: u32,
+    owner: Option<Owner>,
+    name: SharedStr,
+    exe: Option<SharedStr>,
+    argv: Argv,
+    workload: Workload,
+    /// Read at least [`SETTLE`] after the process started.
+    settled: bool,
+}
+
+impl Default for MacSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MacSampler {
+    pub fn new() -> Self {
+        if ffi_proc::this_process_translated() == Some(true) {
+            tracing::warn!(
+                "headroom itself runs as x86_64 code translated by Rosetta 2: install its arm64 (Apple Silicon) build"
+            );
+        }
+        Self {
+            vm: VmInfoReader::default(),
+            page_size: None,
+            memsize: None,
+            my_uid: ffi_proc::my_uid(),
+            pids: Vec::new(),
+            args_buf: Vec::new(),
+            known: HashMap::new(),
+            users: UserNames::new(SysinfoUsers::new()),
+            gpu_sightings: ClientSightings::default(),
+        }
+    }
+
+    fn system(&mut self) -> Result<(SystemMemory, vm::VmStatistics, u64), SampleError> {
+        let page_size = match self.page_size {
+            Some(p) => p,
+            None => {
+                let p = ffi_mach::page_size().map_err(|e| SampleError::Read {
+                    path: "host_page_size".into(),
+                    source: e,
+                })?;
+                *self.page_size.insert(p)
+            }
+        };
+        let total = match self.memsize {
+            Some(m) => m,
+            None => {
+                let m = ffi_mach::memsize().map_err(|e| SampleError::Read {
+                    path: "sysctl hw.memsize".into(),
+                    source: e,
+                })?;
+                *self.memsize.insert(m)
+            }
+        };
+        let stats = self.vm.read().map_err(|e| SampleError::Parse {
+            path: "host_statistics64(HOST_VM_INFO64)".into(),
+            reason: e.to_string(),
+        })?;
+        Ok((
+            vm::system_memory(&stats, page_size, total),
+            stats,
+            page_size,
+        ))
+    }
+
+    /// The slow reads for a new identity. `None` if the process vanished.
+    fn first_sight(
+        &mut self,
+        pid: u32,
+        usage: &Rusage,
+        errors: &mut CollectorErrors,
+    ) -> Option<Known> {
+        let ipid = proc_info::darwin_pid(pid)?;
+        let info = match ffi_proc::bsd_info(ipid) {
+            Ok(info) => Some(info),
+            Err(errno) => match proc_info::libproc_failure(errno) {
+                Failure::Vanished => {
+                    errors.vanished += 1;
+                    return None;
+                }
+                // rusage worked, so this is unexpected: fall back to the
+                // unprivileged kinfo_proc below.
+                Failure::Denied | Failure::Unreadable => None,
+            },
+        };
+        // kinfo_proc answers for every process: Rosetta's flag, and the
+        // identity where PROC_PIDTBSDINFO was refused.
+        let facts = match ffi_proc::kinfo_proc(ipid).map(|b| kinfo::parse(&b)) {
+            Ok(Ok(Some(k))) => Some(k),
+            Ok(Ok(None)) => {
+                errors.vanished += 1;
+                return None;
+            }
+            _ => None,
+        };
+        let exe = match ffi_proc::pid_path(ipid) {
+            Ok(path) => Some(path),
+            Err(errno) => {
+                if proc_info::libproc_failure(errno) == Failure::Vanished {
+                    errors.vanished += 1;
+                    return None;
+                }
+                None
+            }
+        };
+        let (ppid, owner, name, start_micros) = match (info, &facts) {
+            (Some(i), _) => (i.ppid, Some(i.owner), i.name, i.start_micros),
+            // The same name PROC_PIDTBSDINFO gives, where the executable
+            // can be read (proc_info::fallback_name).
+            (None, Some(k)) => (
+                k.ppid,
+                Some(k.owner()),
+                proc_info::fallback_name(&k.comm, exe.as_deref()),
+                k.start_micros,
+            ),
+            (None, None) => {
+                errors.unreadable += 1;
+                return None;
+            }
+        };
+        let argv = match ffi_proc::procargs(ipid, &mut self.args_buf) {
+            Ok(n) => match procargs::parse_answer(&self.args_buf[..n], self.args_buf.len()) {
+                Ok(args) => args.argv,
+                Err(_) => {
+                    errors.unreadable += 1;
+                    Vec::new()
+                }
+            },
+            Err(errno) => match proc_info::procargs_failure(errno, owner, self.my_uid) {
+                Failure::Vanished => {
+                    errors.vanished += 1;
+                    return None;
+                }
+                Failure::Denied => {
+                    errors.permission_denied += 1;
+                    Vec::new()
+                }
+                Failure::Unreadable => {
+                    errors.unreadable += 1;
+                    Vec::new()
+                }
+            },
+        };
+        let mut workload = classify(&ProcessFacts {
+            name: &name,
+            exe: exe.as_deref(),
+            argv: &argv,
+            libraries: &[],
+        });
+        let age = Timestamp::now().since(proc_info::started_at(start_micros));
+        let settled = age >= SETTLE;
+        if facts.as_ref().is_some_and(|k| k.translated) {
+            crate::workload::mark_translated(&mut workload);
+            // Once per identity (an unsettled reading is read again).
+            let logged = self.known.get(&pid).is_some_and(|k| {
+                k.start_abstime == usage.start_abstime
+                    && crate::workload::is_translated(&k.workload)
+                    && crate::workload::translated_advice(&k.workload).is_some()
+            });
+            if !logged && let Some(advice) = crate::workload::translated_advice(&workload) {
+                tracing::warn!("pid {pid} ({}) {advice}", crate::model::printable(&name));
+            }
+        }
+        Some(Known {
+            start_abstime: usage.start_abstime,
+            start_micros,
+            ppid,
+            owner,
+            name: name.into(),
+            exe: exe.map(SharedStr::from),
+            argv: argv.into(),
+            workload,
+            settled,
+        })
+    }
+
+    fn processes(
+        &mut self,
+        gpu_clients: &HashMap<u32, Vec<UserClient>>,
+        errors: &mut CollectorErrors,
+    ) -> Vec<ProcessSample> {
+        let mut pids = std::mem::take(&mut self.pids);
+        if ffi_proc::list_pids(&mut pids).is_err() {
+            errors.unreadable += 1;
+        }
+        let mut seen = HashSet::with_capacity(pids.len());
+        let mut out = Vec::with_capacity(pids.len());
+        self.users.start_sample();
+        for &ipid in &pids {
+            let Ok(pid) = u32::try_from(ipid) else {
+                continue;
+            };
+            if pid == 0 {
+                errors.kernel_threads += 1;
+                continue;
+            }
+            let usage = match ffi_proc::rusage(ipid) {
+                Ok(u) => u,
+                Err(errno) => {
+                    match proc_info::libproc_failure(errno) {
+                        Failure::Vanished => errors.vanished += 1,
+                        Failure::Denied => errors.permission_denied += 1,
+                        Failure::Unreadable => errors.unreadable += 1,
+                    }
+                    continue;
+                }
+            };
+            let known = self.known.get(&pid).map(|k| (k.start_abstime, k.settled));
+            let how = exits::listing(usage.start_abstime, usage.exit_abstime, known);
+            match how {
+                Listing::Skip => {
+                    self.known.remove(&pid);
+                    continue;
+                }
+                Listing::Read => match self.first_sight(pid, &usage, errors) {
+                    Some(k) => {
+                        self.known.insert(pid, k);
+                    }
+                    None => {
+                        self.known.remove(&pid);
+                        continue;
+                    }
+                },
+                Listing::Known | Listing::Ended => {}
+            }
+            let Some(k) = self.known.get(&pid) else {
+                continue;
+            };
+            seen.insert(pid);
+            let ended = how == Listing::Ended;
+            let uid = k.owner.map(|o| o.real);
+            let start_micros = k.start_micros;
+            let started_at = proc_info::started_at(start_micros);
+            let gpu_client = !ended
+                && gpu_clients.get(&pid).is_some_and(|clients| {
+                    clients
+                        .iter()
+                        .any(|c| self.gpu_sightings.belongs_to(c, started_at, &k.name))
+                });
+            // An ended process holds no memory; its peak stays.
+            let (footprint, resident) = if ended {
+                (0, 0)
+            } else {
+                (usage.footprint, usage.resident)
+            };
+            let mut sample = ProcessSample {
+                id: ProcessId {
+                    pid,
+                    start: start_micros,
+                },
+                ppid: k.ppid,
+                uid,
+                user: None,
+                name: k.name.clone(),
+                exe: k.exe.clone(),
+                argv: k.argv.clone(),
+                started_at: Some(started_at),
+                footprint,
+                peak_footprint: Some(usage.lifetime_max_footprint.max(usage.footprint)),
+                resident,
+                swapped: None,
+                gpu_memory: None,
+                gpu_client,
+                detail: Detail::Exact,
+                // XNU charges a shared anonymous page whole to each task
+                // that maps it, and macOS reports no proportional share.
+                // A job adds up its members' footprints: exact for spawned
+                // workers (Python's default on macOS) and for pages a
+                // forked worker wrote; pages it only read count once per
+                // process that maps them (an upper bound). The sources,
+                // with citations: `Basis::PhysFootprint`.
+                basis: crate::model::Basis::PhysFootprint,
+                held_open: 0,
+                job: None,
+                forked: false,
+                // macOS has no cgroups.
+                cgroup: None,
+                workload: k.workload.clone(),
+                labels: None,
+            };
+            sample.user = uid.and_then(|uid| self.users.name(&uid));
+            out.push(sample);
+        }
+        self.known.retain(|pid, _| seen.contains(pid));
+        self.pids = pids;
+        out
+    }
+}
+
+/// The pressure level: the kernel's, or (if its sysctl cannot be read) the
+/// one the kernel's own rule gives for these VM counts
+/// ([`vm::kernel_pressure_level`]).
+pub(super) fn pressure_level(raw: Option<i64>, stats: &vm::VmStatistics) -> PressureLevel {
+    raw.and_then(pressure::level_from_sysctl)
+        .unwrap_or_else(|| vm::kernel_pressure_level(stats))
+}
+
+impl Sampler for MacSampler {
+    fn name(&self) -> &'static str {
+        "macos"
+    }
+
+    fn sample(&mut self) -> Result<Snapshot, SampleError> {
+        let began = Instant::now();
+        let taken_at = Timestamp::now();
+        let mut errors = CollectorErrors::default();
+
+        let (mut system, stats, page_size) = self.system()?;
+        let xsw = match ffi_mach::swap_usage() {
+            Ok(x) => Some(x),
+            Err(_) => {
+                errors.unreadable += 1;
+                None
+            }
+        };
+        let swap = vm::swap(xsw.as_ref(), &stats, page_size);
+        let level_raw = match ffi_mach::pressure_level_raw() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                errors.unreadable += 1;
+                None
+            }
+        };
+        let free_percent = ffi_mach::memorystatus_level()
+            .ok()
+            .and_then(pressure::free_percent);
+        system.gpu_wired_limit = match ffi_mach::wired_limit_mb() {
+            Ok(mb) => mb.and_then(pressure::wired_limit_bytes),
+            Err(_) => {
+                errors.unreadable += 1;
+                None
+            }
+        };
+        let pressure = Pressure {
+            level: pressure_level(level_raw, &stats),
+            psi: None,
+            free_percent,
+        };
+
+        let mut gpus: Vec<GpuDevice> = Vec::new();
+        let mut gpu_clients: HashMap<u32, Vec<UserClient>> = HashMap::new();
+        match iokit::read_accelerators(true) {
+            Ok(readings) => {
+                // Dated after the read: a client listed now existed by now.
+                self.gpu_sightings
+                    .observe(readings.iter().flat_map(|r| &r.clients), Timestamp::now());
+                for (i, r) in readings.iter().enumerate() {
+                    for c in &r.clients {
+                        gpu_clients.entry(c.pid).or_default().push(c.clone());
+                    }
+                    if r.stats.is_empty() {
+                        continue;
+                    }
+                    let stats = gpu_stats::accelerator_stats(&r.stats);
+                    gpus.push(gpu_stats::gpu_device(
+                        u32::try_from(i).unwrap_or(u32::MAX),
+                        r.model.as_deref(),
+                        &r.class,
+                        &stats,
+                        system.gpu_wired_limit,
+                    ));
+                }
+            }
+            Err(_) => errors.unreadable += 1,
+        }
+
+        let processes = self.processes(&gpu_clients, &mut errors);
+        Ok(Snapshot {
+            taken_at,
+            source: self.name().to_owned(),
+            replayed: false,
+            sample_micros: u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),
+            system,
+            swap,
+            pressure,
+            gpus,
+            processes,
+            jobs: Vec::new(),
+            unowned: Default::default(),
+            // macOS has no memory cgroups.
+            ceilings: Vec::new(),
+            errors,
+            collectors: Vec::new(),
+            notes: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! These run on a Mac only: they check the sampler against the
+    //! machine it runs on.
+
+    use super::*;
+
+    #[test]
+    fn the_sampler_lists_this_test_process_with_its_footprint() {
+        let mut sampler = MacSampler::new();
+        let snap = sampler.sample().unwrap();
+        let me = snap.process(std::process::id()).expect("this process");
+        assert!(me.footprint > 0);
+        assert_eq!(me.uid, Some(ffi_proc::my_uid()));
+        assert!(me.started_at.is_some());
+        assert!(snap.system.total > 0 && snap.system.available <= snap.system.total);
+        assert_eq!(snap.source, "macos");
+    }
+
+    #[test]
+    fn allocating_256_mib_grows_the_footprint_by_that_much() {
+        const MIB: u64 = 1 << 20;
+        let me = std::process::id() as i32;
+        let before = ffi_proc::rusage(me).unwrap().footprint;
+        // Touch every page so it is dirty memory, not a reservation.
+        let block = vec![1u8; (256 * MIB) as usize];
+        let during = ffi_proc::rusage(me).unwrap().footprint;
+        std::hint::black_box(&block);
+        let grown = during.saturating_sub(before);
+        assert!(
+            (250 * MIB..=300 * MIB).contains(&grown),
+            "footprint grew by {} MiB",
+            grown / MIB
+        );
+        drop(block);
+    }
+
+    #[test]
+    fn the_pressure_level_reads_as_a_dispatch_flag() {
+        let raw = ffi_mach::pressure_level_raw().unwrap();
+        assert!(
+            [1, 2, 4].contains(&raw),
+            "kern.memorystatus_vm_pressure_level = {raw}"
+        );
+    }
+
+    #[test]
+    fn host_statistics_accepts_this_kernels_count() {
+        let mut reader = VmInfoReader::default();
+        let stats = reader.read().unwrap();
+        assert!(stats.free_count > 0 && stats.wire_count > 0);
+        assert!(reader.count() >= vm::REV1_COUNT);
+        // A second read reuses the count without a retry.
+        reader.read().unwrap();
+    }
+
+    #[test]
+    fn this_process_reads_back_through_kinfo_and_procargs() {
+        let me = std::process::id() as i32;
+        let k = crate::os::macos::parse::kinfo::parse(&ffi_proc::kinfo_proc(me).unwrap())
+            .unwrap()
+            .unwrap();
+        let b = ffi_proc::bsd_info(me).unwrap();
+        assert_eq!(k.pid, std::process::id());
+        assert_eq!(k.start_micros, b.start_micros);
+        assert_eq!(k.ppid, b.ppid);
+        assert_eq!(k.owner(), b.owner);
+        // Whether this test binary runs translated, two ways.
+        assert_eq!(Some(k.translated), ffi_proc::this_process_translated());
+        let mut buf = Vec::new();
+        let n = ffi_proc::procargs(me, &mut buf).unwrap();
+        let args = procargs::parse_answer(&buf[..n], buf.len()).unwrap();
+        assert!(args.complete && !args.cut_at_front);
+        assert_eq!(args.argv.len(), std::env::args().count());
+    }
+
+    /// A child started with an empty argv[0] keeps it: the padding after
+    /// the executable path is not taken for more.
+    #[test]
+    fn an_empty_argv0_reads_back_as_given() {
+        use std::os::unix::process::CommandExt as _;
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg0("")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let mut args = None;
+        // Until the child has exec'd sleep (before, the buffer is the
+        // test binary's).
+        for _ in 0..200 {
+            let mut buf = Vec::new();
+            let n = ffi_proc::procargs(pid, &mut buf).unwrap();
+            let a = procargs::parse_answer(&buf[..n], buf.len()).unwrap();
+            if a.exec_path == "/bin/sleep" {
+                args = Some(a);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let args = args.expect("the child exec'd /bin/sleep");
+        assert_eq!(args.argv, ["", "30"]);
+        assert!(args.complete);
+    }
+
+    /// A child seen alive that exits stays listed, with no memory, until it
+    /// is reaped; then it is gone. A sampler that never saw it alive leaves
+    /// it out.
+    #[test]
+    fn an_ended_child_is_listed_with_no_memory_until_reaped() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut sampler = MacSampler::new();
+        // Seen alive (and, after SETTLE, settled; an unsettled one is
+        // listed as ended as well).
+        let alive = sampler.sample().unwrap();
+        let was = alive.process(pid).expect("the child is listed").clone();
+        assert!(was.resident > 0);
+        // SIGKILL (Child::kill does not reap): a zombie.
+        child.kill().unwrap();
+        let ipid = i32::try_from(pid).unwrap();
+        for _ in 0..200 {
+            let usage = ffi_proc::rusage(ipid).unwrap();
+            if usage.exit_abstime != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ended = sampler.sample().unwrap();
+        let now = ended.process(pid).expect("an ended child stays listed");
+        assert_eq!(now.id, was.id);
+        assert_eq!((now.footprint, now.resident), (0, 0));
+        assert!(now.peak_footprint.unwrap_or(0) > 0, "its peak stays");
+        assert!(!now.gpu_client);
+        // A fresh sampler never saw it alive: left out, and not vanished.
+        let fresh = MacSampler::new().sample().unwrap();
+        assert!(fresh.process(pid).is_none());
+        child.wait().unwrap();
+        let reaped = sampler.sample().unwrap();
+        assert!(reaped.process(pid).is_none());
+    }
+}
