@@ -7,7 +7,7 @@
 #![no_main]
 
 use headroom::model::Timestamp;
-use headroom::os::macos::{crash_report, crash_reports};
+use headroom::os::macos::{crash_reports, parse::crash_report};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -7,7 +7,7 @@
 
 #![no_main]
 
-use headroom::os::{cgroupfs, procfs};
+use headroom::os::linux::parse::{cgroupfs, procfs};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
