@@ -65,7 +65,7 @@ printf '\x03\x00\x00\x00H=/Users/ann\x00PATH=/usr/bin\x00ptr_munge=\x00' |
   seed macos_kern procargs-filled-tail 2
 # A kinfo_proc (648 bytes) of a Python process: pid 6441 at offset 40,
 # sigcatch SIGINT at 236, p_comm "Python" at 243, ruid 501 at 392, ppid at 560
-# (the offsets src/sys/macos_kinfo.rs pins at compile time).
+# (the offsets src/os/macos/parse/kinfo.rs pins at compile time).
 kinfo=$(mktemp)
 head -c 648 /dev/zero >"$kinfo"
 put() { printf "$2" | dd of="$kinfo" bs=1 seek="$1" conv=notrunc status=none; }
