@@ -824,6 +824,181 @@ mod tests {
         assert_eq!(c.exceeded, None);
     }
 
+    const MIB: u64 = 1 << 20;
+
+    /// A footprint series, one point a second for ten seconds, from `start`
+    /// by `step` a second.
+    fn series(start: u64, step: i64) -> ProcessTrack {
+        ProcessTrack {
+            points: (0..=10)
+                .map(|s| crate::history::ProcessPoint {
+                    at: Timestamp(s * 1000),
+                    footprint: start.saturating_add_signed(step * s as i64),
+                    gpu_memory: None,
+                    detail: crate::model::Detail::Exact,
+                })
+                .collect(),
+            ..ProcessTrack::default()
+        }
+    }
+
+    fn gpu(index: u32, total: u64) -> crate::model::GpuDevice {
+        crate::model::GpuDevice {
+            index,
+            name: format!("GPU{index}"),
+            uuid: None,
+            memory_total: Some(total),
+            memory_used: None,
+            utilization: None,
+            memory_reserved: None,
+            processes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn gpu_memory_is_of_the_largest_gpu_and_cannot_hold_without_figures() {
+        let r = rule("gpu_memory = \"50%\"");
+        let gpus = [gpu(0, 40 * GIB), gpu(1, 80 * GIB)];
+        let holder = process(5).name("python3").gpu_memory(45 * GIB).build();
+        let snap = half_free().gpus(gpus.clone()).build();
+        let c = check(&r, &holder, None, &snap, Timestamp(0), Scale::default());
+        assert_eq!(c.limit, "GPU memory > 40.0 GiB");
+        assert_eq!(
+            c.exceeded.as_deref(),
+            Some("GPU memory 45.0 GiB > 40.0 GiB")
+        );
+        assert_eq!(
+            c.readings[0].threshold,
+            "> 50% of 80.0 GiB GPU memory = 40.0 GiB"
+        );
+        assert!(c.readings[0].holds && !c.cleared && c.within_reach);
+
+        let no_figure = check(
+            &r,
+            &holder,
+            None,
+            &half_free().build(),
+            Timestamp(0),
+            Scale::default(),
+        );
+        let none_held = check(
+            &r,
+            &process(5).name("python3").build(),
+            None,
+            &snap,
+            Timestamp(0),
+            Scale::default(),
+        );
+        for (c, value) in [
+            (no_figure, "not known: no GPU memory figure in the sample"),
+            (none_held, "none held (or not reported for this process)"),
+        ] {
+            assert_eq!(c.limit, "GPU memory > 50%");
+            assert_eq!(c.readings[0].value, value);
+            assert_eq!(c.readings[0].threshold, "> 50%");
+            assert!(!c.readings[0].holds && c.exceeded.is_none());
+            assert!(c.cleared && !c.within_reach);
+        }
+    }
+
+    #[test]
+    fn growth_just_under_its_rate_is_within_reach_and_not_cleared() {
+        let c = check(
+            &rule("growth = \"1GiB/10s\""),
+            &process(5).name("python3").footprint(2 * GIB).build(),
+            Some(&series(GIB, 100 * MIB as i64)),
+            &half_free().build(),
+            Timestamp(10_000),
+            Scale::default(),
+        );
+        assert_eq!(c.readings[0].value, "growing 100 MiB/s over 10s");
+        assert_eq!(c.readings[0].threshold, "> 102 MiB/s (1GiB/10s)");
+        assert_eq!(c.exceeded, None);
+        assert!(!c.cleared && c.within_reach);
+    }
+
+    #[test]
+    fn a_shrinking_process_never_exhausts_memory() {
+        let c = check(
+            &rule("time_to_exhaustion = \"30s\""),
+            &process(5).name("python3").footprint(GIB).build(),
+            Some(&series(2 * GIB, -(100 * MIB as i64))),
+            &half_free().build(),
+            Timestamp(10_000),
+            Scale::default(),
+        );
+        assert_eq!(c.limit, "memory exhausted within 30s");
+        assert_eq!(
+            c.readings[0].value,
+            "never: not growing (-100 MiB/s over 10s)"
+        );
+        assert!(!c.readings[0].holds && c.exceeded.is_none());
+        assert!(c.cleared && !c.within_reach);
+    }
+
+    #[test]
+    fn a_jobs_time_to_exhaustion_takes_the_machines_pace_only_while_its_own_is_half_of_it() {
+        let snap = half_free()
+            .process(process(5).name("python3").job(5))
+            .process(process(6).name("python3").job(5))
+            .job_of(5, crate::model::Basis::Rss)
+            .build();
+        let own = series(GIB, 100 * MIB as i64);
+        let read = |machine_mib: u64| {
+            check(
+                &rule("time_to_exhaustion = \"1m\""),
+                &snap.processes[0],
+                Some(&own),
+                &snap,
+                Timestamp(10_000),
+                Scale {
+                    job: Some(&snap.jobs[0]),
+                    machine: Some((machine_mib * MIB) as f64),
+                },
+            )
+        };
+        let paced = read(150);
+        assert_eq!(
+            paced.exceeded.as_deref(),
+            Some(
+                "job of 2 (5 + 1 worker, counted by rss): growing 150 MiB/s (the machine's \
+                 pace; the job's own is 100 MiB/s), 8.0 GiB available plus free swap: \
+                 exhausted in 54.6s (limit 1m)"
+            )
+        );
+        let own_pace = read(250);
+        assert_eq!(own_pace.exceeded, None);
+        assert_eq!(
+            own_pace.readings[0].value,
+            "81.9s (job of 2 (5 + 1 worker, counted by rss): growing 100 MiB/s over 10s, \
+             8.0 GiB available plus free swap)"
+        );
+        // Past its clearing margin (66s), yet within twice the limit.
+        assert!(own_pace.cleared && own_pace.within_reach);
+    }
+
+    #[test]
+    fn a_limit_not_known_neither_holds_nor_keeps_the_rule_from_clearing() {
+        let r = rule("footprint = \"8GiB\"\ngrowth = \"1GiB/10s\"");
+        let read = |footprint: u64| {
+            check(
+                &r,
+                &process(5).name("python3").footprint(footprint).build(),
+                None,
+                &half_free().build(),
+                Timestamp(0),
+                Scale::default(),
+            )
+        };
+        let far_below = read(GIB);
+        assert_eq!(far_below.limit, "footprint > 8.0 GiB or growth > 102 MiB/s");
+        assert_eq!(far_below.readings.len(), 2);
+        assert!(far_below.cleared && !far_below.within_reach);
+        assert_eq!(far_below.exceeded, None);
+        let near = read(7 * GIB + GIB / 2);
+        assert!(!near.cleared && near.within_reach && near.exceeded.is_none());
+    }
+
     #[test]
     fn a_condition_reads_each_clause() {
         let s = half_free().pressure_level(PressureLevel::Warn).build();
