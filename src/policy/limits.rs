@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{Limits, Per, Rule, SizeLimit, SystemCondition};
+use crate::config::{Limits, Per, Rate, Rule, SizeLimit, SystemCondition};
 use crate::history::{ProcessTrack, exhaustion_headroom_for, time_to_exhaustion};
 use crate::model::{Ceiling, Job, ProcessSample, Snapshot, Timestamp, printable};
 use crate::report::{format_bytes, format_bytes_against};
@@ -126,229 +126,315 @@ pub fn check(
     now: Timestamp,
     scale: Scale<'_>,
 ) -> LimitCheck {
-    let prefix = scale.prefix();
+    let s = LimitSubject {
+        rule,
+        p,
+        track,
+        snap,
+        now,
+        scale,
+        prefix: scale.prefix(),
+    };
     let l: &Limits = &rule.limits;
-    let h = rule.hysteresis;
-    let mut exceeded = Vec::new();
-    let mut limit_words = Vec::new();
-    let mut readings = Vec::new();
-    let mut cleared = true;
-    let mut within_reach = false;
-    let mut predicted_crossing = None;
+    LimitCheck::gather(
+        [
+            l.footprint.map(|limit| check_footprint(&s, limit)),
+            l.gpu_memory.map(|limit| check_gpu_memory(&s, limit)),
+            l.growth.map(|rate| check_growth(&s, rate)),
+            l.time_to_exhaustion
+                .map(|limit| check_time_to_exhaustion(&s, limit)),
+        ]
+        .into_iter()
+        .flatten(),
+    )
+}
 
-    if let Some(limit) = l.footprint {
-        // "80% of limit": of its memory cgroup's limit, where it has one.
-        let ceiling = snap.ceiling_of(p).filter(|_| limit.of_limit());
-        let (total, of) = match ceiling {
-            Some(c) => (c.limit(), ceiling_words(c)),
-            None if limit.of_limit() => (
-                snap.system.total,
-                "memory (no memory-cgroup limit above it)".to_string(),
-            ),
-            None => (snap.system.total, "memory".to_string()),
-        };
-        let bytes = limit.resolve(total);
-        limit_words.push(format!("footprint > {}", format_bytes(bytes)));
-        let over = p.footprint > bytes;
-        if over {
-            exceeded.push(format!(
-                "{prefix}footprint {} > {}",
-                format_bytes_against(p.footprint, bytes),
-                format_bytes(bytes)
-            ));
-        }
-        readings.push(Reading {
-            what: "footprint",
-            value: format!("{prefix}{}", format_bytes_against(p.footprint, bytes)),
-            threshold: format!("> {}", size_threshold(limit, total, &of)),
-            holds: over,
-        });
-        if (p.footprint as f64) >= bytes as f64 * (1.0 - h) {
-            cleared = false;
-        }
-        if p.footprint as f64 >= bytes as f64 * REACH_SHARE {
-            within_reach = true;
-        }
-        if p.footprint <= bytes
-            && let Some(g) = track.and_then(|t| t.trend(now, PREDICTION_WINDOW, p.started_at))
-            && g > 0.0
-        {
-            let until = Duration::try_from_secs_f64((bytes - p.footprint) as f64 / g).ok();
-            if until.is_some_and(|u| u <= REACH_TIME) {
-                within_reach = true;
-            }
-            predicted_crossing = until;
-        }
-    }
-    if let Some(limit) = l.gpu_memory {
-        match (gpu_total(snap), p.gpu_memory) {
-            (Some(total), Some(used)) => {
-                let bytes = limit.resolve(total);
-                limit_words.push(format!("GPU memory > {}", format_bytes(bytes)));
-                let over = used > bytes;
-                if over {
-                    exceeded.push(format!(
-                        "{prefix}GPU memory {} > {}",
-                        format_bytes_against(used, bytes),
-                        format_bytes(bytes)
-                    ));
-                }
-                readings.push(Reading {
-                    what: "GPU memory",
-                    value: format!("{prefix}{}", format_bytes_against(used, bytes)),
-                    threshold: format!("> {}", size_threshold(limit, total, "GPU memory")),
-                    holds: over,
-                });
-                if used as f64 >= bytes as f64 * (1.0 - h) {
-                    cleared = false;
-                }
-                if used as f64 >= bytes as f64 * REACH_SHARE {
-                    within_reach = true;
-                }
-            }
-            (total, _) => {
-                limit_words.push(format!("GPU memory > {limit}"));
-                readings.push(Reading {
-                    what: "GPU memory",
-                    value: if total.is_none() {
-                        "not known: no GPU memory figure in the sample".to_string()
-                    } else {
-                        "none held (or not reported for this process)".to_string()
-                    },
-                    threshold: format!("> {limit}"),
-                    holds: false,
-                });
-            }
-        }
-    }
-    if let Some(rate) = l.growth {
-        let limit = rate.bytes_per_second();
-        limit_words.push(format!("growth > {}/s", format_bytes(limit as u64)));
-        let g = track.and_then(|t| t.growth(now, rate.per, MIN_GROWTH_POINTS));
-        let threshold = format!("> {}/s ({rate})", format_bytes(limit as u64));
-        match g {
-            Some(g) => {
-                let over = g > limit;
-                if over {
-                    exceeded.push(format!(
-                        "{prefix}growing {}/s > {}/s over {}",
-                        format_bytes_against(g as u64, limit as u64),
-                        format_bytes(limit as u64),
-                        humantime::format_duration(rate.per)
-                    ));
-                }
-                readings.push(Reading {
-                    what: "growth",
-                    value: format!(
-                        "{prefix}{} {}/s over {}",
-                        if g < 0.0 { "shrinking" } else { "growing" },
-                        format_bytes(g.abs() as u64),
-                        humantime::format_duration(rate.per)
-                    ),
-                    threshold,
-                    holds: over,
-                });
-                if g >= limit * (1.0 - h) {
-                    cleared = false;
-                }
-                if g >= limit * 0.5 {
-                    within_reach = true;
-                }
-            }
-            None => readings.push(Reading {
-                what: "growth",
-                value: no_growth(rate.per),
+/// What each limit of a rule is read against: one process, standing for
+/// `scale`, in the latest snapshot.
+struct LimitSubject<'a> {
+    rule: &'a Rule,
+    p: &'a ProcessSample,
+    track: Option<&'a ProcessTrack>,
+    snap: &'a Snapshot,
+    now: Timestamp,
+    scale: Scale<'a>,
+    /// [`Scale::prefix`], put before each figure.
+    prefix: String,
+}
+
+/// One limit of a rule read against one process: its share of a
+/// [`LimitCheck`].
+struct LimitFinding {
+    /// The limit in words (`footprint > 8.0 GiB`).
+    limit: String,
+    /// Why the limit holds, in words, where it does.
+    exceeded: Option<String>,
+    /// The limit on its own, for `explain`.
+    reading: Reading,
+    /// The value is not below the limit's clearing margin, so the rule has
+    /// not cleared.
+    past_clearing_margin: bool,
+    /// The limit is within reach.
+    within_reach: bool,
+    /// When the limit is predicted to be crossed, from now.
+    predicted_crossing: Option<Duration>,
+}
+
+impl LimitFinding {
+    /// A limit that cannot hold now: its figure is not known, or is not
+    /// moving toward it. It neither holds, nor keeps the rule from
+    /// clearing, nor is within reach.
+    fn cannot_hold(limit: String, what: &'static str, value: String, threshold: String) -> Self {
+        LimitFinding {
+            limit,
+            exceeded: None,
+            reading: Reading {
+                what,
+                value,
                 threshold,
                 holds: false,
-            }),
+            },
+            past_clearing_margin: false,
+            within_reach: false,
+            predicted_crossing: None,
         }
     }
-    if let Some(limit) = l.time_to_exhaustion {
-        limit_words.push(format!(
-            "memory exhausted within {}",
-            humantime::format_duration(limit)
-        ));
-        let own = track.and_then(|t| t.growth(now, rule.window, MIN_GROWTH_POINTS));
-        // Against its ceiling where that is tighter than the machine.
-        let (headroom, ceiling) = exhaustion_headroom_for(snap, p);
-        let left_under = match ceiling {
-            Some(c) => format!("left under the {}", ceiling_words(c)),
-            None => "available plus free swap".to_string(),
-        };
-        let threshold = format!("<= {}", humantime::format_duration(limit));
-        let (g, machine_paced) = match own {
-            Some(own) => {
-                let (g, m) = scale.exhaustion_growth(own);
-                (Some(g), m)
-            }
-            None => (None, false),
-        };
-        let pace = if machine_paced {
+}
+
+impl LimitCheck {
+    /// The findings of a rule's limits, in the rule's order, as one check:
+    /// exceeded if any holds, cleared if none is past its clearing margin,
+    /// within reach if any is.
+    fn gather(findings: impl IntoIterator<Item = LimitFinding>) -> Self {
+        let mut exceeded = Vec::new();
+        let mut limit_words = Vec::new();
+        let mut readings = Vec::new();
+        let mut cleared = true;
+        let mut within_reach = false;
+        let mut predicted_crossing = None;
+        for f in findings {
+            limit_words.push(f.limit);
+            exceeded.extend(f.exceeded);
+            readings.push(f.reading);
+            cleared &= !f.past_clearing_margin;
+            within_reach |= f.within_reach;
+            predicted_crossing = predicted_crossing.or(f.predicted_crossing);
+        }
+        LimitCheck {
+            exceeded: (!exceeded.is_empty()).then(|| exceeded.join("; ")),
+            limit: limit_words.join(" or "),
+            cleared,
+            within_reach,
+            predicted_crossing,
+            readings,
+        }
+    }
+}
+
+/// A size limit (footprint, GPU memory): `used` against `bytes`, which is
+/// `threshold` (as configured and resolved) in words.
+fn check_size(
+    s: &LimitSubject<'_>,
+    what: &'static str,
+    used: u64,
+    bytes: u64,
+    threshold: String,
+) -> LimitFinding {
+    let prefix = &s.prefix;
+    let over = used > bytes;
+    LimitFinding {
+        limit: format!("{what} > {}", format_bytes(bytes)),
+        exceeded: over.then(|| {
             format!(
-                " (the machine's pace; the job's own is {}/s)",
-                format_bytes(own.unwrap_or(0.0).max(0.0) as u64)
+                "{prefix}{what} {} > {}",
+                format_bytes_against(used, bytes),
+                format_bytes(bytes)
             )
-        } else {
-            String::new()
-        };
-        let tte = g.and_then(|g| time_to_exhaustion(headroom, g));
-        match (g, tte) {
-            (Some(g), Some(tte)) => {
-                let within = tte <= limit;
-                if within {
-                    exceeded.push(format!(
-                        "{prefix}growing {}/s{pace}, {} {left_under}: exhausted in {:.1}s (limit {})",
-                        format_bytes(g as u64),
-                        format_bytes(headroom),
-                        tte.as_secs_f64(),
-                        humantime::format_duration(limit)
-                    ));
-                }
-                readings.push(Reading {
-                    what: "time to exhaustion",
-                    value: format!(
-                        "{:.1}s ({prefix}growing {}/s{pace} over {}, {} {left_under})",
-                        tte.as_secs_f64(),
-                        format_bytes(g as u64),
-                        humantime::format_duration(rule.window),
-                        format_bytes(headroom)
-                    ),
-                    threshold,
-                    holds: within,
-                });
-                if tte.as_secs_f64() <= limit.as_secs_f64() * (1.0 + h) {
-                    cleared = false;
-                }
-                if tte <= limit * 2 {
-                    within_reach = true;
-                }
-            }
-            (Some(g), None) => readings.push(Reading {
-                what: "time to exhaustion",
-                value: format!(
-                    "never: not growing ({}{}/s over {})",
-                    if g < 0.0 { "-" } else { "" },
-                    format_bytes(g.abs() as u64),
-                    humantime::format_duration(rule.window)
-                ),
-                threshold,
-                holds: false,
-            }),
-            (None, _) => readings.push(Reading {
-                what: "time to exhaustion",
-                value: no_growth(rule.window),
-                threshold,
-                holds: false,
-            }),
-        }
+        }),
+        reading: Reading {
+            what,
+            value: format!("{prefix}{}", format_bytes_against(used, bytes)),
+            threshold: format!("> {threshold}"),
+            holds: over,
+        },
+        past_clearing_margin: used as f64 >= bytes as f64 * (1.0 - s.rule.hysteresis),
+        within_reach: used as f64 >= bytes as f64 * REACH_SHARE,
+        predicted_crossing: None,
     }
-    LimitCheck {
-        exceeded: (!exceeded.is_empty()).then(|| exceeded.join("; ")),
-        limit: limit_words.join(" or "),
-        cleared,
-        within_reach,
-        predicted_crossing,
-        readings,
+}
+
+/// `footprint`: of the machine's memory, or ("of limit") of the process's
+/// memory cgroup's limit where it has one; within reach also when its
+/// short-term trend crosses it within [`REACH_TIME`].
+fn check_footprint(s: &LimitSubject<'_>, limit: SizeLimit) -> LimitFinding {
+    let p = s.p;
+    let ceiling = s.snap.ceiling_of(p).filter(|_| limit.of_limit());
+    let (total, of) = match ceiling {
+        Some(c) => (c.limit(), ceiling_words(c)),
+        None if limit.of_limit() => (
+            s.snap.system.total,
+            "memory (no memory-cgroup limit above it)".to_string(),
+        ),
+        None => (s.snap.system.total, "memory".to_string()),
+    };
+    let bytes = limit.resolve(total);
+    let mut finding = check_size(
+        s,
+        "footprint",
+        p.footprint,
+        bytes,
+        size_threshold(limit, total, &of),
+    );
+    if p.footprint <= bytes
+        && let Some(g) = s
+            .track
+            .and_then(|t| t.trend(s.now, PREDICTION_WINDOW, p.started_at))
+        && g > 0.0
+    {
+        let until = Duration::try_from_secs_f64((bytes - p.footprint) as f64 / g).ok();
+        if until.is_some_and(|u| u <= REACH_TIME) {
+            finding.within_reach = true;
+        }
+        finding.predicted_crossing = until;
+    }
+    finding
+}
+
+/// `gpu_memory`: of the largest GPU's memory; it cannot hold where the
+/// sample has no GPU memory figure or the process holds none.
+fn check_gpu_memory(s: &LimitSubject<'_>, limit: SizeLimit) -> LimitFinding {
+    match (gpu_total(s.snap), s.p.gpu_memory) {
+        (Some(total), Some(used)) => check_size(
+            s,
+            "GPU memory",
+            used,
+            limit.resolve(total),
+            size_threshold(limit, total, "GPU memory"),
+        ),
+        (total, _) => LimitFinding::cannot_hold(
+            format!("GPU memory > {limit}"),
+            "GPU memory",
+            if total.is_none() {
+                "not known: no GPU memory figure in the sample".to_string()
+            } else {
+                "none held (or not reported for this process)".to_string()
+            },
+            format!("> {limit}"),
+        ),
+    }
+}
+
+/// `growth`: the footprint's growth over the rate's own span; within reach
+/// at half the rate.
+fn check_growth(s: &LimitSubject<'_>, rate: Rate) -> LimitFinding {
+    let prefix = &s.prefix;
+    let limit = rate.bytes_per_second();
+    let words = format!("growth > {}/s", format_bytes(limit as u64));
+    let threshold = format!("> {}/s ({rate})", format_bytes(limit as u64));
+    let Some(g) = s
+        .track
+        .and_then(|t| t.growth(s.now, rate.per, MIN_GROWTH_POINTS))
+    else {
+        return LimitFinding::cannot_hold(words, "growth", no_growth(rate.per), threshold);
+    };
+    let over = g > limit;
+    LimitFinding {
+        limit: words,
+        exceeded: over.then(|| {
+            format!(
+                "{prefix}growing {}/s > {}/s over {}",
+                format_bytes_against(g as u64, limit as u64),
+                format_bytes(limit as u64),
+                humantime::format_duration(rate.per)
+            )
+        }),
+        reading: Reading {
+            what: "growth",
+            value: format!(
+                "{prefix}{} {}/s over {}",
+                if g < 0.0 { "shrinking" } else { "growing" },
+                format_bytes(g.abs() as u64),
+                humantime::format_duration(rate.per)
+            ),
+            threshold,
+            holds: over,
+        },
+        past_clearing_margin: g >= limit * (1.0 - s.rule.hysteresis),
+        within_reach: g >= limit * 0.5,
+        predicted_crossing: None,
+    }
+}
+
+/// `time_to_exhaustion`: the memory left to the process (under its memory
+/// cgroup's limit where that is tighter than the machine) over its growth
+/// across the rule's window, or over the machine's for a job whose own
+/// growth accounts for at least half of it ([`Scale::exhaustion_growth`]);
+/// within reach at twice the limit.
+fn check_time_to_exhaustion(s: &LimitSubject<'_>, limit: Duration) -> LimitFinding {
+    let prefix = &s.prefix;
+    let window = s.rule.window;
+    let words = format!(
+        "memory exhausted within {}",
+        humantime::format_duration(limit)
+    );
+    let threshold = format!("<= {}", humantime::format_duration(limit));
+    let what = "time to exhaustion";
+    let Some(own) = s
+        .track
+        .and_then(|t| t.growth(s.now, window, MIN_GROWTH_POINTS))
+    else {
+        return LimitFinding::cannot_hold(words, what, no_growth(window), threshold);
+    };
+    let (g, machine_paced) = s.scale.exhaustion_growth(own);
+    let (headroom, ceiling) = exhaustion_headroom_for(s.snap, s.p);
+    let Some(tte) = time_to_exhaustion(headroom, g) else {
+        let value = format!(
+            "never: not growing ({}{}/s over {})",
+            if g < 0.0 { "-" } else { "" },
+            format_bytes(g.abs() as u64),
+            humantime::format_duration(window)
+        );
+        return LimitFinding::cannot_hold(words, what, value, threshold);
+    };
+    let left_under = match ceiling {
+        Some(c) => format!("left under the {}", ceiling_words(c)),
+        None => "available plus free swap".to_string(),
+    };
+    let pace = if machine_paced {
+        format!(
+            " (the machine's pace; the job's own is {}/s)",
+            format_bytes(own.max(0.0) as u64)
+        )
+    } else {
+        String::new()
+    };
+    let within = tte <= limit;
+    LimitFinding {
+        limit: words,
+        exceeded: within.then(|| {
+            format!(
+                "{prefix}growing {}/s{pace}, {} {left_under}: exhausted in {:.1}s (limit {})",
+                format_bytes(g as u64),
+                format_bytes(headroom),
+                tte.as_secs_f64(),
+                humantime::format_duration(limit)
+            )
+        }),
+        reading: Reading {
+            what,
+            value: format!(
+                "{:.1}s ({prefix}growing {}/s{pace} over {}, {} {left_under})",
+                tte.as_secs_f64(),
+                format_bytes(g as u64),
+                humantime::format_duration(window),
+                format_bytes(headroom)
+            ),
+            threshold,
+            holds: within,
+        },
+        past_clearing_margin: tte.as_secs_f64() <= limit.as_secs_f64() * (1.0 + s.rule.hysteresis),
+        within_reach: tte <= limit * 2,
+        predicted_crossing: None,
     }
 }
 
@@ -736,6 +822,181 @@ mod tests {
         );
         assert!(c.readings.iter().all(|r| !r.holds));
         assert_eq!(c.exceeded, None);
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    /// A footprint series, one point a second for ten seconds, from `start`
+    /// by `step` a second.
+    fn series(start: u64, step: i64) -> ProcessTrack {
+        ProcessTrack {
+            points: (0..=10)
+                .map(|s| crate::history::ProcessPoint {
+                    at: Timestamp(s * 1000),
+                    footprint: start.saturating_add_signed(step * s as i64),
+                    gpu_memory: None,
+                    detail: crate::model::Detail::Exact,
+                })
+                .collect(),
+            ..ProcessTrack::default()
+        }
+    }
+
+    fn gpu(index: u32, total: u64) -> crate::model::GpuDevice {
+        crate::model::GpuDevice {
+            index,
+            name: format!("GPU{index}"),
+            uuid: None,
+            memory_total: Some(total),
+            memory_used: None,
+            utilization: None,
+            memory_reserved: None,
+            processes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn gpu_memory_is_of_the_largest_gpu_and_cannot_hold_without_figures() {
+        let r = rule("gpu_memory = \"50%\"");
+        let gpus = [gpu(0, 40 * GIB), gpu(1, 80 * GIB)];
+        let holder = process(5).name("python3").gpu_memory(45 * GIB).build();
+        let snap = half_free().gpus(gpus.clone()).build();
+        let c = check(&r, &holder, None, &snap, Timestamp(0), Scale::default());
+        assert_eq!(c.limit, "GPU memory > 40.0 GiB");
+        assert_eq!(
+            c.exceeded.as_deref(),
+            Some("GPU memory 45.0 GiB > 40.0 GiB")
+        );
+        assert_eq!(
+            c.readings[0].threshold,
+            "> 50% of 80.0 GiB GPU memory = 40.0 GiB"
+        );
+        assert!(c.readings[0].holds && !c.cleared && c.within_reach);
+
+        let no_figure = check(
+            &r,
+            &holder,
+            None,
+            &half_free().build(),
+            Timestamp(0),
+            Scale::default(),
+        );
+        let none_held = check(
+            &r,
+            &process(5).name("python3").build(),
+            None,
+            &snap,
+            Timestamp(0),
+            Scale::default(),
+        );
+        for (c, value) in [
+            (no_figure, "not known: no GPU memory figure in the sample"),
+            (none_held, "none held (or not reported for this process)"),
+        ] {
+            assert_eq!(c.limit, "GPU memory > 50%");
+            assert_eq!(c.readings[0].value, value);
+            assert_eq!(c.readings[0].threshold, "> 50%");
+            assert!(!c.readings[0].holds && c.exceeded.is_none());
+            assert!(c.cleared && !c.within_reach);
+        }
+    }
+
+    #[test]
+    fn growth_just_under_its_rate_is_within_reach_and_not_cleared() {
+        let c = check(
+            &rule("growth = \"1GiB/10s\""),
+            &process(5).name("python3").footprint(2 * GIB).build(),
+            Some(&series(GIB, 100 * MIB as i64)),
+            &half_free().build(),
+            Timestamp(10_000),
+            Scale::default(),
+        );
+        assert_eq!(c.readings[0].value, "growing 100 MiB/s over 10s");
+        assert_eq!(c.readings[0].threshold, "> 102 MiB/s (1GiB/10s)");
+        assert_eq!(c.exceeded, None);
+        assert!(!c.cleared && c.within_reach);
+    }
+
+    #[test]
+    fn a_shrinking_process_never_exhausts_memory() {
+        let c = check(
+            &rule("time_to_exhaustion = \"30s\""),
+            &process(5).name("python3").footprint(GIB).build(),
+            Some(&series(2 * GIB, -(100 * MIB as i64))),
+            &half_free().build(),
+            Timestamp(10_000),
+            Scale::default(),
+        );
+        assert_eq!(c.limit, "memory exhausted within 30s");
+        assert_eq!(
+            c.readings[0].value,
+            "never: not growing (-100 MiB/s over 10s)"
+        );
+        assert!(!c.readings[0].holds && c.exceeded.is_none());
+        assert!(c.cleared && !c.within_reach);
+    }
+
+    #[test]
+    fn a_jobs_time_to_exhaustion_takes_the_machines_pace_only_while_its_own_is_half_of_it() {
+        let snap = half_free()
+            .process(process(5).name("python3").job(5))
+            .process(process(6).name("python3").job(5))
+            .job_of(5, crate::model::Basis::Rss)
+            .build();
+        let own = series(GIB, 100 * MIB as i64);
+        let read = |machine_mib: u64| {
+            check(
+                &rule("time_to_exhaustion = \"1m\""),
+                &snap.processes[0],
+                Some(&own),
+                &snap,
+                Timestamp(10_000),
+                Scale {
+                    job: Some(&snap.jobs[0]),
+                    machine: Some((machine_mib * MIB) as f64),
+                },
+            )
+        };
+        let paced = read(150);
+        assert_eq!(
+            paced.exceeded.as_deref(),
+            Some(
+                "job of 2 (5 + 1 worker, counted by rss): growing 150 MiB/s (the machine's \
+                 pace; the job's own is 100 MiB/s), 8.0 GiB available plus free swap: \
+                 exhausted in 54.6s (limit 1m)"
+            )
+        );
+        let own_pace = read(250);
+        assert_eq!(own_pace.exceeded, None);
+        assert_eq!(
+            own_pace.readings[0].value,
+            "81.9s (job of 2 (5 + 1 worker, counted by rss): growing 100 MiB/s over 10s, \
+             8.0 GiB available plus free swap)"
+        );
+        // Past its clearing margin (66s), yet within twice the limit.
+        assert!(own_pace.cleared && own_pace.within_reach);
+    }
+
+    #[test]
+    fn a_limit_not_known_neither_holds_nor_keeps_the_rule_from_clearing() {
+        let r = rule("footprint = \"8GiB\"\ngrowth = \"1GiB/10s\"");
+        let read = |footprint: u64| {
+            check(
+                &r,
+                &process(5).name("python3").footprint(footprint).build(),
+                None,
+                &half_free().build(),
+                Timestamp(0),
+                Scale::default(),
+            )
+        };
+        let far_below = read(GIB);
+        assert_eq!(far_below.limit, "footprint > 8.0 GiB or growth > 102 MiB/s");
+        assert_eq!(far_below.readings.len(), 2);
+        assert!(far_below.cleared && !far_below.within_reach);
+        assert_eq!(far_below.exceeded, None);
+        let near = read(7 * GIB + GIB / 2);
+        assert!(!near.cleared && near.within_reach && near.exceeded.is_none());
     }
 
     #[test]
