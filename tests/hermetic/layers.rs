@@ -13,7 +13,10 @@
 //! `mod` around the path) stands for. Items under `#[cfg(test)]`, and files
 //! declared by a `#[cfg(test)] mod name;`, draw no arrows: test helpers may
 //! reach anywhere. String and char literals and comments are not code and
-//! draw nothing.
+//! draw nothing. `target_os` is looked for in every attribute and macro
+//! call, test code included. Each file must be the module its place in
+//! `src/` names (declared by a `mod` line, no `#[path]`), since `super::`
+//! is resolved from that place.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -214,7 +217,10 @@ impl Reader {
             (None, Some((name, line))) => (name.clone(), *line),
             (None, None) => {
                 if let Some(line) = glob {
-                    let what = format!("`{}` imports the crate root whole; name the modules", written());
+                    let what = format!(
+                        "`{}` imports the crate root whole; name the modules",
+                        written()
+                    );
                     self.reading.unreadable.push((line, what));
                 }
                 return;
@@ -280,7 +286,8 @@ impl Reader {
                             }
                             Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
                                 // `crate::{a, b::c}`: read as a `use` tree.
-                                let group = Punctuated::<syn::UseTree, syn::Token![,]>::parse_terminated;
+                                let group =
+                                    Punctuated::<syn::UseTree, syn::Token![,]>::parse_terminated;
                                 if let Ok(items) = group.parse2(g.stream()) {
                                     for tree in &items {
                                         self.use_tree(&mut segments, tree);
@@ -379,7 +386,9 @@ impl<'ast> Visit<'ast> for Reader {
 
     fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
         let path = attr.path();
-        if path.is_ident("path") {
+        let path_in_cfg_attr = path.is_ident("cfg_attr")
+            && matches!(&attr.meta, syn::Meta::List(list) if names_path_attribute(&list.tokens));
+        if path.is_ident("path") || path_in_cfg_attr {
             self.reading.unreadable.push((
                 ident_line(&path.segments[0].ident),
                 "`#[path]` puts a module in a file of another name; this test maps files to modules by their place in src/".to_owned(),
@@ -456,6 +465,14 @@ fn named(ident: &proc_macro2::Ident) -> (String, usize) {
 
 fn ident_line(ident: &proc_macro2::Ident) -> usize {
     ident.span().start().line
+}
+
+/// Whether the tokens of a `cfg_attr` hold a `path = "…"`.
+fn names_path_attribute(tokens: &TokenStream) -> bool {
+    let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    trees.windows(2).any(|w| {
+        matches!(w, [TokenTree::Ident(id), TokenTree::Punct(eq)] if id == "path" && eq.as_char() == '=')
+    })
 }
 
 /// Whether `trees` starts with `::`.
@@ -598,9 +615,7 @@ fn wrong_arrows(source: &Source, reading: &Reading, test_only: bool) -> Vec<Stri
 fn misplaced_target_os(source: &Source, reading: &Reading) -> Vec<String> {
     let allowed = TARGET_OS_ALLOWED.iter().any(|dir| {
         let mut rel = source.rel.components();
-        Path::new(dir)
-            .components()
-            .all(|c| rel.next() == Some(c))
+        Path::new(dir).components().all(|c| rel.next() == Some(c))
             && matches!(rel.next(), Some(Component::Normal(_)))
     });
     if allowed {
@@ -652,13 +667,16 @@ fn every_file_is_parsed_and_is_the_module_its_place_names() {
     for (source, reading) in &tree.files {
         match reading {
             Err(e) => wrong.push(e.clone()),
-            Ok(reading) => wrong.extend(reading.unreadable.iter().map(|(line, what)| {
-                format!("src/{}:{line}: {what}", source.rel.display())
-            })),
+            Ok(reading) => wrong.extend(
+                reading
+                    .unreadable
+                    .iter()
+                    .map(|(line, what)| format!("src/{}:{line}: {what}", source.rel.display())),
+            ),
         }
         if !source.crate_root && !declared.contains_key(source.module.as_slice()) {
             wrong.push(format!(
-                "src/{}: no `mod` line declares {} in the library, so this reader cannot place it",
+                "src/{}: no `mod` line of the library declares {}: it is not compiled, or a `#[path]` places it",
                 source.rel.display(),
                 source.module.join("::")
             ));
@@ -684,7 +702,7 @@ fn no_module_reaches_up_or_sideways() {
         wrong.extend(wrong_arrows(source, reading, test_only));
     }
     assert!(
-        arrows > 1000,
+        arrows > 500,
         "only {arrows} paths into the crate found: the reader is broken"
     );
     assert!(
@@ -705,7 +723,11 @@ fn target_os_stays_in_the_platform_code() {
             wrong.extend(misplaced_target_os(source, reading));
         }
     }
-    assert!(seen > 50, "only {seen} target_os found: the reader is broken");
+    // At least the switch between Linux and macOS.
+    assert!(
+        seen >= 2,
+        "only {seen} target_os found: the reader is broken"
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
@@ -727,10 +749,12 @@ fn an_upward_arrow_in_a_use_group_is_caught() {
     );
     assert_eq!(
         found,
-        ["src/config/mod.rs:3: config (settings: validated config, one-line event text) \
+        [
+            "src/config/mod.rs:3: config (settings: validated config, one-line event text) \
           uses policy (policy: rules against the history) through `crate::policy::Action`",
-         "src/config/mod.rs:3: config (settings: validated config, one-line event text) \
-          uses policy (policy: rules against the history) through `crate::policy::Rule`"]
+            "src/config/mod.rs:3: config (settings: validated config, one-line event text) \
+          uses policy (policy: rules against the history) through `crate::policy::Rule`"
+        ]
     );
 }
 
@@ -742,9 +766,18 @@ fn an_upward_arrow_in_an_inline_path_is_caught() {
          fn g(_: &crate::state::Published) {}\n",
     );
     assert_eq!(found.len(), 2, "{found:?}");
-    assert!(found[0].starts_with("src/history/ring.rs:3: history ("), "{found:?}");
-    assert!(found[0].ends_with("through `crate::daemon::tick`"), "{found:?}");
-    assert!(found[1].starts_with("src/history/ring.rs:5: history ("), "{found:?}");
+    assert!(
+        found[0].starts_with("src/history/ring.rs:3: history ("),
+        "{found:?}"
+    );
+    assert!(
+        found[0].ends_with("through `crate::daemon::tick`"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].starts_with("src/history/ring.rs:5: history ("),
+        "{found:?}"
+    );
     assert!(found[1].contains("uses state ("), "{found:?}");
 }
 
@@ -755,8 +788,14 @@ fn an_upward_arrow_in_a_macro_call_is_caught() {
         "fn f(a: u8) -> bool {\n    matches!(a, crate::sys::LIMIT) \n|| format!(\"{}\", $crate::report::x()).is_empty()\n}\n",
     );
     assert_eq!(found.len(), 2, "{found:?}");
-    assert!(found[0].contains(":2: model (") && found[0].ends_with("`crate::sys::LIMIT`"), "{found:?}");
-    assert!(found[1].contains(":3: model (") && found[1].ends_with("`crate::report::x`"), "{found:?}");
+    assert!(
+        found[0].contains(":2: model (") && found[0].ends_with("`crate::sys::LIMIT`"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].contains(":3: model (") && found[1].ends_with("`crate::report::x`"),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -765,11 +804,20 @@ fn super_super_climbing_into_another_module_is_caught() {
     // names `policy`; from `config::a::b` it would stay in `config`.
     let found = check("config/daemon.rs", "use super::super::policy::Action;\n");
     assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].starts_with("src/config/daemon.rs:1: config ("), "{found:?}");
+    assert!(
+        found[0].starts_with("src/config/daemon.rs:1: config ("),
+        "{found:?}"
+    );
     assert!(found[0].contains("uses policy ("), "{found:?}");
     assert!(check("config/a/b.rs", "use super::super::policy::Action;\n").is_empty());
     // `self::` stays in the module read.
-    assert!(check("config/mod.rs", "use self::daemon::Daemon;\nfn f() { self::super::config::x(); }\n").is_empty());
+    assert!(
+        check(
+            "config/mod.rs",
+            "use self::daemon::Daemon;\nfn f() { self::super::config::x(); }\n"
+        )
+        .is_empty()
+    );
     // An inline module is one more level to climb.
     let found = check(
         "config/mod.rs",
@@ -786,7 +834,10 @@ fn target_os_outside_the_platform_code_is_caught() {
                 fn c() -> bool { cfg!(target_os = \"linux\") }\n\
                 #[cfg(test)]\nmod tests {\n    #[cfg(all(test, target_os = \"linux\"))]\n    fn d() {}\n}\n";
     let found = check("http/router.rs", text);
-    let lines: Vec<&str> = found.iter().map(|f| f.split(": ").next().unwrap()).collect();
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(": ").next().unwrap())
+        .collect();
     assert_eq!(
         lines,
         [
@@ -816,7 +867,10 @@ fn literals_and_comments_draw_no_arrow() {
     let reading = read(&source).unwrap();
     assert!(reading.arrows.is_empty(), "{:?}", reading.arrows);
     // The same text with one real path after the char literal is read.
-    let found = check("model/x.rs", &format!("{text}fn j() {{ crate::cli::run(); }}\n"));
+    let found = check(
+        "model/x.rs",
+        &format!("{text}fn j() {{ crate::cli::run(); }}\n"),
+    );
     assert_eq!(found.len(), 1, "{found:?}");
 }
 
@@ -835,11 +889,17 @@ fn test_code_draws_no_arrow() {
     let reading = read(&source).unwrap();
     assert_eq!(reading.arrows.len(), 1);
     assert!(wrong_arrows(&source, &reading, true).is_empty());
-    let parent = Source::new(Path::new("model/mod.rs"), "#[cfg(test)]\nmod x;\nmod y;\n".to_owned());
+    let parent = Source::new(
+        Path::new("model/mod.rs"),
+        "#[cfg(test)]\nmod x;\nmod y;\n".to_owned(),
+    );
     let declared = read(&parent).unwrap().declared;
     assert_eq!(
         declared,
-        [(vec!["model".to_owned(), "x".to_owned()], true), (vec!["model".to_owned(), "y".to_owned()], false)]
+        [
+            (vec!["model".to_owned(), "x".to_owned()], true),
+            (vec!["model".to_owned(), "y".to_owned()], false)
+        ]
     );
 }
 
@@ -847,9 +907,11 @@ fn test_code_draws_no_arrow() {
 fn path_attributes_and_runaway_super_are_refused() {
     let source = Source::new(
         Path::new("model/mod.rs"),
-        "#[path = \"elsewhere.rs\"]\nmod x;\nuse super::super::y;\nuse crate::*;\n".to_owned(),
+        "#[path = \"elsewhere.rs\"]\nmod x;\nuse super::super::y;\nuse crate::*;\n\
+         #[cfg_attr(unix, path = \"unix.rs\")]\nmod z;\n"
+            .to_owned(),
     );
     let reading = read(&source).unwrap();
     let lines: Vec<usize> = reading.unreadable.iter().map(|(l, _)| *l).collect();
-    assert_eq!(lines, [1, 3, 4], "{:?}", reading.unreadable);
+    assert_eq!(lines, [1, 3, 4, 5], "{:?}", reading.unreadable);
 }
