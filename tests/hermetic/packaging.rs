@@ -3,7 +3,8 @@
 //! package ships that binary (and not the test program) where the unit and
 //! the installer expect a root-only binary, the config where the unit reads
 //! it, and files that exist; the container image runs the same binary on the
-//! same config path. Building and installing the package is the environment
+//! same config path; `cargo install` installs the daemon alone (the test
+//! program is an example). Building and installing the package is the environment
 //! tier's (`tests/environment/package.rs`).
 
 use std::path::{Path, PathBuf};
