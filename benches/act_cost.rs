@@ -9,9 +9,11 @@
 //! - **dry run**: the same decision as a dry run: every check, no delivery.
 //! - **gone**: a decision for a pid that has exited (the cheapest refusal).
 //!
-//! Run: `cargo bench --bench act_cost` (builds `headroom-hog` first:
-//! `cargo build --release --bin headroom-hog`). `HEADROOM_BENCH_ITERS`
-//! overrides the 5000 iterations per row.
+//! Run: `cargo bench --bench act_cost` (it builds the `headroom-hog`
+//! example first if it is not fresh). `HEADROOM_BENCH_ITERS` overrides the
+//! 5000 iterations per row.
+
+mod common;
 
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -27,18 +29,12 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5000);
-    let hog_path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/headroom-hog");
-    let mut hog = Command::new(&hog_path)
+    let hog_path = common::hog_program::hog_path();
+    let mut hog = Command::new(hog_path)
         .args(["--max", "1MiB", "--catch", "USR1"])
         .stdout(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start {}: {e}; build it with cargo build --release --bin headroom-hog",
-                hog_path.display()
-            )
-        });
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", hog_path.display()));
     // Wait for its handler to be installed.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !identity::catches_signal(hog.id(), libc_sigusr1()).unwrap_or(false) {

@@ -51,13 +51,12 @@ mod linux {
     use std::sync::mpsc::{Receiver, channel};
     use std::time::{Duration, Instant};
 
-    const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
     /// Start a hog that looks like `torchrun`; its stdout lines come on the
     /// receiver.
     fn hog(args: &[String]) -> (std::process::Child, Receiver<String>) {
-        let mut child = Command::new(HOG)
+        let mut child = Command::new(crate::common::hog_program::hog_path())
             .arg0("torchrun")
             .args(args)
             .stdin(Stdio::null())

@@ -35,7 +35,6 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
-const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
 const MIB: f64 = 1024.0 * 1024.0;
 const LIMIT_MIB: u64 = 2560;
 
@@ -138,7 +137,8 @@ fn one_run(forked: bool, i: usize) -> Result<Run, String> {
     // Not under /tmp: as root, the daemon refuses a config others could change.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).map_err(|e| e.to_string())?;
     let link = dir.path().join("hog-job");
-    std::os::unix::fs::symlink(HOG, &link).map_err(|e| e.to_string())?;
+    std::os::unix::fs::symlink(crate::common::hog_program::hog_path(), &link)
+        .map_err(|e| e.to_string())?;
     let cfg = dir.path().join("headroom.toml");
     std::fs::write(
         &cfg,

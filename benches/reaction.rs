@@ -19,7 +19,6 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
-const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
 const MIB: f64 = 1024.0 * 1024.0;
 const LIMIT: u64 = 2 << 30;
 const IDLE_WATCH: Duration = Duration::from_secs(4);
@@ -96,7 +95,7 @@ fn one_run(i: usize) -> Option<Run> {
     // Not under /tmp: as root, the daemon refuses a config others could change.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let hog = dir.path().join(format!("reaction-hog-{i}"));
-    std::os::unix::fs::symlink(HOG, &hog).expect("link");
+    std::os::unix::fs::symlink(crate::common::hog_program::hog_path(), &hog).expect("link");
     let pattern = regex::escape(&hog.display().to_string()).replace('\\', "\\\\");
     let cfg = dir.path().join("headroom.toml");
     std::fs::write(

@@ -92,7 +92,6 @@ mod linux {
     use std::time::{Duration, Instant};
 
     const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
-    const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
     const MIB: u64 = 1 << 20;
 
     /// A child whose output lines arrive, with the time each was read.
@@ -524,7 +523,8 @@ mod linux {
         let monitor = Monitor::start(swapped);
         let link = dir.join("bench-hog");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(HOG, &link).map_err(|e| e.to_string())?;
+        std::os::unix::fs::symlink(crate::common::hog_program::hog_path(), &link)
+            .map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&link);
         cmd.args([
             "--rate",
@@ -702,7 +702,8 @@ mod linux {
             }
             let link = dir.join("bench-ballast");
             let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(HOG, &link).map_err(|e| e.to_string())?;
+            std::os::unix::fs::symlink(crate::common::hog_program::hog_path(), &link)
+                .map_err(|e| e.to_string())?;
             let mut cmd = Command::new(&link);
             let size_arg = format!("{}MiB", size / MIB);
             cmd.args([

@@ -27,7 +27,7 @@ mkdir -p "$out"
 log="$out/$(date -u +%Y%m%dT%H%M%SZ).log"
 cmd=(cargo test --release --locked --test environment -- --nocapture --test-threads=1 "attacks::$filter")
 
-cargo build --release --locked --bins
+cargo build --release --locked --bin headroom --example headroom-hog
 echo "running: ${cmd[*]}"
 status=0
 "${cmd[@]}" 2>&1 | tee "$log" || status=$?

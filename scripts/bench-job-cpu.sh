@@ -14,7 +14,7 @@
 #   scripts/bench-job-cpu.sh            # SECS=120 for a longer window
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --bins -q
+cargo build --release --bin headroom --example headroom-hog -q
 B=$PWD/target/release
 SECS=${SECS:-60}
 HZ=$(getconf CLK_TCK)
@@ -32,7 +32,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hog() { # name, args...: a hog started as torchrun, its output in $WORK/name
     local name=$1
     shift
-    (exec -a torchrun "$B/headroom-hog" "$@" >"$WORK/$name" 2>&1) &
+    (exec -a torchrun "$B/examples/headroom-hog" "$@" >"$WORK/$name" 2>&1) &
     PIDS+=($!)
 }
 

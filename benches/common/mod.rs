@@ -3,6 +3,10 @@
 
 #![allow(dead_code, reason = "each benchmark uses a different part")]
 
+/// The `headroom-hog` program, built on first use, as the tests find it.
+#[path = "../../tests/support/hog_program.rs"]
+pub mod hog_program;
+
 use std::process::Child;
 use std::time::Duration;
 

@@ -20,7 +20,7 @@ mod whole_machine {
     use headroom::model::{Basis, Snapshot};
 
     use crate::support;
-    use crate::support::hog::{Daemon, HOG, Running};
+    use crate::support::hog::{Daemon, Running, hog_path};
 
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
@@ -66,7 +66,7 @@ mod whole_machine {
     /// children's pids once all `forks` are made.
     fn launcher(dir: &Path, args: &[&str], forks: usize) -> (Running, Vec<u32>) {
         let link = dir.join("torchrun");
-        std::os::unix::fs::symlink(HOG, &link).unwrap();
+        std::os::unix::fs::symlink(hog_path(), &link).unwrap();
         let mut hog = Running::hog(&link, args);
         let kids = hog.forked(forks);
         (hog, kids)

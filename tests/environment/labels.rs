@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::hog::{Daemon, HOG, Running};
+use crate::support::hog::{Daemon, Running, hog_path};
 use crate::support::{need_root, private_dir};
 
 const POD_UID: &str = "5f0c7e3a-2b1d-4c8e-9f6a-7d3b2e1c0a94";
@@ -130,7 +130,7 @@ fn hog_in(dir: &Path, name: &str, cgroup: &Path) -> Running {
     let bin = dir.join(name);
     std::fs::create_dir(&bin).unwrap();
     let link = bin.join("torchrun");
-    std::os::unix::fs::symlink(HOG, &link).unwrap();
+    std::os::unix::fs::symlink(hog_path(), &link).unwrap();
     let mut hog = Running::hog(&link, &["--max", "8MiB"]);
     hog.expect_line("ready");
     Cgroups::enter(cgroup, hog.pid());

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support;
-use crate::support::hog::{Daemon, HEADROOM, HOG, ROOT_REASON, Running, Sandbox, rule_status};
+use crate::support::hog::{Daemon, HEADROOM, ROOT_REASON, Running, Sandbox, hog_path, rule_status};
 use crate::support::{NOBODY, need_root, need_tools};
 
 #[test]
@@ -25,7 +25,7 @@ fn a_protected_process_is_never_signalled() {
     // The positive control: the same hog, under a name the pattern does not
     // cover, matched by the same rule.
     let control = sb.path("hog-control");
-    std::os::unix::fs::symlink(HOG, &control).expect("link the control hog");
+    std::os::unix::fs::symlink(hog_path(), &control).expect("link the control hog");
     let _d = sb.start(
         &format!(
             "{}\n[protect]\npatterns = [\"^hog-protected\"]\n",
@@ -62,7 +62,7 @@ fn shared_dir(tag: &str) -> tempfile::TempDir {
 /// executable by all: a user's program that names its process `name`.
 fn hog_copy(dir: &Path, name: &str, owner: Option<u32>) -> PathBuf {
     let path = dir.join(name);
-    std::fs::copy(HOG, &path).expect("copy the hog");
+    std::fs::copy(hog_path(), &path).expect("copy the hog");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     if let Some(uid) = owner {
         std::os::unix::fs::chown(&path, Some(uid), Some(uid)).expect("chown");

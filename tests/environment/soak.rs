@@ -44,13 +44,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::support::hog::{HEADROOM, HOG};
+use crate::support::hog::{HEADROOM, hog_path};
 
 /// The daemon and the hog, release builds.
 fn release_binaries() -> (PathBuf, PathBuf) {
     if !cfg!(debug_assertions) {
         // This test is a release build: so are the binaries built with it.
-        return (PathBuf::from(HEADROOM), PathBuf::from(HOG));
+        return (PathBuf::from(HEADROOM), hog_path().to_path_buf());
     }
     // target/debug/deps/soak-… → target
     let exe = std::env::current_exe().expect("this test binary");
@@ -66,7 +66,7 @@ fn release_binaries() -> (PathBuf, PathBuf) {
             "--locked",
             "--bin",
             "headroom",
-            "--bin",
+            "--example",
             "headroom-hog",
         ])
         .arg("--target-dir")
@@ -76,7 +76,10 @@ fn release_binaries() -> (PathBuf, PathBuf) {
         .expect("run cargo build --release");
     assert!(built.success(), "cargo build --release failed");
     let release = target.join("release");
-    (release.join("headroom"), release.join("headroom-hog"))
+    (
+        release.join("headroom"),
+        release.join("examples").join("headroom-hog"),
+    )
 }
 
 const INTERVAL: Duration = Duration::from_millis(250);

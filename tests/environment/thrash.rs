@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support;
-use crate::support::hog::HOG;
+use crate::support::hog::hog_path;
 use support::attack::{Proc, RootDaemon, argv_pattern};
 
 const MIB: u64 = 1 << 20;
@@ -295,7 +295,7 @@ fn a_swap_rule_signals_a_hog_thrashing_in_swap_before_the_oom_killer() {
     // of RAM (a clean-clone CI run). Up to four more pieces take what
     // appeared since.
     let link = dir.path().join("thrash-ballast");
-    std::os::unix::fs::symlink(HOG, &link).expect("link the ballast");
+    std::os::unix::fs::symlink(hog_path(), &link).expect("link the ballast");
     let mut ballast_size = 0;
     for _ in 0..5 {
         let piece = settled_available().saturating_sub(LEFT) / MIB * MIB;
@@ -329,7 +329,7 @@ fn a_swap_rule_signals_a_hog_thrashing_in_swap_before_the_oom_killer() {
         free / MIB
     );
     let link = dir.path().join("thrash-hog");
-    std::os::unix::fs::symlink(HOG, &link).expect("link the hog");
+    std::os::unix::fs::symlink(hog_path(), &link).expect("link the hog");
     let config = format!(
         "[daemon]\ninterval = \"1s\"\njournal = \"{}\"\n\n[[rule]]\nname = \"thrash\"\n\
          select = \"largest\"\nroot = true\nother_users = true\ncooldown = \"1h\"\n\

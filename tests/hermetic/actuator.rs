@@ -29,8 +29,8 @@ use headroom::policy::{Action, SignalName};
 use crate::support::actuator::{
     WAIT, actuator, decision, hook, outcome, process, refusal, run, signal,
 };
+use crate::support::hog::hog_path;
 
-const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
 /// A process name as hostile as a user can make it: a colour escape, a
 /// newline that would start a forged log line, a bell, and markup.
 const HOSTILE: &str = "\u{1b}[31mRED\n\u{7}<b>";
@@ -61,7 +61,7 @@ impl Hog {
     }
 
     fn start_in(args: &[&str], own_group: bool) -> Hog {
-        let mut cmd = Command::new(HOG);
+        let mut cmd = Command::new(hog_path());
         cmd.args(["--max", "4MiB"])
             .args(args)
             .stdout(Stdio::piped())

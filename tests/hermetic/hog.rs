@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
+use crate::support::hog::hog_path;
+
 const MIB: u64 = 1 << 20;
 
 struct Hog {
@@ -18,7 +19,7 @@ struct Hog {
 
 impl Hog {
     fn start(args: &[&str]) -> Hog {
-        let mut child = Command::new(HOG)
+        let mut child = Command::new(hog_path())
             .args(args)
             .stdout(Stdio::piped())
             .spawn()
@@ -158,7 +159,7 @@ fn thrash_writes_the_held_pages_again_until_a_caught_signal() {
 #[cfg(target_os = "linux")]
 #[test]
 fn lock_keeps_every_page_in_memory_or_says_why_not() {
-    let mut child = Command::new(HOG)
+    let mut child = Command::new(hog_path())
         .args(["--max", "32MiB", "--lock"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -213,7 +214,7 @@ fn bad_arguments_exit_2_with_the_reason() {
             "more than one of",
         ),
     ] {
-        let out = Command::new(HOG).args(args).output().unwrap();
+        let out = Command::new(hog_path()).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(reason), "{args:?}: {err}");

@@ -12,7 +12,7 @@ use headroom::os::linux::LinuxSampler;
 use headroom::os::linux::parse::procfs;
 use headroom::sample::{SampleError, Sampler};
 
-use crate::support::hog::{HOG, Running};
+use crate::support::hog::{Running, hog_path};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
@@ -412,7 +412,7 @@ fn live_forked_children_are_counted_by_their_shares_and_copy_on_write_shows() {
     // A hog holding 256 MiB forks two children that share it; one writes
     // to every page of it, turning its half into copies of its own.
     let mut hog = Running::hog_command({
-        let mut c = std::process::Command::new(HOG);
+        let mut c = std::process::Command::new(hog_path());
         c.args(["--max", "256MiB", "--fork", "2"]);
         c
     });
@@ -444,7 +444,7 @@ fn copy_on_write_by_forked_children_grows_their_total_without_moving_rss() {
     // Two children each write to all 256 MiB they share with the hog at
     // 128 MiB/s: about 512 MiB of new copies in 2 s, no RSS moving.
     let mut hog = Running::hog_command({
-        let mut c = std::process::Command::new(HOG);
+        let mut c = std::process::Command::new(hog_path());
         c.args(["--max", "256MiB", "--fork", "2", "--fork-write", "128MiB/s"]);
         c
     });
@@ -483,7 +483,7 @@ fn children_forked_between_full_ticks_do_not_count_their_parents_pages_again() {
     // forks four children; a light tick sees them first.
     let dir = crate::support::private_dir();
     let link = dir.path().join("torchrun");
-    std::os::unix::fs::symlink(HOG, &link).unwrap();
+    std::os::unix::fs::symlink(hog_path(), &link).unwrap();
     let mut sampler = LinuxSampler::new("/proc");
     sampler.sample().unwrap();
     let mut hog = Running::hog(&link, &["--max", "512MiB", "--fork", "4"]);

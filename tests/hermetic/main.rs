@@ -5,8 +5,8 @@
 //! and a POSIX `/bin/sh`, run by an ordinary user or by root.
 //!
 //! A test belongs here when:
-//! - it runs only headroom's own binaries (`headroom`, `headroom-hog`), this
-//!   test binary, `/bin/sh`, coreutils or `cc`; nothing installed for it
+//! - it runs only headroom's own programs (`headroom` and the `headroom-hog`
+//!   example, `support::hog_program`), this test binary, `/bin/sh`, coreutils or `cc`; nothing installed for it
 //!   (no browser, Prometheus, Jupyter, Python, `setpriv`, `setfacl`, `wrk`,
 //!   systemd);
 //! - it asserts what holds for whoever runs it: a test whose point is what

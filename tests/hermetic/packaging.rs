@@ -3,7 +3,8 @@
 //! package ships that binary (and not the test program) where the unit and
 //! the installer expect a root-only binary, the config where the unit reads
 //! it, and files that exist; the container image runs the same binary on the
-//! same config path. Building and installing the package is the environment
+//! same config path; `cargo install` installs the daemon alone (the test
+//! program is an example). Building and installing the package is the environment
 //! tier's (`tests/environment/package.rs`).
 
 use std::path::{Path, PathBuf};
@@ -112,6 +113,70 @@ fn the_package_ships_the_daemon_where_the_unit_runs_it_and_not_the_test_program(
     // Written by scripts/package-deb.sh from `headroom print-config`.
     assert_eq!(config.0, "target/package/headroom.toml");
     assert!(read("scripts/package-deb.sh").contains("print-config >target/package/headroom.toml"));
+}
+
+/// The package's targets as cargo sees them: (name, kinds).
+fn cargo_targets() -> Vec<(String, Vec<String>)> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    assert_eq!(packages.len(), 1, "one package in the manifest");
+    packages[0]["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .map(|target| {
+            let kinds = target["kind"].as_array().expect("a target's kinds");
+            (
+                target["name"].as_str().expect("a target's name").to_owned(),
+                kinds
+                    .iter()
+                    .map(|k| k.as_str().unwrap_or_default().to_owned())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// `cargo install`, the Homebrew formula (`cargo install` through
+/// `std_cargo_args`) and any build of the package's binaries produce the
+/// daemon alone: the test program that grows memory on purpose is an
+/// example, which cargo never installs, so it neither lands on a user's
+/// PATH nor adds what only it needs to the daemon's dependencies.
+#[test]
+fn cargo_installs_the_daemon_alone_and_the_test_program_is_an_example() {
+    let targets = cargo_targets();
+    let binaries: Vec<&str> = targets
+        .iter()
+        .filter(|(_, kinds)| kinds.iter().any(|k| k == "bin"))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(
+        binaries,
+        ["headroom"],
+        "the installable binaries: {targets:?}"
+    );
+    let hog = targets
+        .iter()
+        .find(|(name, _)| name == "headroom-hog")
+        .unwrap_or_else(|| panic!("a headroom-hog target: {targets:?}"));
+    assert_eq!(hog.1, ["example"], "headroom-hog is an example");
 }
 
 #[test]

@@ -83,7 +83,7 @@ fn an_available_below_rule_signals_the_hog_when_memory_runs_low() {
 /// large, so that only being matched by the rule keeps the hog fresh.
 fn decoys(sb: &Sandbox) -> Vec<Running> {
     let decoy = sb.path("decoy");
-    std::os::unix::fs::symlink(support::hog::HOG, &decoy).expect("link the decoy");
+    std::os::unix::fs::symlink(support::hog::hog_path(), &decoy).expect("link the decoy");
     let mut decoys: Vec<Running> = (0..=headroom::os::linux::TOP_EXACT)
         .map(|_| Running::hog(&decoy, &["--rate", "max", "--max", "8MiB"]))
         .collect();

@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::hog::{HEADROOM, HOG};
+use super::hog::{HEADROOM, hog_path};
 
 /// The attacker: the unprivileged system account the root tests use.
 pub const ATTACKER: &str = "headroom-test";
@@ -156,7 +156,7 @@ impl Stage {
         std::fs::create_dir(&bin).expect("mkdir bin");
         chmod(&bin, 0o755);
         let hog = bin.join("headroom-hog");
-        std::fs::copy(HOG, &hog).expect("copy headroom-hog");
+        std::fs::copy(hog_path(), &hog).expect("copy headroom-hog");
         chmod(&hog, 0o755);
         let script = dir.path().join("attacker.py");
         std::fs::write(&script, include_str!("attacker.py")).expect("write attacker.py");

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 /// The `headroom` binary ([`super::BIN`]).
 pub const HEADROOM: &str = super::BIN;
-pub const HOG: &str = env!("CARGO_BIN_EXE_headroom-hog");
+/// The `headroom-hog` program ([`super::hog_program`]).
+pub use super::hog_program::hog_path;
 
 /// A child whose output lines (stdout or stderr) arrive on a channel.
 pub struct Running {
@@ -323,7 +324,7 @@ impl Sandbox {
     pub fn new(tag: &str) -> Self {
         let dir = super::private_dir();
         let hog = dir.path().join(format!("hog-{tag}"));
-        std::os::unix::fs::symlink(HOG, &hog).expect("link the hog");
+        std::os::unix::fs::symlink(hog_path(), &hog).expect("link the hog");
         Self { dir, hog }
     }
 

@@ -10,6 +10,7 @@
 pub mod actuator;
 pub mod attack;
 pub mod hog;
+pub mod hog_program;
 pub mod http;
 pub mod journal;
 pub mod jupyter;

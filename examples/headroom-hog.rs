@@ -1,5 +1,8 @@
 //! `headroom-hog`: a program that grows its memory on purpose, to try
-//! headroom's rules on (and to test them with).
+//! headroom's rules on (and to test them with). It is a Cargo example, not
+//! a binary of the package, so `cargo install` and the packages carry only
+//! the daemon: `cargo run --release --example headroom-hog -- --max 2GiB`
+//! runs it, `target/release/examples/headroom-hog` is the program.
 //!
 //! It allocates and touches memory (a write to every page, so it is really
 //! resident) at a given rate up to a maximum, then holds it. It can catch
@@ -37,6 +40,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use headroom::config::{ByteSize, Rate, parse_duration, parse_rate, parse_size};
 use headroom::policy::SignalName;
+use headroom::os::{ffi_fork, residency};
 use signal_hook::iterator::Signals;
 
 /// Touch one byte in every 4 KiB: every page on 4 KiB and 16 KiB page systems.
@@ -265,9 +269,9 @@ fn main() -> ExitCode {
     }
 
     if args.lock {
-        match headroom::os::residency::lock_memory() {
-            headroom::os::residency::Locked::All => say("locked"),
-            headroom::os::residency::Locked::Skipped(why) => {
+        match residency::lock_memory() {
+            residency::Locked::All => say("locked"),
+            residency::Locked::Skipped(why) => {
                 eprintln!("headroom-hog: --lock: {why}");
                 return ExitCode::from(1);
             }
@@ -283,7 +287,7 @@ fn main() -> ExitCode {
     ));
     for _ in 0..args.fork {
         let rate = args.fork_write.map(Speed::bytes_per_second);
-        match headroom::os::ffi_fork::fork_sharer(&mut held, rate) {
+        match ffi_fork::fork_sharer(&mut held, rate) {
             Ok(pid) => say(&format!(
                 "forked pid={pid} at_ms={}",
                 shared.began.elapsed().as_millis()
