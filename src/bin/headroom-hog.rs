@@ -28,6 +28,8 @@
 //! done 104857600                     (--hold ran out; exit 0)
 //! ```
 
+#![deny(unsafe_code)]
+
 use std::io::Write as _;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -283,7 +285,7 @@ fn main() -> ExitCode {
     ));
     for _ in 0..args.fork {
         let rate = args.fork_write.map(Speed::bytes_per_second);
-        match headroom::os::ffi_fork::fork_sharer(&mut held, rate) {
+        match headroom::os::ffi::fork::fork_sharer(&mut held, rate) {
             Ok(pid) => say(&format!(
                 "forked pid={pid} at_ms={}",
                 shared.began.elapsed().as_millis()
