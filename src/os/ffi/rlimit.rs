@@ -11,7 +11,8 @@ use std::io;
 pub enum Resource {
     /// `RLIMIT_NOFILE`: open file descriptors.
     OpenFiles,
-    /// `RLIMIT_MEMLOCK`: bytes of locked memory.
+    /// `RLIMIT_MEMLOCK`: bytes of locked memory (lifted on Linux only).
+    #[cfg(target_os = "linux")]
     LockedMemory,
 }
 
@@ -24,6 +25,7 @@ pub fn get(resource: Resource) -> io::Result<(u64, u64)> {
     };
     let which = match resource {
         Resource::OpenFiles => libc::RLIMIT_NOFILE,
+        #[cfg(target_os = "linux")]
         Resource::LockedMemory => libc::RLIMIT_MEMLOCK,
     };
     // SAFETY: getrlimit writes one `struct rlimit` to the pointer, which
@@ -43,6 +45,7 @@ pub fn set(resource: Resource, soft: u64, hard: u64) -> io::Result<()> {
     };
     let which = match resource {
         Resource::OpenFiles => libc::RLIMIT_NOFILE,
+        #[cfg(target_os = "linux")]
         Resource::LockedMemory => libc::RLIMIT_MEMLOCK,
     };
     // SAFETY: setrlimit reads one `struct rlimit` from the pointer, which
