@@ -31,6 +31,8 @@
 //! done 104857600                     (--hold ran out; exit 0)
 //! ```
 
+#![deny(unsafe_code)]
+
 use std::io::Write as _;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,7 +42,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use headroom::config::{ByteSize, Rate, parse_duration, parse_rate, parse_size};
 use headroom::policy::SignalName;
-use headroom::os::{ffi_fork, residency};
+use headroom::os::{ffi::fork, residency};
 use signal_hook::iterator::Signals;
 
 /// Touch one byte in every 4 KiB: every page on 4 KiB and 16 KiB page systems.
@@ -287,7 +289,7 @@ fn main() -> ExitCode {
     ));
     for _ in 0..args.fork {
         let rate = args.fork_write.map(Speed::bytes_per_second);
-        match ffi_fork::fork_sharer(&mut held, rate) {
+        match fork::fork_sharer(&mut held, rate) {
             Ok(pid) => say(&format!(
                 "forked pid={pid} at_ms={}",
                 shared.began.elapsed().as_millis()

@@ -6,6 +6,14 @@
 //! [`journal`] records every [`event`]. The [`daemon`] publishes the result
 //! as shared [`state`] that the CLI and HTTP read. [`config`] holds the
 //! validated settings, [`workload`] says which processes are ML work and why.
+//!
+//! `unsafe` is denied here and allowed back only on the modules named `ffi`
+//! (`os::ffi`, `os::linux::ffi`, `os::macos::ffi`, `local_time::ffi`): thin,
+//! safe wrappers of the C calls, each `unsafe` block with a `// SAFETY:`
+//! comment (`tests/hermetic/unsafe_code.rs` checks both).
+
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod act;
 pub mod cli;

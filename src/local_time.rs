@@ -1,12 +1,13 @@
 //! Wall-clock times in the local time zone, for people reading the CLI's
 //! output (`2026-11-22 14:02:05 +01:00`), and such times read back (`events
-//! --since`). An FFI file: the zone's offset comes from libc's
-//! `localtime_r`, which reads `TZ` and the system zone database. Journals,
+//! --since`). The zone's offset comes from libc's `localtime_r` (in
+//! `local_time/ffi.rs`), which reads `TZ` and the system zone database.
+//! The call sits here, not in `os`: the CLI's formatting is below the OS
+//! layer, and `localtime_r` is the same POSIX call on both OSes. Journals,
 //! traces and the API keep UTC milliseconds; only display is local, and it
 //! always carries its offset, so that a time printed here and pasted back
 //! means the same instant.
 
-use std::mem::MaybeUninit;
 use std::sync::LazyLock;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -14,27 +15,13 @@ use regex::Regex;
 
 use crate::model::Timestamp;
 
+#[allow(unsafe_code)]
+mod ffi;
+
 /// The local zone's offset from UTC at `at`, in seconds east; `None` if libc
 /// cannot say (the caller then shows UTC).
 pub fn utc_offset(at: Timestamp) -> Option<i64> {
-    let secs = libc::time_t::try_from(at.as_millis() / 1000).ok()?;
-    let mut tm = MaybeUninit::<libc::tm>::zeroed();
-    // SAFETY: both pointers are valid for the call: `secs` lives on our stack
-    // and `tm` is a zeroed `struct tm` that localtime_r fills in; it returns
-    // null on failure, checked below, and keeps neither pointer.
-    let filled = unsafe { libc::localtime_r(&secs, tm.as_mut_ptr()) };
-    if filled.is_null() {
-        return None;
-    }
-    // SAFETY: localtime_r succeeded, so it initialised every field; a zeroed
-    // `struct tm` (integers and a nullable pointer) was valid to begin with.
-    let tm = unsafe { tm.assume_init() };
-    #[allow(
-        clippy::useless_conversion,
-        reason = "c_long is i64 on 64-bit targets but i32 on 32-bit ones"
-    )]
-    let offset = i64::from(tm.tm_gmtoff);
-    Some(offset)
+    ffi::gmtoff(at.as_millis() / 1000)
 }
 
 /// `YYYY-MM-DD HH:MM:SS +HH:MM` in the local zone (`+00:00`, UTC, if the

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Timestamp;
-use crate::os::ffi_flock::{Kind, try_lock};
+use crate::os::ffi::flock::{Kind, try_lock};
 use crate::report::printable;
 
 /// The lock file's name in the state directory.

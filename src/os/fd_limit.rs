@@ -19,6 +19,8 @@
 
 use std::io;
 
+use crate::os::ffi::rlimit::{self, Resource};
+
 /// Descriptors kept for the sampler, pidfds, the journal, hooks, Jupyter
 /// lookups, NVML and the runtime: the HTTP server never counts on them.
 pub const RESERVED_FDS: u64 = 256;
@@ -85,17 +87,7 @@ pub fn http_connection_budget(soft: u64) -> usize {
 /// The soft and hard `RLIMIT_NOFILE` of this process (`u64::MAX` for
 /// unlimited).
 pub fn open_files_limits() -> io::Result<(u64, u64)> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one `struct rlimit` to the pointer, which
-    // points to a live, writable `libc::rlimit` on this stack frame.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((from_rlim(limit.rlim_cur), from_rlim(limit.rlim_max)))
+    rlimit::get(Resource::OpenFiles)
 }
 
 /// The soft `RLIMIT_NOFILE` in force now.
@@ -108,70 +100,33 @@ pub fn open_files_limit() -> io::Result<u64> {
 pub fn raise_open_files() -> io::Result<OpenFilesLimit> {
     let (before, hard) = open_files_limits()?;
     let target = target_soft_limit(before, hard, os_ceiling());
-    if target > before {
-        let limit = libc::rlimit {
-            rlim_cur: to_rlim(target),
-            rlim_max: to_rlim(hard),
-        };
-        // SAFETY: setrlimit reads one `struct rlimit` from the pointer, which
-        // points to a live, initialised `libc::rlimit` on this stack frame.
-        let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
-        if rc != 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("cannot raise the open-file limit from {before} to {target}: {e}"),
-            ));
-        }
+    if target > before
+        && let Err(e) = rlimit::set(Resource::OpenFiles, target, hard)
+    {
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot raise the open-file limit from {before} to {target}: {e}"),
+        ));
     }
     let (soft, hard) = open_files_limits()?;
     Ok(OpenFilesLimit { before, soft, hard })
-}
-
-// `rlim_t` is a 64-bit unsigned integer on every platform headroom builds
-// for (glibc and musl on 64-bit Linux, `__uint64_t` in XNU's
-// `sys/resource.h`), so values pass through unchanged but for the infinity.
-fn from_rlim(value: libc::rlim_t) -> u64 {
-    if value == libc::RLIM_INFINITY {
-        u64::MAX
-    } else {
-        value
-    }
-}
-
-fn to_rlim(value: u64) -> libc::rlim_t {
-    if value == u64::MAX {
-        libc::RLIM_INFINITY
-    } else {
-        value
-    }
 }
 
 /// The OS's own ceiling on a process's open files, where `setrlimit` does
 /// not accept the hard limit itself.
 #[cfg(target_os = "macos")]
 fn os_ceiling() -> Option<u64> {
+    use crate::os::macos::ffi::sysctl::sysctl_raw;
+
     /// `OPEN_MAX` in XNU's `bsd/sys/syslimits.h`.
     const OPEN_MAX: u64 = 10240;
-    let name = c"kern.maxfilesperproc";
-    let mut value: libc::c_int = 0;
-    let mut size = std::mem::size_of::<libc::c_int>();
-    // SAFETY: `name` is a NUL-terminated C string; `value` is a live c_int
-    // and `size` holds its size, so the kernel writes at most that many
-    // bytes; no new value is set (null pointer, length 0).
-    let rc = unsafe {
-        libc::sysctlbyname(
-            name.as_ptr(),
-            (&raw mut value).cast(),
-            &mut size,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc == 0 && size == std::mem::size_of::<libc::c_int>() && value > 0 {
-        u64::try_from(value).ok()
-    } else {
-        Some(OPEN_MAX)
+    let mut value = [0u8; size_of::<libc::c_int>()];
+    match sysctl_raw(c"kern.maxfilesperproc", &mut value) {
+        Ok(n) if n == value.len() => u64::try_from(libc::c_int::from_ne_bytes(value))
+            .ok()
+            .filter(|&v| v > 0)
+            .or(Some(OPEN_MAX)),
+        _ => Some(OPEN_MAX),
     }
 }
 

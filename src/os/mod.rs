@@ -12,8 +12,11 @@
 //!   [`passwd`], [`user_names`]), this process ([`this_process`],
 //!   [`residency`], [`fd_limit`]), other processes ([`process_owner`],
 //!   [`proc_visibility`], [`posix`]), sockets ([`sockets`]), paths only root
-//!   can change ([`trusted_path`]), where state files go ([`state_dirs`]),
-//!   and the thin calls in `ffi_flock.rs` and `ffi_fork.rs`.
+//!   can change ([`trusted_path`]) and where state files go ([`state_dirs`]).
+//! - `unsafe` is allowed only in the modules named `ffi` (this one's and
+//!   each OS's): thin, safe wrappers of the C calls, each `unsafe` block
+//!   with its `// SAFETY:` reasoning; the crate root denies it everywhere
+//!   else.
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("headroom runs on Linux and macOS only: build it for one of those targets");
@@ -28,8 +31,8 @@ pub use macos as native;
 
 pub mod accounts;
 pub mod fd_limit;
-pub mod ffi_flock;
-pub mod ffi_fork;
+#[allow(unsafe_code)]
+pub mod ffi;
 pub mod notification;
 pub mod passwd;
 pub mod posix;

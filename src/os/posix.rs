@@ -1,8 +1,11 @@
-//! The POSIX calls the actuator needs on every Unix: `kill`, process groups and
-//! the effective uid. An FFI file: each call is a thin, safe wrapper that turns
-//! the C return convention (-1 and `errno`) into an `io::Result`.
+//! The POSIX calls the actuator needs on every Unix: `kill` and process
+//! groups, with the pids each may address: `kill` never takes 0 or a
+//! negative pid (which address groups), and only groups above 1 are
+//! signalled whole. The calls themselves are in `os::ffi::signal`.
 
 use std::io;
+
+use crate::os::ffi::signal as ffi;
 
 /// A pid as the C calls take it; pids above `i32::MAX` do not exist.
 fn c_pid(pid: u32) -> io::Result<libc::pid_t> {
@@ -24,14 +27,8 @@ pub fn kill(pid: u32, signal: i32) -> io::Result<()> {
             "pid 0 addresses a process group, not a process",
         ));
     }
-    // SAFETY: kill takes two integers and touches no memory of ours; the pid
-    // is positive, so it addresses exactly one process.
-    let rc = unsafe { libc::kill(pid, signal) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    // The pid is positive, so it addresses exactly one process.
+    ffi::kill(pid, signal)
 }
 
 /// `kill(-pgid, signal)`: every process of group `pgid`. Refuses groups 0 and
@@ -47,13 +44,8 @@ pub fn kill_group(pgid: u32, signal: i32) -> io::Result<()> {
             format!("process group {pgid} is never signalled"),
         ));
     }
-    // SAFETY: integers only; -pgid with pgid > 1 addresses that one group.
-    let rc = unsafe { libc::kill(-pgid, signal) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    // -pgid with pgid > 1 addresses that one group.
+    ffi::kill(-pgid, signal)
 }
 
 /// The process group of `pid` (`getpgid`); `ESRCH` if it does not exist.
@@ -65,16 +57,17 @@ pub fn process_group_of(pid: u32) -> io::Result<u32> {
             "pid 0 means the caller to getpgid; ask for a real pid",
         ));
     }
-    // SAFETY: getpgid takes an integer and returns one; no memory is shared.
-    let rc = unsafe { libc::getpgid(pid) };
-    u32::try_from(rc).map_err(|_| io::Error::last_os_error())
+    let pgid = ffi::getpgid(pid)?;
+    u32::try_from(pgid).map_err(|_| {
+        io::Error::other(format!(
+            "getpgid({pid}) answered {pgid}, not a process group"
+        ))
+    })
 }
 
 /// This process's own process group (`getpgrp`, which cannot fail).
 pub fn own_process_group() -> u32 {
-    // SAFETY: getpgrp takes no arguments and always succeeds.
-    let pgid = unsafe { libc::getpgrp() };
-    u32::try_from(pgid).unwrap_or(0)
+    u32::try_from(ffi::getpgrp()).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -38,14 +38,14 @@ pub fn uid_of(pid: u32) -> io::Result<Option<u32>> {
     }
 }
 
-/// [`uid_of`] on macOS: `pbi_uid` of [`crate::os::macos::ffi_proc::bsd_info`].
+/// [`uid_of`] on macOS: `pbi_uid` of [`crate::os::macos::ffi::proc::bsd_info`].
 /// Another user's process needs root (EPERM otherwise).
 #[cfg(target_os = "macos")]
 fn bsd_uid(pid: u32) -> io::Result<Option<u32>> {
     let Some(ipid) = crate::os::macos::parse::proc_info::darwin_pid(pid) else {
         return Ok(None);
     };
-    match crate::os::macos::ffi_proc::bsd_info(ipid) {
+    match crate::os::macos::ffi::proc::bsd_info(ipid) {
         Ok(info) => Ok(Some(info.owner.effective)),
         Err(libc::ESRCH) => Ok(None),
         Err(errno) => {

@@ -67,16 +67,12 @@ pub fn has_capability(status: &str, bit: u32) -> bool {
 #[cfg(target_os = "linux")]
 mod imp {
     use super::{Locked, OOM_SCORE_ADJ};
+    use crate::os::ffi::mlock;
+    use crate::os::ffi::rlimit::{self, Resource};
     use std::io;
 
     pub fn lock_memory() -> Locked {
-        let unlimited = libc::rlimit {
-            rlim_cur: libc::RLIM_INFINITY,
-            rlim_max: libc::RLIM_INFINITY,
-        };
-        // SAFETY: `unlimited` is a valid rlimit that outlives the call.
-        if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
-            let e = io::Error::last_os_error();
+        if let Err(e) = rlimit::set(Resource::LockedMemory, u64::MAX, u64::MAX) {
             let unbounded = std::fs::read_to_string("/proc/self/status")
                 .is_ok_and(|status| super::has_capability(&status, super::CAP_IPC_LOCK));
             if !unbounded {
@@ -88,10 +84,7 @@ mod imp {
                 ));
             }
         }
-        let flags = libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT;
-        // SAFETY: flags only; mlockall touches no memory of ours.
-        if unsafe { libc::mlockall(flags) } != 0 {
-            let e = io::Error::last_os_error();
+        if let Err(e) = mlock::lock_all_on_fault() {
             return Locked::Skipped(if e.raw_os_error() == Some(libc::EINVAL) {
                 "this kernel has no MCL_ONFAULT (Linux 4.4 or newer): locking every reserved \
                  page would cost far more than the daemon uses, so memory is not locked"

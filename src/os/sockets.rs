@@ -262,7 +262,7 @@ fn diagnosed(
     limit: usize,
     dump: bool,
 ) -> Option<crate::os::linux::parse::sock_diag::Answers> {
-    match crate::os::linux::ffi_sock_diag::ask(request, seq, limit, dump) {
+    match crate::os::linux::ffi::sock_diag::ask(request, seq, limit, dump) {
         Ok(answers) if !answers.malformed => Some(answers),
         Ok(_) => {
             tracing::debug!(

@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The effective uid of this process (`geteuid`, which cannot fail).
 pub fn effective_uid() -> u32 {
-    // SAFETY: geteuid takes no arguments, touches no memory of ours and
-    // always succeeds (POSIX).
-    unsafe { libc::geteuid() }
+    crate::os::ffi::uid::effective_uid()
 }
 
 /// The file to read for the program this process runs, if `exe` (a path
@@ -82,23 +80,10 @@ pub fn lower_this_thread_priority(steps: i32) -> io::Result<Option<i32>> {
 /// the new value.
 #[cfg(target_os = "linux")]
 fn lower_linux_thread_priority(steps: i32) -> io::Result<i32> {
-    // getpriority can return -1 as a value: clear errno first to tell.
-    // SAFETY: __errno_location returns this thread's errno slot, always
-    // valid to write.
-    unsafe { *libc::__errno_location() = 0 };
-    // SAFETY: plain integer arguments; no memory is passed.
-    let current = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-    if current == -1 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error().is_some_and(|n| n != 0) {
-            return Err(e);
-        }
-    }
+    use crate::os::ffi::priority;
+    let current = priority::thread_nice()?;
     let wanted = current.saturating_add(steps).min(19);
-    // SAFETY: plain integer arguments; no memory is passed.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, wanted) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    priority::set_thread_nice(wanted)?;
     Ok(wanted)
 }
 
@@ -125,8 +110,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     fn own_nice() -> i32 {
-        // SAFETY: plain integer arguments; no memory is passed.
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+        crate::os::ffi::priority::thread_nice().unwrap()
     }
 
     #[cfg(target_os = "linux")]

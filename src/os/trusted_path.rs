@@ -224,14 +224,14 @@ fn unreadable(path: &Path, e: &io::Error) -> Untrusted {
 ///
 /// macOS: an extended ACL (`chmod +a`) can let any user write a file whose
 /// mode is `0644`; each *allow* entry's write rights are named
-/// ([`super::macos_acl`]). Linux: none to add: a POSIX access ACL's mask is
+/// ([`crate::os::macos::parse::acl`]). Linux: none to add: a POSIX access ACL's mask is
 /// the group bits of the mode, and no named user or group gets more than the
 /// mask allows, so a mode with no group write already says no one else
 /// can write. Elsewhere: none are read.
 pub fn acl_write_rights(path: &Path, is_dir: bool) -> io::Result<Vec<&'static str>> {
     #[cfg(target_os = "macos")]
     {
-        crate::os::macos::ffi_acl::extended_acl(path)
+        crate::os::macos::ffi::acl::extended_acl(path)
             .map(|entries| crate::os::macos::parse::acl::write_rights_granted(&entries, is_dir))
     }
     #[cfg(not(target_os = "macos"))]

@@ -57,3 +57,4 @@ mod safe_replay;
 mod service;
 mod system_probe;
 mod unowned;
+mod unsafe_code;

@@ -1,5 +1,6 @@
 //! Linux: `/proc`, cgroups, PSI, the kernel log, pidfds, netlink, NVML.
-//! [`parse`] is compiled on every OS; the rest only on Linux.
+//! [`parse`] is compiled on every OS; the rest only on Linux. Its `unsafe`
+//! is all in `ffi/`, one file per call family.
 
 pub mod parse;
 
@@ -14,9 +15,8 @@ pub mod doctor;
 #[cfg(target_os = "linux")]
 pub mod exit_records;
 #[cfg(target_os = "linux")]
-pub mod ffi_sock_diag;
-#[cfg(target_os = "linux")]
-pub mod ffi_statx;
+#[allow(unsafe_code)]
+pub(crate) mod ffi;
 #[cfg(target_os = "linux")]
 pub mod kmsg;
 #[cfg(target_os = "linux")]
@@ -45,8 +45,6 @@ pub mod psi_trigger;
 mod pss;
 #[cfg(target_os = "linux")]
 pub mod sampler;
-#[cfg(target_os = "linux")]
-mod sysconf;
 #[cfg(target_os = "linux")]
 mod system_files;
 #[cfg(target_os = "linux")]

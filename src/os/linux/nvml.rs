@@ -33,8 +33,8 @@
 //! module out of step after an upgrade) fail the read, and the monitor
 //! closes the collector and retries later.
 //!
-//! The unsafe code here: building a `Device` from a cached handle, and
-//! declaring the cached handles sendable to the sampler's thread.
+//! The handles are kept, and lent back as `Device`s, by
+//! `ffi::nvml::DeviceHandles`, which holds this file's `unsafe`.
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -44,8 +44,8 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
+use super::ffi::nvml::DeviceHandles;
 use crate::model::gpu_source::{DeviceReading, GpuCollector, GpuError, RawGpuProcess};
 use crate::os::trusted_path::check_path;
 
@@ -63,6 +63,7 @@ pub struct NvmlCollector {
 
 /// NVML, initialised, and what was found at open.
 struct Loaded {
+    /// What does not change, one per device of `handles`, in its order.
     devices: Vec<Cached>,
     /// The library name or path that loaded.
     library: String,
@@ -72,24 +73,12 @@ struct Loaded {
     /// Why an earlier candidate path did not load (a configured path that
     /// is wrong, while the usual name worked).
     skipped: Vec<String>,
-    /// Dropped last: its `Drop` calls `nvmlShutdown`, after which the
-    /// handles above are dangling (they are never used after that).
-    nvml: Nvml,
+    /// The library and each device's handle.
+    handles: DeviceHandles,
 }
 
-// SAFETY: `Loaded` is not `Send` only because `nvmlDevice_t` is a raw
-// pointer. The handles are opaque pointers into NVML's own state, valid
-// until `nvmlShutdown`, which runs only when `nvml`, owned by the same
-// struct, is dropped; they are only ever used through `Device` borrowing
-// that `nvml`. NVML is thread-safe ("NVML is thread-safe so it is safe to
-// make simultaneous NVML calls from multiple threads", NVML API reference),
-// and `Nvml` itself is `Send + Sync`, so moving the whole struct to another
-// thread (the sampler runs on tokio's blocking pool) is sound.
-unsafe impl Send for Loaded {}
-
-/// A device handle and what does not change: name, UUID, unsupported queries.
+/// What does not change of a device: name, UUID, unsupported queries.
 struct Cached {
-    handle: nvmlDevice_t,
     index: u32,
     name: String,
     uuid: Option<String>,
@@ -121,8 +110,7 @@ impl NvmlCollector {
     /// Running as root, the configured library is checked before every
     /// load (see the module documentation).
     pub fn new(configured: Option<PathBuf>) -> Self {
-        // SAFETY: geteuid has no preconditions and cannot fail (POSIX).
-        let euid = unsafe { libc::geteuid() };
+        let euid = crate::os::this_process::effective_uid();
         Self {
             configured,
             loaded: None,
@@ -256,13 +244,11 @@ impl GpuCollector for NvmlCollector {
                 no_driver: false,
             });
         };
-        let Loaded { devices, nvml, .. } = loaded;
+        let Loaded {
+            devices, handles, ..
+        } = loaded;
         let mut out = Vec::with_capacity(devices.len());
-        for cached in devices.iter_mut() {
-            // SAFETY: the handle came from `nvmlDeviceGetHandleByIndex_v2` on
-            // this same `nvml`, which is still initialised (it is shut down
-            // only when dropped, and it is borrowed here).
-            let device = unsafe { Device::new(cached.handle, nvml) };
+        for (cached, device) in devices.iter_mut().zip(handles.devices()) {
             out.push(read_device(&device, cached)?);
         }
         Ok(out)
@@ -277,16 +263,15 @@ impl GpuCollector for NvmlCollector {
 /// name and UUID.
 fn discover(nvml: Nvml, library: String, skipped: Vec<String>) -> Loaded {
     let driver = nvml.sys_driver_version().ok();
+    let count = nvml.device_count();
+    let mut handles = DeviceHandles::new(nvml);
     let mut devices = Vec::new();
     let mut unreachable = Vec::new();
-    match nvml.device_count() {
+    match count {
         Ok(count) => {
             for index in 0..count {
-                match nvml.device_by_index(index) {
+                match handles.add(index) {
                     Ok(device) => devices.push(Cached {
-                        // SAFETY: only reads the handle out; it stays valid
-                        // while `nvml` lives, see `Loaded`.
-                        handle: unsafe { device.handle() },
                         index,
                         name: device.name().unwrap_or_else(|_| "NVIDIA GPU".to_string()),
                         uuid: device.uuid().ok(),
@@ -304,7 +289,7 @@ fn discover(nvml: Nvml, library: String, skipped: Vec<String>) -> Loaded {
         driver,
         unreachable,
         skipped,
-        nvml,
+        handles,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Linux process facts and pinned signal delivery: `pidfd_open` and
-//! `pidfd_send_signal` (the FFI of this file), the start time, parent and
+//! `pidfd_send_signal` (called through `ffi/pidfd.rs`), the start time, parent and
 //! kernel-thread flag from `/proc/[pid]/stat`, and the caught-signal mask
 //! `SigCgt` from `/proc/[pid]/status`; the members of a process group (a
 //! scan of `/proc/*/stat`) and each one's owner, name and executable; and
@@ -12,8 +12,9 @@
 //! process the policy meant (see `signal.rs`).
 
 use std::io;
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, OwnedFd};
 
+use crate::os::linux::ffi::pidfd;
 use crate::os::linux::parse::procfs;
 use crate::os::posix;
 use crate::os::process_facts::{Member, ProcStat};
@@ -194,23 +195,14 @@ pub fn pidfd_open(pid: u32) -> io::Result<Opened> {
     if c_pid <= 0 {
         return Ok(Opened::Gone);
     }
-    // SAFETY: pidfd_open takes a pid and flags (0) and returns a new file
-    // descriptor or -1; it reads and writes no memory of ours.
-    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, c_pid, 0 as libc::c_uint) };
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        return match err.raw_os_error() {
+    match pidfd::open(c_pid) {
+        Ok(fd) => Ok(Opened::Fd(PidFd(fd))),
+        Err(err) => match err.raw_os_error() {
             Some(libc::ESRCH) => Ok(Opened::Gone),
             Some(libc::ENOSYS) => Ok(Opened::Unsupported),
             _ => Err(err),
-        };
+        },
     }
-    let fd = i32::try_from(rc).map_err(|_| {
-        io::Error::other(format!("pidfd_open returned {rc}, not a file descriptor"))
-    })?;
-    // SAFETY: the kernel just returned this descriptor to us and nothing else
-    // owns it; OwnedFd closes it exactly once.
-    Ok(Opened::Fd(PidFd(unsafe { OwnedFd::from_raw_fd(fd) })))
 }
 
 /// The start time of `pid` now (clock ticks since boot, field 22 of
@@ -272,23 +264,7 @@ impl PidFd {
     /// `pidfd_send_signal(fd, signal, NULL, 0)`: `ESRCH` once the process has
     /// exited, even if its pid was reused.
     pub fn send(&self, signal: i32) -> io::Result<()> {
-        let fd = self.0.as_raw_fd();
-        // SAFETY: the descriptor is open for the life of `self`; a null
-        // siginfo asks the kernel to fill it in as kill() would; flags 0.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd,
-                signal,
-                std::ptr::null::<libc::siginfo_t>(),
-                0 as libc::c_uint,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        pidfd::send_signal(self.0.as_fd(), signal)
     }
 }
 

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use super::ffi::psi;
+
 /// Triggers to try, in order: 150 ms of stall in any 1 s window, then the
 /// same share over 2 s for processes without CAP_SYS_RESOURCE.
 pub const TRIGGERS: [&str; 2] = ["some 150000 1000000", "some 300000 2000000"];
@@ -68,26 +70,18 @@ impl PsiTrigger {
         let mut last_err = None;
         for spec in TRIGGERS {
             match open_trigger(path, spec) {
-                Ok(file) => {
-                    // SAFETY: `file` is an open descriptor that AsyncFd takes
-                    // ownership of: it stays open, and refers to the same
-                    // pressure file, until the AsyncFd (and the File in it)
-                    // is dropped, which also deregisters it.
-                    let registered =
-                        unsafe { AsyncFd::register_with_interest(file, Interest::PRIORITY) };
-                    match registered {
-                        Ok(fd) => {
-                            return Ok(Self {
-                                fd,
-                                spec,
-                                path: path.to_path_buf(),
-                                believed_total: some_total(path),
-                                spurious: 0,
-                            });
-                        }
-                        Err(e) => last_err = Some(io::Error::from(e)),
+                Ok(file) => match psi::watch_priority(file) {
+                    Ok(fd) => {
+                        return Ok(Self {
+                            fd,
+                            spec,
+                            path: path.to_path_buf(),
+                            believed_total: some_total(path),
+                            spurious: 0,
+                        });
                     }
-                }
+                    Err(e) => last_err = Some(e),
+                },
                 Err(e) => last_err = Some(e),
             }
         }

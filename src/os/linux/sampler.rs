@@ -97,7 +97,8 @@
 
 use std::path::PathBuf;
 
-use super::{ceilings, cgroup_paths, proc_reader, process_reads, sysconf as sys, tracker, unowned};
+use super::ffi::sysconf as sys;
+use super::{ceilings, cgroup_paths, proc_reader, process_reads, tracker, unowned};
 use std::time::Instant;
 
 use crate::model::sampling::{SampleError, Sampler};

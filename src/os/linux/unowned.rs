@@ -9,7 +9,7 @@
 //!   into another mount. A file holds its allocated blocks (`st_blocks` ×
 //!   512), not its apparent size: a sparse 5 GiB file of which nothing was
 //!   written holds nothing. Every `stat` of the scan is a `statx` from
-//!   cached attributes (`os/linux/ffi_statx.rs`): a user's FUSE mount on
+//!   cached attributes (`os/linux/ffi/statx.rs`): a user's FUSE mount on
 //!   a file or directory in `/dev/shm`, or behind a descriptor, cannot make
 //!   it wait.
 //! - **Who maps or holds them**: for each process, the targets of
@@ -75,7 +75,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{ProcessId, ProcessSample, SysvSegment, TmpfsFile, Unowned};
-use crate::os::linux::ffi_statx::statx_cached;
+use crate::os::linux::ffi::statx::statx_cached;
 use crate::os::linux::parse::procfs;
 use crate::os::linux::parse::shm::{self, Dev, FdTarget, TmpfsMount};
 use crate::os::user_names::{PasswdFile, UserNames};

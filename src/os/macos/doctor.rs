@@ -5,10 +5,10 @@
 use crate::model::Check;
 use crate::report::format_bytes;
 
-use super::ffi_mach::{self, VmInfoReader};
+use super::ffi::mach::{self as ffi_mach, VmInfoReader};
 use super::iokit;
 use super::parse::{gpu_stats, pressure, procargs, vm};
-use crate::os::macos::ffi_proc;
+use crate::os::macos::ffi::proc as ffi_proc;
 use crate::os::macos::parse::proc_info::{self as proc_info, Failure};
 
 /// The checks, in report order.
@@ -33,7 +33,8 @@ pub fn checks() -> Vec<Check> {
 /// macOS version, kernel release and hardware.
 pub fn facts() -> Vec<(&'static str, String)> {
     let get = |name| {
-        crate::os::macos::sysctl::sysctl_string(name).unwrap_or_else(|e| format!("unknown ({e})"))
+        crate::os::macos::ffi::sysctl::sysctl_string(name)
+            .unwrap_or_else(|e| format!("unknown ({e})"))
     };
     vec![
         ("macos", get(c"kern.osproductversion")),
@@ -137,7 +138,7 @@ fn pressure_level() -> Check {
 
 fn pressure_events() -> Check {
     // Creating the source registers it with the kernel; dropping it cancels.
-    let source = super::pressure_source::MemoryPressureSource::open();
+    let source = super::ffi::dispatch::MemoryPressureSource::open();
     drop(source);
     Check::ok(
         "pressure-events",

@@ -125,7 +125,7 @@ pub fn source(pid: u32, ended_at: Option<Timestamp>) -> String {
 /// or whose pid now belongs to another process is left out.
 #[cfg(target_os = "macos")]
 pub fn read_ended(suspects: &[crate::model::ProcessId]) -> Vec<crate::model::exit::Ended> {
-    use crate::os::macos::ffi_proc;
+    use crate::os::macos::ffi::proc as ffi_proc;
     use crate::os::macos::parse::{kinfo, proc_info as macos_proc_info};
 
     let mut out = Vec::new();
@@ -246,7 +246,7 @@ mod tests {
     #[cfg(target_os = "macos")]
     #[test]
     fn a_zombie_child_is_read_with_its_status_and_end() {
-        use crate::os::macos::{ffi_proc, parse::kinfo};
+        use crate::os::macos::{ffi::proc as ffi_proc, parse::kinfo};
         let mut child = std::process::Command::new("/bin/sh")
             .args(["-c", "exit 3"])
             .spawn()

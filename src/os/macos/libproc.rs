@@ -11,9 +11,9 @@
 //! the C layout.
 //!
 //! [`listening_port`] reads one `socket_fdinfo` (a pure function, tested on
-//! every OS); the FFI wrapper ([`pid_listens`]) exists on macOS only. Who
-//! a process runs as comes from `macos_ffi_proc::bsd_info`, the one
-//! caller of `proc_pidinfo(PROC_PIDTBSDINFO)`.
+//! every OS); [`pid_listens`], on macOS only, asks the kernel through
+//! `ffi/proc.rs`. Who a process runs as comes from `ffi::proc::bsd_info`,
+//! the one caller of `proc_pidinfo(PROC_PIDTBSDINFO)`.
 
 use std::mem::{align_of, offset_of, size_of};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -138,17 +138,13 @@ impl Default for SoiProto {
     }
 }
 
-/// `struct vinfo_stat`: libc's on macOS. Elsewhere (where the pure
-/// function below is tested) 136 opaque bytes of the same size and
-/// alignment; headroom reads nothing of it.
-#[cfg(target_os = "macos")]
-pub type VinfoStat = libc::vinfo_stat;
-#[cfg(not(target_os = "macos"))]
+/// `struct vinfo_stat`: 136 opaque bytes of its size and alignment (libc's
+/// on macOS, checked below); headroom reads nothing of it.
 pub type VinfoStat = [i64; 17];
 
 /// `struct socket_info` (`bsd/sys/proc_info.h`).
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct SocketInfo {
     pub soi_stat: VinfoStat,
     pub soi_so: u64,
@@ -173,22 +169,19 @@ pub struct SocketInfo {
 }
 
 /// `struct socket_fdinfo` (`bsd/sys/proc_info.h`): what
-/// `proc_pidfdinfo(PROC_PIDFDSOCKETINFO)` fills.
+/// `proc_pidfdinfo(PROC_PIDFDSOCKETINFO)` fills. Every field is an integer
+/// or an array of them, so any bytes the kernel writes are a valid value.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct SocketFdinfo {
     pub pfi: ProcFileinfo,
     pub psi: SocketInfo,
 }
 
 impl SocketFdinfo {
-    /// All zero: a valid value (every field is an integer or an array of
-    /// them), the buffer the kernel fills.
+    /// All zero: the buffer the kernel fills.
     pub fn zeroed() -> Self {
-        // SAFETY: SocketFdinfo and everything in it are `repr(C)` integers
-        // and arrays of integers (`vinfo_stat` too), for which all-zero
-        // bytes are a valid value.
-        unsafe { std::mem::zeroed() }
+        Self::default()
     }
 }
 
@@ -254,6 +247,9 @@ const _: () = {
 
 #[cfg(target_os = "macos")]
 const _: () = {
+    // libc's vinfo_stat, which the opaque `VinfoStat` stands in for.
+    assert!(size_of::<libc::vinfo_stat>() == size_of::<VinfoStat>());
+    assert!(align_of::<libc::vinfo_stat>() == align_of::<VinfoStat>());
     // libc's proc_fdinfo: `int32_t proc_fd; uint32_t proc_fdtype;`.
     assert!(size_of::<libc::proc_fdinfo>() == 8);
     assert!(offset_of!(libc::proc_fdinfo, proc_fdtype) == 4);
@@ -306,90 +302,27 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// Whether process `pid` holds a TCP socket listening where a connection to
+/// `ip`:`port` arrives. Err when its descriptors cannot be listed (gone, or
+/// another user's without root).
 #[cfg(target_os = "macos")]
-pub use ffi::pid_listens;
-
-#[cfg(target_os = "macos")]
-mod ffi {
-    use std::ffi::c_void;
-    use std::io;
-    use std::mem::size_of;
-    use std::net::IpAddr;
-
-    use super::{MAX_FDS, PROC_PIDFDSOCKETINFO, SocketFdinfo, listening_port, reaches};
-
-    /// Whether process `pid` holds a TCP socket listening where a
-    /// connection to `ip`:`port` arrives. Err when its descriptors cannot
-    /// be listed (gone, or another user's without root).
-    pub fn pid_listens(pid: u32, ip: IpAddr, port: u16) -> io::Result<bool> {
-        let pid = i32::try_from(pid)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
-        for fd in socket_fds(pid)? {
-            let mut info = SocketFdinfo::zeroed();
-            let size = size_of::<SocketFdinfo>();
-            // SAFETY: `info` is writable for `size` bytes, the size passed
-            // (PROC_PIDFDSOCKETINFO_SIZE); the kernel writes at most that
-            // and returns how much it wrote.
-            let n = unsafe {
-                libc::proc_pidfdinfo(
-                    pid,
-                    fd,
-                    PROC_PIDFDSOCKETINFO,
-                    (&raw mut info).cast::<c_void>(),
-                    i32::try_from(size).unwrap_or(i32::MAX),
-                )
-            };
-            // A descriptor closed since the listing is no listener.
-            if usize::try_from(n).unwrap_or(0) < size {
-                continue;
-            }
-            if listening_port(&info).is_some_and(|l| reaches(l, ip, port)) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// The socket descriptors of `pid` (`PROC_PIDLISTFDS`), at most
-    /// [`MAX_FDS`] descriptors looked at.
-    fn socket_fds(pid: i32) -> io::Result<Vec<i32>> {
-        // SAFETY: with a null buffer and size 0, proc_pidinfo(PROC_PIDLISTFDS)
-        // returns the bytes the list needs now; it writes nothing.
-        let needed =
-            unsafe { libc::proc_pidinfo(pid, libc::PROC_PIDLISTFDS, 0, std::ptr::null_mut(), 0) };
-        if needed <= 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let entry = size_of::<libc::proc_fdinfo>();
-        // Room for descriptors opened between the two calls.
-        let count = (usize::try_from(needed).unwrap_or(0) / entry + 16).min(MAX_FDS);
-        let fdinfo = libc::proc_fdinfo {
-            proc_fd: 0,
-            proc_fdtype: 0,
+pub fn pid_listens(pid: u32, ip: IpAddr, port: u16) -> std::io::Result<bool> {
+    use crate::os::macos::ffi::proc as ffi;
+    let pid = i32::try_from(pid)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "pid out of range"))?;
+    let sockets = ffi::fd_list(pid, MAX_FDS)?
+        .into_iter()
+        .filter(|f| i64::from(f.proc_fdtype) == i64::from(libc::PROX_FDTYPE_SOCKET));
+    for fd in sockets {
+        // A descriptor closed since the listing is no listener.
+        let Some(info) = ffi::socket_fdinfo(pid, fd.proc_fd) else {
+            continue;
         };
-        let mut fds = vec![fdinfo; count];
-        let bytes = i32::try_from(count * entry).unwrap_or(i32::MAX);
-        // SAFETY: `fds` holds `count` proc_fdinfo (`bytes` bytes) and the
-        // call writes at most `bytes` bytes, returning how many it wrote.
-        let n = unsafe {
-            libc::proc_pidinfo(
-                pid,
-                libc::PROC_PIDLISTFDS,
-                0,
-                fds.as_mut_ptr().cast::<c_void>(),
-                bytes,
-            )
-        };
-        if n <= 0 {
-            return Err(io::Error::last_os_error());
+        if listening_port(&info).is_some_and(|l| reaches(l, ip, port)) {
+            return Ok(true);
         }
-        fds.truncate((usize::try_from(n).unwrap_or(0) / entry).min(count));
-        Ok(fds
-            .iter()
-            .filter(|f| i64::from(f.proc_fdtype) == i64::from(libc::PROX_FDTYPE_SOCKET))
-            .map(|f| f.proc_fd)
-            .collect())
     }
+    Ok(false)
 }
 
 #[cfg(test)]

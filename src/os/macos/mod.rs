@@ -20,9 +20,10 @@
 //! | [`crash_reports`] | the report directories → new reports, believed or refused |
 //!
 //! `jetsam_stream` keeps the `log stream` child that feeds [`jetsam`].
-//! The FFI layers (`ffi_mach`, `ffi_proc`, `iokit`, `pressure_source`) hold
-//! all of the `unsafe`, each block with its `// SAFETY:` reasoning, and hand
-//! plain values to the pure functions. [`MacSampler`] ties them together;
+//! The FFI layer (`ffi/`: Mach, libproc and sysctl, ACLs, IOKit, the
+//! dispatch memory-pressure source) holds all of the `unsafe`, each block
+//! with its `// SAFETY:` reasoning, and hands plain values to the pure
+//! functions. [`MacSampler`] ties them together;
 //! `probe::MacProbe` reads the machine-wide figures alone for the daemon's
 //! system probe; [`doctor`] checks each collector once for `headroom doctor`.
 
@@ -33,11 +34,8 @@ pub mod doctor;
 pub mod exit_records;
 pub mod exits;
 #[cfg(target_os = "macos")]
-pub(crate) mod ffi_acl;
-#[cfg(target_os = "macos")]
-pub(crate) mod ffi_mach;
-#[cfg(target_os = "macos")]
-pub(crate) mod ffi_proc;
+#[allow(unsafe_code)]
+pub(crate) mod ffi;
 #[cfg(target_os = "macos")]
 pub(crate) mod iokit;
 #[cfg(target_os = "macos")]
@@ -47,15 +45,11 @@ pub mod libproc;
 pub mod notify;
 pub mod parse;
 #[cfg(target_os = "macos")]
-pub mod pressure_source;
-#[cfg(target_os = "macos")]
 pub mod probe;
 #[cfg(target_os = "macos")]
 pub mod process;
 #[cfg(target_os = "macos")]
 mod sampler;
-#[cfg(target_os = "macos")]
-pub(crate) mod sysctl;
 #[cfg(target_os = "macos")]
 pub mod wake;
 

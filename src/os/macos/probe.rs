@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use super::ffi_mach::{self, VmInfoReader};
+use super::ffi::mach::{self as ffi_mach, VmInfoReader};
 use super::parse::vm;
 
 use crate::model::sampling::{Probe, ProbeReading, SampleError};

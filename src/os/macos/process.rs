@@ -7,23 +7,14 @@
 //! (`Ok(None)`), as the identity functions promise.
 //!
 //! The members of a process group come from `proc_listpids(PROC_PGRP_ONLY,
-//! pgid)`, the one FFI call of this file.
+//! pgid)` (`ffi/proc.rs`).
 
-use std::ffi::c_void;
 use std::io;
-use std::mem::size_of;
 
-use crate::os::macos::ffi_proc;
+use crate::os::macos::ffi::proc as ffi_proc;
 use crate::os::macos::parse::{kinfo, proc_info};
 use crate::os::posix;
 use crate::os::process_facts::{Member, ProcStat};
-
-/// `PROC_PGRP_ONLY` from `<sys/proc_info.h>` (`PROC_ALL_PIDS` 1,
-/// `PROC_PGRP_ONLY` 2, `PROC_TTY_ONLY` 3, …): list the processes whose
-/// process group is `typeinfo`. The libc crate does not define it; the
-/// value is the header's, written out.
-const PROC_PGRP_ONLY: u32 = 2;
-const _: () = assert!(PROC_PGRP_ONLY == 2);
 
 /// The most members one group is listed with: far more than a group holds;
 /// a bound on the buffer whatever the kernel's estimate says.
@@ -38,36 +29,7 @@ pub fn group_pids(pgid: u32) -> io::Result<Vec<u32>> {
             format!("{pgid} is not a macOS process group"),
         ));
     }
-    // libproc.c's proc_listpids answers in BYTES (its proc_listpgrppids
-    // divides by sizeof(int)), and 0 (not -1) when the call fails, with
-    // errno set: an empty answer is checked by the caller, which knows the
-    // group is not empty.
-    // SAFETY: with a null buffer and size 0, proc_listpids only returns the
-    // number of bytes the answer needs now; it writes nothing.
-    let estimate = unsafe { libc::proc_listpids(PROC_PGRP_ONLY, pgid, std::ptr::null_mut(), 0) };
-    if estimate < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // Room for members that join between the two calls.
-    let capacity =
-        (usize::try_from(estimate).unwrap_or(0) / size_of::<i32>() + 16).min(MAX_GROUP_PIDS);
-    let mut buf = vec![0i32; capacity];
-    let bytes = i32::try_from(capacity * size_of::<i32>()).unwrap_or(i32::MAX);
-    // SAFETY: `buf` holds `capacity` i32, `bytes` bytes, and the call writes
-    // at most `bytes` bytes; it returns the number of bytes written.
-    let n = unsafe {
-        libc::proc_listpids(
-            PROC_PGRP_ONLY,
-            pgid,
-            buf.as_mut_ptr().cast::<c_void>(),
-            bytes,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let count = (usize::try_from(n).unwrap_or(0) / size_of::<i32>()).min(capacity);
-    buf.truncate(count);
+    let buf = ffi_proc::group_pids(pgid, MAX_GROUP_PIDS)?;
     // pid 0 (kernel_task) is in no user's group; a zero is an unused slot.
     Ok(buf
         .into_iter()

@@ -50,7 +50,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::exits::{self, Listing};
-use super::ffi_mach::{self, VmInfoReader};
+use super::ffi::mach::{self as ffi_mach, VmInfoReader};
 use super::iokit;
 use super::parse::gpu_stats::{ClientSightings, UserClient};
 use super::parse::{gpu_stats, pressure, procargs, vm};
@@ -59,7 +59,7 @@ use crate::model::{
     Argv, CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
     SharedStr, Snapshot, SystemMemory, Timestamp, Workload,
 };
-use crate::os::macos::ffi_proc::{self as ffi_proc, Rusage};
+use crate::os::macos::ffi::proc::{self as ffi_proc, Rusage};
 use crate::os::macos::parse::kinfo;
 use crate::os::macos::parse::proc_info::{self as proc_info, Failure, Owner};
 use crate::os::user_names::{SysinfoUsers, UserNames};

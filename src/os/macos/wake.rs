@@ -1,9 +1,9 @@
 //! macOS's "memory is getting tight" notification: a dispatch
-//! memory-pressure source ([`super::pressure_source`]), awaited by the
+//! memory-pressure source (`ffi/dispatch.rs`), awaited by the
 //! daemon loop so that it samples at once. Linux exports the same names.
 
+use super::ffi::dispatch::MemoryPressureSource;
 use super::parse::pressure::level_from_dispatch_mask;
-use super::pressure_source::MemoryPressureSource;
 use crate::model::PressureLevel;
 
 /// The dispatch source, if set up.

@@ -1,5 +1,5 @@
 //! The extended ACL of a path, read with `acl_get_link_np` and handed to
-//! [`super::macos_acl`] as plain entries.
+//! [`crate::os::macos::parse::acl`] as plain entries.
 //!
 //! The link itself is read, not its target: the permission check walks
 //! symbolic links one component at a time and reads each target itself.
@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-use super::parse::acl::{Entry, WRITE_RIGHTS};
+use crate::os::macos::parse::acl::{Entry, WRITE_RIGHTS};
 
 /// `struct _acl *`, `struct _acl_entry *`, `struct _acl_permset *`.
 type AclT = *mut c_void;
@@ -22,6 +22,10 @@ const ACL_TYPE_EXTENDED: c_int = 0x100;
 const ACL_FIRST_ENTRY: c_int = 0;
 const ACL_NEXT_ENTRY: c_int = -1;
 
+// SAFETY: these are the prototypes of `<sys/acl.h>` in the macOS SDK
+// (libsystem's acl functions), with `acl_t`, `acl_entry_t` and
+// `acl_permset_t` as the opaque pointers they are; the calls below are
+// made only through the safe functions of this file.
 unsafe extern "C" {
     fn acl_get_link_np(path: *const c_char, kind: c_int) -> AclT;
     fn acl_get_entry(acl: AclT, entry_id: c_int, entry: *mut AclEntryT) -> c_int;
@@ -104,8 +108,8 @@ pub fn extended_acl(path: &Path) -> io::Result<Vec<Entry>> {
 mod tests {
     use std::process::Command;
 
-    use super::super::parse::acl::write_rights_granted;
     use super::*;
+    use crate::os::macos::parse::acl::write_rights_granted;
 
     fn chmod(args: &[&str], path: &Path) {
         let status = Command::new("/bin/chmod")

@@ -2,7 +2,8 @@
 //! physical memory, swap, the pressure sysctls and the GPU wired limit.
 //!
 //! Each function makes one call and hands the raw answer to a pure
-//! function in [`super::vm`] or [`super::pressure`]. The host port is taken
+//! function in [`crate::os::macos::parse::vm`] or
+//! [`crate::os::macos::parse::pressure`]. The host port is taken
 //! once and cached for the life of the process, as sysinfo does:
 //! `mach_host_self()` adds a user reference to the send right on every call.
 
@@ -15,9 +16,14 @@ use mach2::message::mach_msg_type_number_t;
 use mach2::port::mach_port_t;
 use mach2::vm_types::{integer_t, vm_size_t};
 
-use super::parse::vm::{self, Step, VmInfoError, VmStatistics, XSW_USAGE_SIZE, XswUsage};
-use crate::os::macos::sysctl::{sysctl_int, sysctl_raw};
+use super::sysctl::{sysctl_int, sysctl_raw};
+use crate::os::macos::parse::vm::{
+    self, Step, VmInfoError, VmStatistics, XSW_USAGE_SIZE, XswUsage,
+};
 
+// SAFETY: the prototype is the one MIG generates from
+// `osfmk/mach/mach_host.defs` (`kern_return_t host_page_size(host_t,
+// vm_size_t *)`), with `host_t` a `mach_port_t`.
 unsafe extern "C" {
     /// `osfmk/mach/mach_host.defs`: the kernel's page size. Unlike
     /// `sysconf(_SC_PAGESIZE)` it is the size the VM statistics count in,
@@ -35,7 +41,7 @@ const _: () = {
     use mach2::vm_statistics::vm_statistics64 as V;
     use std::mem::offset_of;
 
-    use super::parse::vm::word as w;
+    use crate::os::macos::parse::vm::word as w;
     const fn at(word: usize) -> usize {
         word * size_of::<integer_t>()
     }

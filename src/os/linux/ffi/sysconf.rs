@@ -1,6 +1,6 @@
 //! The two kernel constants the Linux sampler needs from libc: the page size
 //! (`statm` and `vmstat` count pages) and the clock tick rate (`stat` counts
-//! start time in ticks). The only `unsafe` of the Linux sampler lives here.
+//! start time in ticks).
 
 /// Bytes per page, from `sysconf(_SC_PAGESIZE)`; 4096 if sysconf fails.
 pub fn page_size() -> u64 {

@@ -43,5 +43,5 @@ pub fn sysctl_int(name: &CStr) -> io::Result<i64> {
 pub fn sysctl_string(name: &CStr) -> io::Result<String> {
     let mut buf = [0u8; 256];
     let n = sysctl_raw(name, &mut buf)?;
-    Ok(super::parse::proc_info::c_field(&buf[..n]))
+    Ok(crate::os::macos::parse::proc_info::c_field(&buf[..n]))
 }

@@ -1,4 +1,4 @@
-//! The netlink socket behind [`super::sock_diag`] on Linux: open one, send a
+//! The netlink socket behind [`crate::os::linux::parse::sock_diag`] on Linux: open one, send a
 //! request, read the kernel's answers. The bytes are made and read in
 //! `sock_diag.rs`; this file only moves them.
 //!
@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use super::parse::sock_diag::{self, Answers, NETLINK_SOCK_DIAG};
+use crate::os::linux::parse::sock_diag::{self, Answers, NETLINK_SOCK_DIAG};
 
 /// The receive buffer: larger than any datagram the kernel sends a dump in
 /// (`netlink_dump` caps them at 32 KiB).

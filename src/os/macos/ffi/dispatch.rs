@@ -25,7 +25,7 @@ use dispatch2::{
 };
 use tokio::sync::Notify;
 
-use super::parse::pressure::{CRITICAL, NORMAL, WARN};
+use crate::os::macos::parse::pressure::{CRITICAL, NORMAL, WARN};
 
 // The level flags `pressure` writes out (`NOTE_MEMORYSTATUS_PRESSURE_*` of
 // `bsd/sys/event.h`, `DISPATCH_MEMORYPRESSURE_*` of `dispatch/source.h`),
@@ -113,7 +113,7 @@ impl MemoryPressureSource {
     }
 
     /// Wait for the next pressure event; the level flags it carried
-    /// (see [`super::parse::pressure::level_from_dispatch_mask`]).
+    /// (see [`crate::os::macos::parse::pressure::level_from_dispatch_mask`]).
     pub async fn wait(&self) -> u64 {
         self.shared.notify.notified().await;
         self.shared.last.load(Ordering::Relaxed)

@@ -1,16 +1,26 @@
 //! libproc and sysctl calls about processes: the pid list, BSD info,
-//! executable path, arguments, resource usage (footprint) and `kinfo_proc`.
+//! executable path, arguments, resource usage (footprint), `kinfo_proc`,
+//! the members of a process group, and a process's socket descriptors.
 //!
 //! Each function makes its call(s) and returns plain values or the errno;
 //! the sampler and the signal-identity check sort errnos into failures with
-//! [`super::proc_info`]. None of them keeps state between calls.
+//! [`crate::os::macos::parse::proc_info`]. None of them keeps state between calls.
 
 use std::ffi::c_void;
+use std::io;
 use std::mem::{offset_of, size_of};
 use std::sync::OnceLock;
 
-use super::parse::kinfo::KINFO_PROC_SIZE;
-use super::parse::proc_info::{self as proc_info, Owner};
+use crate::os::macos::libproc::{PROC_PIDFDSOCKETINFO, SocketFdinfo};
+use crate::os::macos::parse::kinfo::KINFO_PROC_SIZE;
+use crate::os::macos::parse::proc_info::{self as proc_info, Owner};
+
+/// `PROC_PGRP_ONLY` from `<sys/proc_info.h>` (`PROC_ALL_PIDS` 1,
+/// `PROC_PGRP_ONLY` 2, `PROC_TTY_ONLY` 3, …): list the processes whose
+/// process group is `typeinfo`. The libc crate does not define it; the
+/// value is the header's, written out.
+const PROC_PGRP_ONLY: u32 = 2;
+const _: () = assert!(PROC_PGRP_ONLY == 2);
 
 // libc's mirrors of the two structs read here, against the SDK's layout:
 // `struct proc_bsdinfo` (`bsd/sys/proc_info.h`, `PROC_PIDTBSDINFO_SIZE`:
@@ -101,7 +111,7 @@ pub struct BsdInfo {
 
 /// `proc_pidinfo(pid, PROC_PIDTBSDINFO)`, the one place headroom makes
 /// this call: the sampler, the signal-identity check, the doctor and
-/// [`super::process_owner`] all read a process's BSD info through here.
+/// [`crate::os::process_owner`] all read a process's BSD info through here.
 /// Refused with EPERM for other users' processes unless the caller is root.
 pub fn bsd_info(pid: i32) -> Result<BsdInfo, i32> {
     // SAFETY: proc_bsdinfo is plain integers and byte arrays; all-zero is
@@ -291,7 +301,7 @@ pub fn this_process_translated() -> Option<bool> {
 }
 
 /// The raw `kinfo_proc` for `pid`; parse it with
-/// [`super::kinfo::parse`]. Empty when there is no such process. Readable
+/// [`crate::os::macos::parse::kinfo::parse`]. Empty when there is no such process. Readable
 /// for every process without privileges.
 pub fn kinfo_proc(pid: i32) -> Result<Vec<u8>, i32> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROC, libc::KERN_PROC_PID, pid];
@@ -320,4 +330,98 @@ pub fn kinfo_proc(pid: i32) -> Result<Vec<u8>, i32> {
 /// a target's when it decides whether another user's process may be read.
 pub fn my_uid() -> u32 {
     crate::os::this_process::effective_uid()
+}
+
+/// The pids in process group `pgid` (`proc_listpids(PROC_PGRP_ONLY)`), at
+/// most `max`. A zero is an unused slot, left for the caller to drop.
+pub fn group_pids(pgid: u32, max: usize) -> io::Result<Vec<i32>> {
+    // libproc.c's proc_listpids answers in BYTES (its proc_listpgrppids
+    // divides by sizeof(int)), and 0 (not -1) when the call fails, with
+    // errno set: an empty answer is checked by the caller, which knows the
+    // group is not empty.
+    // SAFETY: with a null buffer and size 0, proc_listpids only returns the
+    // number of bytes the answer needs now; it writes nothing.
+    let estimate = unsafe { libc::proc_listpids(PROC_PGRP_ONLY, pgid, std::ptr::null_mut(), 0) };
+    if estimate < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Room for members that join between the two calls.
+    let capacity = (usize::try_from(estimate).unwrap_or(0) / size_of::<i32>() + 16).min(max);
+    let mut buf = vec![0i32; capacity];
+    let bytes = i32::try_from(capacity * size_of::<i32>()).unwrap_or(i32::MAX);
+    // SAFETY: `buf` holds `capacity` i32, `bytes` bytes, and the call writes
+    // at most `bytes` bytes; it returns the number of bytes written.
+    let n = unsafe {
+        libc::proc_listpids(
+            PROC_PGRP_ONLY,
+            pgid,
+            buf.as_mut_ptr().cast::<c_void>(),
+            bytes,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let count = (usize::try_from(n).unwrap_or(0) / size_of::<i32>()).min(capacity);
+    buf.truncate(count);
+    Ok(buf)
+}
+
+/// The descriptors of `pid` (`proc_pidinfo(PROC_PIDLISTFDS)`), at most
+/// `max` looked at.
+pub fn fd_list(pid: i32, max: usize) -> io::Result<Vec<libc::proc_fdinfo>> {
+    // SAFETY: with a null buffer and size 0, proc_pidinfo(PROC_PIDLISTFDS)
+    // returns the bytes the list needs now; it writes nothing.
+    let needed =
+        unsafe { libc::proc_pidinfo(pid, libc::PROC_PIDLISTFDS, 0, std::ptr::null_mut(), 0) };
+    if needed <= 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let entry = size_of::<libc::proc_fdinfo>();
+    // Room for descriptors opened between the two calls.
+    let count = (usize::try_from(needed).unwrap_or(0) / entry + 16).min(max);
+    let fdinfo = libc::proc_fdinfo {
+        proc_fd: 0,
+        proc_fdtype: 0,
+    };
+    let mut fds = vec![fdinfo; count];
+    let bytes = i32::try_from(count * entry).unwrap_or(i32::MAX);
+    // SAFETY: `fds` holds `count` proc_fdinfo (`bytes` bytes) and the
+    // call writes at most `bytes` bytes, returning how many it wrote.
+    let n = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            libc::PROC_PIDLISTFDS,
+            0,
+            fds.as_mut_ptr().cast::<c_void>(),
+            bytes,
+        )
+    };
+    if n <= 0 {
+        return Err(io::Error::last_os_error());
+    }
+    fds.truncate((usize::try_from(n).unwrap_or(0) / entry).min(count));
+    Ok(fds)
+}
+
+/// What `proc_pidfdinfo(pid, fd, PROC_PIDFDSOCKETINFO)` says of socket `fd`;
+/// `None` when the kernel wrote less than a whole `socket_fdinfo` (the
+/// descriptor was closed, or is no socket).
+pub fn socket_fdinfo(pid: i32, fd: i32) -> Option<SocketFdinfo> {
+    let mut info = SocketFdinfo::zeroed();
+    let size = size_of::<SocketFdinfo>();
+    // SAFETY: `info` is writable for `size` bytes, the size passed
+    // (PROC_PIDFDSOCKETINFO_SIZE); the kernel writes at most that and
+    // returns how much it wrote. Every field of SocketFdinfo is an integer
+    // or an array of integers, so whatever it writes is a valid value.
+    let n = unsafe {
+        libc::proc_pidfdinfo(
+            pid,
+            fd,
+            PROC_PIDFDSOCKETINFO,
+            (&raw mut info).cast::<c_void>(),
+            i32::try_from(size).unwrap_or(i32::MAX),
+        )
+    };
+    (usize::try_from(n).unwrap_or(0) >= size).then_some(info)
 }
