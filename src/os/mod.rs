@@ -28,12 +28,14 @@ pub use macos as native;
 
 pub mod accounts;
 pub mod fd_limit;
+pub mod first_sight;
 pub mod ffi_flock;
 pub mod ffi_fork;
 pub mod notification;
 pub mod passwd;
 pub mod posix;
 pub mod proc_visibility;
+pub mod read_failure;
 pub mod process_facts;
 pub mod process_owner;
 pub mod residency;

@@ -20,9 +20,9 @@
 //! | [`crash_reports`] | the report directories → new reports, believed or refused |
 //!
 //! `jetsam_stream` keeps the `log stream` child that feeds [`jetsam`].
-//! The FFI layers (`ffi_mach`, `ffi_proc`, `iokit`, `pressure_source`) hold
-//! all of the `unsafe`, each block with its `// SAFETY:` reasoning, and hand
-//! plain values to the pure functions. [`MacSampler`] ties them together;
+//! The FFI layers (`ffi_mach`, `ffi_proc`, `ffi_passwd`, `iokit`,
+//! `pressure_source`) hold all of the `unsafe`, each block with its
+//! `// SAFETY:` reasoning, and hand plain values to the pure functions. [`MacSampler`] ties them together;
 //! `probe::MacProbe` reads the machine-wide figures alone for the daemon's
 //! system probe; [`doctor`] checks each collector once for `headroom doctor`.
 
@@ -36,6 +36,8 @@ pub mod exits;
 pub(crate) mod ffi_acl;
 #[cfg(target_os = "macos")]
 pub(crate) mod ffi_mach;
+#[cfg(target_os = "macos")]
+pub(crate) mod ffi_passwd;
 #[cfg(target_os = "macos")]
 pub(crate) mod ffi_proc;
 #[cfg(target_os = "macos")]
