@@ -5,9 +5,9 @@
 //! | read | gives | when it fails |
 //! |---|---|---|
 //! | identity | parent, name, start, kernel thread | counted; the process is left out |
+//! | executable | its path | gone: counted, left out; otherwise kept without one, not counted (zombies and, unless root, other users' processes have none to read) |
 //! | owner | the uids | refused: counted, kept without an owner; otherwise counted, left out |
 //! | arguments | argv | gone: counted, left out; otherwise counted, kept with none |
-//! | executable | its path | gone: counted, left out; otherwise kept without one, not counted (zombies and, unless root, other users' processes have none to read) |
 //!
 //! A kernel thread gets the identity read alone. The workload is then
 //! classified from the name, executable and argv; mapped libraries, where
@@ -32,15 +32,15 @@ pub trait FirstSightReads {
     /// Whether the identity is a kernel thread's: nothing more is read.
     fn is_kernel_thread(identity: &Self::Identity) -> bool;
 
+    /// The path of its executable: `Ok(None)` where there is none to read,
+    /// an error only where the process is gone.
+    fn exe(&mut self) -> Result<Option<String>, ReadFailure>;
+
     /// Whom the process runs as.
     fn owner(&mut self, identity: &Self::Identity) -> Result<Self::Owner, ReadFailure>;
 
     /// Its arguments; `owner` is `None` where the owner read was refused.
     fn argv(&mut self, owner: Option<&Self::Owner>) -> Result<Argv, ReadFailure>;
-
-    /// The path of its executable: `Ok(None)` where there is none to read,
-    /// an error only where the process is gone.
-    fn exe(&mut self) -> Result<Option<String>, ReadFailure>;
 
     /// Its name, taken out of the identity; `exe` names a process whose
     /// full name the identity read did not give.
@@ -78,6 +78,14 @@ pub fn first_sight<R: FirstSightReads>(
             workload: Workload::default(),
         });
     }
+    let exe = match reads.exe() {
+        Ok(exe) => exe,
+        Err(ReadFailure::Vanished) => {
+            ReadFailure::Vanished.count(errors);
+            return None;
+        }
+        Err(ReadFailure::Denied | ReadFailure::Unreadable) => None,
+    };
     let owner = match reads.owner(&identity) {
         Ok(owner) => Some(owner),
         Err(ReadFailure::Denied) => {
@@ -99,14 +107,6 @@ pub fn first_sight<R: FirstSightReads>(
             f.count(errors);
             Argv::default()
         }
-    };
-    let exe = match reads.exe() {
-        Ok(exe) => exe,
-        Err(ReadFailure::Vanished) => {
-            ReadFailure::Vanished.count(errors);
-            return None;
-        }
-        Err(ReadFailure::Denied | ReadFailure::Unreadable) => None,
     };
     let name = R::name(&mut identity, exe.as_deref());
     let workload = workload::classify(&ProcessFacts {
@@ -197,10 +197,13 @@ mod tests {
         let mut reads = Fake::python();
         let mut e = CollectorErrors::default();
         let seen = first_sight(&mut reads, &mut e).expect("kept");
-        assert_eq!(reads.made, ["identity", "owner", "argv", "exe"]);
+        assert_eq!(reads.made, ["identity", "exe", "owner", "argv"]);
         assert_eq!(reads.argv_saw_owner, Some(Some(1000)));
         assert_eq!(seen.owner, Some(1000));
-        assert_eq!(&*seen.argv, ["python3", "-m", "torch.distributed.run", "train.py"]);
+        assert_eq!(
+            &*seen.argv,
+            ["python3", "-m", "torch.distributed.run", "train.py"]
+        );
         assert_eq!(seen.exe.as_deref(), Some("/usr/bin/python3.12"));
         // The name is the OS's, given the executable.
         assert_eq!(seen.name, "python3@/usr/bin/python3.12");
@@ -268,7 +271,7 @@ mod tests {
             };
             let mut e = CollectorErrors::default();
             assert!(first_sight(&mut reads, &mut e).is_none());
-            assert_eq!(reads.made, ["identity", "owner"], "{failure:?}");
+            assert_eq!(reads.made, ["identity", "exe", "owner"], "{failure:?}");
             assert_eq!(errors(&e), counts, "{failure:?}");
         }
     }
@@ -281,7 +284,7 @@ mod tests {
         };
         let mut e = CollectorErrors::default();
         assert!(first_sight(&mut reads, &mut e).is_none());
-        assert_eq!(reads.made, ["identity", "owner", "argv"]);
+        assert_eq!(reads.made, ["identity", "exe", "owner", "argv"]);
         assert_eq!(errors(&e), (1, 0, 0));
         for (failure, counts) in [
             (ReadFailure::Denied, (0, 1, 0)),
@@ -309,6 +312,7 @@ mod tests {
         };
         let mut e = CollectorErrors::default();
         assert!(first_sight(&mut reads, &mut e).is_none());
+        assert_eq!(reads.made, ["identity", "exe"]);
         assert_eq!(errors(&e), (1, 0, 0));
         for exe in [
             Err(ReadFailure::Denied),

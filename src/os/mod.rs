@@ -28,16 +28,16 @@ pub use macos as native;
 
 pub mod accounts;
 pub mod fd_limit;
-pub mod first_sight;
 pub mod ffi_flock;
 pub mod ffi_fork;
+pub mod first_sight;
 pub mod notification;
 pub mod passwd;
 pub mod posix;
 pub mod proc_visibility;
-pub mod read_failure;
 pub mod process_facts;
 pub mod process_owner;
+pub mod read_failure;
 pub mod residency;
 pub mod sockets;
 pub mod state_dirs;

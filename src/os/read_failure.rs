@@ -78,7 +78,10 @@ mod tests {
         ReadFailure::Vanished.count(&mut errors);
         ReadFailure::Denied.count(&mut errors);
         ReadFailure::Denied.count(&mut errors);
-        assert_eq!(counted::<()>(Err(ReadFailure::Unreadable), &mut errors), None);
+        assert_eq!(
+            counted::<()>(Err(ReadFailure::Unreadable), &mut errors),
+            None
+        );
         assert_eq!(counted(Ok(7), &mut errors), Some(7));
         assert_eq!(
             (errors.vanished, errors.permission_denied, errors.unreadable),

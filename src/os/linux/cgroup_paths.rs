@@ -56,7 +56,9 @@ impl CgroupPaths {
     ) -> Option<SharedStr> {
         let data = match reader.read_pid(pid, "cgroup") {
             Ok(data) => data,
-            Err(ReadFailure::Vanished | ReadFailure::Denied | ReadFailure::Unreadable) => return None,
+            Err(ReadFailure::Vanished | ReadFailure::Denied | ReadFailure::Unreadable) => {
+                return None;
+            }
         };
         match procfs::parse_memory_cgroup(data) {
             Ok(path) => Some(match current {

@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 use crate::model::{CollectorErrors, CollectorStatus};
 
 use super::library_worker::{LibraryReply, LibraryWorker, Listing};
-use crate::os::read_failure::ReadFailure;
 use super::process_reads::Io;
 use super::tracker::{Tracked, Tracker};
+use crate::os::read_failure::ReadFailure;
 
 /// A Python process without a known framework is re-scanned when its
 /// resident size has grown by this share (percent) since the last scan…

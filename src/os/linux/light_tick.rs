@@ -6,9 +6,9 @@
 
 use crate::model::CollectorErrors;
 
-use crate::os::read_failure::ReadFailure;
 use super::process_reads::Io;
 use super::tracker::Tracker;
+use crate::os::read_failure::ReadFailure;
 
 impl Tracker {
     /// A light tick: list the processes, carry the known ones and read the

@@ -21,8 +21,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::os::read_failure::ReadFailure;
 use crate::os::linux::parse::procfs;
+use crate::os::read_failure::ReadFailure;
 
 /// How a read by [`ProcReader::stream_pid`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +156,12 @@ impl ProcReader {
     /// At most the first `max` bytes of a process file (`cmdline`), never
     /// more, however long the file is: a user can give a process megabytes
     /// of arguments. May be empty.
-    pub fn read_pid_prefix(&mut self, pid: u32, name: &str, max: usize) -> Result<&[u8], ReadFailure> {
+    pub fn read_pid_prefix(
+        &mut self,
+        pid: u32,
+        name: &str,
+        max: usize,
+    ) -> Result<&[u8], ReadFailure> {
         self.pid_path(pid, name);
         if self.buf.len() < max {
             self.buf.resize(max, 0);

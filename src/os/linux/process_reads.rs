@@ -1,6 +1,6 @@
 //! What the Linux sampler reads about one process: `statm` (through a kept
 //! file or not), the identity in `stat`, and everything read once at first
-//! sight of a pid (`stat`, `status`, a bounded `cmdline` and the `exe` link,
+//! sight of a pid (`stat`, the `exe` link, `status` and a bounded `cmdline`,
 //! by the shared [`crate::os::first_sight`] policy; then the memory-cgroup
 //! path; where the classifier asks for `maps`, the process is marked for the
 //! library thread). [`Io`] holds the `/proc` reader and
@@ -10,16 +10,16 @@
 use std::fs::File;
 
 use crate::model::{Argv, CollectorErrors, SharedStr, Timestamp};
-use crate::os::linux::parse::procfs::{self, Statm, Status};
 use crate::os::first_sight::{FirstSightReads, first_sight};
+use crate::os::linux::parse::procfs::{self, Statm, Status};
 use crate::os::user_names::UserNames;
 use crate::workload::{self, ProcessFacts};
 
 use super::cgroup_paths::CgroupPaths;
 use super::library_rescan::LibraryScan;
 use super::proc_reader::ProcReader;
-use crate::os::read_failure::ReadFailure;
 use super::tracker::Tracked;
+use crate::os::read_failure::ReadFailure;
 
 /// Everything that reads: the `/proc` reader and what is read once.
 #[derive(Debug)]
@@ -163,8 +163,8 @@ pub(super) struct StatIdentity {
     forked: bool,
 }
 
-/// The first-sight reads of one pid under `/proc`: `stat`, `status`, a
-/// bounded `cmdline` and the `exe` link.
+/// The first-sight reads of one pid under `/proc`: `stat`, the `exe` link,
+/// `status` and a bounded `cmdline`.
 struct ProcReads<'a> {
     reader: &'a mut ProcReader,
     pid: u32,
@@ -190,6 +190,13 @@ impl FirstSightReads for ProcReads<'_> {
         identity.kernel_thread
     }
 
+    fn exe(&mut self) -> Result<Option<String>, ReadFailure> {
+        // Unreadable for other users' processes unless root, and for
+        // zombies (ENOENT, as for a process that is gone): that is normal,
+        // not a collector error, and the process stays.
+        Ok(self.reader.read_pid_link(self.pid, "exe").ok())
+    }
+
     fn owner(&mut self, _: &StatIdentity) -> Result<Status, ReadFailure> {
         let data = self.reader.read_pid(self.pid, "status")?;
         procfs::parse_status(data).ok_or(ReadFailure::Unreadable)
@@ -201,13 +208,6 @@ impl FirstSightReads for ProcReads<'_> {
             .reader
             .read_pid_prefix(self.pid, "cmdline", procfs::CMDLINE_READ)?;
         Ok(Argv::from(procfs::parse_cmdline(data)))
-    }
-
-    fn exe(&mut self) -> Result<Option<String>, ReadFailure> {
-        // Unreadable for other users' processes unless root, and for
-        // zombies (ENOENT, as for a process that is gone): that is normal,
-        // not a collector error, and the process stays.
-        Ok(self.reader.read_pid_link(self.pid, "exe").ok())
     }
 
     /// `comm`, the kernel's 15-byte name: Linux has no longer one to read.

@@ -24,9 +24,9 @@ use crate::workload::{self, ProcessFacts};
 
 use super::library_rescan::{LibraryScan, ScanBudget};
 use super::library_worker::LibraryWorker;
-use crate::os::read_failure::ReadFailure;
 use super::process_reads::Io;
 use super::pss::{PssBudget, PssRead, PssWorker};
+use crate::os::read_failure::ReadFailure;
 
 /// Beyond the ML processes, this many of the largest processes (by `statm`
 /// resident size) are read in full every tick.

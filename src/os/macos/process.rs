@@ -16,8 +16,8 @@ use std::mem::size_of;
 use crate::os::macos::ffi_proc;
 use crate::os::macos::parse::{kinfo, proc_info};
 use crate::os::posix;
-use crate::os::read_failure::ReadFailure;
 use crate::os::process_facts::{Member, ProcStat};
+use crate::os::read_failure::ReadFailure;
 
 /// `PROC_PGRP_ONLY` from `<sys/proc_info.h>` (`PROC_ALL_PIDS` 1,
 /// `PROC_PGRP_ONLY` 2, `PROC_TTY_ONLY` 3, …): list the processes whose

@@ -279,7 +279,10 @@ mod tests {
             ReadFailure::Vanished
         );
         // Owner unknown: assume gone rather than blame permissions.
-        assert_eq!(procargs_failure(libc::EINVAL, None, 501), ReadFailure::Vanished);
+        assert_eq!(
+            procargs_failure(libc::EINVAL, None, 501),
+            ReadFailure::Vanished
+        );
         assert_eq!(
             procargs_failure(libc::ENOMEM, None, 501),
             ReadFailure::Unreadable
