@@ -17,7 +17,8 @@
 //!   `proc_pidinfo(PROC_PIDTBSDINFO)` (owner, parent, name, start time),
 //!   `kinfo_proc` (whether Rosetta 2 translates it; owner, parent, name and
 //!   start where `PROC_PIDTBSDINFO` is refused), `proc_pidpath`,
-//!   `KERN_PROCARGS2` (argv), and the workload classification. They are
+//!   `KERN_PROCARGS2` (argv), and the workload classification, by the
+//!   policy every sampler shares ([`crate::os::first_sight`]). They are
 //!   cached per identity.
 //!
 //! # Ended processes
@@ -65,7 +66,6 @@ use crate::os::macos::parse::kinfo::{self, KinfoFacts};
 use crate::os::macos::parse::proc_info::{self as proc_info, Owner};
 use crate::os::read_failure::ReadFailure;
 use crate::os::user_names::UserNames;
-use crate::workload::{ProcessFacts, classify};
 
 /// A process whose argv was read less than this long after it started is
 /// read again next tick: it may not have called `exec` yet.
