@@ -33,12 +33,14 @@ pub mod accounts;
 pub mod fd_limit;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod first_sight;
 pub mod notification;
 pub mod passwd;
 pub mod posix;
 pub mod proc_visibility;
 pub mod process_facts;
 pub mod process_owner;
+pub mod read_failure;
 pub mod residency;
 pub mod sockets;
 pub mod state_dirs;

@@ -1,378 +1,363 @@
-//! uid → user name for every sampler: one cache in front of a user list.
+//! uid → user name for every sampler: one bounded cache.
 //!
 //! Every process of one user shares the text of its name ([`SharedStr`]).
-//! A uid the cache has no answer for refreshes the list at most once per
-//! sample ([`UserNames::start_sample`] opens one), however many new uids the
-//! sample meets. Where the list comes from is the sampler's:
+//! Where the names come from:
 //!
-//! - [`PasswdFile`] (Linux): a passwd file, read on first use and read again
-//!   only when its modification time changed; answers given before a re-read
-//!   are forgotten. A uid it does not know is asked about again on later
-//!   samples (a refresh is one `stat`), and its absence is not cached, so
-//!   uids no account owns cost no memory.
-//! - [`SysinfoUsers`] (macOS, other OSes): sysinfo's account list, which a
-//!   refresh reads whole. A name once found stays; a uid the list does not
-//!   know stays nameless without further refreshes.
+//! - Linux: the passwd file ([`passwd`]), read whole on first use and again
+//!   only when its modification time changed; names given before a re-read
+//!   are forgotten. A uid the file does not know is asked about again on
+//!   later samples, at the cost of one `stat` of the file per sample
+//!   ([`UserNames::start_sample`] opens one) however many such uids the
+//!   sample meets, and is not remembered: the cache holds the file's
+//!   accounts and nothing else, and only root can change the file. NSS
+//!   (LDAP, sssd) is not asked: the sampling loop must not wait on a
+//!   directory server.
+//! - macOS: `getpwuid_r`, one uid at a time (Open Directory answers it, for
+//!   local accounts and any directory the Mac is bound to). Each answer,
+//!   a name or its absence, is kept until [`DIRECTORY_REFRESH`] has passed,
+//!   so that an account added or renamed shows within it; at most
+//!   [`DIRECTORY_MAX_ENTRIES`] are kept (a full cache starts over).
 
 use std::collections::HashMap;
-use std::hash::Hash;
-use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::model::SharedStr;
 use crate::os::passwd;
 
-/// Where user names come from.
-pub trait UserList {
-    /// The user id the list is searched by.
-    type Uid: Eq + Hash + Clone;
+/// How long the answers of a directory lookup are kept.
+pub const DIRECTORY_REFRESH: Duration = Duration::from_secs(300);
 
-    /// Whether a uid the list did not know is looked up again on a later
-    /// sample (`true`) or stays nameless (`false`).
-    const ASK_AGAIN_FOR_UNKNOWN: bool;
+/// The most directory answers kept at once.
+pub const DIRECTORY_MAX_ENTRIES: usize = 4096;
 
-    /// Bring the list up to date. Returns true if earlier answers may now
-    /// be wrong (the cache then forgets them).
-    fn refresh(&mut self) -> bool;
-
-    /// The name of `uid` in the list as last refreshed.
-    fn lookup(&self, uid: &Self::Uid) -> Option<SharedStr>;
-}
-
-/// The cache: answers by uid, and whether this sample refreshed the list.
+/// The cache. See the module documentation.
 #[derive(Debug)]
-pub struct UserNames<L: UserList> {
-    list: L,
-    /// `None`: the list did not know the uid (kept only where the list
-    /// does not ask again).
-    names: HashMap<L::Uid, Option<SharedStr>>,
-    refreshed: bool,
+pub struct UserNames {
+    /// A passwd file: its accounts (`Some` only). A directory: every uid
+    /// asked about, `None` where no account has it.
+    names: HashMap<u32, Option<SharedStr>>,
+    accounts: Accounts,
 }
 
-impl<L: UserList> UserNames<L> {
-    pub fn new(list: L) -> Self {
-        Self {
-            list,
-            names: HashMap::new(),
-            refreshed: false,
+/// Where the names come from.
+#[derive(Debug)]
+enum Accounts {
+    PasswdFile {
+        path: PathBuf,
+        /// `None` until first read; then the modification time it was read
+        /// at (`None` inside: the file could not be examined).
+        read_at: Option<Option<SystemTime>>,
+        /// Whether this sample already looked at the file.
+        checked: bool,
+    },
+    Directory {
+        /// Asks for one uid's name.
+        lookup: fn(u32) -> Option<String>,
+        /// When the kept answers are forgotten.
+        forget_at: Instant,
+    },
+}
+
+impl UserNames {
+    /// This system's accounts: `/etc/passwd` on Linux, `getpwuid_r` on
+    /// macOS.
+    pub fn system() -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            Self::passwd_file(passwd::SYSTEM_PASSWD)
+        }
+        #[cfg(target_os = "macos")]
+        {
+            Self::directory(crate::os::macos::ffi::passwd::user_name)
         }
     }
 
-    /// A new sample begins: an unknown uid may refresh the list once more.
+    /// The accounts of a passwd file.
+    pub fn passwd_file(path: impl Into<PathBuf>) -> Self {
+        Self {
+            names: HashMap::new(),
+            accounts: Accounts::PasswdFile {
+                path: path.into(),
+                read_at: None,
+                checked: false,
+            },
+        }
+    }
+
+    /// The accounts `lookup` finds one uid at a time.
+    pub fn directory(lookup: fn(u32) -> Option<String>) -> Self {
+        Self {
+            names: HashMap::new(),
+            accounts: Accounts::Directory {
+                lookup,
+                forget_at: Instant::now() + DIRECTORY_REFRESH,
+            },
+        }
+    }
+
+    /// A new sample begins: the passwd file may be looked at once more, and
+    /// directory answers older than [`DIRECTORY_REFRESH`] are forgotten.
     pub fn start_sample(&mut self) {
-        self.refreshed = false;
+        self.start_sample_at(Instant::now());
+    }
+
+    fn start_sample_at(&mut self, now: Instant) {
+        match &mut self.accounts {
+            Accounts::PasswdFile { checked, .. } => *checked = false,
+            Accounts::Directory { forget_at, .. } => {
+                if now >= *forget_at {
+                    self.names.clear();
+                    *forget_at = now + DIRECTORY_REFRESH;
+                }
+            }
+        }
     }
 
     /// The name of `uid`, or `None` if no account has it.
-    pub fn name(&mut self, uid: &L::Uid) -> Option<SharedStr> {
-        if let Some(known) = self.names.get(uid) {
+    pub fn name(&mut self, uid: u32) -> Option<SharedStr> {
+        if let Some(known) = self.names.get(&uid) {
             return known.clone();
         }
-        if !self.refreshed {
-            self.refreshed = true;
-            if self.list.refresh() {
-                self.names.clear();
+        match &mut self.accounts {
+            Accounts::PasswdFile {
+                path,
+                read_at,
+                checked,
+            } => {
+                if !*checked {
+                    *checked = true;
+                    reload_if_changed(path, read_at, &mut self.names);
+                }
+                self.names.get(&uid).cloned().flatten()
+            }
+            Accounts::Directory { lookup, .. } => {
+                let name = lookup(uid).map(SharedStr::from);
+                if self.names.len() >= DIRECTORY_MAX_ENTRIES {
+                    self.names.clear();
+                }
+                self.names.insert(uid, name.clone());
+                name
             }
         }
-        let name = self.list.lookup(uid);
-        if name.is_some() || !L::ASK_AGAIN_FOR_UNKNOWN {
-            self.names.insert(uid.clone(), name.clone());
-        }
-        name
     }
 }
 
-/// User names from a passwd file (`/etc/passwd` in production).
-#[derive(Debug)]
-pub struct PasswdFile {
-    path: PathBuf,
-    names: HashMap<u32, SharedStr>,
-    /// `None` until first read; then the modification time it was read at
-    /// (`None` inside: the file could not be examined).
-    read_at: Option<Option<SystemTime>>,
-}
-
-impl PasswdFile {
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self {
-            path: path.into(),
-            names: HashMap::new(),
-            read_at: None,
-        }
+/// Read the passwd file into `names` if its modification time is not the
+/// one it was read at.
+fn reload_if_changed(
+    path: &std::path::Path,
+    read_at: &mut Option<Option<SystemTime>>,
+    names: &mut HashMap<u32, Option<SharedStr>>,
+) {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    if *read_at == Some(modified) {
+        return;
     }
-
-    /// The system's account database.
-    pub fn system() -> Self {
-        Self::new(passwd::SYSTEM_PASSWD)
+    *read_at = Some(modified);
+    // Unreadable or missing: no names, until the file changes.
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    names.clear();
+    for entry in passwd::entries(&text) {
+        // The first entry of a uid counts, as getpwuid answers.
+        names
+            .entry(entry.uid)
+            .or_insert_with(|| Some(SharedStr::from(entry.name)));
     }
 }
 
-impl UserList for PasswdFile {
-    type Uid = u32;
-    const ASK_AGAIN_FOR_UNKNOWN: bool = true;
-
-    fn refresh(&mut self) -> bool {
-        let modified = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok();
-        if self.read_at == Some(modified) {
-            return false;
-        }
-        self.read_at = Some(modified);
-        // Unreadable or missing: no names, until the file changes.
-        let text = std::fs::read_to_string(&self.path).unwrap_or_default();
-        self.names.clear();
-        for entry in passwd::entries(&text) {
-            // The first entry of a uid counts, as getpwuid answers.
-            self.names
-                .entry(entry.uid)
-                .or_insert_with(|| SharedStr::from(entry.name));
-        }
-        true
-    }
-
-    fn lookup(&self, uid: &u32) -> Option<SharedStr> {
-        self.names.get(uid).cloned()
-    }
-}
-
-/// A user id sysinfo's account list can be searched by: sysinfo's own
-/// [`sysinfo::Uid`], or (where uids are numbers) a plain `u32`.
-pub trait SysinfoUid: Eq + Hash + Clone {
-    fn owns(&self, user: &sysinfo::User) -> bool;
-}
-
-impl SysinfoUid for sysinfo::Uid {
-    fn owns(&self, user: &sysinfo::User) -> bool {
-        user.id() == self
-    }
-}
-
-#[cfg(not(windows))]
-impl SysinfoUid for u32 {
-    fn owns(&self, user: &sysinfo::User) -> bool {
-        **user.id() == *self
-    }
-}
-
-/// User names from sysinfo's account list, searched by `Id`.
-pub struct SysinfoUsers<Id> {
-    /// `None` until the first refresh, and while sysinfo cannot list users.
-    users: Option<sysinfo::Users>,
-    id: PhantomData<fn(&Id)>,
-}
-
-impl<Id> SysinfoUsers<Id> {
-    pub fn new() -> Self {
-        Self {
-            users: None,
-            id: PhantomData,
-        }
-    }
-}
-
-impl<Id> Default for SysinfoUsers<Id> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<Id> std::fmt::Debug for SysinfoUsers<Id> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SysinfoUsers")
-            .field("users", &self.users.as_ref().map(|u| u.len()))
-            .finish()
-    }
-}
-
-impl<Id: SysinfoUid> UserList for SysinfoUsers<Id> {
-    type Uid = Id;
-    const ASK_AGAIN_FOR_UNKNOWN: bool = false;
-
-    fn refresh(&mut self) -> bool {
-        match &mut self.users {
-            Some(users) => users.refresh(),
-            None => self.users = sysinfo::Users::new_with_refreshed_list().ok(),
-        }
-        // Accounts are added, rarely renamed: names found stay.
-        false
-    }
-
-    fn lookup(&self, uid: &Id) -> Option<SharedStr> {
-        self.users
-            .as_ref()?
-            .iter()
-            .find(|user| uid.owns(user))
-            .map(|user| SharedStr::from(user.name()))
-    }
-}
-
-/// The name of `uid` in this system's account list, looked up once (for a
-/// message, not per sample): the passwd file on Linux, sysinfo's list
-/// elsewhere.
+/// The name of `uid` in this system's accounts, looked up once (for a
+/// message, not per sample): the passwd file on Linux, `getpwuid_r` on
+/// macOS.
 pub fn user_name(uid: u32) -> Option<String> {
     #[cfg(target_os = "linux")]
-    let mut list = PasswdFile::system();
-    #[cfg(all(unix, not(target_os = "linux")))]
-    let mut list = SysinfoUsers::<u32>::new();
-    #[cfg(unix)]
     {
-        list.refresh();
-        list.lookup(&uid).map(|name| name.to_string())
+        let text = std::fs::read_to_string(passwd::SYSTEM_PASSWD).ok()?;
+        passwd::by_uid(&text, uid).map(|entry| entry.name.to_owned())
     }
-    #[cfg(not(unix))]
+    #[cfg(target_os = "macos")]
     {
-        let _ = uid;
-        None
+        crate::os::macos::ffi::passwd::user_name(uid)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::cell::RefCell;
 
-    /// A list that counts its refreshes; `changed` says what they answer.
-    struct Counted {
-        names: HashMap<u32, &'static str>,
-        refreshes: usize,
-        changed: bool,
+    fn passwd_users(text: &str) -> (tempfile::TempDir, PathBuf, UserNames) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("passwd");
+        std::fs::write(&path, text).unwrap();
+        let users = UserNames::passwd_file(&path);
+        (dir, path, users)
     }
 
-    impl UserList for Counted {
-        type Uid = u32;
-        const ASK_AGAIN_FOR_UNKNOWN: bool = true;
-        fn refresh(&mut self) -> bool {
-            self.refreshes += 1;
-            self.changed
-        }
-        fn lookup(&self, uid: &u32) -> Option<SharedStr> {
-            self.names.get(uid).map(|n| SharedStr::from(*n))
-        }
+    /// Rewrite a passwd file with a modification time that differs even on
+    /// file systems with coarse timestamps.
+    fn rewrite(path: &std::path::Path, text: &str, age: u64) {
+        std::fs::write(path, text).unwrap();
+        let later = SystemTime::now() + Duration::from_secs(age);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_modified(later))
+            .unwrap();
     }
 
-    fn counted(changed: bool) -> UserNames<Counted> {
-        UserNames::new(Counted {
-            names: HashMap::from([(0, "root"), (1000, "ann")]),
-            refreshes: 0,
-            changed,
+    thread_local! {
+        /// The accounts [`fake_lookup`] answers from, and the uids asked.
+        static DIRECTORY: RefCell<(HashMap<u32, &'static str>, Vec<u32>)> =
+            RefCell::new((HashMap::new(), Vec::new()));
+    }
+
+    fn fake_lookup(uid: u32) -> Option<String> {
+        DIRECTORY.with_borrow_mut(|(names, asked)| {
+            asked.push(uid);
+            names.get(&uid).map(|n| n.to_string())
         })
+    }
+
+    /// A directory cache in front of [`fake_lookup`], its accounts and
+    /// questions reset (a test thread may run more than one test).
+    fn fake_directory() -> UserNames {
+        DIRECTORY.with_borrow_mut(|(names, asked)| {
+            *names = HashMap::from([(0, "root"), (501, "ann")]);
+            asked.clear();
+        });
+        UserNames::directory(fake_lookup)
+    }
+
+    fn asked() -> Vec<u32> {
+        DIRECTORY.with_borrow(|(_, asked)| asked.clone())
     }
 
     #[cfg(target_os = "linux")]
     #[test]
     fn root_has_a_name() {
         assert_eq!(user_name(0).as_deref(), Some("root"));
+        let mut users = UserNames::system();
+        users.start_sample();
+        assert_eq!(users.name(0).as_deref(), Some("root"));
     }
 
+    /// The system's own lookup, `getpwuid_r` on a Mac.
+    #[cfg(target_os = "macos")]
     #[test]
-    fn unknown_uids_refresh_the_list_once_per_sample() {
-        let mut users = counted(false);
+    fn getpwuid_names_root_and_this_process_s_user() {
+        assert_eq!(
+            crate::os::macos::ffi::passwd::user_name(0).as_deref(),
+            Some("root")
+        );
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        let me = crate::os::this_process::effective_uid();
+        let mut users = UserNames::system();
         users.start_sample();
-        assert_eq!(users.name(&0).as_deref(), Some("root"));
-        assert_eq!(users.name(&1000).as_deref(), Some("ann"));
-        assert_eq!(users.name(&7), None);
-        assert_eq!(users.name(&8), None);
-        assert_eq!(users.list.refreshes, 1);
-        // Known names need no refresh; an unknown uid asks again next sample.
-        users.start_sample();
-        assert_eq!(users.name(&0).as_deref(), Some("root"));
-        assert_eq!(users.list.refreshes, 1);
-        assert_eq!(users.name(&7), None);
-        assert_eq!(users.list.refreshes, 2);
-    }
-
-    #[test]
-    fn every_process_of_a_user_shares_one_text() {
-        let mut users = counted(false);
-        let (a, b) = (users.name(&1000).unwrap(), users.name(&1000).unwrap());
-        assert!(std::ptr::eq(a.as_str(), b.as_str()));
-    }
-
-    #[test]
-    fn a_changed_list_drops_earlier_answers() {
-        let mut users = counted(true);
-        assert_eq!(users.name(&1000).as_deref(), Some("ann"));
-        users.list.names.insert(1000, "bo");
-        users.start_sample();
-        assert_eq!(users.name(&1000).as_deref(), Some("ann"), "cached");
-        assert_eq!(users.name(&7), None); // refreshes: the list changed
-        assert_eq!(users.name(&1000).as_deref(), Some("bo"));
+        assert!(users.name(me).is_some(), "uid {me} has no name");
+        assert_eq!(users.name(u32::MAX - 7), None);
     }
 
     #[test]
     fn passwd_names_reload_when_the_file_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("passwd");
-        std::fs::write(&path, "root:x:0:0::/:/bin/sh\n").unwrap();
-        let mut users = UserNames::new(PasswdFile::new(&path));
+        let (_dir, path, mut users) = passwd_users("root:x:0:0::/:/bin/sh\n");
         users.start_sample();
-        assert_eq!(users.name(&0).as_deref(), Some("root"));
-        assert_eq!(users.name(&1000), None);
-        std::fs::write(&path, "root:x:0:0::/:/bin/sh\nann:x:1000:1000::/:/bin/sh\n").unwrap();
-        // Make sure the modification time differs on coarse file systems.
-        let later = SystemTime::now() + Duration::from_secs(5);
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(later))
-            .unwrap();
-        // Not within the sample that already refreshed; in the next one.
-        assert_eq!(users.name(&1000), None);
+        assert_eq!(users.name(0).as_deref(), Some("root"));
+        assert_eq!(users.name(1000), None);
+        rewrite(
+            &path,
+            "root:x:0:0::/:/bin/sh\nann:x:1000:1000::/:/bin/sh\n",
+            5,
+        );
+        // Not within the sample that already looked; in the next one.
+        assert_eq!(users.name(1000), None);
         users.start_sample();
-        assert_eq!(users.name(&1000).as_deref(), Some("ann"));
+        assert_eq!(users.name(1000).as_deref(), Some("ann"));
+    }
+
+    #[test]
+    fn a_changed_passwd_file_drops_earlier_names() {
+        let (_dir, path, mut users) = passwd_users("ann:x:1000:1000::/:/bin/sh\n");
+        users.start_sample();
+        assert_eq!(users.name(1000).as_deref(), Some("ann"));
+        rewrite(&path, "bo:x:1000:1000::/:/bin/sh\n", 5);
+        users.start_sample();
+        // A known uid is answered from the cache without looking...
+        assert_eq!(users.name(1000).as_deref(), Some("ann"), "cached");
+        // ...an unknown one looks, and finds the file changed.
+        assert_eq!(users.name(7), None);
+        assert_eq!(users.name(1000).as_deref(), Some("bo"));
+    }
+
+    #[test]
+    fn every_process_of_a_user_shares_one_text() {
+        let (_dir, _path, mut users) = passwd_users("ann:x:1000:1000::/:/bin/sh\n");
+        let (a, b) = (users.name(1000).unwrap(), users.name(1000).unwrap());
+        assert!(std::ptr::eq(a.as_str(), b.as_str()));
+        let mut users = fake_directory();
+        let (a, b) = (users.name(501).unwrap(), users.name(501).unwrap());
+        assert!(std::ptr::eq(a.as_str(), b.as_str()));
     }
 
     #[test]
     fn passwd_unknown_uids_are_not_remembered() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("passwd");
-        std::fs::write(&path, "root:x:0:0::/:/bin/sh\n").unwrap();
-        let mut users = UserNames::new(PasswdFile::new(&path));
+        let (_dir, _path, mut users) = passwd_users("root:x:0:0::/:/bin/sh\n");
         for uid in 100_000..101_000 {
-            assert_eq!(users.name(&uid), None);
+            assert_eq!(users.name(uid), None);
         }
-        assert_eq!(users.name(&0).as_deref(), Some("root"));
+        assert_eq!(users.name(0).as_deref(), Some("root"));
         assert_eq!(users.names.len(), 1);
     }
 
     #[test]
     fn passwd_duplicates_give_the_first_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("passwd");
-        std::fs::write(
-            &path,
-            "first:x:1000:1::/:/bin/sh\nsecond:x:1000:1::/:/bin/sh\n",
-        )
-        .unwrap();
-        let mut users = UserNames::new(PasswdFile::new(&path));
-        assert_eq!(users.name(&1000).as_deref(), Some("first"));
+        let (_dir, _path, mut users) =
+            passwd_users("first:x:1000:1::/:/bin/sh\nsecond:x:1000:1::/:/bin/sh\n");
+        assert_eq!(users.name(1000).as_deref(), Some("first"));
     }
 
     #[test]
     fn a_missing_passwd_file_gives_no_names() {
-        let mut users = UserNames::new(PasswdFile::new("/nonexistent/passwd"));
-        assert_eq!(users.name(&0), None);
+        let mut users = UserNames::passwd_file("/nonexistent/passwd");
+        assert_eq!(users.name(0), None);
     }
 
-    #[cfg(unix)]
     #[test]
-    fn sysinfo_knows_this_process_s_user_and_keeps_unknown_uids_nameless() {
-        let me = crate::os::this_process::effective_uid();
-        let mut users = UserNames::new(SysinfoUsers::<u32>::new());
+    fn directory_answers_are_asked_once_and_kept_names_or_not() {
+        let mut users = fake_directory();
         users.start_sample();
-        let name = users.name(&me);
-        assert!(name.is_some(), "uid {me} has no name");
-        // On Linux sysinfo reads the passwd file too: the same name.
-        #[cfg(target_os = "linux")]
-        {
-            let text = std::fs::read_to_string(passwd::SYSTEM_PASSWD).unwrap();
-            let entry = passwd::by_uid(&text, me).unwrap();
-            assert_eq!(name.as_deref(), Some(entry.name));
+        for _ in 0..3 {
+            assert_eq!(users.name(501).as_deref(), Some("ann"));
+            assert_eq!(users.name(7), None);
         }
-        let unknown = u32::MAX - 7;
-        assert_eq!(users.name(&unknown), None);
-        assert_eq!(users.names.get(&unknown), Some(&None));
+        users.start_sample();
+        assert_eq!(users.name(7), None);
+        assert_eq!(asked(), [501, 7]);
+        assert_eq!(users.names.get(&7), Some(&None));
+    }
+
+    #[test]
+    fn directory_answers_are_forgotten_after_the_refresh_interval() {
+        let mut users = fake_directory();
+        let start = Instant::now();
+        users.start_sample_at(start);
+        assert_eq!(users.name(501).as_deref(), Some("ann"));
+        DIRECTORY.with_borrow_mut(|(names, _)| names.insert(501, "bo"));
+        users.start_sample_at(start + DIRECTORY_REFRESH / 2);
+        assert_eq!(users.name(501).as_deref(), Some("ann"), "kept");
+        users.start_sample_at(start + DIRECTORY_REFRESH * 2);
+        assert_eq!(users.name(501).as_deref(), Some("bo"), "asked again");
+        assert_eq!(asked(), [501, 501]);
+    }
+
+    #[test]
+    fn the_directory_cache_is_bounded() {
+        let mut users = fake_directory();
+        let many = u32::try_from(DIRECTORY_MAX_ENTRIES).unwrap() * 3;
+        for uid in 100_000..100_000 + many {
+            assert_eq!(users.name(uid), None);
+            assert!(users.names.len() <= DIRECTORY_MAX_ENTRIES);
+        }
+        assert_eq!(users.name(0).as_deref(), Some("root"));
     }
 }

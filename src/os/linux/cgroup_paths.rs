@@ -22,7 +22,8 @@ use crate::model::SharedStr;
 use crate::os::linux::parse::procfs::{self, CgroupPathError};
 use crate::report::rate_limit::{self, RateLimit};
 
-use super::proc_reader::{Failure, ProcReader};
+use super::proc_reader::ProcReader;
+use crate::os::read_failure::ReadFailure;
 
 /// The interned memory-cgroup paths of the tracked processes.
 #[derive(Debug)]
@@ -55,7 +56,9 @@ impl CgroupPaths {
     ) -> Option<SharedStr> {
         let data = match reader.read_pid(pid, "cgroup") {
             Ok(data) => data,
-            Err(Failure::Vanished | Failure::Denied | Failure::Unreadable) => return None,
+            Err(ReadFailure::Vanished | ReadFailure::Denied | ReadFailure::Unreadable) => {
+                return None;
+            }
         };
         match procfs::parse_memory_cgroup(data) {
             Ok(path) => Some(match current {

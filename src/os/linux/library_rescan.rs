@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 use crate::model::{CollectorErrors, CollectorStatus};
 
 use super::library_worker::{LibraryReply, LibraryWorker, Listing};
-use super::proc_reader::Failure;
 use super::process_reads::Io;
 use super::tracker::{Tracked, Tracker};
+use crate::os::read_failure::ReadFailure;
 
 /// A Python process without a known framework is re-scanned when its
 /// resident size has grown by this share (percent) since the last scan…
@@ -177,7 +177,7 @@ impl ScanBudget {
         self.reads += 1;
         match &reply.listing {
             Ok(Listing { cut: true, .. }) => self.cut += 1,
-            Ok(_) | Err(Failure::Vanished) => {}
+            Ok(_) | Err(ReadFailure::Vanished) => {}
             Err(_) => self.failures += 1,
         }
     }
@@ -349,12 +349,12 @@ fn take_scan(
                 t.workload = t.classify();
             }
         }
-        Err(Failure::Denied) => {
+        Err(ReadFailure::Denied) => {
             scan.blocked = true;
-            Failure::Denied.count(errors);
+            ReadFailure::Denied.count(errors);
         }
         // Vanished: the next statm read will notice.
-        Err(Failure::Vanished) => {}
+        Err(ReadFailure::Vanished) => {}
         Err(f) => f.count(errors),
     }
 }
@@ -455,7 +455,7 @@ mod tests {
         assert_eq!((scan.cut, scan.cost), (2, Duration::from_millis(3)));
         take_scan(
             &mut t,
-            reply(Err(Failure::Denied)),
+            reply(Err(ReadFailure::Denied)),
             Instant::now(),
             4096,
             &mut errors,

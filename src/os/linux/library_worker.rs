@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use crate::os::linux::parse::procfs::{self, MapsLibraries};
 use crate::workload;
 
-use super::proc_reader::{Failure, ProcReader};
+use super::proc_reader::ProcReader;
+use crate::os::read_failure::ReadFailure;
 
 /// The most of a `maps` read: a Python process with PyTorch and CUDA
 /// loaded has a few thousand mappings, about 1 MB. Libraries loaded later
@@ -49,7 +50,7 @@ pub(super) struct LibraryReply {
     /// Its start time from `stat`, read just before: the answer applies
     /// only to the same identity.
     pub(super) start: Option<u64>,
-    pub(super) listing: Result<Listing, Failure>,
+    pub(super) listing: Result<Listing, ReadFailure>,
     pub(super) took: Duration,
 }
 
@@ -60,7 +61,7 @@ pub(super) fn read_libraries(
     pid: u32,
     max: usize,
     time: Duration,
-) -> Result<Listing, Failure> {
+) -> Result<Listing, ReadFailure> {
     let mut libs = MapsLibraries::new(workload::library_shows_framework, KEPT_LIBRARIES);
     let deadline = Instant::now() + time;
     let streamed = reader.stream_pid(pid, "maps", max, deadline, |chunk| libs.feed(chunk))?;
@@ -239,6 +240,6 @@ mod tests {
         assert_eq!((replies[0].pid, replies[0].start), (7, Some(777)));
         assert_eq!(replies[0].listing.as_ref().unwrap().libraries.len(), 1);
         assert_eq!((replies[1].pid, replies[1].start), (8, None));
-        assert_eq!(replies[1].listing, Err(Failure::Vanished));
+        assert_eq!(replies[1].listing, Err(ReadFailure::Vanished));
     }
 }

@@ -6,9 +6,9 @@
 
 use crate::model::CollectorErrors;
 
-use super::proc_reader::Failure;
 use super::process_reads::Io;
 use super::tracker::Tracker;
+use crate::os::read_failure::ReadFailure;
 
 impl Tracker {
     /// A light tick: list the processes, carry the known ones and read the
@@ -106,9 +106,9 @@ impl Tracker {
             // Gone (or, through a kept file, its pid reused): out of this
             // snapshot; a process that took the pid is read in full when
             // listed.
-            Err(Failure::Vanished) => {
+            Err(ReadFailure::Vanished) => {
                 self.forget(pid);
-                Failure::Vanished.count(errors);
+                ReadFailure::Vanished.count(errors);
             }
             Err(f) => f.count(errors),
         }

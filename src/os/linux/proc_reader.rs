@@ -12,7 +12,7 @@
 //! decides) a bounded chunk at a time, up to a byte and a time limit
 //! ([`ProcReader::stream_pid`]).
 //!
-//! Errors are sorted into [`Failure`] for the collector-error counters.
+//! Errors are sorted into [`ReadFailure`] for the collector-error counters.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -21,45 +21,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::model::CollectorErrors;
 use crate::os::linux::parse::procfs;
-
-/// Why a per-process read failed, as the sampler counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// ENOENT / ESRCH, or an empty file where content is required: the
-    /// process exited between being listed and being read.
-    Vanished,
-    /// EACCES / EPERM: another user's process (or `hidepid`).
-    Denied,
-    /// Anything else, or content that did not parse.
-    Unreadable,
-}
-
-impl Failure {
-    pub fn of(e: &io::Error) -> Self {
-        match e.raw_os_error() {
-            Some(libc::ENOENT | libc::ESRCH) => Failure::Vanished,
-            Some(libc::EACCES | libc::EPERM) => Failure::Denied,
-            _ => match e.kind() {
-                io::ErrorKind::NotFound => Failure::Vanished,
-                io::ErrorKind::PermissionDenied => Failure::Denied,
-                _ => Failure::Unreadable,
-            },
-        }
-    }
-
-    /// Count this failure in the collector-error counters.
-    #[inline]
-    pub fn count(self, errors: &mut CollectorErrors) {
-        let slot = match self {
-            Failure::Vanished => &mut errors.vanished,
-            Failure::Denied => &mut errors.permission_denied,
-            Failure::Unreadable => &mut errors.unreadable,
-        };
-        *slot = slot.saturating_add(1);
-    }
-}
+use crate::os::read_failure::ReadFailure;
 
 /// How a read by [`ProcReader::stream_pid`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,34 +88,34 @@ impl ProcReader {
     }
 
     /// One `single_open` file of a process (`statm`, `stat`, `status`).
-    /// An empty result is [`Failure::Vanished`]: those files are never empty
+    /// An empty result is [`ReadFailure::Vanished`]: those files are never empty
     /// while the process exists.
-    pub fn read_pid(&mut self, pid: u32, name: &str) -> Result<&[u8], Failure> {
+    pub fn read_pid(&mut self, pid: u32, name: &str) -> Result<&[u8], ReadFailure> {
         self.pid_path(pid, name);
         match read_into(&self.path, &mut self.buf, false) {
-            Ok(0) => Err(Failure::Vanished),
+            Ok(0) => Err(ReadFailure::Vanished),
             Ok(n) => Ok(&self.buf[..n]),
-            Err(e) => Err(Failure::of(&e)),
+            Err(e) => Err(ReadFailure::of(&e)),
         }
     }
 
     /// Open a `single_open` file of a process (`statm`) to keep and re-read
     /// with [`ProcReader::read_held`].
-    pub fn open_pid(&mut self, pid: u32, name: &str) -> Result<File, Failure> {
+    pub fn open_pid(&mut self, pid: u32, name: &str) -> Result<File, ReadFailure> {
         self.pid_path(pid, name);
-        File::open(&self.path).map_err(|e| Failure::of(&e))
+        File::open(&self.path).map_err(|e| ReadFailure::of(&e))
     }
 
     /// Re-read a kept-open `single_open` file from offset 0 (`pread`): the
     /// kernel renders it afresh (`seq_read_iter` restarts at offset 0).
     /// A `/proc/[pid]` file stays bound to the process it was opened for:
     /// once that process is gone the read fails with ESRCH, even if the
-    /// pid has been reused, which is [`Failure::Vanished`].
-    pub fn read_held(&mut self, file: &File) -> Result<&[u8], Failure> {
+    /// pid has been reused, which is [`ReadFailure::Vanished`].
+    pub fn read_held(&mut self, file: &File) -> Result<&[u8], ReadFailure> {
         match fill(&mut self.buf, false, |chunk, at| file.read_at(chunk, at)) {
-            Ok(0) => Err(Failure::Vanished),
+            Ok(0) => Err(ReadFailure::Vanished),
             Ok(n) => Ok(&self.buf[..n]),
-            Err(e) => Err(Failure::of(&e)),
+            Err(e) => Err(ReadFailure::of(&e)),
         }
     }
 
@@ -169,9 +132,9 @@ impl ProcReader {
         max: usize,
         deadline: Instant,
         mut each: impl FnMut(&[u8]),
-    ) -> Result<Streamed, Failure> {
+    ) -> Result<Streamed, ReadFailure> {
         self.pid_path(pid, name);
-        let mut file = File::open(&self.path).map_err(|e| Failure::of(&e))?;
+        let mut file = File::open(&self.path).map_err(|e| ReadFailure::of(&e))?;
         let mut bytes = 0usize;
         loop {
             if bytes >= max || Instant::now() >= deadline {
@@ -185,7 +148,7 @@ impl ProcReader {
                     each(&self.buf[..n]);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Failure::of(&e)),
+                Err(e) => return Err(ReadFailure::of(&e)),
             }
         }
     }
@@ -193,19 +156,24 @@ impl ProcReader {
     /// At most the first `max` bytes of a process file (`cmdline`), never
     /// more, however long the file is: a user can give a process megabytes
     /// of arguments. May be empty.
-    pub fn read_pid_prefix(&mut self, pid: u32, name: &str, max: usize) -> Result<&[u8], Failure> {
+    pub fn read_pid_prefix(
+        &mut self,
+        pid: u32,
+        name: &str,
+        max: usize,
+    ) -> Result<&[u8], ReadFailure> {
         self.pid_path(pid, name);
         if self.buf.len() < max {
             self.buf.resize(max, 0);
         }
-        let mut file = File::open(&self.path).map_err(|e| Failure::of(&e))?;
+        let mut file = File::open(&self.path).map_err(|e| ReadFailure::of(&e))?;
         let mut len = 0;
         while len < max {
             match file.read(&mut self.buf[len..max]) {
                 Ok(0) => break,
                 Ok(n) => len += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Failure::of(&e)),
+                Err(e) => return Err(ReadFailure::of(&e)),
             }
         }
         Ok(&self.buf[..len])
@@ -213,9 +181,9 @@ impl ProcReader {
 
     /// The target of a process's symlink (`exe`), lossy UTF-8, without the
     /// ` (deleted)` the kernel appends when the file was removed.
-    pub fn read_pid_link(&mut self, pid: u32, name: &str) -> Result<String, Failure> {
+    pub fn read_pid_link(&mut self, pid: u32, name: &str) -> Result<String, ReadFailure> {
         self.pid_path(pid, name);
-        let target = std::fs::read_link(&self.path).map_err(|e| Failure::of(&e))?;
+        let target = std::fs::read_link(&self.path).map_err(|e| ReadFailure::of(&e))?;
         let bytes = target.as_os_str().as_bytes();
         let bytes = bytes.strip_suffix(b" (deleted)").unwrap_or(bytes);
         Ok(String::from_utf8_lossy(bytes).into_owned())
@@ -305,16 +273,6 @@ mod tests {
     }
 
     #[test]
-    fn errors_are_sorted_by_errno() {
-        let f = |errno| Failure::of(&io::Error::from_raw_os_error(errno));
-        assert_eq!(f(libc::ENOENT), Failure::Vanished);
-        assert_eq!(f(libc::ESRCH), Failure::Vanished);
-        assert_eq!(f(libc::EACCES), Failure::Denied);
-        assert_eq!(f(libc::EPERM), Failure::Denied);
-        assert_eq!(f(libc::EIO), Failure::Unreadable);
-    }
-
-    #[test]
     fn reads_grow_the_buffer_and_report_missing_files() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("12")).unwrap();
@@ -323,8 +281,8 @@ mod tests {
         std::fs::write(dir.path().join("12/statm"), b"").unwrap();
         let mut r = ProcReader::new(dir.path().to_owned());
         assert_eq!(r.read_root("12/maps").unwrap().len(), big.len());
-        assert_eq!(r.read_pid(12, "statm"), Err(Failure::Vanished));
-        assert_eq!(r.read_pid(13, "statm"), Err(Failure::Vanished));
+        assert_eq!(r.read_pid(12, "statm"), Err(ReadFailure::Vanished));
+        assert_eq!(r.read_pid(13, "statm"), Err(ReadFailure::Vanished));
         let mut pids = Vec::new();
         r.list_pids(&mut pids).unwrap();
         assert_eq!(pids, [12]);
@@ -341,7 +299,7 @@ mod tests {
         assert_eq!(r.read_pid_prefix(12, "comm", 4097).unwrap(), b"x\n");
         assert_eq!(
             r.read_pid_prefix(13, "cmdline", 10).err(),
-            Some(Failure::Vanished)
+            Some(ReadFailure::Vanished)
         );
     }
 
@@ -385,7 +343,7 @@ mod tests {
         );
         assert_eq!(
             r.stream_pid(13, "maps", 10, later, |_| {}),
-            Err(Failure::Vanished)
+            Err(ReadFailure::Vanished)
         );
     }
 
@@ -428,7 +386,7 @@ mod tests {
         assert_eq!(r.read_held(&file).unwrap(), b"1 2 3 4 5 6 7\n");
         std::fs::write(dir.path().join("7/statm"), b"9 9 9 9 9 9 9\n").unwrap();
         assert_eq!(r.read_held(&file).unwrap(), b"9 9 9 9 9 9 9\n");
-        assert_eq!(r.open_pid(8, "statm").err(), Some(Failure::Vanished));
+        assert_eq!(r.open_pid(8, "statm").err(), Some(ReadFailure::Vanished));
     }
 
     #[test]
@@ -442,6 +400,6 @@ mod tests {
         assert!(r.read_held(&file).is_ok());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(r.read_held(&file), Err(Failure::Vanished));
+        assert_eq!(r.read_held(&file), Err(ReadFailure::Vanished));
     }
 }

@@ -103,7 +103,7 @@ use std::time::Instant;
 
 use crate::model::sampling::{SampleError, Sampler};
 use crate::model::{CollectorErrors, Snapshot, Timestamp, Unowned};
-use crate::os::user_names::{PasswdFile, UserNames};
+use crate::os::user_names::UserNames;
 
 pub use ceilings::{CeilingReader, LIMITS_EVERY};
 use proc_reader::ProcReader;
@@ -134,7 +134,7 @@ impl LinuxSampler {
                 page_size: sys::page_size(),
                 clock_ticks: sys::clock_ticks(),
                 boot_time: None,
-                users: UserNames::new(PasswdFile::system()),
+                users: UserNames::system(),
                 cgroups: cgroup_paths::CgroupPaths::default(),
             },
             tracker: Tracker::new(),
@@ -161,7 +161,7 @@ impl LinuxSampler {
 
     /// Resolve user names from this passwd file instead of `/etc/passwd`.
     pub fn with_passwd(mut self, path: impl Into<PathBuf>) -> Self {
-        self.io.users = UserNames::new(PasswdFile::new(path));
+        self.io.users = UserNames::passwd_file(path);
         self
     }
 

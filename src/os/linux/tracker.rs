@@ -24,9 +24,9 @@ use crate::workload::{self, ProcessFacts};
 
 use super::library_rescan::{LibraryScan, ScanBudget};
 use super::library_worker::LibraryWorker;
-use super::proc_reader::Failure;
 use super::process_reads::Io;
 use super::pss::{PssBudget, PssRead, PssWorker};
+use crate::os::read_failure::ReadFailure;
 
 /// Beyond the ML processes, this many of the largest processes (by `statm`
 /// resident size) are read in full every tick.
@@ -352,7 +352,7 @@ impl Tracker {
                     // The process the kept file was opened for is gone, yet
                     // its pid is listed: reused, or it exited just now. The
                     // path read below tells which.
-                    Err(Failure::Vanished) if t.statm_file.is_some() => {
+                    Err(ReadFailure::Vanished) if t.statm_file.is_some() => {
                         self.tracked.remove(&pid);
                     }
                     Err(f) => return f.count(errors),
@@ -416,11 +416,11 @@ impl Tracker {
         match io.reader.read_pid(pid, "status") {
             Ok(data) => match procfs::parse_status(data) {
                 Some(status) => io.set_status(t, status, tick),
-                None => Failure::Unreadable.count(errors),
+                None => ReadFailure::Unreadable.count(errors),
             },
-            Err(Failure::Vanished) => {
+            Err(ReadFailure::Vanished) => {
                 self.forget(pid);
-                Failure::Vanished.count(errors);
+                ReadFailure::Vanished.count(errors);
             }
             Err(f) => f.count(errors),
         }
@@ -447,13 +447,13 @@ impl Tracker {
                 }
                 Some(st) => st.start_ticks,
                 None => {
-                    Failure::Unreadable.count(errors);
+                    ReadFailure::Unreadable.count(errors);
                     return true;
                 }
             },
-            Err(Failure::Vanished) => {
+            Err(ReadFailure::Vanished) => {
                 self.forget(pid);
-                Failure::Vanished.count(errors);
+                ReadFailure::Vanished.count(errors);
                 return false;
             }
             Err(f) => {

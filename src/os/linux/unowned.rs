@@ -78,7 +78,7 @@ use crate::model::{ProcessId, ProcessSample, SysvSegment, TmpfsFile, Unowned};
 use crate::os::linux::ffi::statx::statx_cached;
 use crate::os::linux::parse::procfs;
 use crate::os::linux::parse::shm::{self, Dev, FdTarget, TmpfsMount};
-use crate::os::user_names::{PasswdFile, UserNames};
+use crate::os::user_names::UserNames;
 
 /// The most time one full tick spends on the scan.
 pub const STEP_BUDGET: Duration = Duration::from_millis(20);
@@ -224,7 +224,7 @@ impl UnownedScan {
         processes: &mut [ProcessSample],
         shmem: Option<u64>,
         mapped_shmem: u64,
-        users: &mut UserNames<PasswdFile>,
+        users: &mut UserNames,
     ) -> Unowned {
         let now = Instant::now();
         if self.run.is_none() && self.due(now, shmem, mapped_shmem) {
@@ -254,7 +254,7 @@ impl UnownedScan {
     /// A scan from start to end, whatever the budget and the schedule
     /// (benchmark, tests); a scan under way is dropped. Its result is
     /// carried like a scheduled one's.
-    pub(super) fn scan_now(&mut self, processes: &[ProcessId], users: &mut UserNames<PasswdFile>) {
+    pub(super) fn scan_now(&mut self, processes: &[ProcessId], users: &mut UserNames) {
         self.run = None;
         let mut run = Run::start(&self.root, processes.to_vec());
         while !run.step(&self.root, Instant::now() + Duration::from_secs(3600)) {}
@@ -517,7 +517,7 @@ impl Run {
     }
 
     /// The result: who holds what, what nobody does, the SysV segments.
-    fn finish(mut self, root: &Path, users: &mut UserNames<PasswdFile>) -> Found {
+    fn finish(mut self, root: &Path, users: &mut UserNames) -> Found {
         let mut held: HashMap<u32, (u64, u64)> = HashMap::new();
         let starts: HashMap<u32, u64> = self.procs.iter().map(|p| (p.pid, p.start)).collect();
         for r in self.refs.values() {
@@ -574,7 +574,7 @@ impl Run {
                         id: row.shmid,
                         bytes: row.bytes(),
                         uid: Some(row.uid),
-                        user: users.name(&row.uid),
+                        user: users.name(row.uid),
                         attached: row.nattch,
                         creator_pid: row.cpid,
                         last_pid: row.lpid,
@@ -599,7 +599,7 @@ fn file(
     bytes: u64,
     uid: Option<u32>,
     r: Option<&Ref>,
-    users: &mut UserNames<PasswdFile>,
+    users: &mut UserNames,
 ) -> TmpfsFile {
     let capped = |pids: &[u32]| {
         let mut pids = pids.to_vec();
@@ -611,7 +611,7 @@ fn file(
         path,
         bytes,
         uid,
-        user: uid.and_then(|uid| users.name(&uid)),
+        user: uid.and_then(|uid| users.name(uid)),
         mapped_by: r.map(|r| capped(&r.mapped_by)).unwrap_or_default(),
         open_by: r.map(|r| capped(&r.open_by)).unwrap_or_default(),
         redacted: false,
@@ -671,7 +671,7 @@ mod tests {
     #[test]
     fn a_proc_tree_without_the_files_is_not_known() {
         let mut s = scan();
-        let mut users = UserNames::new(PasswdFile::new("/nonexistent-passwd"));
+        let mut users = UserNames::passwd_file("/nonexistent-passwd");
         s.scan_now(&[], &mut users);
         let mut procs = Vec::new();
         let u = s.carry(&mut procs);

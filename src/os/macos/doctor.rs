@@ -9,7 +9,8 @@ use super::ffi::mach::{self as ffi_mach, VmInfoReader};
 use super::iokit;
 use super::parse::{gpu_stats, pressure, procargs, vm};
 use crate::os::macos::ffi::proc as ffi_proc;
-use crate::os::macos::parse::proc_info::{self as proc_info, Failure};
+use crate::os::macos::parse::proc_info;
+use crate::os::read_failure::ReadFailure;
 
 /// The checks, in report order.
 pub const CHECKS: &[fn() -> Check] = &[
@@ -163,9 +164,9 @@ fn processes() -> Check {
         match ffi_proc::rusage(pid) {
             Ok(_) => readable += 1,
             Err(errno) => match proc_info::libproc_failure(errno) {
-                Failure::Denied => denied += 1,
-                Failure::Vanished => {}
-                Failure::Unreadable => other += 1,
+                ReadFailure::Denied => denied += 1,
+                ReadFailure::Vanished => {}
+                ReadFailure::Unreadable => other += 1,
             },
         }
     }

@@ -15,6 +15,7 @@ use crate::os::macos::ffi::proc as ffi_proc;
 use crate::os::macos::parse::{kinfo, proc_info};
 use crate::os::posix;
 use crate::os::process_facts::{Member, ProcStat};
+use crate::os::read_failure::ReadFailure;
 
 /// The most members one group is listed with: far more than a group holds;
 /// a bound on the buffer whatever the kernel's estimate says.
@@ -98,12 +99,12 @@ pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
     match ffi_proc::bsd_info(ipid) {
         Ok(info) => Ok(Some(info.start_micros)),
         Err(errno) => match proc_info::libproc_failure(errno) {
-            proc_info::Failure::Vanished => Ok(None),
+            ReadFailure::Vanished => Ok(None),
             // Another user's process: kinfo_proc answers everyone.
-            proc_info::Failure::Denied => Ok(kinfo_facts(pid)?
+            ReadFailure::Denied => Ok(kinfo_facts(pid)?
                 .filter(|k| !k.zombie)
                 .map(|k| k.start_micros)),
-            proc_info::Failure::Unreadable => Err(errno_error(pid, "start time", errno)),
+            ReadFailure::Unreadable => Err(errno_error(pid, "start time", errno)),
         },
     }
 }

@@ -17,7 +17,8 @@
 //!   `proc_pidinfo(PROC_PIDTBSDINFO)` (owner, parent, name, start time),
 //!   `kinfo_proc` (whether Rosetta 2 translates it; owner, parent, name and
 //!   start where `PROC_PIDTBSDINFO` is refused), `proc_pidpath`,
-//!   `KERN_PROCARGS2` (argv), and the workload classification. They are
+//!   `KERN_PROCARGS2` (argv), and the workload classification, by the
+//!   policy every sampler shares ([`crate::os::first_sight`]). They are
 //!   cached per identity.
 //!
 //! # Ended processes
@@ -59,11 +60,12 @@ use crate::model::{
     Argv, CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
     SharedStr, Snapshot, SystemMemory, Timestamp, Workload,
 };
-use crate::os::macos::ffi::proc::{self as ffi_proc, Rusage};
-use crate::os::macos::parse::kinfo;
-use crate::os::macos::parse::proc_info::{self as proc_info, Failure, Owner};
-use crate::os::user_names::{SysinfoUsers, UserNames};
-use crate::workload::{ProcessFacts, classify};
+use crate::os::first_sight::{FirstSightReads, first_sight};
+use crate::os::macos::ffi::proc::{self as ffi_proc, BsdInfo, Rusage};
+use crate::os::macos::parse::kinfo::{self, KinfoFacts};
+use crate::os::macos::parse::proc_info::{self as proc_info, Owner};
+use crate::os::read_failure::ReadFailure;
+use crate::os::user_names::UserNames;
 
 /// A process whose argv was read less than this long after it started is
 /// read again next tick: it may not have called `exec` yet.
@@ -78,7 +80,7 @@ pub struct MacSampler {
     pids: Vec<i32>,
     args_buf: Vec<u8>,
     known: HashMap<u32, Known>,
-    users: UserNames<SysinfoUsers<u32>>,
+    users: UserNames,
     gpu_sightings: ClientSightings,
 }
 
@@ -117,7 +119,7 @@ impl MacSampler {
             pids: Vec::new(),
             args_buf: Vec::new(),
             known: HashMap::new(),
-            users: UserNames::new(SysinfoUsers::new()),
+            users: UserNames::system(),
             gpu_sightings: ClientSightings::default(),
         }
     }
@@ -154,90 +156,30 @@ impl MacSampler {
         ))
     }
 
-    /// The slow reads for a new identity. `None` if the process vanished.
+    /// The slow reads for a new identity ([`first_sight`]'s policy), and
+    /// whether it has settled; the advice for translated ML work is logged
+    /// once per identity. `None` if the process was left out (counted).
     fn first_sight(
         &mut self,
         pid: u32,
         usage: &Rusage,
         errors: &mut CollectorErrors,
     ) -> Option<Known> {
-        let ipid = proc_info::darwin_pid(pid)?;
-        let info = match ffi_proc::bsd_info(ipid) {
-            Ok(info) => Some(info),
-            Err(errno) => match proc_info::libproc_failure(errno) {
-                Failure::Vanished => {
-                    errors.vanished += 1;
-                    return None;
-                }
-                // rusage worked, so this is unexpected: fall back to the
-                // unprivileged kinfo_proc below.
-                Failure::Denied | Failure::Unreadable => None,
-            },
+        let mut reads = LibprocReads {
+            pid: proc_info::darwin_pid(pid)?,
+            my_uid: self.my_uid,
+            args_buf: &mut self.args_buf,
         };
-        // kinfo_proc answers for every process: Rosetta's flag, and the
-        // identity where PROC_PIDTBSDINFO was refused.
-        let facts = match ffi_proc::kinfo_proc(ipid).map(|b| kinfo::parse(&b)) {
-            Ok(Ok(Some(k))) => Some(k),
-            Ok(Ok(None)) => {
-                errors.vanished += 1;
-                return None;
-            }
-            _ => None,
+        let seen = first_sight(&mut reads, errors)?;
+        let MacIdentity { info, facts } = seen.identity;
+        // PROC_PIDTBSDINFO's, else kinfo_proc's: one of them answered, or
+        // the owner read would have left the process out.
+        let (ppid, start_micros) = match (&info, &facts) {
+            (Some(i), _) => (i.ppid, i.start_micros),
+            (None, Some(k)) => (k.ppid, k.start_micros),
+            (None, None) => return None,
         };
-        let exe = match ffi_proc::pid_path(ipid) {
-            Ok(path) => Some(path),
-            Err(errno) => {
-                if proc_info::libproc_failure(errno) == Failure::Vanished {
-                    errors.vanished += 1;
-                    return None;
-                }
-                None
-            }
-        };
-        let (ppid, owner, name, start_micros) = match (info, &facts) {
-            (Some(i), _) => (i.ppid, Some(i.owner), i.name, i.start_micros),
-            // The same name PROC_PIDTBSDINFO gives, where the executable
-            // can be read (proc_info::fallback_name).
-            (None, Some(k)) => (
-                k.ppid,
-                Some(k.owner()),
-                proc_info::fallback_name(&k.comm, exe.as_deref()),
-                k.start_micros,
-            ),
-            (None, None) => {
-                errors.unreadable += 1;
-                return None;
-            }
-        };
-        let argv = match ffi_proc::procargs(ipid, &mut self.args_buf) {
-            Ok(n) => match procargs::parse_answer(&self.args_buf[..n], self.args_buf.len()) {
-                Ok(args) => args.argv,
-                Err(_) => {
-                    errors.unreadable += 1;
-                    Vec::new()
-                }
-            },
-            Err(errno) => match proc_info::procargs_failure(errno, owner, self.my_uid) {
-                Failure::Vanished => {
-                    errors.vanished += 1;
-                    return None;
-                }
-                Failure::Denied => {
-                    errors.permission_denied += 1;
-                    Vec::new()
-                }
-                Failure::Unreadable => {
-                    errors.unreadable += 1;
-                    Vec::new()
-                }
-            },
-        };
-        let mut workload = classify(&ProcessFacts {
-            name: &name,
-            exe: exe.as_deref(),
-            argv: &argv,
-            libraries: &[],
-        });
+        let mut workload = seen.workload;
         let age = Timestamp::now().since(proc_info::started_at(start_micros));
         let settled = age >= SETTLE;
         if facts.as_ref().is_some_and(|k| k.translated) {
@@ -249,17 +191,20 @@ impl MacSampler {
                     && crate::workload::translated_advice(&k.workload).is_some()
             });
             if !logged && let Some(advice) = crate::workload::translated_advice(&workload) {
-                tracing::warn!("pid {pid} ({}) {advice}", crate::model::printable(&name));
+                tracing::warn!(
+                    "pid {pid} ({}) {advice}",
+                    crate::model::printable(&seen.name)
+                );
             }
         }
         Some(Known {
             start_abstime: usage.start_abstime,
             start_micros,
             ppid,
-            owner,
-            name: name.into(),
-            exe: exe.map(SharedStr::from),
-            argv: argv.into(),
+            owner: seen.owner,
+            name: seen.name.into(),
+            exe: seen.exe.map(SharedStr::from),
+            argv: seen.argv,
             workload,
             settled,
         })
@@ -272,7 +217,7 @@ impl MacSampler {
     ) -> Vec<ProcessSample> {
         let mut pids = std::mem::take(&mut self.pids);
         if ffi_proc::list_pids(&mut pids).is_err() {
-            errors.unreadable += 1;
+            ReadFailure::Unreadable.count(errors);
         }
         let mut seen = HashSet::with_capacity(pids.len());
         let mut out = Vec::with_capacity(pids.len());
@@ -282,17 +227,13 @@ impl MacSampler {
                 continue;
             };
             if pid == 0 {
-                errors.kernel_threads += 1;
+                errors.kernel_threads = errors.kernel_threads.saturating_add(1);
                 continue;
             }
             let usage = match ffi_proc::rusage(ipid) {
                 Ok(u) => u,
                 Err(errno) => {
-                    match proc_info::libproc_failure(errno) {
-                        Failure::Vanished => errors.vanished += 1,
-                        Failure::Denied => errors.permission_denied += 1,
-                        Failure::Unreadable => errors.unreadable += 1,
-                    }
+                    proc_info::libproc_failure(errno).count(errors);
                     continue;
                 }
             };
@@ -369,12 +310,105 @@ impl MacSampler {
                 workload: k.workload.clone(),
                 labels: None,
             };
-            sample.user = uid.and_then(|uid| self.users.name(&uid));
+            sample.user = uid.and_then(|uid| self.users.name(uid));
             out.push(sample);
         }
         self.known.retain(|pid, _| seen.contains(pid));
         self.pids = pids;
         out
+    }
+}
+
+/// What `PROC_PIDTBSDINFO` and `kinfo_proc` say of a process at first
+/// sight; either may be missing (not both, once the owner read passed).
+struct MacIdentity {
+    info: Option<BsdInfo>,
+    facts: Option<KinfoFacts>,
+}
+
+/// The first-sight reads of one process through libproc and sysctl:
+/// `PROC_PIDTBSDINFO` and `kinfo_proc`, `proc_pidpath`, `KERN_PROCARGS2`.
+struct LibprocReads<'a> {
+    pid: i32,
+    my_uid: u32,
+    args_buf: &'a mut Vec<u8>,
+}
+
+impl FirstSightReads for LibprocReads<'_> {
+    type Identity = MacIdentity;
+    type Owner = Owner;
+
+    fn identity(&mut self) -> Result<MacIdentity, ReadFailure> {
+        let info = match ffi_proc::bsd_info(self.pid) {
+            Ok(info) => Some(info),
+            Err(errno) => match proc_info::libproc_failure(errno) {
+                ReadFailure::Vanished => return Err(ReadFailure::Vanished),
+                // rusage worked, so this is unexpected: fall back to the
+                // unprivileged kinfo_proc below.
+                ReadFailure::Denied | ReadFailure::Unreadable => None,
+            },
+        };
+        // kinfo_proc answers for every process: Rosetta's flag, and the
+        // identity where PROC_PIDTBSDINFO was refused.
+        let facts = match ffi_proc::kinfo_proc(self.pid).map(|b| kinfo::parse(&b)) {
+            Ok(Ok(Some(k))) => Some(k),
+            Ok(Ok(None)) => return Err(ReadFailure::Vanished),
+            _ => None,
+        };
+        Ok(MacIdentity { info, facts })
+    }
+
+    /// `kernel_task` (pid 0) is skipped before any read; every other
+    /// process is a user process.
+    fn is_kernel_thread(_: &MacIdentity) -> bool {
+        false
+    }
+
+    fn exe(&mut self) -> Result<Option<String>, ReadFailure> {
+        match ffi_proc::pid_path(self.pid) {
+            Ok(path) => Ok(Some(path)),
+            Err(errno) => match proc_info::libproc_failure(errno) {
+                ReadFailure::Vanished => Err(ReadFailure::Vanished),
+                ReadFailure::Denied | ReadFailure::Unreadable => Ok(None),
+            },
+        }
+    }
+
+    /// No read of its own: the uids the identity read gave, unreadable
+    /// where neither of its calls answered.
+    fn owner(&mut self, identity: &MacIdentity) -> Result<Owner, ReadFailure> {
+        match identity {
+            MacIdentity { info: Some(i), .. } => Ok(i.owner),
+            MacIdentity { facts: Some(k), .. } => Ok(k.owner()),
+            MacIdentity {
+                info: None,
+                facts: None,
+            } => Err(ReadFailure::Unreadable),
+        }
+    }
+
+    fn argv(&mut self, owner: Option<&Owner>) -> Result<Argv, ReadFailure> {
+        match ffi_proc::procargs(self.pid, self.args_buf) {
+            Ok(n) => procargs::parse_answer(&self.args_buf[..n], self.args_buf.len())
+                .map(|args| Argv::from(args.argv))
+                .map_err(|_| ReadFailure::Unreadable),
+            Err(errno) => Err(proc_info::procargs_failure(
+                errno,
+                owner.copied(),
+                self.my_uid,
+            )),
+        }
+    }
+
+    /// PROC_PIDTBSDINFO's, or the same name made from `kinfo_proc`'s
+    /// `p_comm` and the executable where that call was refused
+    /// ([`proc_info::fallback_name`]).
+    fn name(identity: &mut MacIdentity, exe: Option<&str>) -> String {
+        match (&mut identity.info, &identity.facts) {
+            (Some(i), _) => std::mem::take(&mut i.name),
+            (None, Some(k)) => proc_info::fallback_name(&k.comm, exe),
+            (None, None) => String::new(),
+        }
     }
 }
 
@@ -400,7 +434,7 @@ impl Sampler for MacSampler {
         let xsw = match ffi_mach::swap_usage() {
             Ok(x) => Some(x),
             Err(_) => {
-                errors.unreadable += 1;
+                ReadFailure::Unreadable.count(&mut errors);
                 None
             }
         };
@@ -408,7 +442,7 @@ impl Sampler for MacSampler {
         let level_raw = match ffi_mach::pressure_level_raw() {
             Ok(v) => Some(v),
             Err(_) => {
-                errors.unreadable += 1;
+                ReadFailure::Unreadable.count(&mut errors);
                 None
             }
         };
@@ -418,7 +452,7 @@ impl Sampler for MacSampler {
         system.gpu_wired_limit = match ffi_mach::wired_limit_mb() {
             Ok(mb) => mb.and_then(pressure::wired_limit_bytes),
             Err(_) => {
-                errors.unreadable += 1;
+                ReadFailure::Unreadable.count(&mut errors);
                 None
             }
         };
@@ -452,7 +486,7 @@ impl Sampler for MacSampler {
                     ));
                 }
             }
-            Err(_) => errors.unreadable += 1,
+            Err(_) => ReadFailure::Unreadable.count(&mut errors),
         }
 
         let processes = self.processes(&gpu_clients, &mut errors);

@@ -10,5 +10,6 @@ pub mod acl;
 pub mod dispatch;
 pub mod iokit;
 pub mod mach;
+pub mod passwd;
 pub mod proc;
 pub mod sysctl;

@@ -17,6 +17,7 @@
 //!   means what depends on the call, so each call site picks a rule here.
 
 use crate::model::Timestamp;
+use crate::os::read_failure::ReadFailure;
 
 /// `MAXCOMLEN` (`bsd/sys/param.h`): `p_comm` holds this many bytes of the
 /// executable's name (`set_proc_name` in `bsd/kern/kern_exec.c`).
@@ -124,25 +125,14 @@ pub struct Owner {
     pub effective: u32,
 }
 
-/// How a failed per-process read is counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// The process exited between listing and reading.
-    Vanished,
-    /// Another user's process, and headroom is not root.
-    Denied,
-    /// Anything else.
-    Unreadable,
-}
-
 /// The failure kind of a libproc call (`proc_pidinfo`, `proc_pid_rusage`,
 /// `proc_pidpath`): ESRCH for a gone process, EPERM for one the caller may
 /// not inspect (`proc_security_policy` in `bsd/kern/proc_info.c`).
-pub fn libproc_failure(errno: i32) -> Failure {
+pub fn libproc_failure(errno: i32) -> ReadFailure {
     match errno {
-        libc::ESRCH => Failure::Vanished,
-        libc::EPERM | libc::EACCES => Failure::Denied,
-        _ => Failure::Unreadable,
+        libc::ESRCH => ReadFailure::Vanished,
+        libc::EPERM | libc::EACCES => ReadFailure::Denied,
+        _ => ReadFailure::Unreadable,
     }
 }
 
@@ -152,13 +142,13 @@ pub fn libproc_failure(errno: i32) -> Failure {
 /// the owner decides which one it was. The kernel compares EFFECTIVE uids
 /// (`kauth_cred_getuid` of both credentials), so the target's effective uid
 /// is compared with `my_euid`, this process's effective uid.
-pub fn procargs_failure(errno: i32, owner: Option<Owner>, my_euid: u32) -> Failure {
+pub fn procargs_failure(errno: i32, owner: Option<Owner>, my_euid: u32) -> ReadFailure {
     let others = my_euid != 0 && owner.is_some_and(|o| o.effective != my_euid);
     match errno {
-        libc::EINVAL if others => Failure::Denied,
-        libc::EINVAL | libc::ESRCH => Failure::Vanished,
-        libc::EPERM | libc::EACCES => Failure::Denied,
-        _ => Failure::Unreadable,
+        libc::EINVAL if others => ReadFailure::Denied,
+        libc::EINVAL | libc::ESRCH => ReadFailure::Vanished,
+        libc::EPERM | libc::EACCES => ReadFailure::Denied,
+        _ => ReadFailure::Unreadable,
     }
 }
 
@@ -260,9 +250,9 @@ mod tests {
 
     #[test]
     fn libproc_errnos_sort_into_failures() {
-        assert_eq!(libproc_failure(libc::ESRCH), Failure::Vanished);
-        assert_eq!(libproc_failure(libc::EPERM), Failure::Denied);
-        assert_eq!(libproc_failure(libc::EINVAL), Failure::Unreadable);
+        assert_eq!(libproc_failure(libc::ESRCH), ReadFailure::Vanished);
+        assert_eq!(libproc_failure(libc::EPERM), ReadFailure::Denied);
+        assert_eq!(libproc_failure(libc::EINVAL), ReadFailure::Unreadable);
     }
 
     #[test]
@@ -276,23 +266,26 @@ mod tests {
         // Unprivileged, another user's process: denied.
         assert_eq!(
             procargs_failure(libc::EINVAL, user(0), 501),
-            Failure::Denied
+            ReadFailure::Denied
         );
         // Our own process: it must be gone (or a zombie without a stack).
         assert_eq!(
             procargs_failure(libc::EINVAL, user(501), 501),
-            Failure::Vanished
+            ReadFailure::Vanished
         );
         // Root sees everyone: EINVAL means gone.
         assert_eq!(
             procargs_failure(libc::EINVAL, user(501), 0),
-            Failure::Vanished
+            ReadFailure::Vanished
         );
         // Owner unknown: assume gone rather than blame permissions.
-        assert_eq!(procargs_failure(libc::EINVAL, None, 501), Failure::Vanished);
+        assert_eq!(
+            procargs_failure(libc::EINVAL, None, 501),
+            ReadFailure::Vanished
+        );
         assert_eq!(
             procargs_failure(libc::ENOMEM, None, 501),
-            Failure::Unreadable
+            ReadFailure::Unreadable
         );
     }
 
@@ -307,7 +300,7 @@ mod tests {
         });
         assert_eq!(
             procargs_failure(libc::EINVAL, setuid_root, 501),
-            Failure::Denied
+            ReadFailure::Denied
         );
         // The other way round: started by root, running as 501 (a daemon
         // that dropped privileges with seteuid): 501 may read it, so EINVAL
@@ -318,7 +311,7 @@ mod tests {
         });
         assert_eq!(
             procargs_failure(libc::EINVAL, dropped, 501),
-            Failure::Vanished
+            ReadFailure::Vanished
         );
     }
 }
