@@ -16,7 +16,7 @@ use crate::workload::{self, ProcessFacts};
 use super::cgroup_paths::CgroupPaths;
 use super::library_rescan::LibraryScan;
 use super::proc_reader::{Failure, ProcReader};
-use super::tracker::Tracked;
+use super::tracker::TrackedProcess;
 
 /// Everything that reads: the `/proc` reader and what is read once.
 #[derive(Debug)]
@@ -76,7 +76,7 @@ impl Io {
         statm: Statm,
         tick: u64,
         errors: &mut CollectorErrors,
-    ) -> Option<Tracked> {
+    ) -> Option<TrackedProcess> {
         let (start, ppid, name, kernel_thread, forked) = match self.reader.read_pid(pid, "stat") {
             Ok(data) => match procfs::parse_stat(data) {
                 Some(st) => (
@@ -97,13 +97,13 @@ impl Io {
             }
         };
         if kernel_thread {
-            return Some(Tracked {
+            return Some(TrackedProcess {
                 start,
                 seen: tick,
                 kernel_thread,
                 ppid,
                 name,
-                ..Tracked::default()
+                ..TrackedProcess::default()
             });
         }
         let status = match self.reader.read_pid(pid, "status") {
@@ -154,7 +154,7 @@ impl Io {
             let ms = start.saturating_mul(1000) / self.clock_ticks;
             Timestamp(boot.saturating_mul(1000).saturating_add(ms))
         });
-        let mut t = Tracked {
+        let mut t = TrackedProcess {
             start,
             seen: tick,
             ppid,
@@ -167,7 +167,7 @@ impl Io {
             statm,
             forked,
             cgroup,
-            ..Tracked::default()
+            ..TrackedProcess::default()
         };
         if let Some(status) = status {
             self.set_status(&mut t, status, tick);
@@ -190,7 +190,7 @@ impl Io {
     }
 
     /// Record a full `status` read.
-    pub(super) fn set_status(&mut self, t: &mut Tracked, status: Status, tick: u64) {
+    pub(super) fn set_status(&mut self, t: &mut TrackedProcess, status: Status, tick: u64) {
         if t.uid != Some(status.uid) {
             t.uid = Some(status.uid);
             t.user = self.users.name(&status.uid);

@@ -107,7 +107,7 @@ use crate::os::user_names::{PasswdFile, UserNames};
 pub use ceilings::{CeilingReader, LIMITS_EVERY};
 use proc_reader::ProcReader;
 use process_reads::Io;
-use tracker::Tracker;
+use tracker::ProcessTracker;
 pub use tracker::{TOP_EXACT, VERIFY_PERIOD};
 use unowned::UnownedScan;
 
@@ -115,7 +115,7 @@ use unowned::UnownedScan;
 #[derive(Debug)]
 pub struct LinuxSampler {
     pub(super) io: Io,
-    pub(super) tracker: Tracker,
+    pub(super) tracker: ProcessTracker,
     pub(super) unowned: UnownedScan,
     pub(super) ceilings: CeilingReader,
 }
@@ -136,7 +136,7 @@ impl LinuxSampler {
                 users: UserNames::new(PasswdFile::system()),
                 cgroups: cgroup_paths::CgroupPaths::default(),
             },
-            tracker: Tracker::new(),
+            tracker: ProcessTracker::new(),
         }
     }
 

@@ -31,7 +31,7 @@ pub const MAX_NAME: usize = 255;
 
 /// The top-level field read; serde skips every other without keeping it.
 #[derive(Deserialize)]
-struct Config {
+struct ContainerConfig {
     #[serde(rename = "Name")]
     name: Option<String>,
 }
@@ -39,7 +39,7 @@ struct Config {
 /// The container's name in the text of its `config.v2.json`, without
 /// Docker's leading `/`.
 pub fn parse_config_name(bytes: &[u8]) -> Result<String, String> {
-    let config: Config =
+    let config: ContainerConfig =
         serde_json::from_slice(bytes).map_err(|e| format!("not Docker's JSON: {e}"))?;
     let name = config.name.ok_or("no top-level Name")?;
     let name = name.strip_prefix('/').unwrap_or(&name);
