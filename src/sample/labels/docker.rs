@@ -197,7 +197,9 @@ fn read_name(dir: &Path, id: &str) -> Result<Option<String>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", container_dir.display())),
     };
-    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+    if !meta.is_dir()
+        || crate::os::trusted_path::check_owner_and_mode(&container_dir, &meta, 0).is_err()
+    {
         return Err(format!(
             "{} is not a directory only root can change",
             container_dir.display()
