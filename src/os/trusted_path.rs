@@ -85,7 +85,7 @@ pub enum Problem {
     AccessList { rights: Vec<&'static str> },
     /// Could not be examined.
     Unreadable { error: String },
-    /// More than [`MAX_LINKS`] symbolic links on the way.
+    /// More than `MAX_LINKS` (40) symbolic links on the way.
     TooManyLinks,
 }
 
