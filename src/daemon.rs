@@ -69,7 +69,7 @@ use crate::sample::probe::{Probe, ProbeReading};
 use crate::sample::{ExitCauses, Observed, PressureEvents, SampleError, Sampler};
 use crate::state::{DurationHistogram, State};
 use cadence::{AfterProbe, Cadence, Cause, Depth};
-use sample_log::Tracker;
+use sample_log::SampleLog;
 pub use working::Working;
 
 /// How long the loop stays at the fast interval after an OS pressure event.
@@ -148,7 +148,7 @@ struct Running {
     notebooks: Notebooks,
     ctx: Context,
     policy: PolicyState,
-    tracker: Tracker,
+    sample_log: SampleLog,
     postmortems: PostMortems,
     cadence: Cadence,
     /// The pids a light tick reads afresh: those a rule watches.
@@ -379,7 +379,7 @@ impl Daemon {
                 self_uid: crate::os::this_process::effective_uid(),
             },
             policy: PolicyState::default(),
-            tracker: Tracker::default(),
+            sample_log: SampleLog::default(),
             postmortems: PostMortems::default(),
             cadence: Cadence::new(gates(config), crate::sample::probe::available_floor),
             watched: Arc::from([]),
@@ -392,7 +392,7 @@ impl Daemon {
     /// Journal the stop, hand the readers what the journal already handed
     /// back (the rest is on disk) and wait for the pipeline's threads.
     async fn stop(&self, mut run: Running) -> Result<(), DaemonError> {
-        run.tracker.drain();
+        run.sample_log.drain();
         run.pipeline.record(EventKind::Stopped);
         while let Ok(event) = run.pipeline.journaled.try_recv() {
             self.tx.send_modify(|s| s.add_event(event));
@@ -502,10 +502,10 @@ impl Daemon {
         });
         // Logged after it is published: a reader who saw `first sample:`
         // finds it counted.
-        run.tracker.observe(&snap, depth);
+        run.sample_log.observe(&snap, depth);
         let evaluation = self.decide(run, &snap);
         self.report_ends(run, &snap, observed);
-        run.tracker.notices();
+        run.sample_log.notices();
         evaluation
     }
 
@@ -522,7 +522,7 @@ impl Daemon {
             s.counters.sample_failures += 1;
             s.last_error = Some(msg);
         });
-        run.tracker.failed(e);
+        run.sample_log.failed(e);
     }
 
     /// Run the policy on `snap` with the loop's config and history; journal
@@ -539,7 +539,7 @@ impl Daemon {
             at,
         );
         for kind in &evaluation.events {
-            run.tracker.policy_event(kind);
+            run.sample_log.policy_event(kind);
             run.pipeline.record_at(at, kind.clone());
         }
         for d in &evaluation.decisions {
@@ -565,7 +565,7 @@ impl Daemon {
         for event in ended {
             let sentence = crate::event_line::postmortem(&event).unwrap_or_default();
             if let EventKind::Exited { process, .. } = &event.kind {
-                run.tracker.postmortem(process, &sentence);
+                run.sample_log.postmortem(process, &sentence);
                 if notify {
                     run.pipeline.act(Decision {
                         rule: "postmortem".to_string(),

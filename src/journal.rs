@@ -22,8 +22,8 @@
 //! users and their processes).
 //!
 //! A root daemon opens its journal with [`Journal::open_checked`]: the
-//! directory must be one only root can change (as the config's, see
-//! [`crate::permissions`]), and the file, if it exists, a regular
+//! directory must be one only root can change
+//! ([`crate::os::trusted_path`]), and the file, if it exists, a regular
 //! file owned by root and writable by neither group nor others. A journal a
 //! user prepared (their directory, their 0666 file full of forged lines, a
 //! link to a file of root's) is refused with an error that says so and
@@ -40,7 +40,7 @@ pub mod state_lock;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use crate::config::DaemonConfig;
@@ -377,23 +377,8 @@ fn open_current(path: &Path, trusted_uid: Option<u32>) -> Result<File, JournalEr
         });
     }
     if let Some(uid) = trusted_uid {
-        let owner = meta.uid();
-        let mode = meta.mode() & 0o7777;
-        if owner != 0 && owner != uid {
-            return Err(untrusted_file(
-                path,
-                format!("{} is owned by uid {owner}, not by root", path.display()),
-            ));
-        }
-        if mode & 0o022 != 0 {
-            return Err(untrusted_file(
-                path,
-                format!(
-                    "{} is writable by users other than root (mode {mode:04o})",
-                    path.display()
-                ),
-            ));
-        }
+        crate::os::trusted_path::check_owner_and_mode(path, &meta, uid)
+            .map_err(|u| untrusted_file(path, u.what()))?;
     }
     Ok(file)
 }

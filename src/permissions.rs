@@ -1,48 +1,15 @@
-//! Who can change what a root daemon trusts: every path it loads, runs or
-//! writes.
+//! The config and its hooks, before a root daemon trusts them: which of
+//! their paths must be ones only root can change, and the errors that say
+//! so with the config key at fault.
 //!
-//! A daemon running as root that reads its rules from a file a user can
-//! write lets that user make root signal any process; a hook program, a
-//! script handed to an interpreter or a shared library a user can write runs
-//! that user's code as root; a journal a user can write lets them forge the
-//! record (and, through a link, make root write where they choose). So a
-//! root daemon uses a path only if it and every directory on the way to it
-//! can be changed by root alone: owned by root (or the daemon's own uid) and
-//! writable by neither group nor others. A sticky directory such as `/tmp`
-//! counts as writable by others, as in OpenSSH's `StrictModes`: keep such
-//! files where only root writes, e.g. `/etc/headroom`. [`check_path`] is the
-//! check ([`crate::os::trusted_path`]); the paths it guards, and where:
-//!
-//! - the config file: at start and at every reload ([`check_for_root`]);
-//! - each hook program and its arguments ([`check_hook`]): at config load,
-//!   and again by the actuator right before every run. Every argument that
-//!   is an absolute path (or ends in one, as in `--file=/x`) is checked,
-//!   whatever the program, since a hook may hand it to an interpreter or
-//!   `source` it; when the program is an interpreter (`sh`, `bash`,
-//!   `python3`, `perl`, ... by the basename of the path or of its link
-//!   target, see [`is_interpreter`]), a relative argument is taken as a
-//!   script relative to the hook's working directory, `/`, and checked too.
-//!   `env` as the program is refused: it finds the real program on `PATH`
-//!   and takes settings (`-S`, `-C`, `NAME=value`) that no check can follow;
-//!   name the program itself;
-//! - the NVML library `[gpu] nvml_library`: at every load attempt, at start
-//!   and at each retry ([`crate::os::linux::nvml`]): an untrusted one is
-//!   not loaded and the collector says why;
-//! - the desktop notifier (`notify-send`, `osascript`): looked for in `/usr/bin`
-//!   and `/bin` only, never on `PATH`, and run only if it passes, before every
-//!   notification (`act::notify::find_notifier`);
-//! - the headroom binary a system service runs: the one `service install
-//!   --system` runs from if it passes, otherwise a root-owned copy it makes
-//!   ([`crate::service::choose`]); a root daemon started from a binary that
-//!   does not pass says so at start;
-//! - the journal's directory and file ([`crate::journal::Journal::open_checked`]):
-//!   the directory must pass, the file must be a regular file (not a link)
-//!   owned by root and not writable by group or others; one a user created
-//!   is refused and left as it is, and the daemon runs on with its events in
-//!   memory.
-//!
-//! A daemon running as a user takes any path: it can signal only that
-//! user's processes, and a file the user can write gives nothing away.
+//! Whether one path is trusted, why, and every other path a root daemon
+//! guards (the NVML library, the notifier, the journal, the service's
+//! binary) is [`crate::os::trusted_path`]'s to say. What this module adds is
+//! what a hook's command line names: the program, every absolute path among
+//! its arguments and, for an interpreter ([`is_interpreter`]), a relative
+//! argument as a script; `env` as the program is refused ([`check_hook`]).
+//! [`check_for_root`] checks the config file and each hook at start and at
+//! every reload; the actuator checks a hook again right before every run.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -98,7 +65,7 @@ const INTERPRETERS: &[&str] = &[
     "java",
 ];
 
-/// Whether `name` (a file name) is one of the [`INTERPRETERS`], with or
+/// Whether `name` (a file name) is one of the `INTERPRETERS`, with or
 /// without a version suffix (`python3`, `python3.12`, `perl5.36`).
 pub fn is_interpreter(name: &str) -> bool {
     let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');

@@ -83,7 +83,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// What is remembered of a watched process.
 #[derive(Debug, Clone)]
-struct Tracked {
+struct WatchedProcess {
     /// As last seen alive.
     process: ProcessRef,
     first_seen: Timestamp,
@@ -142,7 +142,7 @@ struct Pending {
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub struct PostMortems {
-    tracked: HashMap<ProcessId, Tracked>,
+    tracked: HashMap<ProcessId, WatchedProcess>,
     /// Reported while still listed (zombies): not tracked again.
     dead: HashSet<ProcessId>,
     pending: Vec<Pending>,
@@ -183,7 +183,7 @@ impl PostMortems {
         if self.dead.contains(&id) {
             return;
         }
-        let t = self.tracked.entry(id).or_insert_with(|| Tracked {
+        let t = self.tracked.entry(id).or_insert_with(|| WatchedProcess {
             process: d.process.clone(),
             first_seen: at,
             last_alive: at,
@@ -406,7 +406,7 @@ impl PostMortems {
         if known && p.footprint == 0 && p.resident == 0 {
             return;
         }
-        let t = self.tracked.entry(p.id).or_insert_with(|| Tracked {
+        let t = self.tracked.entry(p.id).or_insert_with(|| WatchedProcess {
             process: ProcessRef::of(p),
             first_seen: now,
             last_alive: now,
@@ -479,7 +479,7 @@ impl PostMortems {
     ///   [`SHUTDOWN_GRACE`] of: a clean shutdown.
     ///
     /// Never one its exit status belies (another signal ended it).
-    fn signal_that_ended(&self, p: &Pending, t: &Tracked) -> Option<(&ActionTaken, String)> {
+    fn signal_that_ended(&self, p: &Pending, t: &WatchedProcess) -> Option<(&ActionTaken, String)> {
         let status = p.status.as_ref().map(|e| &e.status);
         if let Some(s) = self.sigkill.get(&p.id)
             && ended_by(status, Some("SIGKILL"))
@@ -528,7 +528,7 @@ impl PostMortems {
     /// What headroom sent a process whose end no signal of its explains, in
     /// words: `headroom sent it no signal`, or its last signal and that the
     /// process lived on after it.
-    fn signals_sent(&self, p: &Pending, t: &Tracked) -> String {
+    fn signals_sent(&self, p: &Pending, t: &WatchedProcess) -> String {
         match self.last_signal.get(&p.id).filter(|s| s.at >= t.first_seen) {
             None => "headroom sent it no signal".to_string(),
             Some(s) => format!(
@@ -543,7 +543,7 @@ impl PostMortems {
         }
     }
 
-    fn cause_of(&self, p: &Pending, t: &Tracked, silence: &str) -> ExitCause {
+    fn cause_of(&self, p: &Pending, t: &WatchedProcess, silence: &str) -> ExitCause {
         let pid = t.process.pid;
         let uid_fits = |uid: Option<u32>| match (uid, t.process.uid) {
             (Some(a), Some(b)) => a == b,

@@ -60,7 +60,7 @@ pub enum GetError {
 
 /// Whose listener answers at the daemon's address, as far as the OS says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holder {
+pub enum PortHolder {
     /// A socket of this uid (root or the client's own) listens there.
     Trusted(u32),
     /// Nothing listens there: a request gets no answer.
@@ -77,9 +77,9 @@ pub fn judge_listeners(
     listeners: io::Result<Option<Vec<u32>>>,
     me: u32,
     name: impl Fn(u32) -> Option<String>,
-) -> Result<Holder, GetError> {
+) -> Result<PortHolder, GetError> {
     match listeners {
-        Ok(None) => Ok(Holder::Unknown),
+        Ok(None) => Ok(PortHolder::Unknown),
         Ok(Some(uids)) => match uids.iter().find(|&&uid| uid != 0 && uid != me) {
             Some(&uid) => Err(GetError::NotTheDaemon {
                 addr,
@@ -89,7 +89,7 @@ pub fn judge_listeners(
             }),
             None => Ok(uids
                 .first()
-                .map_or(Holder::Nobody, |&uid| Holder::Trusted(uid))),
+                .map_or(PortHolder::Nobody, |&uid| PortHolder::Trusted(uid))),
         },
         Err(e) => Err(GetError::HolderUnknown {
             addr,
@@ -130,7 +130,7 @@ impl DaemonClient {
 
     /// Who holds the daemon's address now; an error where it is another
     /// user ([`judge_listeners`]).
-    pub fn holder(&self) -> Result<Holder, GetError> {
+    pub fn holder(&self) -> Result<PortHolder, GetError> {
         judge_listeners(
             self.addr,
             crate::os::sockets::listener_uids(self.addr.ip(), self.addr.port()),
@@ -183,19 +183,25 @@ mod tests {
 
     const ADDR: &str = "127.0.0.1:9717";
 
-    fn judged(listeners: io::Result<Option<Vec<u32>>>, me: u32) -> Result<Holder, GetError> {
+    fn judged(listeners: io::Result<Option<Vec<u32>>>, me: u32) -> Result<PortHolder, GetError> {
         let name = |uid| (uid == 999).then(|| "mallory".to_string());
         judge_listeners(ADDR.parse().unwrap(), listeners, me, name)
     }
 
     #[test]
     fn a_listener_of_root_or_of_the_client_is_trusted() {
-        assert_eq!(judged(Ok(Some(vec![0])), 1000).unwrap(), Holder::Trusted(0));
+        assert_eq!(
+            judged(Ok(Some(vec![0])), 1000).unwrap(),
+            PortHolder::Trusted(0)
+        );
         assert_eq!(
             judged(Ok(Some(vec![1000, 1000])), 1000).unwrap(),
-            Holder::Trusted(1000)
+            PortHolder::Trusted(1000)
         );
-        assert_eq!(judged(Ok(Some(vec![0])), 0).unwrap(), Holder::Trusted(0));
+        assert_eq!(
+            judged(Ok(Some(vec![0])), 0).unwrap(),
+            PortHolder::Trusted(0)
+        );
     }
 
     #[test]
@@ -236,8 +242,8 @@ mod tests {
 
     #[test]
     fn nobody_listening_or_an_os_that_does_not_say_lets_the_request_go() {
-        assert_eq!(judged(Ok(Some(vec![])), 1000).unwrap(), Holder::Nobody);
-        assert_eq!(judged(Ok(None), 1000).unwrap(), Holder::Unknown);
+        assert_eq!(judged(Ok(Some(vec![])), 1000).unwrap(), PortHolder::Nobody);
+        assert_eq!(judged(Ok(None), 1000).unwrap(), PortHolder::Unknown);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::daemon_client::{DaemonClient, Holder};
+use super::daemon_client::{DaemonClient, PortHolder};
 use super::{CliError, load_config, write_stdout};
 use crate::config::Config;
 use crate::config::rules::ClauseCheck;
@@ -133,7 +133,7 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &str, what: &str) -> Result<T, Stri
 }
 
 /// The daemon's view of `pid`, or why there is none.
-fn from_daemon(client: &DaemonClient, holder: Holder, pid: u32) -> Result<View, String> {
+fn from_daemon(client: &DaemonClient, holder: PortHolder, pid: u32) -> Result<View, String> {
     let addr = client.addr();
     let (status, body) = get(client, "/api/v1/config")?;
     if status != 200 {
@@ -196,8 +196,8 @@ fn from_daemon(client: &DaemonClient, holder: Holder, pid: u32) -> Result<View, 
     // The daemon's user: the owner of the socket it listens on, where the
     // OS tells (Linux); else this command's.
     let self_uid = match holder {
-        Holder::Trusted(uid) => uid,
-        Holder::Nobody | Holder::Unknown => crate::os::this_process::effective_uid(),
+        PortHolder::Trusted(uid) => uid,
+        PortHolder::Nobody | PortHolder::Unknown => crate::os::this_process::effective_uid(),
     };
     let ctx = Context {
         // The daemon's own pid is not known here; its status says when it

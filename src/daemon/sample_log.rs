@@ -21,7 +21,7 @@ use crate::sample::SampleError;
 
 /// Remembers enough between samples to log changes rather than states.
 #[derive(Default)]
-pub struct Tracker {
+pub struct SampleLog {
     samples: u64,
     consecutive_failures: u64,
     failure_log: RateLimit,
@@ -31,7 +31,7 @@ pub struct Tracker {
     sources: SourceLimit,
 }
 
-impl Tracker {
+impl SampleLog {
     /// Log what changed with this sample: the first sample, a pressure
     /// level, an ML process seen for the first time, sampling working again.
     pub fn observe(&mut self, snap: &Snapshot, depth: Depth) {
@@ -128,7 +128,7 @@ impl Tracker {
     }
 }
 
-impl Tracker {
+impl SampleLog {
     /// A policy event in the log, within its process owner's lines.
     pub fn policy_event(&mut self, kind: &EventKind) {
         let process = match kind {

@@ -2,12 +2,12 @@
 //! answers carrying process lists, shared out between viewers.
 //!
 //! Each kind has a fixed number of permits for the whole server
-//! ([`Limits::max_streams`], [`Limits::max_large_responses`]), so that
+//! ([`ServerLimits::max_streams`], [`ServerLimits::max_large_responses`]), so that
 //! together they cannot take every connection or much memory. Each viewer
 //! ([`ViewerKey`]: the uid owning the client's socket, a remote client's
 //! address, or every unidentified loopback client together) may hold only a
-//! share of them ([`Limits::streams_per_viewer`],
-//! [`Limits::large_responses_per_viewer`]). A local user who opens streams,
+//! share of them ([`ServerLimits::streams_per_viewer`],
+//! [`ServerLimits::large_responses_per_viewer`]). A local user who opens streams,
 //! or asks for snapshots and never reads them, so holds at most their own
 //! share and cannot lock anyone else out of the status page or the API.
 //!
@@ -24,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::ApiError;
-use super::server::Limits;
+use super::server::ServerLimits;
 use super::viewer::ViewerKey;
 
 /// The two gates the router's handlers pass through.
@@ -44,7 +44,7 @@ pub struct Permit {
 }
 
 impl Gates {
-    pub fn new(limits: &Limits) -> Arc<Gates> {
+    pub fn new(limits: &ServerLimits) -> Arc<Gates> {
         Arc::new(Gates {
             streams: Pool::new(limits.max_streams, limits.streams_per_viewer),
             large: Pool::new(
@@ -190,13 +190,13 @@ mod tests {
     use super::*;
 
     fn gates(max: usize, share: usize) -> Arc<Gates> {
-        Gates::new(&Limits {
+        Gates::new(&ServerLimits {
             max_streams: max,
             streams_per_viewer: share,
             max_large_responses: max,
             large_responses_per_viewer: share,
             large_response_wait: Duration::from_millis(20),
-            ..Limits::default()
+            ..ServerLimits::default()
         })
     }
 
@@ -244,9 +244,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_request_gets_its_share_when_it_frees_within_the_wait() {
-        let gates = Gates::new(&Limits {
+        let gates = Gates::new(&ServerLimits {
             large_response_wait: Duration::from_secs(5),
-            ..Limits::default()
+            ..ServerLimits::default()
         });
         let held = gates.large(ALICE).await.unwrap();
         let waiter = {

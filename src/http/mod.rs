@@ -55,7 +55,7 @@ use tokio::sync::{oneshot, watch};
 
 pub use binding::Listening;
 pub use gates::Gates;
-pub use server::{Limits, Registry};
+pub use server::{Registry, ServerLimits};
 
 use crate::state::State as DaemonState;
 
@@ -67,9 +67,9 @@ pub(crate) fn current(shared: &Shared) -> DaemonState {
     shared.borrow().clone()
 }
 
-/// The whole application, with the default [`Limits`]' gates.
+/// The whole application, with the default [`ServerLimits`]' gates.
 pub fn router(state: Shared) -> Router {
-    router_with(state, Gates::new(&Limits::default()))
+    router_with(state, Gates::new(&ServerLimits::default()))
 }
 
 /// The whole application, its event streams and large answers limited by
@@ -221,7 +221,7 @@ async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Re
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Shared,
-    limits: Limits,
+    limits: ServerLimits,
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
@@ -240,7 +240,7 @@ pub async fn serve(
 async fn serve_listening(
     listener: tokio::net::TcpListener,
     state: Shared,
-    limits: Limits,
+    limits: ServerLimits,
     registry: Arc<Registry>,
     listening: Listening,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -349,7 +349,7 @@ impl Server {
 
     /// The limits of the config's `[http]`, the connection cap kept within
     /// the open-file limit less the descriptors reserved for enforcement.
-    fn limits(state: &Shared) -> Limits {
+    fn limits(state: &Shared) -> ServerLimits {
         let http = state.borrow().config.http.clone();
         let open_files = match crate::os::fd_limit::open_files_limit() {
             Ok(soft) => Some(soft),
@@ -360,7 +360,7 @@ impl Server {
                 None
             }
         };
-        let (limits, lowered) = Limits::for_config(&http, open_files);
+        let (limits, lowered) = ServerLimits::for_config(&http, open_files);
         if let Some(why) = lowered {
             tracing::warn!("{why}");
         }
@@ -377,12 +377,12 @@ impl Server {
     pub fn start_with(
         listener: std::net::TcpListener,
         state: Shared,
-        limits: Limits,
+        limits: ServerLimits,
     ) -> io::Result<Server> {
         Self::spawn(Source::Bound(listener), state, limits)
     }
 
-    fn spawn(source: Source, state: Shared, limits: Limits) -> io::Result<Server> {
+    fn spawn(source: Source, state: Shared, limits: ServerLimits) -> io::Result<Server> {
         let addr = match &source {
             Source::Bound(listener) => {
                 listener.set_nonblocking(true)?;

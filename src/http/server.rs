@@ -1,7 +1,7 @@
 //! The connections under the router: accepted by our own loop and served by
 //! hyper's HTTP/1, within bounds that no client can push the daemon past.
 //!
-//! - **A cap on open connections** ([`Limits::max_connections`], kept within
+//! - **A cap on open connections** ([`ServerLimits::max_connections`], kept within
 //!   the share of the open-file limit left after the descriptors reserved
 //!   for enforcement, [`crate::os::fd_limit`]). At the cap the connection idle the longest
 //!   (no request under way) is closed to make room, so a crowd of idle
@@ -9,11 +9,11 @@
 //!   newcomer gets a canned 503 and is closed at once, so no descriptor
 //!   piles up and the listen backlog keeps draining.
 //! - **Timeouts**: the request head must arrive within
-//!   [`Limits::header_read_timeout`] (hyper's timer, which also runs while a
+//!   [`ServerLimits::header_read_timeout`] (hyper's timer, which also runs while a
 //!   kept-alive connection waits for its next request); a connection on which
-//!   nothing moves either way for [`Limits::idle_timeout`] is closed, which
+//!   nothing moves either way for [`ServerLimits::idle_timeout`] is closed, which
 //!   also ends an answer its client stopped reading.
-//! - **Small buffers**: at most [`Limits::max_buf_size`] of request head is
+//! - **Small buffers**: at most [`ServerLimits::max_buf_size`] of request head is
 //!   buffered per connection; a longer head gets 431 and the connection ends.
 //! - **Gates** ([`super::gates`]): event streams and large answers each have
 //!   a fixed number of permits, and each viewer only a share of them, so
@@ -55,10 +55,10 @@ use crate::config::HttpConfig;
 use crate::os::fd_limit;
 use crate::report::rate_limit::RateLimit;
 
-/// The bounds the server keeps. [`Limits::default`] for tests and the
-/// router alone; [`Limits::for_config`] for the daemon.
+/// The bounds the server keeps. [`ServerLimits::default`] for tests and the
+/// router alone; [`ServerLimits::for_config`] for the daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
+pub struct ServerLimits {
     /// Connections open at once.
     pub max_connections: usize,
     /// `/api/v1/stream` clients at once.
@@ -81,7 +81,7 @@ pub struct Limits {
     pub max_buf_size: usize,
 }
 
-impl Default for Limits {
+impl Default for ServerLimits {
     fn default() -> Self {
         Self {
             max_connections: HttpConfig::DEFAULT_MAX_CONNECTIONS,
@@ -97,11 +97,14 @@ impl Default for Limits {
     }
 }
 
-impl Limits {
+impl ServerLimits {
     /// The limits for `http`, with the connection cap kept within what
     /// `open_files` (the soft open-file limit, where known) leaves after the
     /// reserve; the second value says why the configured cap was lowered.
-    pub fn for_config(http: &HttpConfig, open_files: Option<u64>) -> (Limits, Option<String>) {
+    pub fn for_config(
+        http: &HttpConfig,
+        open_files: Option<u64>,
+    ) -> (ServerLimits, Option<String>) {
         let configured = http.max_connections;
         let (cap, why) = match open_files {
             Some(soft) => {
@@ -123,9 +126,9 @@ impl Limits {
             }
             None => (configured, None),
         };
-        let limits = Limits {
+        let limits = ServerLimits {
             max_connections: cap.max(1),
-            ..Limits::default()
+            ..ServerLimits::default()
         };
         (limits, why)
     }
@@ -289,12 +292,12 @@ impl Drop for Leave {
 
 /// An answer's body that keeps its connection marked busy until it is sent
 /// or dropped.
-struct Tracked {
+struct BusyBody {
     body: Body,
     _busy: Busy,
 }
 
-impl http_body::Body for Tracked {
+impl http_body::Body for BusyBody {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -428,7 +431,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    limits: Limits,
+    limits: ServerLimits,
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
@@ -507,7 +510,7 @@ async fn connection(
     router: Router,
     registry: Arc<Registry>,
     admitted: Admitted,
-    limits: Arc<Limits>,
+    limits: Arc<ServerLimits>,
     mut stopping: watch::Receiver<bool>,
 ) {
     let id = admitted.id;
@@ -530,7 +533,7 @@ async fn connection(
                 Ok(response) => response,
                 Err(never) => match never {},
             };
-            Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
+            Ok::<_, Infallible>(response.map(|body| BusyBody { body, _busy: busy }))
         }
     });
     let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
@@ -585,18 +588,18 @@ mod tests {
     #[test]
     fn the_cap_follows_the_open_file_limit() {
         let http = HttpConfig::default();
-        let (limits, why) = Limits::for_config(&http, Some(1024));
+        let (limits, why) = ServerLimits::for_config(&http, Some(1024));
         assert_eq!((limits.max_connections, why), (256, None));
-        let (limits, why) = Limits::for_config(&http, Some(512));
+        let (limits, why) = ServerLimits::for_config(&http, Some(512));
         assert_eq!(limits.max_connections, 128);
         let why = why.expect("a reason");
         assert!(
             why.contains("lowered from 256 to 128") && why.contains("512"),
             "{why}"
         );
-        let (limits, _) = Limits::for_config(&http, Some(100));
+        let (limits, _) = ServerLimits::for_config(&http, Some(100));
         assert_eq!(limits.max_connections, fd_limit::MIN_HTTP_CONNECTIONS);
-        let (limits, why) = Limits::for_config(&http, None);
+        let (limits, why) = ServerLimits::for_config(&http, None);
         assert_eq!((limits.max_connections, why), (256, None));
     }
 

@@ -585,7 +585,7 @@ mod tests {
     #[tokio::test]
     async fn large_slices_go_out_in_frames_and_the_permit_stays_to_the_end() {
         use http_body_util::BodyExt as _;
-        let gates = super::super::Gates::new(&super::super::Limits::default());
+        let gates = super::super::Gates::new(&super::super::ServerLimits::default());
         let viewer = super::super::viewer::ViewerKey::Uid(1000);
         let permit = gates.large(viewer).await.unwrap();
         let big = Bytes::from(vec![7u8; 3 * FRAME + 5]);

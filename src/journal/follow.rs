@@ -62,12 +62,12 @@ impl Follower {
 #[derive(Debug)]
 struct Tail {
     path: PathBuf,
-    open: Option<Reading>,
+    open: Option<FollowedFile>,
 }
 
 /// A file being read: where its complete lines end, and which file it is.
 #[derive(Debug)]
-struct Reading {
+struct FollowedFile {
     file: File,
     /// Device and inode: the name holds another file once it is rotated.
     id: (u64, u64),
@@ -151,7 +151,7 @@ impl Tail {
 }
 
 /// Open `path` to read from its start; `None` if there is no such file.
-fn open(path: &Path) -> Result<Option<Reading>, JournalError> {
+fn open(path: &Path) -> Result<Option<FollowedFile>, JournalError> {
     let file = match crate::regular_file::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -160,7 +160,7 @@ fn open(path: &Path) -> Result<Option<Reading>, JournalError> {
     let meta = file
         .metadata()
         .map_err(|e| io_error("read the metadata of", path, e))?;
-    Ok(Some(Reading {
+    Ok(Some(FollowedFile {
         file,
         id: (meta.dev(), meta.ino()),
         offset: 0,
@@ -169,7 +169,7 @@ fn open(path: &Path) -> Result<Option<Reading>, JournalError> {
     }))
 }
 
-impl Reading {
+impl FollowedFile {
     /// Read the lines completed past `offset` into `out`; the bytes of an
     /// unfinished last line are left for the next call. Returns how many
     /// such bytes there were.

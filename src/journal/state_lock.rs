@@ -24,7 +24,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{
-    DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+    DirBuilderExt as _, FileExt as _, OpenOptionsExt as _, PermissionsExt as _,
 };
 use std::path::{Path, PathBuf};
 
@@ -335,20 +335,8 @@ fn check_file(file: &File, path: &Path, trusted_uid: Option<u32>) -> Result<(), 
         return Err(refuse(format!("{} is not a regular file", path.display())));
     }
     if let Some(uid) = trusted_uid {
-        if meta.uid() != 0 && meta.uid() != uid {
-            return Err(refuse(format!(
-                "{} is owned by uid {}, not by root",
-                path.display(),
-                meta.uid()
-            )));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return Err(refuse(format!(
-                "{} is writable by users other than root (mode {:04o})",
-                path.display(),
-                meta.mode() & 0o7777
-            )));
-        }
+        crate::os::trusted_path::check_owner_and_mode(path, &meta, uid)
+            .map_err(|u| refuse(u.what()))?;
     }
     Ok(())
 }

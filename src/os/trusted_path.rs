@@ -1,27 +1,68 @@
-//! Whether only root can change a path: the check a root daemon applies to
-//! every file it loads, runs or writes (its config, hook programs and their
-//! scripts, the desktop notifier, the NVML library, the journal), and the
-//! installer to the binary a system service runs.
+//! Whether only root can change a path: the one check of trust a root
+//! daemon applies to every file it loads, runs or writes.
 //!
-//! A root daemon uses a path only if it and every directory on the way to it
-//! can be changed by root alone: owned by root (or the daemon's own uid) and
-//! writable by neither group nor others. A sticky directory such as `/tmp`
-//! counts as writable by others, as in OpenSSH's `StrictModes`. What each
-//! guarded path is, and when it is checked, is told in
-//! [`crate::permissions`].
+//! Why: a daemon running as root that reads its rules from a file a user
+//! can write lets that user make root signal any process; a hook program, a
+//! script handed to an interpreter or a shared library a user can write runs
+//! that user's code as root; a journal a user can write lets them forge the
+//! record (and, through a link, make root write where they choose).
 //!
-//! The path is walked the way the kernel resolves it: each directory passed
-//! through is checked, and a symbolic link is followed into its target, whose
-//! directories are checked in turn (the link itself is as safe as the
-//! directory that holds it).
+//! What is trusted: a path that it and every directory on the way to it can
+//! be changed by root alone: owned by root (or the daemon's own uid) and
+//! writable by neither group nor others ([`check_path`]). A sticky directory
+//! such as `/tmp` counts as writable by others, as in OpenSSH's
+//! `StrictModes`: keep such files where only root writes, e.g.
+//! `/etc/headroom`. A file already open is judged by its own owner and mode
+//! ([`check_owner_and_mode`]), since the check of its path cannot see a file
+//! swapped in between the check and the open. The paths guarded, and when:
 //!
-//! Owner and mode come from `std::os::unix::fs::MetadataExt`, the same on
-//! every Unix. Access control lists: on Linux a POSIX ACL that lets another
-//! user or group write also sets the group write bit (the ACL's mask), so
-//! the mode check refuses it and `chmod g-w` takes the right away; on macOS
-//! an extended ACL (`chmod +a`) does not show in the mode, so each path's
-//! ACL is read as well ([`acl_write_rights`]) and any entry that lets
-//! someone write is refused.
+//! - the config file: at start and at every reload
+//!   ([`crate::permissions::check_for_root`]);
+//! - each hook program and its arguments
+//!   ([`crate::permissions::check_hook`]): at config load, and again by the
+//!   actuator right before every run. Every argument that is an absolute
+//!   path (or ends in one, as in `--file=/x`) is checked, whatever the
+//!   program, since a hook may hand it to an interpreter or `source` it;
+//!   when the program is an interpreter (`sh`, `bash`, `python3`, `perl`,
+//!   ... by the basename of the path or of its link target), a relative
+//!   argument is taken as a script relative to the hook's working directory,
+//!   `/`, and checked too. `env` as the program is refused: it finds the
+//!   real program on `PATH` and takes settings (`-S`, `-C`, `NAME=value`)
+//!   that no check can follow;
+//! - the NVML library `[gpu] nvml_library`: at every load attempt, at start
+//!   and at each retry (`os::linux::nvml`): an untrusted one is not loaded
+//!   and the collector says why;
+//! - the desktop notifier (`notify-send`, `osascript`): looked for in
+//!   `/usr/bin` and `/bin` only, never on `PATH`, and run only if it passes,
+//!   before every notification (`act/notify.rs`);
+//! - the headroom binary a system service runs: the one `service install
+//!   --system` runs from if it passes, otherwise a root-owned copy it makes
+//!   ([`crate::service`]); a root daemon started from a binary that does not
+//!   pass says so at start;
+//! - the journal's directory and file
+//!   ([`crate::journal::Journal::open_checked`]) and the state lock beside
+//!   it ([`crate::journal::state_lock`]): the directory must pass, the file
+//!   must be a regular file (not a link) owned by root and not writable by
+//!   group or others, checked again once open; one a user created is
+//!   refused and left as it is, and the daemon runs on with its events in
+//!   memory;
+//! - the directories names are read from: Docker's containers
+//!   ([`crate::sample::labels::docker`], each container's directory as
+//!   well) and the kubelet's pods ([`crate::sample::labels::kubelet`]).
+//!
+//! A daemon running as a user takes any path: it can signal only that
+//! user's processes, and a file the user can write gives nothing away.
+//!
+//! How: the path is walked the way the kernel resolves it: each directory
+//! passed through is checked, and a symbolic link is followed into its
+//! target, whose directories are checked in turn (the link itself is as safe
+//! as the directory that holds it). Owner and mode come from
+//! `std::os::unix::fs::MetadataExt`, the same on every Unix. Access control
+//! lists: on Linux a POSIX ACL that lets another user or group write also
+//! sets the group write bit (the ACL's mask), so the mode check refuses it
+//! and `chmod g-w` takes the right away; on macOS an extended ACL (`chmod
+//! +a`) does not show in the mode, so each path's ACL is read as well
+//! ([`acl_write_rights`]) and any entry that lets someone write is refused.
 
 use std::fmt;
 use std::io;
@@ -44,7 +85,7 @@ pub enum Problem {
     AccessList { rights: Vec<&'static str> },
     /// Could not be examined.
     Unreadable { error: String },
-    /// More than [`MAX_LINKS`] symbolic links on the way.
+    /// More than `MAX_LINKS` (40) symbolic links on the way.
     TooManyLinks,
 }
 
@@ -180,7 +221,12 @@ fn check_entry(path: &Path, trusted_uid: u32) -> Result<(), Untrusted> {
     check_metadata(path, &meta, trusted_uid)
 }
 
-fn check_metadata(
+/// One file or directory, by what `meta` says of it alone: owned by root
+/// or `trusted_uid` and writable by neither group nor others. No directory
+/// above it and no access control list is looked at: this is the check of
+/// a file already open (`meta` from its descriptor), after [`check_path`]
+/// passed its path, and of one entry in a directory that passed.
+pub fn check_owner_and_mode(
     path: &Path,
     meta: &std::fs::Metadata,
     trusted_uid: u32,
@@ -194,11 +240,24 @@ fn check_metadata(
     }
     let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 {
+        // The sticky bit means something on a directory only: a file's is
+        // left out, so that it is not taken for a shared directory.
+        let mode = if meta.is_dir() { mode } else { mode & !0o1000 };
         return Err(Untrusted {
             path: path.to_path_buf(),
             problem: Problem::Writable { mode },
         });
     }
+    Ok(())
+}
+
+/// One file or directory on the way: owner and mode, then its ACL.
+fn check_metadata(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    trusted_uid: u32,
+) -> Result<(), Untrusted> {
+    check_owner_and_mode(path, meta, trusted_uid)?;
     let rights = acl_write_rights(path, meta.is_dir()).map_err(|e| unreadable(path, &e))?;
     if !rights.is_empty() {
         return Err(Untrusted {
@@ -224,10 +283,10 @@ fn unreadable(path: &Path, e: &io::Error) -> Untrusted {
 ///
 /// macOS: an extended ACL (`chmod +a`) can let any user write a file whose
 /// mode is `0644`; each *allow* entry's write rights are named
-/// ([`crate::os::macos::parse::acl`]). Linux: none to add: a POSIX access ACL's mask is
-/// the group bits of the mode, and no named user or group gets more than the
-/// mask allows, so a mode with no group write already says no one else
-/// can write. Elsewhere: none are read.
+/// ([`super::macos::parse::acl`]). Linux: none to add: a POSIX access ACL's
+/// mask is the group bits of the mode, and no named user or group gets more
+/// than the mask allows, so a mode with no group write already says no one
+/// else can write.
 pub fn acl_write_rights(path: &Path, is_dir: bool) -> io::Result<Vec<&'static str>> {
     #[cfg(target_os = "macos")]
     {
@@ -313,6 +372,30 @@ pub(crate) mod tests {
         assert!(u.is_shared_directory());
         assert!(u.what().contains("shared directory"), "{}", u.what());
         assert!(!u.fix("/etc/headroom/").contains("chmod"), "{}", u.fix(""));
+    }
+
+    #[test]
+    fn a_writable_file_with_the_sticky_bit_is_not_a_shared_directory() {
+        let (dir, uid) = private_dir();
+        let file = dir.path().join("journal.jsonl");
+        std::fs::write(&file, "").unwrap();
+        chmod(&file, 0o1666);
+        let open = std::fs::File::open(&file).unwrap();
+        let u = check_owner_and_mode(&file, &open.metadata().unwrap(), uid).unwrap_err();
+        assert_eq!(u.problem, Problem::Writable { mode: 0o666 });
+        assert!(!u.is_shared_directory());
+        assert!(
+            u.fix("/var/lib/headroom/").contains("chmod go-w"),
+            "{}",
+            u.fix("")
+        );
+        let u = problem_below(dir.path(), &file, uid).unwrap();
+        assert_eq!(u.problem, Problem::Writable { mode: 0o666 });
+        chmod(&file, 0o600);
+        assert_eq!(
+            check_owner_and_mode(&file, &open.metadata().unwrap(), uid),
+            Ok(())
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! Needs root, `setpriv` and `python3`, and fails without them.
 
-use headroom::http::Limits;
+use headroom::http::ServerLimits;
 use serde_json::Value;
 
 use crate::support::http::{http_get, shown, start, users_state};
@@ -23,7 +23,7 @@ fn processes_seen(body: &str) -> Vec<(u64, bool, bool)> {
 fn the_clients_user_decides_what_it_sees() {
     need_root();
     need_tools(&[("setpriv", "util-linux"), ("python3", "python3")]);
-    let (server, _tx) = start(users_state(0), Limits::default());
+    let (server, _tx) = start(users_state(0), ServerLimits::default());
     let addr = server.local_addr();
     let (status, body) = http_get(addr, "/api/v1/snapshot");
     assert_eq!(status, 200);

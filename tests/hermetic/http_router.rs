@@ -737,7 +737,7 @@ async fn host_headers_that_hide_a_name_are_refused() {
 mod server {
     use super::*;
     use crate::support::http::{connect, http_get, request, start};
-    use headroom::http::Limits;
+    use headroom::http::ServerLimits;
     use std::io::{ErrorKind, Read, Write};
     use std::net::TcpStream;
     use std::time::Instant;
@@ -786,12 +786,12 @@ mod server {
     }
 
     /// Timeouts long enough that only the cap explains what happens.
-    fn patient(max_connections: usize) -> Limits {
-        Limits {
+    fn patient(max_connections: usize) -> ServerLimits {
+        ServerLimits {
             max_connections,
             header_read_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
-            ..Limits::default()
+            ..ServerLimits::default()
         }
     }
 
@@ -832,7 +832,7 @@ mod server {
 
     #[test]
     fn when_every_connection_is_busy_a_newcomer_gets_503_at_once() {
-        let limits = Limits {
+        let limits = ServerLimits {
             max_streams: 3,
             ..patient(3)
         };
@@ -860,7 +860,7 @@ mod server {
 
     #[test]
     fn event_streams_have_their_own_cap_and_each_viewer_a_share() {
-        let limits = Limits {
+        let limits = ServerLimits {
             max_streams: 3,
             streams_per_viewer: 2,
             ..patient(16)
@@ -892,10 +892,10 @@ mod server {
 
     #[test]
     fn silent_half_sent_and_idle_kept_alive_connections_are_closed() {
-        let limits = Limits {
+        let limits = ServerLimits {
             header_read_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(2),
-            ..Limits::default()
+            ..ServerLimits::default()
         };
         let (server, _tx) = start(fresh(), limits);
         let addr = server.local_addr();
@@ -995,11 +995,11 @@ mod server {
         // Three processes with 4 MiB of command line each: ~12 MiB of JSON.
         let state = own_state(4 << 20);
         let cache = std::sync::Arc::clone(&state.snapshot_json);
-        let limits = Limits {
+        let limits = ServerLimits {
             max_large_responses: 16,
             large_responses_per_viewer: 16,
             idle_timeout: Duration::from_secs(2),
-            ..Limits::default()
+            ..ServerLimits::default()
         };
         // Encoded first, away from any socket: on a busy machine the debug
         // build's 12 MiB encoding can outlast the short idle timeout this
@@ -1056,7 +1056,7 @@ mod server {
 
     #[test]
     fn unread_large_answers_hold_their_permit_until_sent() {
-        let limits = Limits {
+        let limits = ServerLimits {
             max_large_responses: 2,
             // More than the whole: the server-wide cap is what runs out.
             large_responses_per_viewer: 3,
@@ -1069,7 +1069,7 @@ mod server {
     #[test]
     fn one_viewers_unread_answer_takes_only_its_own_share() {
         // The default limits: four large answers at once, one per viewer.
-        let limits = Limits {
+        let limits = ServerLimits {
             large_response_wait: Duration::from_millis(300),
             ..patient(16)
         };
@@ -1086,7 +1086,7 @@ mod server {
     /// refused with a 503 saying `refusal`, while `/healthz` (not gated)
     /// answers; once the stalled connections close, snapshots are served
     /// again.
-    fn unread_answers_refuse_the_next(limits: Limits, stalled: usize, refusal: &str) {
+    fn unread_answers_refuse_the_next(limits: ServerLimits, stalled: usize, refusal: &str) {
         let (server, _tx) = start(own_state(4 << 20), limits);
         let addr = server.local_addr();
         let mut clients: Vec<TcpStream> = (0..stalled).map(|_| connect(addr)).collect();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use headroom::config::Config;
 use headroom::daemon::Working;
-use headroom::http::{Limits, Server};
+use headroom::http::{Server, ServerLimits};
 use headroom::model::{Snapshot, Timestamp};
 use headroom::state::State;
 use serde_json::Value;
@@ -84,7 +84,7 @@ pub fn shown(v: &Value) -> Vec<(u64, bool, bool)> {
 
 /// The server on a loopback port of its own, serving `state` under
 /// `limits`, and the sender that publishes new states to it.
-pub fn start(state: State, limits: Limits) -> (Server, watch::Sender<State>) {
+pub fn start(state: State, limits: ServerLimits) -> (Server, watch::Sender<State>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let (tx, rx) = watch::channel(state);
     let server = Server::start_with(listener, rx, limits).expect("server starts");

@@ -96,7 +96,7 @@ pub fn run(args: TopArgs) -> Result<(), CliError> {
         })
         .map_err(|e| CliError::Runtime(format!("cannot start the refresh thread: {e}")))?;
 
-    let mut screen = terminal::Screen::enter().map_err(CliError::Runtime)?;
+    let mut screen = terminal::RawTerminal::enter().map_err(CliError::Runtime)?;
     terminal::watch_for_hangup(Arc::clone(&stop)).map_err(CliError::Runtime)?;
     let mut state = ViewState {
         sort: args.sort,

@@ -1,6 +1,6 @@
 //! The terminal `headroom top` draws on: raw mode and the alternate screen
 //! while it runs, and the terminal as it was afterwards, however it ends:
-//! a return, an error ([`Screen`]'s `Drop`) or a panic (a hook that restores
+//! a return, an error ([`RawTerminal`]'s `Drop`) or a panic (a hook that restores
 //! the terminal before the panic's message is printed, so the message is
 //! readable and the shell usable).
 //!
@@ -24,11 +24,11 @@ use ratatui::crossterm::terminal::{
 };
 
 /// The terminal while `top` runs; restored when dropped.
-pub struct Screen {
+pub struct RawTerminal {
     pub terminal: Terminal<CrosstermBackend<Stdout>>,
 }
 
-/// Undo what [`Screen::enter`] did; safe to call more than once.
+/// Undo what [`RawTerminal::enter`] did; safe to call more than once.
 fn restore() {
     let _ = disable_raw_mode();
     let _ = execute!(io::stdout(), LeaveAlternateScreen, Show);
@@ -47,7 +47,7 @@ pub fn require() -> Result<(), String> {
     )
 }
 
-impl Screen {
+impl RawTerminal {
     /// Take over the terminal ([`require`] first).
     pub fn enter() -> Result<Self, String> {
         require()?;
@@ -69,7 +69,7 @@ impl Screen {
     }
 }
 
-impl Drop for Screen {
+impl Drop for RawTerminal {
     fn drop(&mut self) {
         restore();
     }

@@ -35,7 +35,7 @@ use crate::model::{CollectorErrors, CollectorStatus};
 
 use super::library_worker::{LibraryReply, LibraryWorker, Listing};
 use super::process_reads::Io;
-use super::tracker::{Tracked, Tracker};
+use super::tracker::{TrackedProcess, ProcessTracker};
 use crate::os::read_failure::ReadFailure;
 
 /// A Python process without a known framework is re-scanned when its
@@ -221,7 +221,7 @@ impl ScanBudget {
     }
 }
 
-impl Tracker {
+impl ProcessTracker {
     /// Take up the library thread's answers, then hand it the processes
     /// among `candidates` (the Python processes still without a framework)
     /// whose scan is due, within the budget. The first tick waits for them.
@@ -324,7 +324,7 @@ impl Tracker {
 
 /// Apply one process's scan to its entry and classify it again.
 fn take_scan(
-    t: &mut Tracked,
+    t: &mut TrackedProcess,
     reply: LibraryReply,
     now: Instant,
     page: u64,
@@ -435,9 +435,9 @@ mod tests {
             took: Duration::from_millis(3),
         };
         let mut errors = CollectorErrors::default();
-        let mut t = Tracked {
+        let mut t = TrackedProcess {
             scan: Some(LibraryScan::first()),
-            ..Tracked::default()
+            ..TrackedProcess::default()
         };
         let cut = Listing {
             libraries: Vec::new(),

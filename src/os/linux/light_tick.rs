@@ -7,10 +7,10 @@
 use crate::model::CollectorErrors;
 
 use super::process_reads::Io;
-use super::tracker::Tracker;
+use super::tracker::ProcessTracker;
 use crate::os::read_failure::ReadFailure;
 
-impl Tracker {
+impl ProcessTracker {
     /// A light tick: list the processes, carry the known ones and read the
     /// new ones in full, re-read `statm` of the largest, the interesting and
     /// the `watched` ones and exact detail of the interesting and watched,

@@ -18,7 +18,7 @@ use crate::workload::{self, ProcessFacts};
 use super::cgroup_paths::CgroupPaths;
 use super::library_rescan::LibraryScan;
 use super::proc_reader::ProcReader;
-use super::tracker::Tracked;
+use super::tracker::TrackedProcess;
 use crate::os::read_failure::ReadFailure;
 
 /// Everything that reads: the `/proc` reader and what is read once.
@@ -80,7 +80,7 @@ impl Io {
         statm: Statm,
         tick: u64,
         errors: &mut CollectorErrors,
-    ) -> Option<Tracked> {
+    ) -> Option<TrackedProcess> {
         let mut reads = ProcReads {
             reader: &mut self.reader,
             pid,
@@ -89,13 +89,13 @@ impl Io {
         let stat = seen.identity;
         let name = SharedStr::from(seen.name);
         if stat.kernel_thread {
-            return Some(Tracked {
+            return Some(TrackedProcess {
                 start: stat.start,
                 seen: tick,
                 kernel_thread: true,
                 ppid: stat.ppid,
                 name,
-                ..Tracked::default()
+                ..TrackedProcess::default()
             });
         }
         let cgroup = self.cgroups.read(&mut self.reader, pid, None);
@@ -107,7 +107,7 @@ impl Io {
             let ms = stat.start.saturating_mul(1000) / self.clock_ticks;
             Timestamp(boot.saturating_mul(1000).saturating_add(ms))
         });
-        let mut t = Tracked {
+        let mut t = TrackedProcess {
             start: stat.start,
             seen: tick,
             ppid: stat.ppid,
@@ -121,7 +121,7 @@ impl Io {
             forked: stat.forked,
             cgroup,
             workload: seen.workload,
-            ..Tracked::default()
+            ..TrackedProcess::default()
         };
         if let Some(status) = status {
             self.set_status(&mut t, status, tick);
@@ -143,7 +143,7 @@ impl Io {
     }
 
     /// Record a full `status` read.
-    pub(super) fn set_status(&mut self, t: &mut Tracked, status: Status, tick: u64) {
+    pub(super) fn set_status(&mut self, t: &mut TrackedProcess, status: Status, tick: u64) {
         if t.uid != Some(status.uid) {
             t.uid = Some(status.uid);
             t.user = self.users.name(status.uid);

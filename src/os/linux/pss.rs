@@ -59,7 +59,7 @@ use crate::os::linux::parse::procfs;
 
 use super::proc_reader::ProcReader;
 use super::process_reads::Io;
-use super::tracker::{Tracked, Tracker, is_interesting};
+use super::tracker::{ProcessTracker, TrackedProcess, is_interesting};
 
 /// Share of one core the reads may take, on average.
 pub const BUDGET_SHARE: f64 = 0.01;
@@ -341,7 +341,7 @@ const URGENT_WAIT: Duration = Duration::from_millis(100);
 /// count shared memory once from the start.
 const FIRST_WAIT: Duration = Duration::from_secs(2);
 
-impl Tracker {
+impl ProcessTracker {
     /// After a light tick: take up the worker's answers and, while the
     /// reads are urgent, plan the next ones as a full tick does.
     pub(super) fn light_shares(&mut self, io: &mut Io, page: u64) {
@@ -360,7 +360,7 @@ impl Tracker {
         self.take_replies(page, None);
         let tick = self.tick;
         let listed = self.listed_at;
-        let alive = |t: &Tracked| t.seen >= listed && !t.kernel_thread;
+        let alive = |t: &TrackedProcess| t.seen >= listed && !t.kernel_thread;
         let mut by_parent: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for (&pid, t) in &self.tracked {
             if alive(t) && t.forked && t.ppid != pid && self.tracked.get(&t.ppid).is_some_and(alive)

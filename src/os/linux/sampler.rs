@@ -108,7 +108,7 @@ use crate::os::user_names::UserNames;
 pub use ceilings::{CeilingReader, LIMITS_EVERY};
 use proc_reader::ProcReader;
 use process_reads::Io;
-use tracker::Tracker;
+use tracker::ProcessTracker;
 pub use tracker::{TOP_EXACT, VERIFY_PERIOD};
 use unowned::UnownedScan;
 
@@ -116,7 +116,7 @@ use unowned::UnownedScan;
 #[derive(Debug)]
 pub struct LinuxSampler {
     pub(super) io: Io,
-    pub(super) tracker: Tracker,
+    pub(super) tracker: ProcessTracker,
     pub(super) unowned: UnownedScan,
     pub(super) ceilings: CeilingReader,
 }
@@ -137,7 +137,7 @@ impl LinuxSampler {
                 users: UserNames::system(),
                 cgroups: cgroup_paths::CgroupPaths::default(),
             },
-            tracker: Tracker::new(),
+            tracker: ProcessTracker::new(),
         }
     }
 

@@ -8,8 +8,8 @@
 //! tick's round-robin slot ([`VERIFY_PERIOD`]) and re-scans the libraries
 //! of Python processes that may have imported a framework since
 //! ([`super::library_rescan`], read by a thread of their own). The light
-//! tick is in [`super::light_tick`]; both end in [`Tracker::end_tick`] and
-//! become samples in [`Tracker::build_processes`]. The module doc of
+//! tick is in [`super::light_tick`]; both end in [`ProcessTracker::end_tick`] and
+//! become samples in [`ProcessTracker::build_processes`]. The module doc of
 //! [`super`] explains why.
 
 use std::collections::BTreeMap;
@@ -45,11 +45,11 @@ const MAX_HELD_FILES: u64 = 4096;
 
 /// Every process identity known, and the tick's bookkeeping.
 #[derive(Debug)]
-pub(super) struct Tracker {
+pub(super) struct ProcessTracker {
     /// By pid: walked in pid order to build a snapshot, entries side by
     /// side in memory (a hash table's order is scattered, and with a few
     /// hundred bytes per process each lookup there missed the cache).
-    pub(super) tracked: BTreeMap<u32, Tracked>,
+    pub(super) tracked: BTreeMap<u32, TrackedProcess>,
     pub(super) tick: u64,
     pub(super) scratch: Scratch,
     /// How many `statm` files may be kept open, and how many are.
@@ -97,7 +97,7 @@ pub(super) struct Scratch {
 
 impl Scratch {
     /// File a user process seen this tick into the per-tick lists.
-    fn note(&mut self, pid: u32, t: &Tracked, verify_now: bool) {
+    fn note(&mut self, pid: u32, t: &TrackedProcess, verify_now: bool) {
         self.ranking.push((t.statm.resident, pid));
         if is_interesting(&t.workload) {
             self.interesting.push(pid);
@@ -114,7 +114,7 @@ impl Scratch {
 
 /// What is known of one process identity.
 #[derive(Debug, Default)]
-pub(super) struct Tracked {
+pub(super) struct TrackedProcess {
     pub(super) start: u64,
     /// The tick this pid was last listed and read; older entries are dropped.
     pub(super) seen: u64,
@@ -156,7 +156,7 @@ pub(super) struct Tracked {
     pub(super) fork_baseline: Option<u64>,
 }
 
-impl Tracked {
+impl TrackedProcess {
     /// Its own footprint this tick (RssAnon + RssShmem + VmSwap where
     /// `status` was read this tick, else `statm`'s resident − shared plus
     /// the last VmSwap), its resident size and how exact they are; `page`
@@ -195,7 +195,7 @@ impl Tracked {
     }
 }
 
-impl Tracker {
+impl ProcessTracker {
     pub(super) fn new() -> Self {
         Self {
             tracked: BTreeMap::new(),

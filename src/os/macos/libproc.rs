@@ -257,7 +257,7 @@ const _: () = {
 
 /// A socket that listens: where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Listening {
+pub struct ListeningSocket {
     /// The local address; unspecified for a wildcard (`0.0.0.0`, `::`).
     pub ip: IpAddr,
     pub port: u16,
@@ -265,7 +265,7 @@ pub struct Listening {
 
 /// If `info` describes a TCP socket in the LISTEN state, its local address
 /// and port; `None` for anything else (a connection, UDP, a Unix socket).
-pub fn listening_port(info: &SocketFdinfo) -> Option<Listening> {
+pub fn listening_port(info: &SocketFdinfo) -> Option<ListeningSocket> {
     if info.psi.soi_kind != SOCKINFO_TCP {
         return None;
     }
@@ -286,12 +286,12 @@ pub fn listening_port(info: &SocketFdinfo) -> Option<Listening> {
     } else {
         return None;
     };
-    Some(Listening { ip, port })
+    Some(ListeningSocket { ip, port })
 }
 
 /// Whether `listening` accepts connections made to `ip`:`port` (its own
 /// address, or a wildcard). A dual-stack wildcard (`::`) accepts IPv4 too.
-pub fn reaches(listening: Listening, ip: IpAddr, port: u16) -> bool {
+pub fn reaches(listening: ListeningSocket, ip: IpAddr, port: u16) -> bool {
     listening.port == port && (listening.ip.is_unspecified() || listening.ip == canonical(ip))
 }
 

@@ -31,7 +31,7 @@ pub const MAX_NAME: usize = 255;
 
 /// The top-level field read; serde skips every other without keeping it.
 #[derive(Deserialize)]
-struct Config {
+struct ContainerConfig {
     #[serde(rename = "Name")]
     name: Option<String>,
 }
@@ -39,7 +39,7 @@ struct Config {
 /// The container's name in the text of its `config.v2.json`, without
 /// Docker's leading `/`.
 pub fn parse_config_name(bytes: &[u8]) -> Result<String, String> {
-    let config: Config =
+    let config: ContainerConfig =
         serde_json::from_slice(bytes).map_err(|e| format!("not Docker's JSON: {e}"))?;
     let name = config.name.ok_or("no top-level Name")?;
     let name = name.strip_prefix('/').unwrap_or(&name);
@@ -197,7 +197,9 @@ fn read_name(dir: &Path, id: &str) -> Result<Option<String>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", container_dir.display())),
     };
-    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+    if !meta.is_dir()
+        || crate::os::trusted_path::check_owner_and_mode(&container_dir, &meta, 0).is_err()
+    {
         return Err(format!(
             "{} is not a directory only root can change",
             container_dir.display()
