@@ -203,7 +203,7 @@ mod linux {
         time_interleaved(&mut rows, iters, 1);
 
         let ceilings = reader.borrow_mut().read(&snap.processes, total);
-        let status = reader.borrow().status(&ceilings);
+        let status = reader.borrow().status();
         let in_cgroups = snap
             .processes
             .iter()

@@ -2,15 +2,21 @@
 //! work, which need root, and which are unavailable, with the next step for
 //! each, in a plain-text report made to be pasted into a bug report.
 //!
-//! A check is one function returning a [`Check`]. The OS-specific checks
-//! live with their sampler (`crate::sample::doctor_checks`); this module
-//! adds the checks every OS shares, renders the report and decides the
-//! exit status: 0 unless a needed check failed.
+//! A check is one function returning a [`Check`]. Every collector the
+//! daemon lists in its snapshots checks itself
+//! ([`Collector::doctor_check`]), asked in the order the snapshot lists
+//! them: the sampler's, then the loop's own ([`loop_collectors`]). The
+//! OS-specific checks that are no collector's live with their sampler
+//! (`crate::sample::doctor_checks`); this module adds the checks every OS
+//! shares, renders the report and decides the exit status: 0 unless a
+//! needed check failed.
 
 use std::fmt::Write as _;
 
-use crate::model::{Check, CheckStatus, Snapshot};
-use crate::sample::{Sampler, platform_sampler};
+use crate::jupyter::Notebooks;
+use crate::model::collector::doctor_checks;
+use crate::model::{Check, CheckStatus, Collector, Snapshot};
+use crate::sample::{ExitCauses, PressureEvents, Sampler, platform_sampler};
 
 /// A whole report: facts about the machine, then the checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,19 +157,54 @@ fn sample_check(sampler: &mut dyn Sampler) -> (Check, Option<Snapshot>) {
     }
 }
 
+/// The collectors the daemon's loop holds beside its sampler's, in the
+/// order its snapshots list them, after the sampler's: the record of how
+/// processes end (`exits`, where one is read), the pressure notification,
+/// the notebook lookup.
+pub fn loop_collectors<'a>(
+    exits: Option<&'a ExitCauses>,
+    events: &'a PressureEvents,
+    notebooks: &'a Notebooks,
+) -> Vec<&'a dyn Collector> {
+    let mut sources = exits.map(ExitCauses::collectors).unwrap_or_default();
+    sources.push(events);
+    sources.push(notebooks);
+    sources
+}
+
 /// Run every check on this machine.
 pub fn run() -> Report {
+    checked().0
+}
+
+/// Every check on this machine, and the names of the collectors asked, in
+/// order (their checks carry names of their own: `gpu` for `nvml`).
+fn checked() -> (Report, Vec<&'static str>) {
     let mut facts = common_facts();
     facts.extend(crate::sample::doctor_facts());
     let gpu = crate::config::GpuConfig::default();
     let labels = crate::config::LabelsConfig::default();
-    let mut checks = sample_checks(platform_sampler(&gpu, &labels).as_mut());
+    let mut sampler = platform_sampler(&gpu, &labels);
+    let mut checks = sample_checks(sampler.as_mut());
     checks.extend(crate::sample::doctor_checks());
+    // The daemon's collectors as it starts them with the default config;
+    // the pressure notification is not set up here: its check registers
+    // one of its own.
+    let (exits, _) = crate::sample::exit_causes();
+    let events = PressureEvents::none();
+    let notebooks = Notebooks::start(
+        &crate::config::JupyterConfig::default(),
+        crate::os::this_process::running_as_root(),
+    );
+    let mut sources = sampler.collectors();
+    sources.extend(loop_collectors(Some(&exits), &events, &notebooks));
+    checks.extend(doctor_checks(&sources));
+    let collectors = sources.iter().map(|c| c.name()).collect();
     checks.push(crate::act::doctor::signals());
     checks.push(http_port());
     checks.push(daemon());
     checks.push(crate::act::doctor::notifier());
-    Report { facts, checks }
+    (Report { facts, checks }, collectors)
 }
 
 /// Whether a daemon runs on the default state directory of whoever runs
