@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 
 use crate::jupyter::Notebooks;
-use crate::model::collector::doctor_checks;
+use crate::model::collector::{doctor_checks, gather};
 use crate::model::{Check, CheckStatus, Collector, Snapshot};
 use crate::sample::{ExitCauses, PressureEvents, Sampler, platform_sampler};
 
@@ -85,10 +85,15 @@ fn common_facts() -> Vec<(&'static str, String)> {
 /// then what the sample shows that needs doing (ML work translated by
 /// Rosetta 2).
 fn sample_checks(sampler: &mut dyn Sampler) -> Vec<Check> {
+    sampled_checks(sampler).0
+}
+
+/// [`sample_checks`] and the snapshot they took.
+fn sampled_checks(sampler: &mut dyn Sampler) -> (Vec<Check>, Option<Snapshot>) {
     let (check, snap) = sample_check(sampler);
     let mut checks = vec![check];
     checks.extend(snap.as_ref().and_then(translated_ml));
-    checks
+    (checks, snap)
 }
 
 /// ML processes the sampler marked as translated by Rosetta 2 (macOS): a
@@ -174,18 +179,28 @@ pub fn loop_collectors<'a>(
 
 /// Run every check on this machine.
 pub fn run() -> Report {
-    checked().0
+    checked().report
 }
 
-/// Every check on this machine, and the names of the collectors asked, in
-/// order (their checks carry names of their own: `gpu` for `nvml`).
-fn checked() -> (Report, Vec<&'static str>) {
+/// A report, with what it was made from.
+struct Checked {
+    report: Report,
+    /// The collectors asked that had a status, in order (their checks
+    /// carry names of their own: `gpu` for `nvml`).
+    asked: Vec<&'static str>,
+    /// The sample taken, its collector list completed as the daemon's
+    /// loop completes it; `None` when it failed.
+    snapshot: Option<Snapshot>,
+}
+
+/// Every check on this machine; see [`Checked`].
+fn checked() -> Checked {
     let mut facts = common_facts();
     facts.extend(crate::sample::doctor_facts());
     let gpu = crate::config::GpuConfig::default();
     let labels = crate::config::LabelsConfig::default();
     let mut sampler = platform_sampler(&gpu, &labels);
-    let mut checks = sample_checks(sampler.as_mut());
+    let (mut checks, mut snapshot) = sampled_checks(sampler.as_mut());
     checks.extend(crate::sample::doctor_checks());
     // The daemon's collectors as it starts them with the default config;
     // the pressure notification is not set up here: its check registers
@@ -199,12 +214,24 @@ fn checked() -> (Report, Vec<&'static str>) {
     let mut sources = sampler.collectors();
     sources.extend(loop_collectors(Some(&exits), &events, &notebooks));
     checks.extend(doctor_checks(&sources));
-    let collectors = sources.iter().map(|c| c.name()).collect();
+    let asked = sources
+        .iter()
+        .filter(|c| c.status().is_some())
+        .map(|c| c.name())
+        .collect();
+    let own = loop_collectors(Some(&exits), &events, &notebooks);
+    if let Some(snap) = &mut snapshot {
+        snap.collectors.extend(gather(&own));
+    }
     checks.push(crate::act::doctor::signals());
     checks.push(http_port());
     checks.push(daemon());
     checks.push(crate::act::doctor::notifier());
-    (Report { facts, checks }, collectors)
+    Checked {
+        report: Report { facts, checks },
+        asked,
+        snapshot,
+    }
 }
 
 /// Whether a daemon runs on the default state directory of whoever runs
@@ -346,6 +373,30 @@ mod tests {
         );
         assert_eq!(denied.status, CheckStatus::Warn);
         assert!(denied.detail.contains("cannot tell"), "{}", denied.detail);
+    }
+
+    #[test]
+    fn doctor_asks_each_collector_the_snapshot_lists_once_in_its_order() {
+        let checked = checked();
+        let snap = checked.snapshot.expect("a sample of this machine");
+        let listed: Vec<&str> = snap.collectors.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(checked.asked, listed);
+        let unique: std::collections::HashSet<&str> = listed.iter().copied().collect();
+        assert_eq!(unique.len(), listed.len(), "a name twice: {listed:?}");
+        // The sources every machine has, whatever it reads.
+        for name in ["pressure-events", "jupyter"] {
+            assert!(listed.contains(&name), "no {name} in {listed:?}");
+        }
+        if std::env::consts::OS == "linux" {
+            for name in ["cgroups", "kernel-log"] {
+                assert!(listed.contains(&name), "no {name} in {listed:?}");
+            }
+        }
+        // Each source's check is a line of the report.
+        let lines: Vec<&str> = checked.report.checks.iter().map(|c| c.name).collect();
+        for line in ["post-mortems", "jupyter"] {
+            assert!(lines.contains(&line), "no {line} in {lines:?}");
+        }
     }
 
     #[test]

@@ -530,6 +530,7 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Collector;
 
     #[test]
     fn a_share_follows_the_processs_own_figure_between_reads() {

@@ -34,19 +34,36 @@ pub struct WithGpu<S> {
     inner: S,
     monitor: GpuMonitor,
     view: PidView,
-    /// How the last poll went; `None` before the first.
-    status: Option<CollectorStatus>,
+    health: Health,
+}
+
+/// The GPU collector as a [`Collector`]: how its last poll went.
+struct Health {
+    name: &'static str,
+    /// `None` before the first poll.
+    last: Option<CollectorStatus>,
+    /// Why the driver's pids are not this namespace's, where they are not.
+    other_namespace: Option<String>,
 }
 
 impl<S: Sampler> WithGpu<S> {
     /// `view` says whether the collector's pids are this pid namespace's
     /// ([`pid_namespace::detect`] finds out).
     pub fn new(inner: S, collector: Box<dyn GpuCollector>, view: PidView) -> Self {
+        let monitor = GpuMonitor::new(collector);
+        let health = Health {
+            name: monitor.name(),
+            last: None,
+            other_namespace: match &view {
+                PidView::Container { why } => Some(why.clone()),
+                PidView::Host => None,
+            },
+        };
         Self {
             inner,
-            monitor: GpuMonitor::new(collector),
+            monitor,
             view,
-            status: None,
+            health,
         }
     }
 
@@ -80,26 +97,26 @@ impl<S: Sampler> Sampler for WithGpu<S> {
 
     fn collectors(&self) -> Vec<&dyn Collector> {
         let mut sources = self.inner.collectors();
-        sources.push(self);
+        sources.push(&self.health);
         sources
     }
 }
 
-impl<S> Collector for WithGpu<S> {
+impl Collector for Health {
     fn name(&self) -> &'static str {
-        self.monitor.name()
+        self.name
     }
 
     fn status(&self) -> Option<CollectorStatus> {
-        self.status.clone()
+        self.last.clone()
     }
 
     /// What the last poll found, with whether the driver's pids can be
     /// matched to processes here, in the words of [`check_of`].
     fn doctor_check(&self) -> Option<Check> {
-        let mut status = self.status.clone()?;
+        let mut status = self.last.clone()?;
         if status.up
-            && let PidView::Container { why } = &self.view
+            && let Some(why) = &self.other_namespace
         {
             status.detail.push_str(&container_note(why));
         }
@@ -120,7 +137,7 @@ impl<S: Sampler> WithGpu<S> {
         }
         let devices = poll.devices.iter().map(join::device).collect();
         join::join(&mut snap, devices, &self.view);
-        self.status = Some(poll.status);
+        self.health.last = Some(poll.status);
         let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         snap.sample_micros = snap.sample_micros.saturating_add(spent);
         snap
