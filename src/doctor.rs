@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 
 use crate::jupyter::Notebooks;
-use crate::model::collector::{doctor_checks, gather};
+use crate::model::collector::doctor_checks;
 use crate::model::{Check, CheckStatus, Collector, Snapshot};
 use crate::sample::{ExitCauses, PressureEvents, Sampler, platform_sampler};
 
@@ -85,15 +85,10 @@ fn common_facts() -> Vec<(&'static str, String)> {
 /// then what the sample shows that needs doing (ML work translated by
 /// Rosetta 2).
 fn sample_checks(sampler: &mut dyn Sampler) -> Vec<Check> {
-    sampled_checks(sampler).0
-}
-
-/// [`sample_checks`] and the snapshot they took.
-fn sampled_checks(sampler: &mut dyn Sampler) -> (Vec<Check>, Option<Snapshot>) {
     let (check, snap) = sample_check(sampler);
     let mut checks = vec![check];
     checks.extend(snap.as_ref().and_then(translated_ml));
-    (checks, snap)
+    checks
 }
 
 /// ML processes the sampler marked as translated by Rosetta 2 (macOS): a
@@ -179,58 +174,55 @@ pub fn loop_collectors<'a>(
 
 /// Run every check on this machine.
 pub fn run() -> Report {
-    checked().report
-}
-
-/// A report, with what it was made from.
-struct Checked {
-    report: Report,
-    /// The collectors asked that had a status, in order (their checks
-    /// carry names of their own: `gpu` for `nvml`).
-    asked: Vec<&'static str>,
-    /// The sample taken, its collector list completed as the daemon's
-    /// loop completes it; `None` when it failed.
-    snapshot: Option<Snapshot>,
-}
-
-/// Every check on this machine; see [`Checked`].
-fn checked() -> Checked {
     let mut facts = common_facts();
     facts.extend(crate::sample::doctor_facts());
-    let gpu = crate::config::GpuConfig::default();
-    let labels = crate::config::LabelsConfig::default();
-    let mut sampler = platform_sampler(&gpu, &labels);
-    let (mut checks, mut snapshot) = sampled_checks(sampler.as_mut());
+    let mut collectors = Collectors::open();
+    let mut checks = sample_checks(collectors.sampler.as_mut());
     checks.extend(crate::sample::doctor_checks());
-    // The daemon's collectors as it starts them with the default config;
-    // the pressure notification is not set up here: its check registers
-    // one of its own.
-    let (exits, _) = crate::sample::exit_causes();
-    let events = PressureEvents::none();
-    let notebooks = Notebooks::start(
-        &crate::config::JupyterConfig::default(),
-        crate::os::this_process::running_as_root(),
-    );
-    let mut sources = sampler.collectors();
-    sources.extend(loop_collectors(Some(&exits), &events, &notebooks));
-    checks.extend(doctor_checks(&sources));
-    let asked = sources
-        .iter()
-        .filter(|c| c.status().is_some())
-        .map(|c| c.name())
-        .collect();
-    let own = loop_collectors(Some(&exits), &events, &notebooks);
-    if let Some(snap) = &mut snapshot {
-        snap.collectors.extend(gather(&own));
-    }
+    checks.extend(doctor_checks(&collectors.list()));
     checks.push(crate::act::doctor::signals());
     checks.push(http_port());
     checks.push(daemon());
     checks.push(crate::act::doctor::notifier());
-    Checked {
-        report: Report { facts, checks },
-        asked,
-        snapshot,
+    Report { facts, checks }
+}
+
+/// The daemon's collectors as it starts them with the default config. The
+/// pressure notification is not set up: its check registers one of its
+/// own.
+struct Collectors {
+    sampler: Box<dyn Sampler>,
+    exits: ExitCauses,
+    events: PressureEvents,
+    notebooks: Notebooks,
+}
+
+impl Collectors {
+    fn open() -> Self {
+        let gpu = crate::config::GpuConfig::default();
+        let labels = crate::config::LabelsConfig::default();
+        let (exits, _) = crate::sample::exit_causes();
+        Self {
+            sampler: platform_sampler(&gpu, &labels),
+            exits,
+            events: PressureEvents::none(),
+            notebooks: Notebooks::start(
+                &crate::config::JupyterConfig::default(),
+                crate::os::this_process::running_as_root(),
+            ),
+        }
+    }
+
+    /// Every one, in the order the daemon's snapshots list them.
+    fn list(&self) -> Vec<&dyn Collector> {
+        let mut sources = self.sampler.collectors();
+        sources.extend(self.own());
+        sources
+    }
+
+    /// The loop's own.
+    fn own(&self) -> Vec<&dyn Collector> {
+        loop_collectors(Some(&self.exits), &self.events, &self.notebooks)
     }
 }
 
@@ -377,10 +369,22 @@ mod tests {
 
     #[test]
     fn doctor_asks_each_collector_the_snapshot_lists_once_in_its_order() {
-        let checked = checked();
-        let snap = checked.snapshot.expect("a sample of this machine");
+        let mut collectors = Collectors::open();
+        let mut snap = collectors
+            .sampler
+            .sample()
+            .expect("a sample of this machine");
+        // As the daemon's loop completes the list.
+        snap.collectors
+            .extend(crate::model::collector::gather(&collectors.own()));
         let listed: Vec<&str> = snap.collectors.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(checked.asked, listed);
+        let sources = collectors.list();
+        let asked: Vec<&str> = sources
+            .iter()
+            .filter(|c| c.status().is_some())
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(asked, listed);
         let unique: std::collections::HashSet<&str> = listed.iter().copied().collect();
         assert_eq!(unique.len(), listed.len(), "a name twice: {listed:?}");
         // The sources every machine has, whatever it reads.
@@ -392,8 +396,8 @@ mod tests {
                 assert!(listed.contains(&name), "no {name} in {listed:?}");
             }
         }
-        // Each source's check is a line of the report.
-        let lines: Vec<&str> = checked.report.checks.iter().map(|c| c.name).collect();
+        // Each one's check is a line of the report.
+        let lines: Vec<&str> = doctor_checks(&sources).iter().map(|c| c.name).collect();
         for line in ["post-mortems", "jupyter"] {
             assert!(lines.contains(&line), "no {line} in {lines:?}");
         }
