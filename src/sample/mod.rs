@@ -38,13 +38,21 @@ pub fn platform_sampler(
     gpu_settings: &crate::config::GpuConfig,
     label_settings: &crate::config::LabelsConfig,
 ) -> Box<dyn Sampler> {
-    Box::new(Reporting(jobs::with_jobs(labels::with_labels(
+    with_statuses(jobs::with_jobs(labels::with_labels(
         gpu::wrap(os::open_sampler(), gpu_settings),
         label_settings,
-    ))))
+    )))
 }
 
-/// A sampler whose snapshots list how its collectors stand.
+/// `sampler` with each snapshot listing how its collectors stand
+/// (`Snapshot::collectors`, after what the snapshot lists already: a
+/// replayed one's recorded list), the one place a sampler's collectors
+/// are gathered.
+pub fn with_statuses(sampler: Box<dyn Sampler>) -> Box<dyn Sampler> {
+    Box::new(Reporting(sampler))
+}
+
+/// See [`with_statuses`].
 struct Reporting(Box<dyn Sampler>);
 
 impl Reporting {
