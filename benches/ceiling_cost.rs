@@ -202,8 +202,8 @@ mod linux {
         ];
         time_interleaved(&mut rows, iters, 1);
 
-        let ceilings = reader.borrow_mut().read(&snap.processes, total);
-        let status = reader.borrow().status(&ceilings);
+        reader.borrow_mut().read(&snap.processes, total);
+        let status = reader.borrow().status();
         let in_cgroups = snap
             .processes
             .iter()

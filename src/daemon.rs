@@ -472,7 +472,7 @@ impl Daemon {
         })
     }
 
-    /// What follows a good sample: name the notebooks, note the loop's own
+    /// What follows a good sample: name the notebooks, list the loop's own
     /// collectors, feed the cadence, record and publish, run the policy and
     /// report the watched processes that ended.
     fn after_sample(
@@ -484,10 +484,11 @@ impl Daemon {
         started: Instant,
     ) -> Evaluation {
         run.notebooks.annotate(&mut snap);
-        // The daemon's own collectors, next to the sampler's.
-        // (The exit-cause sources add theirs while sampling.)
-        snap.collectors.push(self.events.status());
-        snap.collectors.push(run.notebooks.status());
+        // The loop's own collectors, after the sampler's.
+        let own =
+            crate::doctor::loop_collectors(self.exit_causes.as_ref(), &self.events, &run.notebooks);
+        snap.collectors
+            .extend(crate::model::collector::gather(&own));
         run.cadence
             .sampled(ProbeReading::of(&snap, started.into_std()), depth);
         // After every sample: a process a light tick saw for the first time
@@ -609,16 +610,11 @@ impl Daemon {
                 Depth::Full => sampler.sample(),
                 Depth::Light => sampler.sample_light(&watched),
             };
-            let result = sampled.map(|mut snap| {
+            let result = sampled.map(|snap| {
                 let suspects = PostMortems::suspects(&tracked, &snap);
                 let observed = causes
                     .as_mut()
-                    .map(|c| {
-                        let statuses = c.collectors();
-                        let observed = c.poll(&snap, &tracked, &suspects);
-                        snap.collectors.extend(statuses);
-                        observed
-                    })
+                    .map(|c| c.poll(&snap, &tracked, &suspects))
                     .unwrap_or_default();
                 (snap, observed)
             });
@@ -832,6 +828,10 @@ mod tests {
 
         fn sample(&mut self) -> Result<Snapshot, SampleError> {
             self.0.pop_front().unwrap_or(Err(SampleError::EndOfTrace))
+        }
+
+        fn collectors(&self) -> Vec<&dyn crate::model::Collector> {
+            Vec::new()
         }
     }
 

@@ -2,15 +2,21 @@
 //! work, which need root, and which are unavailable, with the next step for
 //! each, in a plain-text report made to be pasted into a bug report.
 //!
-//! A check is one function returning a [`Check`]. The OS-specific checks
-//! live with their sampler (`crate::sample::doctor_checks`); this module
-//! adds the checks every OS shares, renders the report and decides the
-//! exit status: 0 unless a needed check failed.
+//! A check is one function returning a [`Check`]. Every collector the
+//! daemon lists in its snapshots checks itself
+//! ([`Collector::doctor_check`]), asked in the order the snapshot lists
+//! them: the sampler's, then the loop's own ([`loop_collectors`]). The
+//! OS-specific checks that are no collector's live with their sampler
+//! (`crate::sample::doctor_checks`); this module adds the checks every OS
+//! shares, renders the report and decides the exit status: 0 unless a
+//! needed check failed.
 
 use std::fmt::Write as _;
 
-use crate::model::{Check, CheckStatus, Snapshot};
-use crate::sample::{Sampler, platform_sampler};
+use crate::jupyter::Notebooks;
+use crate::model::collector::doctor_checks;
+use crate::model::{Check, CheckStatus, Collector, Snapshot};
+use crate::sample::{ExitCauses, PressureEvents, Sampler, platform_sampler};
 
 /// A whole report: facts about the machine, then the checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,19 +157,73 @@ fn sample_check(sampler: &mut dyn Sampler) -> (Check, Option<Snapshot>) {
     }
 }
 
+/// The collectors the daemon's loop holds beside its sampler's, in the
+/// order its snapshots list them, after the sampler's: the record of how
+/// processes end (`exits`, where one is read), the pressure notification,
+/// the notebook lookup.
+pub fn loop_collectors<'a>(
+    exits: Option<&'a ExitCauses>,
+    events: &'a PressureEvents,
+    notebooks: &'a Notebooks,
+) -> Vec<&'a dyn Collector> {
+    let mut sources = exits.map(ExitCauses::collectors).unwrap_or_default();
+    sources.push(events);
+    sources.push(notebooks);
+    sources
+}
+
 /// Run every check on this machine.
 pub fn run() -> Report {
     let mut facts = common_facts();
     facts.extend(crate::sample::doctor_facts());
-    let gpu = crate::config::GpuConfig::default();
-    let labels = crate::config::LabelsConfig::default();
-    let mut checks = sample_checks(platform_sampler(&gpu, &labels).as_mut());
+    let mut collectors = Collectors::open();
+    let mut checks = sample_checks(collectors.sampler.as_mut());
     checks.extend(crate::sample::doctor_checks());
+    checks.extend(doctor_checks(&collectors.list()));
     checks.push(crate::act::doctor::signals());
     checks.push(http_port());
     checks.push(daemon());
     checks.push(crate::act::doctor::notifier());
     Report { facts, checks }
+}
+
+/// The daemon's collectors as it starts them with the default config. The
+/// pressure notification is not set up: its check registers one of its
+/// own.
+struct Collectors {
+    sampler: Box<dyn Sampler>,
+    exits: ExitCauses,
+    events: PressureEvents,
+    notebooks: Notebooks,
+}
+
+impl Collectors {
+    fn open() -> Self {
+        let gpu = crate::config::GpuConfig::default();
+        let labels = crate::config::LabelsConfig::default();
+        let (exits, _) = crate::sample::exit_causes();
+        Self {
+            sampler: platform_sampler(&gpu, &labels),
+            exits,
+            events: PressureEvents::none(),
+            notebooks: Notebooks::start(
+                &crate::config::JupyterConfig::default(),
+                crate::os::this_process::running_as_root(),
+            ),
+        }
+    }
+
+    /// Every one, in the order the daemon's snapshots list them.
+    fn list(&self) -> Vec<&dyn Collector> {
+        let mut sources = self.sampler.collectors();
+        sources.extend(self.own());
+        sources
+    }
+
+    /// The loop's own.
+    fn own(&self) -> Vec<&dyn Collector> {
+        loop_collectors(Some(&self.exits), &self.events, &self.notebooks)
+    }
 }
 
 /// Whether a daemon runs on the default state directory of whoever runs
@@ -305,6 +365,42 @@ mod tests {
         );
         assert_eq!(denied.status, CheckStatus::Warn);
         assert!(denied.detail.contains("cannot tell"), "{}", denied.detail);
+    }
+
+    #[test]
+    fn doctor_asks_each_collector_the_snapshot_lists_once_in_its_order() {
+        let mut collectors = Collectors::open();
+        let mut snap = collectors
+            .sampler
+            .sample()
+            .expect("a sample of this machine");
+        // As the daemon's loop completes the list.
+        snap.collectors
+            .extend(crate::model::collector::gather(&collectors.own()));
+        let listed: Vec<&str> = snap.collectors.iter().map(|c| c.name.as_str()).collect();
+        let sources = collectors.list();
+        let asked: Vec<&str> = sources
+            .iter()
+            .filter(|c| c.status().is_some())
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(asked, listed);
+        let unique: std::collections::HashSet<&str> = listed.iter().copied().collect();
+        assert_eq!(unique.len(), listed.len(), "a name twice: {listed:?}");
+        // The sources every machine has, whatever it reads.
+        for name in ["pressure-events", "jupyter"] {
+            assert!(listed.contains(&name), "no {name} in {listed:?}");
+        }
+        if std::env::consts::OS == "linux" {
+            for name in ["cgroups", "kernel-log"] {
+                assert!(listed.contains(&name), "no {name} in {listed:?}");
+            }
+        }
+        // Each one's check is a line of the report.
+        let lines: Vec<&str> = doctor_checks(&sources).iter().map(|c| c.name).collect();
+        for line in ["post-mortems", "jupyter"] {
+            assert!(lines.contains(&line), "no {line} in {lines:?}");
+        }
     }
 
     #[test]

@@ -75,7 +75,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use crate::config::JupyterConfig;
-use crate::model::{CollectorStatus, Snapshot};
+use crate::model::{Collector, CollectorStatus, Snapshot};
 
 use lookup_thread::LookupThread;
 
@@ -558,37 +558,6 @@ impl Notebooks {
         self.send(Request::Reconfigure);
     }
 
-    /// How the notebook lookup stands, for `/metrics` and the API: up while
-    /// it is turned on and its thread runs; the requests dropped because
-    /// the queue was full count as its errors.
-    pub fn status(&self) -> CollectorStatus {
-        let enabled = self.enabled.load(Ordering::Relaxed);
-        let dropped = self.dropped_requests();
-        let (up, detail) = match (enabled, self.tx.is_some()) {
-            (false, _) => (
-                false,
-                "turned off in the config ([jupyter] enabled = false)".to_owned(),
-            ),
-            (true, false) => (
-                false,
-                "the lookup thread could not be started: kernels stay unnamed".to_owned(),
-            ),
-            (true, true) => (
-                true,
-                format!(
-                    "kernels named from Jupyter servers' runtime files; {dropped} lookups dropped while the queue was full"
-                ),
-            ),
-        };
-        CollectorStatus {
-            name: "jupyter".to_owned(),
-            up,
-            detail,
-            errors: dropped,
-            applicable: enabled,
-        }
-    }
-
     /// Requests dropped because the queue was full.
     pub fn dropped_requests(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -614,6 +583,43 @@ impl Notebooks {
             }
             Err(TrySendError::Disconnected(_)) => false,
         }
+    }
+}
+
+impl Collector for Notebooks {
+    fn name(&self) -> &'static str {
+        "jupyter"
+    }
+
+    /// How the notebook lookup stands, for `/metrics` and the API: up while
+    /// it is turned on and its thread runs; the requests dropped because
+    /// the queue was full count as its errors.
+    fn status(&self) -> Option<CollectorStatus> {
+        let enabled = self.enabled.load(Ordering::Relaxed);
+        let dropped = self.dropped_requests();
+        let (up, detail) = match (enabled, self.tx.is_some()) {
+            (false, _) => (
+                false,
+                "turned off in the config ([jupyter] enabled = false)".to_owned(),
+            ),
+            (true, false) => (
+                false,
+                "the lookup thread could not be started: kernels stay unnamed".to_owned(),
+            ),
+            (true, true) => (
+                true,
+                format!(
+                    "kernels named from Jupyter servers' runtime files; {dropped} lookups dropped while the queue was full"
+                ),
+            ),
+        };
+        Some(CollectorStatus {
+            name: "jupyter".to_owned(),
+            up,
+            detail,
+            errors: dropped,
+            applicable: enabled,
+        })
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use crate::model::{PressureLevel, Snapshot};
+use crate::model::{Collector, PressureLevel, Snapshot};
 
 /// Why a whole sample failed. Per-process failures never get here: they are
 /// counted in [`crate::model::CollectorErrors`].
@@ -53,6 +53,13 @@ pub trait Sampler: Send {
         let _ = watched;
         self.sample()
     }
+
+    /// The sources inside this sampler that report how they stand (cgroup
+    /// limits, proportional shares, NVML, labels), the innermost first,
+    /// for the snapshot's collector list and `headroom doctor`
+    /// ([`crate::model::collector::gather`]). A wrapper lists its inner
+    /// sampler's, then its own, so none is lost on the way out.
+    fn collectors(&self) -> Vec<&dyn Collector>;
 }
 
 /// A boxed sampler is a sampler, so that wrappers (GPU figures, labels,
@@ -68,6 +75,10 @@ impl Sampler for Box<dyn Sampler> {
 
     fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
         (**self).sample_light(watched)
+    }
+
+    fn collectors(&self) -> Vec<&dyn Collector> {
+        (**self).collectors()
     }
 }
 

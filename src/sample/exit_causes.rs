@@ -6,15 +6,15 @@
 //! records (`os::<os>::exit_records`: the kernel log and zombies on Linux;
 //! zombies, jetsam's log lines and crash reports on macOS),
 //! [`ExitCauses::poll`] returns what was recorded since the last poll and
-//! the exit statuses of the suspects, [`ExitCauses::collectors`] how each
-//! source is doing, and [`ExitCauses::silence`] what the absence of a record
+//! the exit statuses of the suspects, [`ExitCauses::collectors`] its
+//! sources, and [`ExitCauses::silence`] what the absence of a record
 //! means here, for a post-mortem that found none.
 
 use std::collections::HashSet;
 
 pub use crate::model::exit::{Crash, Ended, ExitStatus, GpuFault, Killer, MemoryKill, Observed};
-use crate::model::{Check, CollectorStatus, ProcessId, Snapshot};
-use crate::os::native::exit_records::{self, ExitRecords};
+use crate::model::{Collector, ProcessId, Snapshot};
+use crate::os::native::exit_records::ExitRecords;
 
 /// This OS's record of how processes end; see the module documentation.
 pub struct ExitCauses {
@@ -34,7 +34,7 @@ impl ExitCauses {
     /// post-mortems (tests, replayed traces).
     pub fn none(why: &str) -> Self {
         Self {
-            records: ExitRecords::none(),
+            records: ExitRecords::none(why),
             silence: why.to_string(),
         }
     }
@@ -45,9 +45,11 @@ impl ExitCauses {
         &self.silence
     }
 
-    /// How each source is doing, for the snapshot's collector list.
-    pub fn collectors(&self) -> Vec<CollectorStatus> {
-        self.records.collectors(&self.silence)
+    /// Its sources, for the snapshot's collector list and `headroom
+    /// doctor` (the kernel log on Linux; the jetsam log and crash reports
+    /// on macOS).
+    pub fn collectors(&self) -> Vec<&dyn Collector> {
+        self.records.collectors()
     }
 
     /// What was recorded since the last poll (stamped as read at the time
@@ -63,9 +65,4 @@ impl ExitCauses {
     ) -> Observed {
         self.records.poll(snap, tracked, suspects)
     }
-}
-
-/// `headroom doctor`'s check of what post-mortems can learn on this machine.
-pub fn doctor_check() -> Check {
-    exit_records::doctor_check()
 }

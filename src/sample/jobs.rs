@@ -248,6 +248,10 @@ impl Sampler for WithJobs {
         assemble(&mut snap);
         Ok(snap)
     }
+
+    fn collectors(&self) -> Vec<&dyn crate::model::Collector> {
+        self.0.collectors()
+    }
 }
 
 /// `sampler`, its snapshots carrying their jobs.

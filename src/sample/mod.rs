@@ -2,10 +2,12 @@
 //!
 //! One [`Sampler`] per OS (`os::linux`, `os::macos`, the one built picked
 //! in `os`), wrapped in [`platform_sampler`] with GPU figures ([`gpu`]),
-//! labels ([`labels`]) and jobs ([`jobs`]), and the [`replay`] sampler that
+//! labels ([`labels`]) and jobs ([`jobs`]), each snapshot carrying the
+//! status of every [`Collector`] inside, and the [`replay`] sampler that
 //! plays back a recorded trace for tests and simulations.
 //! [`doctor_checks`] and [`doctor_facts`] pick, the same way, what
-//! `headroom doctor` checks on this OS, and [`exit_causes`] opens this OS's
+//! `headroom doctor` checks on this OS beyond the collectors' own checks,
+//! and [`exit_causes`] opens this OS's
 //! record of how processes end (the OOM killer's lines in `/dev/kmsg`, a
 //! zombie's exit status) for post-mortems.
 
@@ -20,32 +22,70 @@ pub use exit_causes::{
     Crash, Ended, ExitCauses, ExitStatus, GpuFault, Killer, MemoryKill, Observed, exit_causes,
 };
 
+use crate::model::collector::gather;
 pub use crate::model::sampling::{SampleError, Sampler};
+use crate::model::{Collector, CollectorStatus, Snapshot};
 use crate::os::native as os;
 
 /// The native sampler for the OS this binary was built for, with GPU
 /// figures joined in where `gpu_settings` ask for them and the OS has a collector
 /// (NVML on Linux), its processes labelled with who they belong to where
 /// their cgroups say ([`labels`], as `label_settings` ask) and grouped
-/// into jobs ([`jobs`]).
+/// into jobs ([`jobs`]). Each snapshot lists the status of the sampler's
+/// collectors ([`Sampler::collectors`]: cgroup limits, proportional
+/// shares, library scans, NVML, labels), in that order.
 pub fn platform_sampler(
     gpu_settings: &crate::config::GpuConfig,
     label_settings: &crate::config::LabelsConfig,
 ) -> Box<dyn Sampler> {
-    jobs::with_jobs(labels::with_labels(
+    with_statuses(jobs::with_jobs(labels::with_labels(
         gpu::wrap(os::open_sampler(), gpu_settings),
         label_settings,
-    ))
+    )))
 }
 
-/// This OS's collector checks for `headroom doctor`, each run once, the GPU
-/// collector's where the OS has one, and what post-mortems can learn here
-/// ([`exit_causes::doctor_check`]).
+/// `sampler` with each snapshot listing how its collectors stand
+/// (`Snapshot::collectors`, after what the snapshot lists already: a
+/// replayed one's recorded list), the one place a sampler's collectors
+/// are gathered.
+pub fn with_statuses(sampler: Box<dyn Sampler>) -> Box<dyn Sampler> {
+    Box::new(Reporting(sampler))
+}
+
+/// See [`with_statuses`].
+struct Reporting(Box<dyn Sampler>);
+
+impl Reporting {
+    fn report(&self, mut snap: Snapshot) -> Snapshot {
+        snap.collectors.extend(gather(&self.0.collectors()));
+        snap
+    }
+}
+
+impl Sampler for Reporting {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn sample(&mut self) -> Result<Snapshot, SampleError> {
+        let snap = self.0.sample()?;
+        Ok(self.report(snap))
+    }
+
+    fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
+        let snap = self.0.sample_light(watched)?;
+        Ok(self.report(snap))
+    }
+
+    fn collectors(&self) -> Vec<&dyn Collector> {
+        self.0.collectors()
+    }
+}
+
+/// The checks of this OS for `headroom doctor` that are no collector's
+/// (`/proc`, PSI, permissions, open files, the container), each run once.
 pub fn doctor_checks() -> Vec<crate::model::Check> {
-    let mut checks = os::doctor::checks();
-    checks.extend(gpu::doctor_check());
-    checks.push(exit_causes::doctor_check());
-    checks
+    os::doctor::checks()
 }
 
 /// Facts about this machine for the head of `headroom doctor`'s report
@@ -85,20 +125,6 @@ impl PressureEvents {
         }
     }
 
-    /// How the notification stands, for `/metrics` and the API. Not
-    /// applicable when (Linux) the kernel refused a trigger to a daemon
-    /// that is not root.
-    pub fn status(&self) -> crate::model::CollectorStatus {
-        let up = self.is_active();
-        crate::model::CollectorStatus {
-            name: "pressure-events".to_string(),
-            up,
-            detail: self.detail.clone(),
-            errors: 0,
-            applicable: up || crate::os::this_process::running_as_root(),
-        }
-    }
-
     /// True if an OS notification is registered.
     pub fn is_active(&self) -> bool {
         self.wake.is_active()
@@ -112,6 +138,32 @@ impl PressureEvents {
     /// disables the source (the caller logs it once).
     pub async fn next(&mut self) -> Result<Option<crate::model::PressureLevel>, String> {
         self.wake.next().await
+    }
+}
+
+impl Collector for PressureEvents {
+    fn name(&self) -> &'static str {
+        "pressure-events"
+    }
+
+    /// How the notification stands, for `/metrics` and the API. Not
+    /// applicable when (Linux) the kernel refused a trigger to a daemon
+    /// that is not root.
+    fn status(&self) -> Option<CollectorStatus> {
+        let up = self.is_active();
+        Some(CollectorStatus {
+            name: "pressure-events".to_string(),
+            up,
+            detail: self.detail.clone(),
+            errors: 0,
+            applicable: up || crate::os::this_process::running_as_root(),
+        })
+    }
+
+    /// Whether this OS registers the notification for this process: a
+    /// trigger or source set up and dropped at once (`os::<os>::doctor`).
+    fn doctor_check(&self) -> Option<crate::model::Check> {
+        Some(os::doctor::pressure_events())
     }
 }
 

@@ -287,6 +287,11 @@ impl Sampler for ReplaySampler {
             }
         }
     }
+
+    /// None: a recorded snapshot carries the statuses it was taken with.
+    fn collectors(&self) -> Vec<&dyn crate::model::Collector> {
+        Vec::new()
+    }
 }
 
 /// Read a whole trace into memory, as recorded (not marked as replayed).

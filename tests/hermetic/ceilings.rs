@@ -358,14 +358,18 @@ mod collector {
         }
     }
 
-    fn sampler(proc_root: &Path, cgroup_root: &Path) -> LinuxSampler {
-        LinuxSampler::new(proc_root).with_cgroup_mounts(CgroupMounts {
-            v1_memory: Some(CgroupMount {
-                root: "/".into(),
-                point: cgroup_root.to_path_buf(),
-            }),
-            v2: None,
-        })
+    /// The Linux sampler on these trees, its snapshots listing how its
+    /// collectors stand.
+    fn sampler(proc_root: &Path, cgroup_root: &Path) -> Box<dyn Sampler> {
+        headroom::sample::with_statuses(Box::new(LinuxSampler::new(proc_root).with_cgroup_mounts(
+            CgroupMounts {
+                v1_memory: Some(CgroupMount {
+                    root: "/".into(),
+                    point: cgroup_root.to_path_buf(),
+                }),
+                v2: None,
+            },
+        )))
     }
 
     fn ceiling_of(s: &Snapshot, pid: u32) -> Option<&Ceiling> {

@@ -76,7 +76,9 @@ fn real_children_get_the_gpu_figures_listed_for_their_pids() {
     gpu1.compute = vec![process(a, Some(2 * GIB)), process(b, None)];
     fake.set_devices(vec![gpu0, gpu1]);
 
-    let snap = sampler(&fake, PidView::Host).sample().unwrap();
+    let snap = headroom::sample::with_statuses(Box::new(sampler(&fake, PidView::Host)))
+        .sample()
+        .unwrap();
 
     let pa = snap.process(a).unwrap();
     assert_eq!(pa.gpu_memory, Some(10 * GIB), "8 GiB + 2 GiB, not 18 GiB");

@@ -96,6 +96,8 @@ struct Tally {
     skipped: usize,
     levels: usize,
     files: usize,
+    /// Process cgroups under a ceiling.
+    covered: usize,
 }
 
 /// See the module documentation.
@@ -116,6 +118,8 @@ pub struct CeilingReader {
     last_error: Option<String>,
     error_log: RateLimit,
     tally: Tally,
+    /// The ceiling with the least room this sample, in words.
+    least_room: Option<String>,
 }
 
 impl CeilingReader {
@@ -133,6 +137,7 @@ impl CeilingReader {
             last_error: None,
             error_log: RateLimit::new(rate_limit::EVERY),
             tally: Tally::default(),
+            least_room: None,
         }
     }
 
@@ -192,7 +197,17 @@ impl CeilingReader {
         tally.cgroups = out.len();
         tally.levels = self.visited;
         tally.files = self.files;
+        tally.covered = out.iter().map(|c| c.cgroups.len()).sum();
         self.tally = tally;
+        self.least_room = out.iter().min_by_key(|c| c.room()).map(|tightest| {
+            format!(
+                "; least room: {} in {} ({} limit {})",
+                format_bytes(tightest.room()),
+                crate::model::printable(&tightest.path),
+                tightest.limit_file(),
+                format_bytes(tightest.limit())
+            )
+        });
         out
     }
 
@@ -442,8 +457,8 @@ impl CeilingReader {
             .map_err(|e| (name, io::Error::new(io::ErrorKind::InvalidData, e)))
     }
 
-    /// How the collector did, for metrics, the API and `headroom doctor`.
-    pub fn status(&self, ceilings: &[Ceiling]) -> CollectorStatus {
+    /// How the last read went, for metrics, the API and `headroom doctor`.
+    pub fn status(&self) -> CollectorStatus {
         let Some((hierarchy, mount)) = self.mounts.as_ref().and_then(|m| m.memory()) else {
             return CollectorStatus {
                 name: NAME.to_string(),
@@ -469,25 +484,15 @@ impl CeilingReader {
             t.cgroups,
             if t.cgroups == 1 { "" } else { "s" },
             if t.cgroups == 1 { "is" } else { "are" },
-            ceilings.iter().map(|c| c.cgroups.len()).sum::<usize>(),
-            if ceilings.iter().map(|c| c.cgroups.len()).sum::<usize>() == 1 {
-                ""
-            } else {
-                "s"
-            },
+            t.covered,
+            if t.covered == 1 { "" } else { "s" },
             t.levels,
             if t.levels == 1 { "" } else { "s" },
             t.files,
             if t.files == 1 { "" } else { "s" },
         );
-        if let Some(tightest) = ceilings.iter().min_by_key(|c| c.room()) {
-            detail.push_str(&format!(
-                "; least room: {} in {} ({} limit {})",
-                format_bytes(tightest.room()),
-                crate::model::printable(&tightest.path),
-                tightest.limit_file(),
-                format_bytes(tightest.limit())
-            ));
+        if let Some(least_room) = &self.least_room {
+            detail.push_str(least_room);
         }
         if t.outside > 0 {
             detail.push_str(&format!(
@@ -515,5 +520,23 @@ impl CeilingReader {
             errors: self.errors,
             applicable: true,
         }
+    }
+}
+
+impl crate::model::Collector for CeilingReader {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn status(&self) -> Option<CollectorStatus> {
+        Some(CeilingReader::status(self))
+    }
+
+    /// Whether the limits processes run under can be read here, from
+    /// the mounts and this process's own cgroup, as a container sees them.
+    fn doctor_check(&self) -> Option<crate::model::Check> {
+        Some(super::container_view::cgroups_check(
+            &super::container_view::View::read(),
+        ))
     }
 }

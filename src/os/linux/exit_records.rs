@@ -11,11 +11,13 @@ use std::path::Path;
 use super::parse::kmsg_access::{EXCEPTION_TRACE, kmsg_step, linux_check, parse_exception_trace};
 use crate::model::Timestamp;
 use crate::model::exit::Observed;
-use crate::model::{Check, CollectorStatus, ProcessId, Snapshot};
+use crate::model::{Check, Collector, CollectorStatus, ProcessId, Snapshot};
 
 /// The kernel log (when it opened) and the threads of watched processes.
 pub struct ExitRecords {
     kmsg: Option<Kmsg>,
+    /// Why the kernel log is not open, when it is not.
+    closed: String,
     threads: super::threads::Threads,
 }
 
@@ -88,10 +90,12 @@ impl Kmsg {
 }
 
 impl ExitRecords {
-    /// Records that report nothing.
-    pub fn none() -> Self {
+    /// Records that report nothing; `why` is what that means, for the
+    /// collector's status.
+    pub fn none(why: &str) -> Self {
         Self {
             kmsg: None,
+            closed: why.to_string(),
             threads: Default::default(),
         }
     }
@@ -120,6 +124,7 @@ impl ExitRecords {
                 (
                     Self {
                         kmsg: Some(kmsg),
+                        closed: String::new(),
                         threads: Default::default(),
                     },
                     silence,
@@ -132,27 +137,14 @@ impl ExitRecords {
                     path.display(),
                     kmsg_step(crate::os::this_process::running_as_root())
                 );
-                (Self::none(), why.clone(), Err(why))
+                (Self::none(&why), why.clone(), Err(why))
             }
         }
     }
 
-    /// How the kernel log is doing; `silence` is the detail when it is not
-    /// open.
-    pub fn collectors(&self, silence: &str) -> Vec<CollectorStatus> {
-        match &self.kmsg {
-            Some(k) => vec![k.status()],
-            // Not open: the kernel log needs CAP_SYSLOG where
-            // dmesg_restrict is set, so a daemon without it has
-            // nothing to read here.
-            None => vec![CollectorStatus {
-                name: "kernel-log".into(),
-                up: false,
-                detail: silence.to_string(),
-                errors: 0,
-                applicable: crate::os::this_process::running_as_root(),
-            }],
-        }
+    /// The sources that report how they stand: the kernel log.
+    pub fn collectors(&self) -> Vec<&dyn Collector> {
+        vec![self]
     }
 
     /// What was recorded since the last poll, and how the `suspects` that
@@ -192,6 +184,35 @@ impl ExitRecords {
             ended,
             record_lag: std::time::Duration::ZERO,
         }
+    }
+}
+
+/// The kernel log as a collector.
+impl Collector for ExitRecords {
+    fn name(&self) -> &'static str {
+        "kernel-log"
+    }
+
+    fn status(&self) -> Option<CollectorStatus> {
+        Some(match &self.kmsg {
+            Some(k) => k.status(),
+            // Not open: the kernel log needs CAP_SYSLOG where
+            // dmesg_restrict is set, so a daemon without it has
+            // nothing to read here.
+            None => CollectorStatus {
+                name: "kernel-log".into(),
+                up: false,
+                detail: self.closed.clone(),
+                errors: 0,
+                applicable: crate::os::this_process::running_as_root(),
+            },
+        })
+    }
+
+    /// What post-mortems can learn here: the kernel log opened afresh
+    /// and its settings ([`doctor_check`]).
+    fn doctor_check(&self) -> Option<Check> {
+        Some(doctor_check())
     }
 }
 

@@ -190,10 +190,16 @@ impl ScanBudget {
             _ => FIRST_COST,
         }
     }
+}
+
+impl crate::model::Collector for ScanBudget {
+    fn name(&self) -> &'static str {
+        "libraries"
+    }
 
     /// The scans as a collector, for `headroom doctor`, `/metrics` and the
     /// API: how many, what they cost, how many were cut.
-    pub(super) fn status(&self) -> Option<CollectorStatus> {
+    fn status(&self) -> Option<CollectorStatus> {
         if self.reads == 0 {
             return None;
         }
@@ -495,7 +501,8 @@ mod tests {
         let p = snap.process(4242).expect("the python process");
         assert_eq!(p.workload.kind, WorkloadKind::Pytorch);
         assert_eq!(p.workload.frameworks, [Framework::Pytorch]);
-        let status = snap.collectors.iter().find(|c| c.name == "libraries");
+        let statuses = crate::model::collector::gather(&sampler.collectors());
+        let status = statuses.iter().find(|c| c.name == "libraries");
         assert!(
             status.is_some_and(|c| c.detail.starts_with("1 scans")),
             "{status:?}"

@@ -208,10 +208,16 @@ impl PssBudget {
             self.ns_per_kib = 0.8 * self.ns_per_kib + 0.2 * measured;
         }
     }
+}
+
+impl crate::model::Collector for PssBudget {
+    fn name(&self) -> &'static str {
+        "pss"
+    }
 
     /// The reads as a collector, for `headroom doctor`, `/metrics` and the
     /// API: how many, what they cost, against what budget.
-    pub(super) fn status(&self) -> Option<CollectorStatus> {
+    fn status(&self) -> Option<CollectorStatus> {
         if self.reads == 0 && self.failures == 0 {
             return None;
         }
@@ -524,6 +530,7 @@ impl ProcessTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Collector;
 
     #[test]
     fn a_share_follows_the_processs_own_figure_between_reads() {

@@ -226,14 +226,6 @@ impl LinuxSampler {
             .pss_budget
             .note_machine(Instant::now(), taken, counted);
         let ceilings = self.ceilings.read(&processes, system.memory.total);
-        let mut collectors: Vec<_> = self
-            .tracker
-            .pss_budget
-            .status()
-            .into_iter()
-            .chain(self.tracker.library_budget.status())
-            .collect();
-        collectors.push(self.ceilings.status(&ceilings));
         Ok(Snapshot {
             taken_at,
             source: self.name().to_owned(),
@@ -248,7 +240,7 @@ impl LinuxSampler {
             unowned,
             ceilings,
             errors,
-            collectors,
+            collectors: Vec::new(),
             notes: Vec::new(),
         })
     }
@@ -293,5 +285,15 @@ impl Sampler for LinuxSampler {
 
     fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
         self.take(Some(watched))
+    }
+
+    /// The proportional-share reads and the library scans once they have
+    /// read something, then the cgroup limits.
+    fn collectors(&self) -> Vec<&dyn crate::model::Collector> {
+        vec![
+            &self.tracker.pss_budget,
+            &self.tracker.library_budget,
+            &self.ceilings,
+        ]
     }
 }

@@ -1,6 +1,7 @@
 //! `headroom doctor` on macOS: each collector of [`super::MacSampler`] run
 //! once, with what it found and what to do about it. Adding a check is
-//! adding a function to [`CHECKS`].
+//! adding a function to [`CHECKS`]; the pressure notification is checked
+//! through its collector (`sample::PressureEvents`, [`pressure_events`]).
 
 use crate::model::Check;
 use crate::report::format_bytes;
@@ -17,7 +18,6 @@ pub const CHECKS: &[fn() -> Check] = &[
     vm_statistics,
     swap,
     pressure_level,
-    pressure_events,
     processes,
     process_args,
     gpu,
@@ -137,7 +137,9 @@ fn pressure_level() -> Check {
     }
 }
 
-fn pressure_events() -> Check {
+/// The check of the memory-pressure notification (`sample::PressureEvents`):
+/// a dispatch source registered and dropped.
+pub fn pressure_events() -> Check {
     // Creating the source registers it with the kernel; dropping it cancels.
     let source = super::ffi::dispatch::MemoryPressureSource::open();
     drop(source);

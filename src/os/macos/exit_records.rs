@@ -18,7 +18,7 @@ use std::collections::HashSet;
 
 use super::parse::post_mortem_sources::{jetsam_kill, macos_check};
 use crate::model::exit::Observed;
-use crate::model::{Check, CollectorStatus, ProcessId, Snapshot};
+use crate::model::{Check, Collector, CollectorStatus, ProcessId, Snapshot};
 
 /// The jetsam stream and crash reports, when opened.
 pub struct ExitRecords {
@@ -27,7 +27,7 @@ pub struct ExitRecords {
 
 /// macOS's sources: the jetsam stream (root only) and the crash reports.
 struct MacSources {
-    jetsam: Result<super::jetsam_stream::JetsamStream, String>,
+    jetsam: Jetsam,
     reports: super::crash_reports::CrashReportScanner,
     /// Scan for crash reports until then (a watched process just ended).
     scan_until: Option<std::time::Instant>,
@@ -38,8 +38,10 @@ struct MacSources {
 const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl ExitRecords {
-    /// Records that report nothing (beyond the suspects' exit statuses).
-    pub fn none() -> Self {
+    /// Records that report nothing (beyond the suspects' exit statuses);
+    /// `why` is what that means, which no collector reports here.
+    pub fn none(why: &str) -> Self {
+        let _ = why;
         Self { mac: None }
     }
 
@@ -76,7 +78,7 @@ impl ExitRecords {
         (
             Self {
                 mac: Some(MacSources {
-                    jetsam,
+                    jetsam: Jetsam(jetsam),
                     reports,
                     scan_until: None,
                 }),
@@ -86,12 +88,75 @@ impl ExitRecords {
         )
     }
 
-    /// How the jetsam stream and the crash reports are doing.
-    pub fn collectors(&self, _silence: &str) -> Vec<CollectorStatus> {
-        let Some(mac) = &self.mac else {
-            return Vec::new();
+    /// The sources that report how they stand: the jetsam stream, the
+    /// crash reports; none for records that report nothing.
+    pub fn collectors(&self) -> Vec<&dyn Collector> {
+        match &self.mac {
+            Some(mac) => vec![&mac.jetsam, &mac.reports],
+            None => Vec::new(),
+        }
+    }
+
+    /// What was recorded since the last poll, and how the `suspects` that
+    /// are zombies ended; see `sample::exit_causes::ExitCauses::poll`.
+    pub fn poll(
+        &mut self,
+        snap: &Snapshot,
+        tracked: &HashSet<ProcessId>,
+        suspects: &[ProcessId],
+    ) -> Observed {
+        let now = snap.taken_at;
+        // A zombie's exit status and end, read only for the suspects.
+        let ended = if suspects.is_empty() {
+            Vec::new()
+        } else {
+            super::exits::read_ended(suspects)
         };
-        let jetsam = match &mac.jetsam {
+        let Some(mac) = self.mac.as_mut() else {
+            return Observed {
+                ended,
+                ..Observed::default()
+            };
+        };
+        let kills = match &mac.jetsam.0 {
+            Ok(stream) => stream
+                .drain()
+                .into_iter()
+                .map(|k| jetsam_kill(k, now))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        // A watched process gone from this sample: its crash report, if
+        // any, is written in the next seconds.
+        let instant = std::time::Instant::now();
+        let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+        if tracked.iter().any(|p| !present.contains(p)) {
+            mac.scan_until = Some(instant + REPORT_WAIT);
+        }
+        let crashes = match mac.scan_until {
+            Some(until) if instant <= until => mac.reports.scan(now),
+            _ => Vec::new(),
+        };
+        Observed {
+            kills,
+            crashes,
+            ended,
+            record_lag: REPORT_WAIT,
+            ..Observed::default()
+        }
+    }
+}
+
+/// The jetsam stream, or why it is not followed.
+struct Jetsam(Result<super::jetsam_stream::JetsamStream, String>);
+
+impl Collector for Jetsam {
+    fn name(&self) -> &'static str {
+        "jetsam-log"
+    }
+
+    fn status(&self) -> Option<CollectorStatus> {
+        Some(match &self.0 {
             Ok(stream) => {
                 let s = stream.status();
                 let detail = match (&s.down_because, s.pid) {
@@ -118,74 +183,44 @@ impl ExitRecords {
                 errors: 0,
                 applicable: crate::os::this_process::running_as_root(),
             },
-        };
-        let dirs: Vec<String> = mac
-            .reports
+        })
+    }
+
+    /// What post-mortems can learn here, jetsam kills and crash reports
+    /// alike ([`doctor_check`]).
+    fn doctor_check(&self) -> Option<Check> {
+        Some(doctor_check())
+    }
+}
+
+impl Collector for super::crash_reports::CrashReportScanner {
+    fn name(&self) -> &'static str {
+        "crash-reports"
+    }
+
+    fn status(&self) -> Option<CollectorStatus> {
+        let dirs: Vec<String> = self
             .dirs()
             .iter()
             .map(|d| d.display().to_string())
             .collect();
         let mut detail = format!("crash reports read from {}", dirs.join(", "));
-        if let Some(why) = &mac.reports.last_error {
+        if let Some(why) = &self.last_error {
             detail.push_str(&format!("; the last one refused: {why}"));
         }
-        let reports = CollectorStatus {
+        Some(CollectorStatus {
             name: "crash-reports".into(),
             up: true,
             detail,
-            errors: mac.reports.errors,
+            errors: self.errors,
             applicable: true,
-        };
-        vec![jetsam, reports]
+        })
     }
 
-    /// What was recorded since the last poll, and how the `suspects` that
-    /// are zombies ended; see `sample::exit_causes::ExitCauses::poll`.
-    pub fn poll(
-        &mut self,
-        snap: &Snapshot,
-        tracked: &HashSet<ProcessId>,
-        suspects: &[ProcessId],
-    ) -> Observed {
-        let now = snap.taken_at;
-        // A zombie's exit status and end, read only for the suspects.
-        let ended = if suspects.is_empty() {
-            Vec::new()
-        } else {
-            super::exits::read_ended(suspects)
-        };
-        let Some(mac) = self.mac.as_mut() else {
-            return Observed {
-                ended,
-                ..Observed::default()
-            };
-        };
-        let kills = match &mac.jetsam {
-            Ok(stream) => stream
-                .drain()
-                .into_iter()
-                .map(|k| jetsam_kill(k, now))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        // A watched process gone from this sample: its crash report, if
-        // any, is written in the next seconds.
-        let instant = std::time::Instant::now();
-        let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
-        if tracked.iter().any(|p| !present.contains(p)) {
-            mac.scan_until = Some(instant + REPORT_WAIT);
-        }
-        let crashes = match mac.scan_until {
-            Some(until) if instant <= until => mac.reports.scan(now),
-            _ => Vec::new(),
-        };
-        Observed {
-            kills,
-            crashes,
-            ended,
-            record_lag: REPORT_WAIT,
-            ..Observed::default()
-        }
+    /// None of its own: the jetsam log's check covers what post-mortems
+    /// learn from both.
+    fn doctor_check(&self) -> Option<Check> {
+        None
     }
 }
 

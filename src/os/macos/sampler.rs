@@ -509,6 +509,12 @@ impl Sampler for MacSampler {
             notes: Vec::new(),
         })
     }
+
+    /// None: the macOS sampler's sources are all in the figures it gives
+    /// (the GPU included); `headroom doctor` checks each on its own.
+    fn collectors(&self) -> Vec<&dyn crate::model::Collector> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

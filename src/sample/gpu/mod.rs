@@ -6,10 +6,11 @@
 //! [`GpuMonitor`] (open once, report "unavailable" once, retry every few
 //! minutes, never fail the sample), and joins the devices into the snapshot
 //! ([`join`]): `Snapshot::gpus`, `ProcessSample::gpu_memory`, a line of
-//! evidence per device in the process's workload, and the collector's
-//! health in `Snapshot::collectors`.
+//! evidence per device in the process's workload. As a [`Collector`] it
+//! reports the last poll's health (`Snapshot::collectors`) and its
+//! `headroom doctor` check.
 //!
-//! [`probe`] checks the collector once, for `headroom doctor`.
+//! [`probe`] checks the collector once with given settings.
 
 pub mod fake;
 pub mod join;
@@ -20,7 +21,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::config::GpuConfig;
-use crate::model::{Check, CollectorStatus, Snapshot};
+use crate::model::{Check, Collector, CollectorStatus, Snapshot};
 use crate::sample::{SampleError, Sampler};
 
 pub use monitor::{GpuMonitor, LogLevel, LogLine, Poll, RETRY_AFTER};
@@ -33,16 +34,36 @@ pub struct WithGpu<S> {
     inner: S,
     monitor: GpuMonitor,
     view: PidView,
+    health: Health,
+}
+
+/// The GPU collector as a [`Collector`]: how its last poll went.
+struct Health {
+    name: &'static str,
+    /// `None` before the first poll.
+    last: Option<CollectorStatus>,
+    /// Why the driver's pids are not this namespace's, where they are not.
+    other_namespace: Option<String>,
 }
 
 impl<S: Sampler> WithGpu<S> {
     /// `view` says whether the collector's pids are this pid namespace's
     /// ([`pid_namespace::detect`] finds out).
     pub fn new(inner: S, collector: Box<dyn GpuCollector>, view: PidView) -> Self {
+        let monitor = GpuMonitor::new(collector);
+        let health = Health {
+            name: monitor.name(),
+            last: None,
+            other_namespace: match &view {
+                PidView::Container { why } => Some(why.clone()),
+                PidView::Host => None,
+            },
+        };
         Self {
             inner,
-            monitor: GpuMonitor::new(collector),
+            monitor,
             view,
+            health,
         }
     }
 
@@ -73,6 +94,34 @@ impl<S: Sampler> Sampler for WithGpu<S> {
         let snap = self.inner.sample_light(watched)?;
         Ok(self.join_gpus(snap))
     }
+
+    fn collectors(&self) -> Vec<&dyn Collector> {
+        let mut sources = self.inner.collectors();
+        sources.push(&self.health);
+        sources
+    }
+}
+
+impl Collector for Health {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn status(&self) -> Option<CollectorStatus> {
+        self.last.clone()
+    }
+
+    /// What the last poll found, with whether the driver's pids can be
+    /// matched to processes here, in the words of [`check_of`].
+    fn doctor_check(&self) -> Option<Check> {
+        let mut status = self.last.clone()?;
+        if status.up
+            && let Some(why) = &self.other_namespace
+        {
+            status.detail.push_str(&container_note(why));
+        }
+        Some(check_of(&status))
+    }
 }
 
 impl<S: Sampler> WithGpu<S> {
@@ -88,7 +137,7 @@ impl<S: Sampler> WithGpu<S> {
         }
         let devices = poll.devices.iter().map(join::device).collect();
         join::join(&mut snap, devices, &self.view);
-        snap.collectors.push(poll.status);
+        self.health.last = Some(poll.status);
         let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         snap.sample_micros = snap.sample_micros.saturating_add(spent);
         snap
@@ -139,28 +188,25 @@ pub fn probe(settings: &GpuConfig) -> CollectorStatus {
         && let PidView::Container { why } =
             pid_namespace::detect(Path::new("/proc"), Path::new("/"))
     {
-        status.detail.push_str(&format!(
-            "; headroom runs in another pid namespace ({why}): GPU processes cannot be \
-             matched to processes"
-        ));
+        status.detail.push_str(&container_note(&why));
     }
     status
 }
 
-/// NVML with the default `[gpu]` settings: the driver's library, its devices.
-/// Where there is no driver, or the static build finds none, it does not
-/// apply.
-///
-/// `None` where this OS has no separate GPU collector (macOS: the sampler
-/// reads the GPU itself and checks it with its other collectors).
-pub fn doctor_check() -> Option<Check> {
-    let settings = GpuConfig::default();
-    platform_collector(&settings)?;
-    let status = probe(&settings);
+/// What a status says where the driver's pids are another namespace's.
+fn container_note(why: &str) -> String {
+    format!(
+        "; headroom runs in another pid namespace ({why}): GPU processes cannot be \
+         matched to processes"
+    )
+}
+
+/// The `gpu` line of `headroom doctor` for a status of the GPU collector.
+fn check_of(status: &CollectorStatus) -> Check {
     let static_build = status
         .detail
         .starts_with(crate::model::gpu_source::STATIC_BUILD_NOTE);
-    Some(if status.up {
+    if status.up {
         Check::ok("gpu", format!("NVML: {}", status.detail))
     } else if static_build && status.applicable {
         // The driver is loaded, but this build cannot load its library.
@@ -182,7 +228,7 @@ pub fn doctor_check() -> Option<Check> {
             "check the NVIDIA driver with nvidia-smi; set [gpu] nvml_library if the library \
              is somewhere the loader does not look",
         )
-    })
+    }
 }
 
 #[cfg(test)]
@@ -222,9 +268,10 @@ mod tests {
                 .evidence
                 .contains(&"holds 8.0 GiB of GPU memory on GPU 0".to_string())
         );
-        assert_eq!(snap.collectors.len(), 1);
-        assert_eq!(snap.collectors[0].name, "fake");
-        assert!(snap.collectors[0].up);
+        let statuses = crate::model::collector::gather(&s.collectors());
+        assert_eq!(statuses.len(), 1);
+        assert_eq!(statuses[0].name, "fake");
+        assert!(statuses[0].up);
         assert_eq!(s.name(), "replay");
     }
 
@@ -244,7 +291,7 @@ mod tests {
                 .unwrap_or_default()
         };
         assert_eq!(n(&first), n(&second));
-        assert_eq!(second.collectors.len(), 1);
+        assert_eq!(crate::model::collector::gather(&s.collectors()).len(), 1);
     }
 
     #[test]
@@ -261,10 +308,11 @@ mod tests {
             let plain = plain.sample().unwrap();
             assert_eq!(snap.processes, plain.processes);
             assert!(snap.gpus.is_empty());
-            assert_eq!(snap.collectors.len(), 1);
-            assert!(!snap.collectors[0].up);
+            let statuses = crate::model::collector::gather(&s.collectors());
+            assert_eq!(statuses.len(), 1);
+            assert!(!statuses[0].up);
             assert_eq!(
-                snap.collectors[0].detail,
+                statuses[0].detail,
                 "libnvidia-ml.so.1 not found (no NVIDIA driver)"
             );
         }
@@ -291,5 +339,6 @@ mod tests {
         assert!(platform_collector(&settings).is_none());
         let mut s = wrap(trace(), &settings);
         assert!(s.sample().unwrap().collectors.is_empty());
+        assert!(s.collectors().is_empty());
     }
 }

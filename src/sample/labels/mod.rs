@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::config::LabelsConfig;
-use crate::model::{CollectorStatus, LabelSet, Labels, SharedStr, Snapshot};
+use crate::model::{Collector, CollectorStatus, LabelSet, Labels, SharedStr, Snapshot};
 
 use super::{SampleError, Sampler};
 
@@ -221,26 +221,27 @@ fn resolve(
 }
 
 /// `sampler` with every snapshot's processes labelled, as `config` says,
-/// and the labels collector's status among the snapshot's collectors
-/// (where any process has a cgroup: Linux).
+/// and the labeller among its collectors, reporting once a sample had a
+/// process with a cgroup (Linux).
 pub fn with_labels(sampler: Box<dyn Sampler>, config: &LabelsConfig) -> Box<dyn Sampler> {
     Box::new(Labelled {
         inner: sampler,
         labeller: Labeller::new(config, crate::os::this_process::effective_uid()),
+        cgroups_seen: false,
     })
 }
 
 struct Labelled {
     inner: Box<dyn Sampler>,
     labeller: Labeller,
+    /// The last sample had a process with a cgroup: labels apply here.
+    cgroups_seen: bool,
 }
 
 impl Labelled {
     fn finish(&mut self, mut snap: Snapshot) -> Snapshot {
         self.labeller.label(&mut snap, Instant::now());
-        if snap.processes.iter().any(|p| p.cgroup.is_some()) {
-            snap.collectors.push(self.labeller.status());
-        }
+        self.cgroups_seen = snap.processes.iter().any(|p| p.cgroup.is_some());
         snap
     }
 }
@@ -258,6 +259,22 @@ impl Sampler for Labelled {
     fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
         let snap = self.inner.sample_light(watched)?;
         Ok(self.finish(snap))
+    }
+
+    fn collectors(&self) -> Vec<&dyn Collector> {
+        let mut sources = self.inner.collectors();
+        sources.push(self);
+        sources
+    }
+}
+
+impl Collector for Labelled {
+    fn name(&self) -> &'static str {
+        "labels"
+    }
+
+    fn status(&self) -> Option<CollectorStatus> {
+        self.cgroups_seen.then(|| self.labeller.status())
     }
 }
 
