@@ -98,7 +98,7 @@ const INTERPRETERS: &[&str] = &[
     "java",
 ];
 
-/// Whether `name` (a file name) is one of the [`INTERPRETERS`], with or
+/// Whether `name` (a file name) is one of the `INTERPRETERS`, with or
 /// without a version suffix (`python3`, `python3.12`, `perl5.36`).
 pub fn is_interpreter(name: &str) -> bool {
     let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');

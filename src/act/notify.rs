@@ -20,7 +20,7 @@
 //! doctor` shows it ([`crate::act::doctor::notifier`]).
 //!
 //! The text names processes other users named. It never becomes markup or
-//! code: control characters are escaped as [`printable`] writes them
+//! code: control characters are escaped as [`printable`](crate::model::printable) writes them
 //! (`\u{1b}`, `\n`) in title and body alike; `notify-send` interprets a
 //! subset of HTML in the body (`<b>`, `<a href>`, `<img>`), so the body's
 //! `&`, `<` and `>` become entities; and the AppleScript is a fixed script

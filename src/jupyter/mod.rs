@@ -260,7 +260,7 @@ fn rank(server_owner: Option<u32>, owner: Option<u32>) -> Option<u8> {
 }
 
 /// Ask the servers found in `dirs` whose answers may name the kernels of
-/// `owner` (see [`rank`]: that user's, then root's; every server for kernels
+/// `owner` (see `rank`: that user's, then root's; every server for kernels
 /// whose owner is unknown), each for at most `timeout`. Returns every
 /// kernel id they listed, with the answer of the first server to list it,
 /// and the problems met, as (what, message): `what` names the file or

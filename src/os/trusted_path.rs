@@ -44,7 +44,7 @@ pub enum Problem {
     AccessList { rights: Vec<&'static str> },
     /// Could not be examined.
     Unreadable { error: String },
-    /// More than [`MAX_LINKS`] symbolic links on the way.
+    /// More than `MAX_LINKS` symbolic links on the way.
     TooManyLinks,
 }
 
@@ -224,10 +224,10 @@ fn unreadable(path: &Path, e: &io::Error) -> Untrusted {
 ///
 /// macOS: an extended ACL (`chmod +a`) can let any user write a file whose
 /// mode is `0644`; each *allow* entry's write rights are named
-/// ([`super::macos_acl`]). Linux: none to add: a POSIX access ACL's mask is
+/// ([`super::macos::parse::acl`]). Linux: none to add: a POSIX access ACL's mask is
 /// the group bits of the mode, and no named user or group gets more than the
 /// mask allows, so a mode with no group write already says no one else
-/// can write. Elsewhere: none are read.
+/// can write.
 pub fn acl_write_rights(path: &Path, is_dir: bool) -> io::Result<Vec<&'static str>> {
     #[cfg(target_os = "macos")]
     {

@@ -5,7 +5,7 @@
 //! labels ([`labels`]) and jobs ([`jobs`]), and the [`replay`] sampler that
 //! plays back a recorded trace for tests and simulations.
 //! [`doctor_checks`] and [`doctor_facts`] pick, the same way, what
-//! `headroom doctor` checks on this OS, and [`exit_causes`] opens this OS's
+//! `headroom doctor` checks on this OS, and [`exit_causes()`] opens this OS's
 //! record of how processes end (the OOM killer's lines in `/dev/kmsg`, a
 //! zombie's exit status) for post-mortems.
 

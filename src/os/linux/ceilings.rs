@@ -35,7 +35,7 @@
 //! administrators and container runtimes set limits); at most
 //! [`MAX_LEVELS`] distinct levels per sample, the cgroups past that
 //! skipped for the sample and said so in the collector's status. Every
-//! file is read into one reused buffer of at most [`MAX_FILE`] bytes.
+//! file is read into one reused buffer of at most `MAX_FILE` bytes.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -48,7 +48,7 @@
 //! stream into [`Crash`] and [`GpuFault`] records, joining a fatal-signal
 //! line with the register dump that names its pid. The pid in a fault line
 //! is the faulting *thread*'s (`task_pid_nr`), and the name the thread's:
-//! the reader ([`crate::sample::exit_causes`]) maps it to its process.
+//! the reader ([`mod@crate::sample::exit_causes`]) maps it to its process.
 //!
 //! These lines quote what other users choose: the command name (at most 15
 //! bytes, at the start), the file the fault was in (`… in FILE[…]`, up to

@@ -11,7 +11,7 @@
 //! the C layout.
 //!
 //! [`listening_port`] reads one `socket_fdinfo` (a pure function, tested on
-//! every OS); the FFI wrapper ([`pid_listens`]) exists on macOS only. Who
+//! every OS); the FFI wrapper (`pid_listens`) exists on macOS only. Who
 //! a process runs as comes from `macos_ffi_proc::bsd_info`, the one
 //! caller of `proc_pidinfo(PROC_PIDTBSDINFO)`.
 

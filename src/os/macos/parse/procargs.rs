@@ -16,18 +16,18 @@
 //! The padding: `exec_extract_strings` (`bsd/kern/kern_exec.c`) pads the
 //! strings area with NULs until it is a multiple of the new image's pointer
 //! size before the first argument. The area starts with the 16-byte
-//! `executable_path=` key that `sysctl_procargsx` strips, so argv[0] begins
+//! `executable_path=` key that `sysctl_procargsx` strips, so `argv[0]` begins
 //! at the first multiple of 8 past the path's NUL, counted from the path's
 //! first byte ([`ARGV_ALIGN`]; every process on a macOS that runs headroom
 //! is 64-bit, Rosetta's included). Only that many NULs are padding: an empty
-//! argv[0] (`execve(path, [""], …)`) is one more NUL, and skipping every
+//! `argv[0]` (`execve(path, [""], …)`) is one more NUL, and skipping every
 //! NUL would shift argv by one and take the first environment string for
 //! an argument.
 //!
 //! A process opted out with the `no-read-procargs` entitlement gets a
 //! synthetic buffer (`sysctl_procargs_no_read`, macOS 26): argc 1, its exec
 //! path, TWO NULs whatever the path's length, and the exec path again as
-//! argv[0], and nothing after. That exact shape is recognised
+//! `argv[0]`, and nothing after. That exact shape is recognised
 //! ([`ProcArgs::saved_path`]) and read as `[exec_path]`.
 //!
 //! The parser never panics and never reads past the buffer. A buffer cut
@@ -50,7 +50,7 @@
 
 use crate::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ArgvCap};
 
-/// The pointer size of a 64-bit image: the strings before argv[0] are
+/// The pointer size of a 64-bit image: the strings before `argv[0]` are
 /// padded to a multiple of it (`exec_extract_strings`, `new_ptr_size`).
 pub const ARGV_ALIGN: usize = 8;
 
