@@ -12,7 +12,7 @@
 //!
 //! [`listening_port`] reads one `socket_fdinfo` (a pure function, tested on
 //! every OS); the FFI wrapper (`pid_listens`) exists on macOS only. Who
-//! a process runs as comes from `macos_ffi_proc::bsd_info`, the one
+//! a process runs as comes from `ffi_proc::bsd_info`, the one
 //! caller of `proc_pidinfo(PROC_PIDTBSDINFO)`.
 
 use std::mem::{align_of, offset_of, size_of};
