@@ -1,48 +1,29 @@
 //! Who can change what a root daemon trusts: every path it loads, runs or
 //! writes.
 //!
-//! A daemon running as root that reads its rules from a file a user can
-//! write lets that user make root signal any process; a hook program, a
-//! script handed to an interpreter or a shared library a user can write runs
-//! that user's code as root; a journal a user can write lets them forge the
-//! record (and, through a link, make root write where they choose). So a
-//! root daemon uses a path only if it and every directory on the way to it
-//! can be changed by root alone: owned by root (or the daemon's own uid) and
-//! writable by neither group nor others. A sticky directory such as `/tmp`
-//! counts as writable by others, as in OpenSSH's `StrictModes`: keep such
-//! files where only root writes, e.g. `/etc/headroom`. [`check_path`] is the
-//! check ([`crate::os::trusted_path`]); the paths it guards, and where:
+//! A config, hook, script, library or journal a user can write would let
+//! that user make root signal, run or write what they choose. So a root
+//! daemon uses a path only if it and every directory on the way can be
+//! changed by root alone: owned by root (or the daemon's uid), writable by
+//! neither group nor others; a sticky directory such as `/tmp` counts as
+//! writable by others, as in OpenSSH's `StrictModes`. [`check_path`] is the
+//! check ([`crate::os::trusted_path`]); what it guards:
 //!
-//! - the config file: at start and at every reload ([`check_for_root`]);
-//! - each hook program and its arguments ([`check_hook`]): at config load,
-//!   and again by the actuator right before every run. Every argument that
-//!   is an absolute path (or ends in one, as in `--file=/x`) is checked,
-//!   whatever the program, since a hook may hand it to an interpreter or
-//!   `source` it; when the program is an interpreter (`sh`, `bash`,
-//!   `python3`, `perl`, ... by the basename of the path or of its link
-//!   target, see [`is_interpreter`]), a relative argument is taken as a
-//!   script relative to the hook's working directory, `/`, and checked too.
-//!   `env` as the program is refused: it finds the real program on `PATH`
-//!   and takes settings (`-S`, `-C`, `NAME=value`) that no check can follow;
-//!   name the program itself;
-//! - the NVML library `[gpu] nvml_library`: at every load attempt, at start
-//!   and at each retry ([`crate::os::linux::nvml`]): an untrusted one is
-//!   not loaded and the collector says why;
-//! - the desktop notifier (`notify-send`, `osascript`): looked for in `/usr/bin`
-//!   and `/bin` only, never on `PATH`, and run only if it passes, before every
-//!   notification (`act::notify::find_notifier`);
-//! - the headroom binary a system service runs: the one `service install
-//!   --system` runs from if it passes, otherwise a root-owned copy it makes
-//!   ([`crate::service::choose`]); a root daemon started from a binary that
-//!   does not pass says so at start;
-//! - the journal's directory and file ([`crate::journal::Journal::open_checked`]):
-//!   the directory must pass, the file must be a regular file (not a link)
-//!   owned by root and not writable by group or others; one a user created
-//!   is refused and left as it is, and the daemon runs on with its events in
-//!   memory.
+//! - the config file, at start and every reload ([`check_for_root`]);
+//! - each hook program and its arguments ([`check_hook`]), at load and
+//!   before every run: every absolute-path argument, and for an interpreter
+//!   ([`is_interpreter`]) a relative one as a script under `/`; `env` as
+//!   the program is refused (it searches `PATH`);
+//! - the NVML library ([`crate::os::linux::nvml`]), at every load attempt;
+//! - the desktop notifier, looked for in `/usr/bin` and `/bin` only;
+//! - the binary a system service runs ([`crate::service::choose`] copies
+//!   one that does not pass);
+//! - the journal's directory and file
+//!   ([`crate::journal::Journal::open_checked`]): a file a user created is
+//!   refused and left alone, and events stay in memory.
 //!
-//! A daemon running as a user takes any path: it can signal only that
-//! user's processes, and a file the user can write gives nothing away.
+//! A daemon running as a user takes any path: a file the user can write
+//! gives nothing away.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
