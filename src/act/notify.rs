@@ -6,7 +6,7 @@
 //! owns the process (their uid, primary gid, home and bus; no supplementary
 //! groups) or, for root's process, as root; a daemon running as a user runs
 //! it as itself, on its own session. macOS: `osascript`, through `launchctl
-//! asuser` when root. Elsewhere there is no notifier.
+//! asuser` when root.
 //!
 //! The notifier is never looked up on `PATH`: a directory early on the
 //! daemon's `PATH` that a user can write (a group-writable `/usr/local/bin`,
