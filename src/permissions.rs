@@ -14,7 +14,7 @@
 //!   before every run: every absolute-path argument, and for an interpreter
 //!   ([`is_interpreter`]) a relative one as a script under `/`; `env` as
 //!   the program is refused (it searches `PATH`);
-//! - the NVML library ([`crate::os::linux::nvml`]), at every load attempt;
+//! - the NVML library (`os::linux::nvml`), at every load attempt;
 //! - the desktop notifier, looked for in `/usr/bin` and `/bin` only;
 //! - the binary a system service runs ([`crate::service::choose`] copies
 //!   one that does not pass);

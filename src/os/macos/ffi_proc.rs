@@ -3,7 +3,7 @@
 //!
 //! Each function makes its call(s) and returns plain values or the errno;
 //! the sampler and the signal-identity check sort errnos into failures with
-//! [`super::proc_info`]. None of them keeps state between calls.
+//! [`super::parse::proc_info`]. None of them keeps state between calls.
 
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of};
@@ -101,7 +101,7 @@ pub struct BsdInfo {
 
 /// `proc_pidinfo(pid, PROC_PIDTBSDINFO)`, the one place headroom makes
 /// this call: the sampler, the signal-identity check, the doctor and
-/// [`super::process_owner`] all read a process's BSD info through here.
+/// [`crate::os::process_owner`] all read a process's BSD info through here.
 /// Refused with EPERM for other users' processes unless the caller is root.
 pub fn bsd_info(pid: i32) -> Result<BsdInfo, i32> {
     // SAFETY: proc_bsdinfo is plain integers and byte arrays; all-zero is
@@ -291,7 +291,7 @@ pub fn this_process_translated() -> Option<bool> {
 }
 
 /// The raw `kinfo_proc` for `pid`; parse it with
-/// [`super::kinfo::parse`]. Empty when there is no such process. Readable
+/// [`super::parse::kinfo::parse`]. Empty when there is no such process. Readable
 /// for every process without privileges.
 pub fn kinfo_proc(pid: i32) -> Result<Vec<u8>, i32> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROC, libc::KERN_PROC_PID, pid];

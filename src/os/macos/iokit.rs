@@ -5,7 +5,7 @@
 //! IOKit objects are Mach port names that must be released; [`IoObject`]
 //! owns one and releases it on drop, so no early return leaks a port.
 //! CoreFoundation values come back as `CFRetained`, which releases itself.
-//! The values are handed to [`super::gpu_stats`] as plain Rust data.
+//! The values are handed to [`super::parse::gpu_stats`] as plain Rust data.
 
 use std::ffi::{CStr, c_char};
 use std::num::NonZeroU32;
