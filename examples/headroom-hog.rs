@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use headroom::config::{ByteSize, Rate, parse_duration, parse_rate, parse_size};
-use headroom::policy::SignalName;
 use headroom::os::{ffi::fork, residency};
+use headroom::policy::SignalName;
 use signal_hook::iterator::Signals;
 
 /// Touch one byte in every 4 KiB: every page on 4 KiB and 16 KiB page systems.

@@ -4,7 +4,9 @@
 # headroom's macOS sampler talks to Mach, libc and IOKit. Without a Mac at hand
 # we still want the compiler to check every name, type and signature in that
 # code, so this script runs `cargo check` for aarch64-apple-darwin (Apple
-# Silicon) and x86_64-apple-darwin (Intel). Nothing is linked or run.
+# Silicon) and x86_64-apple-darwin (Intel), and `cargo doc` with -D warnings
+# for the first, so that links in macOS-only docs resolve. Nothing is linked
+# or run.
 #
 # rustup cannot fetch the Apple standard library here, so the script builds it
 # from source with cargo's -Zbuild-std, using Debian's rustc-web, cargo-web and
@@ -54,6 +56,19 @@ for target in $targets; do
     failed+=("$target")
   fi
 done
+
+# The docs of the code only macOS compiles: its intra-doc links resolve only
+# where it is built, so scripts/test.sh's `cargo doc` on Linux cannot see
+# them. One target is enough: both compile the same macOS items.
+doc_target=${targets%% *}
+echo "mac-check: cargo doc -D warnings --target $doc_target" >&2
+if ! RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
+    RUSTDOCFLAGS="-D warnings" \
+    CARGO_TARGET_DIR="${MAC_CHECK_TARGET_DIR:-target/mac-check}" \
+    /usr/bin/cargo doc -q --no-deps --document-private-items --lib --bins \
+    -Zbuild-std=std,panic_abort,test,proc_macro --target "$doc_target"; then
+  failed+=("$doc_target (cargo doc)")
+fi
 
 if (( ${#failed[@]} )); then
   echo "mac-check: FAILED for ${failed[*]}" >&2

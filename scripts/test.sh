@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Run headroom's whole test suite: formatting, lints, the unit tests and the
-# hermetic integration tests (plain `cargo test`), the environment tier of
-# integration tests (`cargo test --test environment`: root, a second user,
-# a browser, Prometheus, Jupyter, systemd, the soak), and (on Linux) a short
-# run of every fuzz target and the macOS type-check.
+# Run headroom's whole test suite: formatting, lints, the API docs' links,
+# the unit tests and the hermetic integration tests (plain `cargo test`),
+# the environment tier of integration tests (`cargo test --test
+# environment`: root, a second user, a browser, Prometheus, Jupyter,
+# systemd, the soak), and (on Linux) a short run of every fuzz target and
+# the macOS type-check.
 #
 # On a fresh Debian/Ubuntu machine it installs what the environment tier
 # needs (as root, with apt-get; the tier's root tests need root too);
@@ -147,6 +148,13 @@ cargo clippy --test environment --locked -- -D warnings
 # API: linted here with the stable toolchain, so that an API change fails
 # in a minute rather than at the fuzz stage's sanitizer build.
 cargo clippy --manifest-path fuzz/Cargo.toml --bins --locked -- -D warnings
+
+# The API docs of the library and the binaries, private items included:
+# a broken intra-doc link (an item renamed or moved), a link to an item
+# cfg'd out on this OS, an ambiguous link or a bare URL fails here.
+say "cargo doc -D warnings (intra-doc links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --document-private-items --lib --bins
+tidy target/doc
 
 # The unit tests and the hermetic tier: what any contributor's plain
 # `cargo test` runs, with nothing installed.

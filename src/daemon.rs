@@ -1,44 +1,27 @@
 //! The daemon loop behind `headroom run`.
 //!
-//! Every tick it takes a sample on a blocking thread (never on the async
-//! workers), reads there too what the OS recorded about processes that
-//! ended ([`ExitCauses`]), names Jupyter kernels by their notebook from the
-//! latest lookup ([`Notebooks`], no I/O on this path), records the sample in
-//! its history and publishes it; then runs the policy and writes the
-//! post-mortems of watched processes that ended ([`PostMortems`]). It
-//! samples at the normal interval while memory is calm and at the fast
-//! interval while pressure is elevated, and wakes at once when the OS
-//! reports pressure (a PSI trigger on Linux). SIGHUP reloads the config file
-//! (a bad new file is rejected and the old config kept); SIGTERM and SIGINT
-//! stop it cleanly.
+//! Every tick it samples on a blocking thread (with what the OS recorded
+//! about ended processes, [`ExitCauses`]), names Jupyter kernels from the
+//! latest lookup ([`Notebooks`], no I/O here), records and publishes the
+//! sample, runs the policy and writes the post-mortems ([`PostMortems`]).
+//! SIGHUP reloads the config (a bad file is rejected, the old one kept);
+//! SIGTERM and SIGINT stop it cleanly.
 //!
-//! Who owns what: the loop owns its config and its history ([`Working`])
-//! and everything it carries from one sample to the next (`Running`: the
-//! policy's memory, the post-mortems, the cadence, the pipeline). It hands
-//! the snapshot, the history and the config forward to the policy and the
-//! post-mortems itself. The [`State`] in the `watch` channel is for readers
-//! (HTTP, metrics, the CLI): the loop copies `Arc`s into it and counts
-//! there, and never reads its own data back from it. A reload replaces the
-//! loop's config first and then publishes it.
+//! The loop owns its config and history ([`Working`]) and what it carries
+//! between samples (`Running`: the policy's memory, the post-mortems, the
+//! cadence, the pipeline). The [`State`] in the `watch` channel is for
+//! readers (HTTP, metrics, the CLI): the loop copies `Arc`s into it and
+//! never reads its own data back from it.
 //!
-//! Between ticks, while a rule's system condition (`[rule.when]`) comes
-//! near, the system probe ([`crate::sample::probe`]) reads the machine-wide
-//! figures alone, faster the nearer the condition and just past its
-//! predicted crossing; a condition that newly holds is sampled at once, so
-//! the policy picks its victim on it. Most ticks are light (new, ML,
-//! rule-matched and the largest processes read, the rest carried); the
-//! whole process table is read every few intervals and whenever memory
-//! moves.
-//! [`cadence`] holds those decisions as pure functions; this file does the
-//! I/O and the wiring. How late each timer wake comes against its schedule
-//! is counted and published with the next sample
-//! (`headroom_wake_lateness_seconds`): a daemon starved of CPU shows there.
-//!
-//! A kernel pressure event counts as at least the level it stands for on
-//! the sample it wakes (Linux: `warn`, since the PSI trigger fires on 15 %
-//! of a second stalled, a rate above the warn threshold that the 10-second
-//! average would reach only seconds later), so a `pressure` condition is
-//! evaluated on that very sample; the snapshot's notes say so.
+//! When to sample is decided in [`cadence`] as pure functions: the fast
+//! interval while pressure is elevated, light ticks most of the time with a
+//! full one every few intervals and whenever memory moves, and the system
+//! probe ([`crate::sample::probe`]) between ticks while a rule's `[rule.when]`
+//! condition comes near, sampling at once when it holds. The OS's pressure
+//! wake (a PSI trigger on Linux) samples at once, and counts as at least the
+//! level it stands for on that sample. Each timer wake's lateness is
+//! published (`headroom_wake_lateness_seconds`): a daemon starved of CPU
+//! shows there.
 
 pub mod cadence;
 pub mod sample_log;

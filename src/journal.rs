@@ -1,7 +1,7 @@
 //! The journal: append-only JSON Lines of [`Event`]s that survives `kill -9`
 //! and power loss.
 //!
-//! It is two sets of files ([`layout`]): the record of what headroom did
+//! It is two sets of files (`layout`): the record of what headroom did
 //! (actions, the daemon's start, stop and reloads) and the events of
 //! processes (post-mortems, limits crossed), so that no number of
 //! processes' ends can rotate an action out of the journal; each user gets

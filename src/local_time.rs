@@ -65,10 +65,10 @@ fn wall_clock(at: Timestamp, offset: i64) -> Option<String> {
     Some(text.trim_end_matches('Z').replacen('T', " ", 1))
 }
 
-/// A time as [`format`] writes it, or as RFC 3339 does: `2026-11-22
+/// A time as [`format()`] writes it, or as RFC 3339 does: `2026-11-22
 /// 14:02:05 +01:00`, `2026-11-22T13:02:05Z`, `2026-11-22T14:02:05+01:00`,
 /// fractions of a second allowed. Without a zone (`2026-11-22 14:02:05`)
-/// the time is local, as [`format`] shows it. The error says what was
+/// the time is local, as [`format()`] shows it. The error says what was
 /// expected.
 pub fn parse(text: &str) -> Result<Timestamp, String> {
     parse_with(text, &|at| utc_offset(at).unwrap_or(0))

@@ -25,7 +25,7 @@
 //! label is shown only to a reader allowed to see it ([`render_for`]; the
 //! HTTP server decides who is), and so are a Docker container's name (read
 //! in root's own directory) and the path of a tmpfs file no user could list
-//! (see [`unowned`]).
+//! (see `unowned`).
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};

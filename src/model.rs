@@ -91,7 +91,7 @@ impl fmt::Display for Timestamp {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub taken_at: Timestamp,
-    /// Which sampler produced it: `linux`, `macos`, `sysinfo` or `replay`.
+    /// Which sampler produced it: `linux`, `macos` or `replay`.
     pub source: String,
     /// Played back from a recorded trace (`headroom run --replay`), not
     /// sampled on this machine: its processes are the trace's, and nothing
@@ -436,8 +436,7 @@ pub struct ProcessSample {
     /// [`crate::os::linux::parse::procfs::CGROUP_PATH_MAX`] bytes (a longer path is not
     /// kept). Any user may read it, like the file it comes from; names in it
     /// can be another user's choice, so it is shown through [`printable`].
-    /// `None` where unknown (macOS, a kernel without cgroups, the sysinfo
-    /// sampler).
+    /// `None` where unknown (macOS, a kernel without cgroups).
     #[serde(default)]
     pub cgroup: Option<SharedStr>,
     pub workload: Workload,

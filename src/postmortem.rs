@@ -2,60 +2,36 @@
 //! got, how fast it was growing, and why it ended, with how that was
 //! learned.
 //!
-//! Watched: every ML workload (Jupyter kernels included) and every process
-//! headroom acted on. [`PostMortems::observe`] compares each snapshot with
-//! what it tracked: a process that is no longer listed, or that the OS
-//! reports dead while its parent has not yet collected it (a zombie), has
-//! ended. Its cause, most direct evidence first:
+//! Watched: every ML workload and every process headroom acted on.
+//! [`PostMortems::observe`] compares each snapshot with what it tracked; a
+//! process no longer listed, or a zombie, has ended. Its cause, most direct
+//! evidence first:
 //!
-//! 1. **The OS's record of a memory kill** ([`MemoryKill`]: the Linux OOM
-//!    killer's line in `/dev/kmsg`, jetsam's in macOS's unified log) for
-//!    its pid and name, read after it was first seen (so a kill of an
-//!    earlier process with the same pid is never blamed on it):
-//!    `oom-killer` or `jetsam`.
-//! 2. **The OS's record of a crash** ([`Crash`]: a fault line in
-//!    `/dev/kmsg`, a macOS crash report), matched the same way: `crashed`,
-//!    naming the signal and the library, and saying that memory was not the
-//!    reason, with the footprint at the last sample (unless the record says
-//!    it was: a Metal command buffer that failed for want of GPU memory).
-//! 3. **headroom's own signal** (`signal-by-headroom`, naming the rule and
-//!    step): a SIGKILL at any time; any signal headroom delivered after the
-//!    last sample that saw the process alive; the signal its exit status
-//!    names; or a SIGTERM that a later sample saw it survive (it handles
-//!    SIGTERM) and that it ended within [`SHUTDOWN_GRACE`] of: a clean
-//!    shutdown.
-//! 4. **A GPU fault** ([`GpuFault`]: an NVIDIA Xid naming its pid) before
-//!    it ended: `gpu-error`, with what the Xid means.
-//! 5. **Its exit status**, where the OS kept one for the daemon to read (a
-//!    zombie's `/proc/[pid]/stat` on Linux): an exit code is `exited`; a
-//!    signal nobody owns up to stays `unknown`, with the signal named.
-//! 6. Otherwise `unknown`, with what was looked at and found silent, and
-//!    headroom's last signal if it sent one (which the process outlived).
+//! 1. the OS's record of a memory kill ([`MemoryKill`]: the OOM killer,
+//!    jetsam), then of a crash ([`Crash`]: a kmsg fault line, a macOS crash
+//!    report), for its pid and name, logged after it was first seen (so an
+//!    earlier process with the same pid is never blamed);
+//! 2. headroom's own signal: a SIGKILL, any signal delivered after the last
+//!    sample that saw it alive, the signal its exit status names, or a
+//!    SIGTERM it survived and ended within [`SHUTDOWN_GRACE`] of;
+//! 3. a GPU fault naming its pid ([`GpuFault`]);
+//! 4. its exit status, where the OS kept one (a zombie's `stat`);
+//! 5. otherwise `unknown`, with what was looked at and found silent.
 //!
 //! An exit status that was read overrules a record it belies: the OOM
-//! killer and jetsam end a process with SIGKILL and a crash with its own
-//! signal, so a process that died of SIGTERM or exited with a code was not
-//! ended by them, whatever a record says; nor by a signal of headroom's
-//! other than the one that ended it.
+//! killer and jetsam end with SIGKILL, a crash with its own signal. A
+//! process gone without a record is judged one sample later, and no sooner
+//! than [`Observed::record_lag`], so that a record logged a moment late is
+//! not missed.
 //!
-//! A process gone without a record is judged one sample later, not at once
-//! (and no sooner than the OS's record lag, [`Observed::record_lag`]: a
-//! macOS crash report takes seconds to be written), so that a record logged
-//! a moment after the process vanished, or the outcome of a signal headroom
-//! was still delivering, is not missed.
+//! A job's workers ([`crate::model::Job`]) come and go with its work, so a
+//! worker's end is reported only when headroom acted on it or a record names
+//! a direct cause; a worker stays one when re-parented. The root's
+//! post-mortem summarises the job ([`JobEnd`]).
 //!
-//! Jobs ([`crate::model::Job`]): the workers of a job (a kernel's forked
-//! pool, DataLoader workers, model-server runners) come and go with its
-//! root's work, so a worker's end is reported only when headroom acted on
-//! it or a record names a direct cause (the OOM killer, jetsam, a crash),
-//! and its post-mortem names whose worker it was. A process once seen as a
-//! worker stays one when its root ends first and it is re-parented. The
-//! root's post-mortem summarises the job instead ([`JobEnd`]): how many
-//! workers it had (at its end, and at most at once), the job's peak total
-//! footprint, and how many of its last workers ended with it.
-//!
-//! Pure: no I/O, no clock. The daemon reads the OS ([`crate::sample::ExitCauses`])
-//! on its blocking thread and hands the result in.
+//! Pure: no I/O, no clock. The daemon reads the OS
+//! ([`crate::sample::ExitCauses`]) on its blocking thread and hands the
+//! result in.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;

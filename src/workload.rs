@@ -7,47 +7,28 @@
 //! (`argv[2] is ipykernel_launcher`, `maps libtorch_cpu.so`) so that people
 //! and logs can see why a process was treated as ML work.
 //!
-//! Rules, in the order their evidence is listed:
+//! The rules, in the order their evidence is listed:
 //!
-//! 1. **Jupyter kernel**: Python running the `ipykernel_launcher` or
-//!    `ipykernel` module (or the `ipykernel_launcher.py` script), or any
-//!    program given a Jupyter connection file (`-f /…/kernel-<id>.json`,
-//!    `-f=…`, `--f=…`, `--connection-file …`, or a bare path as IRkernel and
-//!    IJulia take it). The kernel id is what follows `kernel-` in the file
-//!    name, up to `.json` (so `kernel-v2-1234abc.json` gives `v2-1234abc`).
-//!    A file named after `--existing` belongs to a client, not a kernel.
-//! 2. **LLM server**: llama.cpp (`llama-server`, `llama-cli`, `llama-run`,
-//!    `llamafile`; other `llama-*` tools and the old `server` / `main`
-//!    binaries when given a `.gguf` model), Ollama (`ollama serve`,
-//!    `ollama runner`, `ollama_llama_server`), vLLM (`vllm serve`,
-//!    `python -m vllm.entrypoints…`, and its `VLLM::…` worker titles),
-//!    `python -m llama_cpp.server` and `mlx_lm.server`.
-//! 3. **Frameworks** from argv (`torchrun`, `python -m torch.distributed.run`,
-//!    `accelerate launch`, `deepspeed`, `python -m tensorflow…`, `jax…`,
-//!    `mlx_lm.*`, `python -c "import torch"`) and from mapped libraries
-//!    (`libtorch_cpu`, `libc10`, `libtensorflow_framework`,
-//!    `_pywrap_tensorflow_internal`, `xla_extension`, `libjax_common`,
-//!    `libmlx`, `libcudart` → [`Framework::Cuda`], or any file under
-//!    `site-packages/{torch,tensorflow,jaxlib,mlx}/` when full paths are
-//!    given). A script's name (`train.py`) is never evidence by itself.
-//! 4. **Python**: the executable, `argv[0]` or process name is a Python
-//!    interpreter (`python`, `python3`, `python3.11`, `pythonw`,
-//!    `python3.13t`, macOS's framework `Python`, `python.exe`).
+//! 1. **Jupyter kernel**: Python running `ipykernel_launcher`, or any program
+//!    given a connection file (`-f …/kernel-<id>.json` and its spellings);
+//!    the kernel id is what follows `kernel-`. A file after `--existing`
+//!    belongs to a client, not a kernel.
+//! 2. **LLM server**: llama.cpp, Ollama, vLLM, `llama_cpp.server`,
+//!    `mlx_lm.server`.
+//! 3. **Frameworks**, from argv (`torchrun`, `accelerate launch`, …) and from
+//!    mapped libraries (`libtorch_cpu`, `libmlx`, `libcudart` →
+//!    [`Framework::Cuda`], …). A script's name is never evidence by itself.
+//! 4. **Python**: the executable, `argv[0]` or name is an interpreter.
 //!
-//! The kind is the first that applies: Jupyter, LLM server, a framework,
-//! Python, other. When several frameworks are seen, the kind follows the
-//! first of MLX, JAX, PyTorch, TensorFlow among those named on the command
-//! line, else among the mapped libraries: JAX and MLX programs often load
-//! torch or tensorflow only for data loading (`torch.utils.data`,
-//! `tf.data`, TensorBoard) and rarely the other way round, and TensorFlow is
-//! pulled in as a side effect by many libraries. CUDA alone gives no kind.
-//! Every framework seen is listed in [`Workload::frameworks`], also for
-//! Jupyter kernels and LLM servers.
+//! The kind is the first that applies. Among several frameworks it follows
+//! the first of MLX, JAX, PyTorch, TensorFlow named on the command line,
+//! else among the libraries (JAX and MLX programs often load torch or
+//! tensorflow for data loading only); CUDA alone gives no kind. Every
+//! framework seen is in [`Workload::frameworks`].
 //!
-//! Names are compared without regard to case, with a trailing `.exe`
-//! removed, and paths are split on both `/` and `\`. The process name is
-//! the kernel's 15-byte `comm` on Linux, so a name of exactly 15 bytes also
-//! matches longer program names it is a prefix of.
+//! Names are compared without case, a trailing `.exe` removed, paths split
+//! on `/` and `\`; a 15-byte name (Linux's `comm`) also matches the longer
+//! names it is a prefix of.
 
 use std::sync::LazyLock;
 

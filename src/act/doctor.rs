@@ -10,8 +10,8 @@ pub fn signals() -> Check {
 }
 
 /// The notifier a `{ notify = true }` step would run, found the way the
-/// actuator finds it ([`super::notify::find_notifier`] in
-/// [`super::notify::NOTIFIER_DIRS`], never on `PATH`): `ok` with its path,
+/// actuator finds it (`notify::find_notifier` in
+/// `notify::NOTIFIER_DIRS`, never on `PATH`): `ok` with its path,
 /// `warn` when one is there but others could change it, `n/a` when there is
 /// none (a machine without a desktop).
 pub fn notifier() -> Check {

@@ -2,13 +2,11 @@
 //! checked like a target and signalled on its own.
 //!
 //! `kill(-pgid)` would reach every process of the group, and a group is
-//! not its owner's alone: a user's job started from a root shell holds
-//! root's processes, and any process may join any group of its own session
-//! (`setpgid(0, pgid)`), so in a session two users share (a `tmux` or
-//! `screen` started by one for both, a `su` inside a terminal) one user's
-//! process can join the other's job. So the group step reaches only what
-//! the target's owner could have started: the actuator reads the target's
-//! owner, lists the members ([`identity::group_members`]) and, for each one:
+//! not its owner's alone: a job started from a root shell holds root's
+//! processes, and in a session two users share one user's process can join
+//! the other's group (`setpgid`). So the step reaches only what the target's
+//! owner could have started: the actuator lists the members
+//! ([`identity::group_members`]) and, for each one:
 //!
 //! 1. never pid 0 or 1, headroom itself or one of its ancestors;
 //! 2. pins it (Linux: `pidfd_open`) and reads its facts after the pin
@@ -26,15 +24,10 @@
 //!    through its own pidfd, or with `kill` after its start time is checked
 //!    again where there are no pidfds.
 //!
-//! Members that fail a check are left alone and named in the report (the
-//! log line and the journal's event), with why: `left alone: pid 17 (uid
-//! 1001, not the target's owner uid 1000)`. The target's `require_handler`
-//! check covers the step; the members get the signal as a group signal
-//! would give it to them.
-//!
-//! A race is accepted: a process that joins the group (a member forks)
-//! after the list is made is not signalled, and a member's owner could
-//! change (`setuid`) between its check and its signal.
+//! Members that fail a check are left alone and named in the report, with
+//! why (`left alone: pid 17 (uid 1001, not the target's owner uid 1000)`).
+//! A member forked after the list is made is not signalled, and a member's
+//! owner could change (`setuid`) between its check and its signal.
 
 use std::io;
 

@@ -3,7 +3,7 @@
 //!
 //! [`Actuator::execute`] is quick enough to call from the daemon loop:
 //! signals are checked and sent synchronously (microseconds; see
-//! [`signal`] for the safety checks that run before every one), while hooks
+//! `signal.rs` for the safety checks that run before every one), while hooks
 //! and notifications run on a thread each and report their completion as an
 //! event of their own when they end. Every event goes to the channel given to
 //! [`Actuator::new`], stamped with the time it happened.

@@ -6,7 +6,7 @@
 //! owns the process (their uid, primary gid, home and bus; no supplementary
 //! groups) or, for root's process, as root; a daemon running as a user runs
 //! it as itself, on its own session. macOS: `osascript`, through `launchctl
-//! asuser` when root. Elsewhere there is no notifier.
+//! asuser` when root.
 //!
 //! The notifier is never looked up on `PATH`: a directory early on the
 //! daemon's `PATH` that a user can write (a group-writable `/usr/local/bin`,
@@ -20,7 +20,7 @@
 //! doctor` shows it ([`crate::act::doctor::notifier`]).
 //!
 //! The text names processes other users named. It never becomes markup or
-//! code: control characters are escaped as [`printable`] writes them
+//! code: control characters are escaped as [`printable`](crate::model::printable) writes them
 //! (`\u{1b}`, `\n`) in title and body alike; `notify-send` interprets a
 //! subset of HTML in the body (`<b>`, `<a href>`, `<img>`), so the body's
 //! `&`, `<` and `>` become entities; and the AppleScript is a fixed script

@@ -7,7 +7,7 @@
 //! cooldowns are the daemon's. Otherwise this machine is sampled once and
 //! judged under `--config` (or the embedded default); the limits that need
 //! history (growth, time to exhaustion) are then unknown, and the output
-//! says so. Either way the judging is [`crate::policy::explain`], the same
+//! says so. Either way the judging is [`crate::policy::explain()`], the same
 //! matching, reach and limit code the daemon runs. A port held by another
 //! user's program is refused, not asked and not fallen back from
 //! ([`DaemonClient::holder`]): the daemon may be elsewhere.

@@ -26,7 +26,7 @@ pub const MAX_GROWTH_POINTS: usize = 40;
 const MIN_TREND_SPAN: Duration = Duration::from_millis(200);
 
 impl ProcessTrack {
-    /// The points within `window` before `now` whose [`Detail`] is that of the
+    /// The points within `window` before `now` whose [`Detail`](crate::model::Detail) is that of the
     /// newest of them: an estimated footprint and an exact one of the same
     /// process differ by more than growth, so they are never compared. As
     /// `(seconds before now, footprint)`, small numbers that keep the f64

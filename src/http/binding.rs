@@ -67,7 +67,9 @@ pub fn explained(failed: &BindError) -> String {
     format!("{failed}{holders}")
 }
 
-/// [`holders`] from the uids listening there, each named by `name`.
+/// The end of a bind error that names who holds the port (` — the port is
+/// held by uid 1000 (ann)`), from the uids listening there, each named by
+/// `name`; empty when there are none.
 pub fn describe_holders(uids: &[u32], name: impl Fn(u32) -> Option<String>) -> String {
     let mut distinct: Vec<u32> = uids.to_vec();
     distinct.sort_unstable();

@@ -266,7 +266,7 @@ pub enum BindError {
     Other(SocketAddr, #[source] io::Error),
 }
 
-/// The address to put in a URL: an unspecified address (0.0.0.0, [::]) is
+/// The address to put in a URL: an unspecified address (`0.0.0.0`, `[::]`) is
 /// reached through loopback.
 pub fn browsable(addr: SocketAddr) -> SocketAddr {
     let mut addr = addr;
@@ -317,7 +317,7 @@ enum Source {
 }
 
 /// The server running on its own thread and single-threaded runtime, at a
-/// lower CPU priority than the sampling loop ([`HTTP_NICE`], where the OS
+/// lower CPU priority than the sampling loop (`HTTP_NICE`, where the OS
 /// has per-thread priorities).
 pub struct Server {
     addr: SocketAddr,

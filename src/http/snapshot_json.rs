@@ -338,7 +338,7 @@ const FRAME: usize = 64 * 1024;
 /// A JSON answer made of shared slices, sent as they are. Holds a permit of
 /// the large-answer gate, if given, until it is sent or dropped.
 ///
-/// The slices go out in frames of at most [`FRAME`] bytes: the server takes
+/// The slices go out in frames of at most `FRAME` bytes: the server takes
 /// the next frame only when it has written the last, so the body (and its
 /// permit) lives until its last bytes are on their way. Handed over whole, a
 /// slice would leave the body at once and let the permit go while the

@@ -1,51 +1,29 @@
 //! Who is asking, and what they may see: the HTTP surface reveals to a local
 //! user no more than the OS would.
 //!
-//! `ps` shows every process's name, pid, user and memory to everyone, but on
-//! a machine mounted with `hidepid=2` another user's command line is hidden,
-//! which libraries a process maps (`/proc/[pid]/maps`) is hidden from other
-//! users everywhere, and a Jupyter notebook's path is known to headroom only
-//! because it asked the user's own Jupyter server with the user's token. So
-//! a process's `argv`, `exe`, notebook, kernel id and the workload evidence
-//! drawn from them or from its mapped libraries are shown only to a viewer
-//! who is root or who owns the process; anyone else gets the process with
-//! those left out and `"redacted": true`. Where `/proc` hides other users'
-//! processes altogether (`hidepid`, [`crate::os::proc_visibility`]), a
-//! viewer who is not root, nor in the mount's exempt group, is not shown
-//! other users' processes at all ([`Sight::OwnOnly`]): not in the process
-//! list, the jobs, the metrics or the events. `http.show_all_users = true`
-//! shows everything to everyone.
+//! The viewer is the uid owning the client end of the TCP connection,
+//! looked up once per connection ([`Peer`], through
+//! [`crate::os::sockets::client_uid`]); a client that cannot be identified
+//! is an unprivileged stranger. Unless `http.show_all_users = true`:
 //!
-//! An event about another user's process ([`crate::event::Event::redacted`])
-//! loses the notebook and kernel id, and a post-mortem what the kernel log
-//! said (its line, addresses, library): the OS shows the kernel log to root
-//! only (`dmesg_restrict`).
-//!
-//! The names of a process's container read from a directory other users may
-//! not list (Docker's) are shown only to the same viewers; its pod,
-//! namespace and Kubernetes container, which the kubelet's world-readable
-//! log directories name, and the ids in its cgroup path, which anyone may
-//! read, stay.
-//!
-//! The viewer is the uid owning the client end of the TCP connection, looked
-//! up once per connection ([`Peer`]) from the kernel's socket table
-//! ([`crate::os::sockets::client_uid`]). A client that cannot be identified
-//! (not on loopback, a platform without the table, a failed lookup) is
-//! treated as an unprivileged stranger.
-//!
-//! Memory no process owns ([`redact_unowned`]): every user can list
-//! `/dev/shm` and read `/proc/sysvipc/shm`, so their names, owners and sizes
-//! stay; a path in another tmpfs directory (which may be readable by its
-//! owner only) and a memfd's name (seen only through its holder's file
-//! descriptors) become [`HIDDEN_PATH`], and which processes map or hold a
-//! file (their file descriptors and mappings, which the OS hides from
-//! other users) is left out, with `"redacted": true` on the file. The
-//! redacted form is shared by every viewer who does not see everything,
-//! so it hides those paths from their owners too.
-//!
-//! Hook arguments in `/api/v1/config` (webhook URLs, tokens) are hidden from
-//! everyone, root included: a config file readable only by root must not
-//! become readable through the port.
+//! - A process's `argv`, `exe`, notebook, kernel id and the evidence drawn
+//!   from them or its libraries go only to root and its owner (`hidepid`
+//!   hides command lines, `maps` is private, notebooks come from the user's
+//!   own server); anyone else gets `"redacted": true`. Where `/proc` hides
+//!   other users' processes ([`crate::os::proc_visibility`]), a viewer
+//!   outside the exempt group sees only their own ([`Sight::OwnOnly`]) in
+//!   processes, jobs, metrics and events.
+//! - An event about another user's process
+//!   ([`crate::event::Event::redacted`]) loses the notebook, the kernel id
+//!   and what the kernel log said (the OS shows it to root only).
+//! - Container names read from a directory others may not list (Docker's)
+//!   are hidden likewise; pod, namespace and cgroup ids stay.
+//! - Memory no process owns ([`redact_unowned`]): `/dev/shm` and SysV
+//!   entries stay; other tmpfs paths and memfd names become
+//!   [`HIDDEN_PATH`] and their holders are left out, for every viewer who
+//!   does not see everything (their owners too).
+//! - Hook arguments in `/api/v1/config` (webhook URLs, tokens) are hidden
+//!   from everyone, root included.
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};

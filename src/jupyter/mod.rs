@@ -1,64 +1,33 @@
 //! Which notebook each Jupyter kernel runs.
 //!
-//! The classifier (`workload.rs`) reads a kernel's id from its command line
-//! (`-f …/kernel-<id>.json`); only the Jupyter server that started it knows
-//! the notebook. headroom finds the servers from their runtime files
-//! ([`runtime`]), asks them for `/api/sessions` ([`sessions`]), and keeps the
-//! answer in a [`NotebookMap`] from kernel to notebook path. A kernel is its
-//! id *and* the user that runs it ([`Kernel`]): the id is in the kernel's
-//! command line, which every user can read and put into a process of their
-//! own.
+//! The classifier reads a kernel's id from its command line; only the
+//! Jupyter server that started it knows the notebook. headroom finds the
+//! servers from their runtime files ([`runtime`], read as untrusted input),
+//! asks them for `/api/sessions` ([`sessions`]) and keeps a [`NotebookMap`]
+//! from kernel to notebook path. A kernel is its id *and* its user
+//! ([`Kernel`]): any user can put an id into a command line of their own.
 //!
-//! **Whose answer.** A kernel's notebook is taken only from a server of the
-//! kernel's owner: a runtime file that user owns, naming a port whose every
-//! listener is that user's ([`listener_check`]), or a server of root's. A
-//! lookup for one user's kernels asks that user's servers first, then
-//! root's, and no one else's; so another user's server that lists the same
-//! kernel id is never asked about it, and neither names, erases nor
-//! overwrites its label. An entry stays while its kernel runs, even when
-//! its server does not answer a later lookup.
-//!
-//! **When it asks.** Only when a kernel appears that the map cannot
-//! answer, never on every sample. A kernel that no server knows (one started
-//! by an editor, or seen a moment before its server registered the session)
-//! is asked about again after 2 s, then 4 s, 8 s, … up to every 10 minutes,
-//! so an unmappable kernel costs a handful of lookups, not one per tick.
-//!
-//! **Where it runs.** Lookups read files and talk HTTP, so they run off the
-//! daemon's loop: the daemon calls [`Notebooks::annotate`] on each new
-//! snapshot (a few hash lookups in the latest published map, no I/O); a
-//! kernel the map lacks sends the set of present kernels to a thread of its
-//! own (`headroom-jupyter`), which decides which lookups are due and starts
-//! one per user whose kernels are due, each on a thread of its own, at most
-//! [`MAX_LOOKUPS_AT_ONCE`] at a time and one per user. Each answer updates
-//! the map as it comes and is published at once: one user's slow servers
-//! hold up the lookups of that user's kernels only. A new kernel is
-//! therefore named from the sample after its lookup answered (one sampling
-//! interval, plus its owner's servers' answer time).
-//!
-//! **Whose files.** Run as a user, headroom reads that user's runtime
-//! directories. Run as root, it reads root's own and the configured
-//! `runtime_dirs`, and every user's only with `[jupyter] other_users = true`:
-//! the files hold the servers' tokens, which let whoever holds them run code
-//! as that user. The files are read as untrusted input ([`runtime`]: no
-//! links, no FIFOs or devices, a size cap, the owner from the file read).
-//! Tokens are sent only to loopback addresses, and only while the file's pid
-//! is alive and its owner's and the port is held by the file's owner
-//! ([`listener_check`]): a stale file whose port someone else took gets
-//! nothing. Servers are told apart by url and owner, so one user's file
-//! cannot hide another's server at the same url.
-//!
-//! **Bounds.** A lookup asks at most [`MAX_SERVERS_PER_OWNER`] servers of
-//! the kernels' owner and as many of root's, each for at most
-//! [`sessions::TIMEOUT`]. Requests to the thread queue in a channel of
-//! [`REQUEST_QUEUE`] places; when it is full, a new request is dropped: the
-//! next sample sends the kernel set again.
-//!
-//! **Failures.** A runtime file that does not parse, a server that does not
-//! answer, answers 403 or sends garbage costs one log line (repeated only
-//! when the problem changes) and leaves its kernels unmapped. It never fails
-//! or delays a sample. Text from files and answers is logged with its
-//! control characters escaped.
+//! - **Whose answer.** Only a server of the kernel's owner (its runtime file
+//!   that user's, its port held only by that user: [`listener_check`]) or of
+//!   root's is asked about a kernel, so another user's server can neither
+//!   name, erase nor overwrite its label. Tokens go only to loopback, only
+//!   while the file's pid lives and its owner holds the port.
+//! - **Whose files.** As a user, that user's runtime directories; as root,
+//!   root's and `runtime_dirs`, and every user's only with `[jupyter]
+//!   other_users = true` (the files hold tokens that run code as that user).
+//! - **When.** Only for a kernel the map cannot answer; one no server knows
+//!   is asked again after 2 s, 4 s, … up to every 10 minutes.
+//! - **Where.** [`Notebooks::annotate`] only reads the published map; the
+//!   lookups run on the `headroom-jupyter` thread, one thread per user and
+//!   at most [`MAX_LOOKUPS_AT_ONCE`], so one user's slow servers hold up
+//!   only that user's kernels. A new kernel is named from the sample after
+//!   its lookup answered.
+//! - **Bounds.** [`MAX_SERVERS_PER_OWNER`] servers of the owner and of root,
+//!   each for at most [`sessions::TIMEOUT`]; requests beyond
+//!   [`REQUEST_QUEUE`] are dropped (the next sample sends them again).
+//! - **Failures** cost one log line (repeated when the problem changes,
+//!   control characters escaped) and leave kernels unmapped; they never
+//!   fail or delay a sample.
 
 pub mod listener_check;
 mod lookup_thread;
@@ -260,7 +229,7 @@ fn rank(server_owner: Option<u32>, owner: Option<u32>) -> Option<u8> {
 }
 
 /// Ask the servers found in `dirs` whose answers may name the kernels of
-/// `owner` (see [`rank`]: that user's, then root's; every server for kernels
+/// `owner` (see `rank`: that user's, then root's; every server for kernels
 /// whose owner is unknown), each for at most `timeout`. Returns every
 /// kernel id they listed, with the answer of the first server to list it,
 /// and the problems met, as (what, message): `what` names the file or

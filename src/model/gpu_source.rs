@@ -49,7 +49,7 @@ pub struct GpuError {
 
 /// Reads GPUs. Called from the sampler's blocking thread.
 ///
-/// [`GpuMonitor`] calls `open` once, then `read` every tick; after a failed
+/// `sample::gpu::GpuMonitor` calls `open` once, then `read` every tick; after a failed
 /// `open`, or a failed `read` followed by `close`, it calls `open` again
 /// only after a few minutes.
 pub trait GpuCollector: Send {

@@ -8,7 +8,7 @@
 //! idle sockets), and the HTTP server keeps its connections within
 //! [`http_connection_budget`]: half of what the soft limit leaves above
 //! [`RESERVED_FDS`]. The other half is the Linux sampler's: it keeps up to
-//! that many `statm` files open between ticks (`sample::linux`, sized from
+//! that many `statm` files open between ticks (`os::linux::sampler`, sized from
 //! the same limit after the raise), so the two never compete.
 //!
 //! macOS refuses a soft limit above `OPEN_MAX` (10240, `<sys/syslimits.h>`)

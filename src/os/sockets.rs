@@ -7,14 +7,14 @@
 //! to their owner.
 //!
 //! On Linux the kernel's socket diagnostics answer both questions
-//! ([`super::sock_diag`]: the listeners on one port, or one connection by
+//! ([`super::linux::parse::sock_diag`]: the listeners on one port, or one connection by
 //! its four-tuple) in microseconds. Where they are missing or fail, the
 //! kernel's tables are read instead: `/proc/net/tcp` and `/proc/net/tcp6`
 //! list every TCP socket of the network namespace with its state and its
 //! owner's uid (`get_tcp4_sock` and `get_tcp6_sock` in `net/ipv4/tcp_ipv4.c`
 //! and `net/ipv6/tcp_ipv6.c`), read line by line and never held whole (a
 //! user with many connections makes them long), at the cost of a walk of
-//! the whole connection hash table per read. Elsewhere neither is available
+//! the whole connection hash table per read. On macOS neither is available
 //! and the functions answer `Ok(None)` / an empty list.
 //!
 //! A client's socket counts only while it is open in some process (it has
@@ -22,7 +22,7 @@
 //! the kernel lists as uid 0, and must not make its client root.
 //!
 //! macOS lists no such table; it lists each process's descriptors instead
-//! (libproc, [`super::macos_libproc`]). [`listeners`] gives what the OS at
+//! (libproc, [`super::macos::libproc`]). [`listeners`] gives what the OS at
 //! hand can tell about who listens on a port: every listener's uid (Linux),
 //! or whether a given process listens there (macOS).
 

@@ -1,5 +1,5 @@
 //! One rule's view of one process, shared by [`super::evaluate`] and
-//! [`super::explain`]: whether the rule may act on it (its owner, its
+//! [`super::explain()`]: whether the rule may act on it (its owner, its
 //! protection), its limits read against the latest sample, and why a rule
 //! that holds does not act, in words that say what to change.
 //!

@@ -6,8 +6,7 @@
 //! status of every [`Collector`] inside, and the [`replay`] sampler that
 //! plays back a recorded trace for tests and simulations.
 //! [`doctor_checks`] and [`doctor_facts`] pick, the same way, what
-//! `headroom doctor` checks on this OS beyond the collectors' own checks,
-//! and [`exit_causes`] opens this OS's
+//! `headroom doctor` checks on this OS, and [`exit_causes()`] opens this OS's
 //! record of how processes end (the OOM killer's lines in `/dev/kmsg`, a
 //! zombie's exit status) for post-mortems.
 

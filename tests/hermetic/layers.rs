@@ -35,13 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "foundation: formatting, events, classification",
-        &[
-            "report",
-            "local_time",
-            "event",
-            "workload",
-            "regular_file",
-        ],
+        &["report", "local_time", "event", "workload", "regular_file"],
     ),
     (
         "the OS layer: everything that talks to the OS, one module per OS",

@@ -2,40 +2,27 @@
 //! limit ([`Ceiling`]), read from the cgroup file system once per distinct
 //! cgroup per sample.
 //!
-//! Where the hierarchy is mounted comes from `<proc root>/self/mountinfo`
-//! (the daemon's own mount namespace, which is where it opens the files;
-//! a fixture `/proc` tree without it has no cgroups). The memory paths of
-//! `/proc/[pid]/cgroup` ([`ProcessSample::cgroup`]) name v1's memory
-//! hierarchy where it is mounted, else v2's.
+//! The hierarchy's mount comes from `<proc root>/self/mountinfo` (the
+//! daemon's own mount namespace); a process's memory path
+//! ([`ProcessSample::cgroup`]) names v1's memory hierarchy where it is
+//! mounted, else v2's. Each level from a process's cgroup up to (not
+//! including) the root is read once per sample, however many processes
+//! share it: the limits (v1 `memory.limit_in_bytes`, `memsw`,
+//! `use_hierarchy`; v2 `memory.max`, `memory.high`, `memory.swap.max`) and,
+//! where one limits, usage, `memory.stat`'s inactive file pages, swap and
+//! the OOM and failure counters.
 //!
-//! For every distinct process cgroup, the levels from it up to (not
-//! including) the root are read, each once per sample whatever number of
-//! processes and cgroups share it:
-//! - v1: `memory.limit_in_bytes`; where it limits below the machine's
-//!   memory, `memory.usage_in_bytes`, `memory.stat` (`total_inactive_file`),
-//!   `memory.memsw.limit_in_bytes` and `memory.memsw.usage_in_bytes` (where
-//!   swap is accounted), `memory.failcnt`, `memory.oom_control`
-//!   (`oom_kill`) and, above the process's own cgroup, `memory.use_hierarchy`
-//!   (a parent with 0 does not charge its children: old kernels only);
-//! - v2: `memory.max` and `memory.high`; where either limits,
-//!   `memory.current`, `memory.stat` (`inactive_file`), `memory.events`
-//!   (`max`, `oom_kill`), `memory.swap.max` and `memory.swap.current`.
+//! The level with the least room is the ceiling; a limit at or above the
+//! machine's memory is none. Limits and counters are re-read every
+//! [`LIMITS_EVERY`] samples, a limited level's usage every sample; an
+//! unlimited level costs nothing between (`benches/ceiling_cost.rs`,
+//! figures in `BENCHMARKS.md`).
 //!
-//! The level with the least room is the ceiling. A limit at or above the
-//! machine's memory never binds before the machine does and is not one.
-//! Limits change rarely: they (and the v1 `memsw` limit, `use_hierarchy`
-//! and the counters) are read again every [`LIMITS_EVERY`] samples, while
-//! a limited level's usage, `memory.stat` and swap usage are read every
-//! sample; an unlimited level costs nothing between. Measured in
-//! `benches/ceiling_cost.rs` (figures in `BENCHMARKS.md`).
-//!
-//! Bounded against what other users can make: paths are at most
-//! [`crate::os::linux::parse::procfs::CGROUP_PATH_MAX`] bytes; at most [`MAX_DEPTH`]
-//! levels of one path are read (those nearest the root, where
-//! administrators and container runtimes set limits); at most
-//! [`MAX_LEVELS`] distinct levels per sample, the cgroups past that
-//! skipped for the sample and said so in the collector's status. Every
-//! file is read into one reused buffer of at most [`MAX_FILE`] bytes.
+//! Bounded against what other users can make: paths of at most
+//! [`crate::os::linux::parse::procfs::CGROUP_PATH_MAX`] bytes, the
+//! [`MAX_DEPTH`] levels nearest the root, [`MAX_LEVELS`] distinct levels a
+//! sample (the rest skipped and said so in the collector's status), every
+//! file read into one reused buffer of at most `MAX_FILE` bytes.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -1,58 +1,27 @@
 //! The kernel log, `/dev/kmsg`, as the witness of the OOM killer.
 //!
-//! When the kernel runs out of memory (the whole machine, or a memory cgroup
-//! at its limit) it picks a victim, sends it SIGKILL and says so in its log:
+//! A kill shows as an `oom-kill:constraint=…,task=…,pid=…` line and a
+//! `Killed process PID (NAME) total-vm:… UID:…` line. Each read of
+//! `/dev/kmsg` returns one record, `priority,sequence,µs since
+//! boot,flags;message` (`Documentation/ABI/testing/dev-kmsg`).
+//! [`parse_record`] splits a record, [`parse_oom_message`] recognises the
+//! lines (and their forms before Linux 5.2), and [`OomJoiner`] joins them
+//! into one [`MemoryKill`] per victim; [`super::kmsg_crash`] reads crashes
+//! and GPU faults from the same records.
 //!
-//! ```text
-//! 6,500,5827208834,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/lab,task_memcg=/lab,task=python3,pid=31984,uid=0
-//! 3,501,5827208847,-;Memory cgroup out of memory: Killed process 31984 (python3) total-vm:82132kB, anon-rss:65152kB, file-rss:6644kB, shmem-rss:0kB, UID:0 pgtables:192kB oom_score_adj:0
-//! ```
+//! The log quotes names other users choose, so a kill is believed only
+//! from a record of the kernel's own facility (`LOG_KERN`, which user space
+//! cannot write), whose message is the kernel's line from first byte to
+//! last, and, on kernels from 4.19, after the victim's `oom-kill:` line (or
+//! a whole cgroup's `memory.oom.group` announcement).
+//! `tests/fixtures/kmsg/forged-6.18.txt` holds forged lines. The kernel
+//! rate-limits the report but not the kill, so some kills go unrecorded.
 //!
-//! Each read of `/dev/kmsg` returns one record: `priority,sequence,
-//! microseconds since boot,flags[,…];message`, then continuation lines
-//! (` KEY=value`) and a newline (`Documentation/ABI/testing/dev-kmsg`).
-//! [`parse_record`] splits a record, [`parse_oom_message`] recognises the two
-//! lines above in a message (and the older forms: `Killed process …` without
-//! a prefix before Linux 5.1, no `UID:` before 5.2, no `oom-kill:` line
-//! before 4.19), and [`OomJoiner`] joins them into one [`MemoryKill`] per
-//! victim.
-//!
-//! The log quotes text that other users choose: process names, and the
-//! file a crashing program was mapped from (`… segfault at … in FILE[…]`),
-//! which may be named like a kill line. So a kill is believed only from:
-//!
-//! - a record of the kernel's own facility (`LOG_KERN`, priority >> 3 = 0):
-//!   anything written to `/dev/kmsg` from user space gets `LOG_USER` or the
-//!   facility it names, never `LOG_KERN` (`devkmsg_write` in
-//!   `kernel/printk/printk.c`);
-//! - a message that is the kernel's line from its first byte to its last:
-//!   the known words before `Killed process`, then the fields in the
-//!   kernel's order and nothing after them (a fatal-signal line starts with
-//!   the name of the program's file, so a start alone proves nothing: see
-//!   `tests/fixtures/kmsg/forged-6.18.txt`);
-//! - on kernels that print one (4.19 on), the victim's `oom-kill:` line just
-//!   before, naming the same pid and command, or the line that announces the
-//!   kill of a whole cgroup (`Tasks in … are going to be killed due to
-//!   memory.oom.group set`), whose members get no `oom-kill:` line. The
-//!   kernel rate-limits its report (ten in five seconds) but not the kill
-//!   line: a kill beyond that goes unrecorded here, and its post-mortem
-//!   says what else it found.
-//!
-//! The same records tell of crashes and GPU faults:
-//! [`crate::os::linux::kmsg_crash`] reads those, with the same care.
-//!
-//! [`KmsgReader`] is the edge: it opens the device non-blocking and seeks to
-//! its end (kills from before the daemon started concern no process it
-//! watched), then each [`KmsgReader::read_new`] reads whatever records
-//! arrived since: `EAGAIN` means nothing new, `EPIPE` means records were
-//! overwritten in the ring buffer before they were read (counted, and
-//! reading goes on with the oldest one left). Reading needs `CAP_SYSLOG`
-//! where `kernel.dmesg_restrict = 1`: root has it unless a unit or a
-//! container drops it.
-//!
-//! The pids in the log are those of the kernel's initial pid namespace: in a
-//! container they are not the pids the container sees (and the container can
-//! rarely read the log anyway).
+//! [`KmsgReader`] opens the device non-blocking at its end (earlier kills
+//! concern no watched process); [`KmsgReader::read_new`] reads what arrived
+//! since, counting records overwritten before they were read (`EPIPE`). It
+//! needs `CAP_SYSLOG` where `kernel.dmesg_restrict = 1`. The pids are those
+//! of the initial pid namespace, not a container's.
 
 use std::collections::HashMap;
 use std::fs::File;

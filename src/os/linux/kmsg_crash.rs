@@ -1,73 +1,30 @@
 //! The kernel log, `/dev/kmsg`, as the witness of crashes and GPU faults.
 //!
-//! When a user process dies of a fault it did not handle, the kernel says
-//! so (x86_64; captured here, see `tests/fixtures/kmsg/crashes-6.18.txt`):
+//! The forms read, each captured from a real kernel under
+//! `tests/fixtures/kmsg/`: x86_64's `segfault at …` and `traps: …` lines
+//! (`show_signal_msg` in `arch/x86/mm/fault.c`, `arch/x86/kernel/traps.c`),
+//! arm64's `unhandled exception: …` (`arm64_show_signal`; the signal follows
+//! from the fault's name), the `potentially unexpected fatal signal` line
+//! with the register dump that names its pid (`print_fatal_signal`, only
+//! with `kernel.print-fatal-signals = 1`), and NVIDIA's `NVRM: Xid` GPU
+//! faults.
 //!
-//! ```text
-//! python3[17560]: segfault at 0 ip 00007f93b040e0f9 sp 00007ffd54545408 error 4 in libcrashing_op.so[10f9,7f93b040e000+1000] likely on CPU 0 (core 0, socket 0)
-//! traps: python3[17570] trap invalid opcode ip:7f7b7b6a2101 sp:7ffdc205c448 error:0 in libcrashing_op.so[1101,7f7b7b6a2000+1000]
-//! traps: crash[14655] general protection fault ip:55d109de2218 sp:7ffdd5df1e80 error:0 in crash[1218,55d109de2000+1000]
-//! ```
-//!
-//! (`show_signal_msg` in `arch/x86/mm/fault.c`, `show_signal` and
-//! `do_general_protection` in `arch/x86/kernel/traps.c`.) arm64 writes one
-//! form for every fault (`arm64_show_signal` in `arch/arm64/kernel/traps.c`;
-//! captured on Linux 6.1, see `tests/fixtures/kmsg/crashes-arm64-6.1.txt`),
-//! the signal left to the fault's name:
-//!
-//! ```text
-//! python3[82]: unhandled exception: DABT (lower EL), ESR 0x0000000092000044, level 0 translation fault in libcrashing_op.so[ffff90680000+1000]
-//! python3[79]: unhandled exception: undefined instruction in init[aaaac3000000+2000]
-//! ```
-//!
-//! The kernel prints these only while `debug.exception-trace`
-//! (`/proc/sys/debug/exception-trace`, `show_unhandled_signals`) is 1, the
-//! default on x86 but not on arm64, where it is 0 (`headroom doctor` says
-//! so); only for a signal the
-//! process does not handle (Python's `faulthandler`, when enabled, handles
-//! SIGSEGV and re-raises it: no line); and at most about ten every five
-//! seconds (`printk_ratelimit`). With `kernel.print-fatal-signals = 1` (off
-//! by default) it also logs every signal that would dump core, the process
-//! named in the register dump that follows (`print_fatal_signal` in
-//! `kernel/signal.c`):
-//!
-//! ```text
-//! python3.11: python3: potentially unexpected fatal signal 4.
-//! CPU: 1 UID: 0 PID: 17658 Comm: python3 Not tainted 6.18.44-fc-v657 #1 PREEMPT(none)
-//! ```
-//!
-//! NVIDIA's driver logs GPU faults as Xid errors, naming the process where
-//! it knows it (lines from public reports, see
-//! `tests/fixtures/kmsg/public-xid-messages.txt`):
-//!
-//! ```text
-//! NVRM: Xid (PCI:0000:0a:00): 31, pid=13332, name=cuda_plot_k32_v, Ch 00000010, intr 00000000. MMU Fault: …
-//! ```
+//! The kernel prints a fault only while `debug.exception-trace` is 1 (the
+//! default on x86, not on arm64: `headroom doctor` says so), only for a
+//! signal the process does not handle, and about ten every five seconds.
 //!
 //! [`parse_kernel_line`] recognises one message; [`CrashJoiner`] turns the
-//! stream into [`Crash`] and [`GpuFault`] records, joining a fatal-signal
-//! line with the register dump that names its pid. The pid in a fault line
-//! is the faulting *thread*'s (`task_pid_nr`), and the name the thread's:
-//! the reader ([`crate::sample::exit_causes`]) maps it to its process.
+//! stream into [`Crash`] and [`GpuFault`] records. The pid in a fault line
+//! is the faulting *thread*'s; the reader
+//! ([`mod@crate::sample::exit_causes`]) maps it to its process.
 //!
-//! These lines quote what other users choose: the command name (at most 15
-//! bytes, at the start), the file the fault was in (`… in FILE[…]`, up to
-//! 255 bytes, any of them but `/`), and in a fatal-signal line the
-//! program's file name, first. So each form is matched from the message's
-//! first byte to its last, the task's `[PID]` where a command name fits
-//! before it, the kernel's fields in their order, and nothing read inside
-//! a file name; a fatal-signal line, which starts with a file name, is
-//! recognised by its end and names no pid of its own: the register dump
-//! after it does, with the same command name. The reader hands over only
-//! the kernel's own records ([`super::kmsg::Record::from_kernel`]).
-//! `tests/fixtures/kmsg/forged-6.18.txt` holds such lines from a real
-//! kernel.
-//!
-//! Not recognised (and so never guessed at): arm64 fault names the kernel
-//! kills with SIGKILL or that no table names (their signal is left unknown),
-//! a SIGBUS from a file mapping read past its end (the kernel logs nothing),
-//! and signals a process raises itself (`abort()`: nothing unless
-//! `print-fatal-signals` is on).
+//! The lines quote what other users choose (the command name, the file the
+//! fault was in, up to 255 bytes of anything but `/`), so each form is
+//! matched from the message's first byte to its last, nothing is read
+//! inside a file name, and only the kernel's own records are handed over
+//! ([`super::kmsg::Record::from_kernel`]); `forged-6.18.txt` holds such
+//! lines. Not recognised, and never guessed at: arm64 faults no table
+//! names, a SIGBUS past a mapped file's end, and `abort()`.
 
 use std::path::Path;
 

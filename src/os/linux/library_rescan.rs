@@ -35,7 +35,7 @@ use crate::model::{CollectorErrors, CollectorStatus};
 
 use super::library_worker::{LibraryReply, LibraryWorker, Listing};
 use super::process_reads::Io;
-use super::tracker::{TrackedProcess, ProcessTracker};
+use super::tracker::{ProcessTracker, TrackedProcess};
 use crate::os::read_failure::ReadFailure;
 
 /// A Python process without a known framework is re-scanned when its

@@ -2,36 +2,20 @@
 //! `nvml-wrapper` crate: a machine without the driver gets an error from
 //! [`NvmlCollector::open`], not a failure to start.
 //!
-//! Loading tries the configured path (`[gpu] nvml_library`), then
-//! `libnvidia-ml.so.1` (drivers from 560 on ship no unversioned name), then
-//! `libnvidia-ml.so`.
+//! Loading tries `[gpu] nvml_library`, then `libnvidia-ml.so.1`, then
+//! `libnvidia-ml.so`. Loading runs the library's code as root, so the
+//! configured path is checked before every load ([`check_path`]); an
+//! untrusted one is not loaded and the collector is down with a message
+//! naming the path, what is wrong and the fix. The bare names come from the
+//! loader's system directories, which only root changes, or from
+//! `LD_LIBRARY_PATH`, which root sets for a root daemon.
 //!
-//! Loading a library runs its code (its constructors) in this process. As
-//! root, the configured path is checked before every load, at start and at
-//! each retry, with [`check_path`] (the config's own check): a library that a
-//! user could change or plant, or one in a directory they could write, is
-//! not loaded; the collector is then down with a message naming the path,
-//! what is wrong and the fix, and tries again later like a missing library.
-//! The bare names are found by the dynamic loader in the system's library
-//! directories (`ld.so.cache`, `/lib`, `/usr/lib`), which only root
-//! changes, and through `LD_LIBRARY_PATH`. That variable is no way in for a
-//! user: a root daemon's environment is set by root (systemd's unit,
-//! launchd's plist, root's own shell; `sudo` drops `LD_*`), and the loader
-//! has already used it for headroom's own libraries at exec, so a hostile
-//! value would have won before NVML is ever looked for. NVML is initialised once and the device handles are
-//! cached, so a tick costs, per device: `nvmlDeviceGetMemoryInfo_v2`
-//! (total, used, reserved), `nvmlDeviceGetUtilizationRates`, and the compute
-//! and graphics process lists (`nvmlDeviceGet{Compute,Graphics}RunningProcesses_v3`,
-//! two calls each: count, then fetch). Names and UUIDs are read at open.
-//!
-//! A query that a device or driver does not support (`NotSupported`, a
-//! symbol missing from an old driver: utilisation on MIG-enabled devices,
-//! graphics processes on some compute cards) is asked once, noted in
-//! [`NvmlCollector::describe`] and not asked again. A query that fails
-//! otherwise is a problem of that device for that pass. Errors that mean the
-//! library as a whole no longer works (driver unloaded, library and kernel
-//! module out of step after an upgrade) fail the read, and the monitor
-//! closes the collector and retries later.
+//! NVML is initialised once and the device handles cached; a tick asks each
+//! device for its memory, utilisation and compute and graphics processes.
+//! A query a device does not support is asked once and noted in
+//! [`NvmlCollector::describe`]; one that fails otherwise is that device's
+//! problem for that pass; an error meaning the library no longer works
+//! fails the read, and the monitor closes the collector and retries later.
 //!
 //! The handles are kept, and lent back as `Device`s, by
 //! `ffi::nvml::DeviceHandles`, which holds this file's `unsafe`.

@@ -1,53 +1,31 @@
 //! Proportional shares for processes that share memory, read against
 //! their cost.
 //!
-//! A forked child (`PF_FORKNOEXEC` in `stat`: a `multiprocessing` fork
-//! worker, a `DataLoader` worker) maps its parent's anonymous pages
-//! copy-on-write, and `RssAnon` counts each such page whole in the parent
-//! and in every child: a 2 GiB kernel with four idle workers shows five
-//! processes of 2 GiB on a machine that holds 2.6 GiB. `smaps_rollup`'s
-//! `Pss_Anon + Pss_Shmem + SwapPss` counts a page shared by n processes
-//! 1/n in each, so the members of a job add up to what the job holds.
+//! A forked child (`PF_FORKNOEXEC`: a `multiprocessing` or `DataLoader`
+//! worker) maps its parent's anonymous pages copy-on-write, and `RssAnon`
+//! counts each whole in the parent and every child. `smaps_rollup`'s
+//! `Pss_Anon + Pss_Shmem + SwapPss` counts a page shared by n processes 1/n
+//! in each, so a job's members add up to what it holds. But it walks the
+//! page tables, thousands of times dearer than `status` (`BENCHMARKS.md`,
+//! "Jobs and shared memory"). So:
 //!
-//! But `smaps_rollup` walks the page tables: about 60 ms of CPU for a
-//! 4 GiB process against 32 µs for `status`. So:
-//!
-//! - only **families** are read: a parent and its children forked without
-//!   exec, where one of them is an ML or Python process (the processes the
-//!   sampler reads in full anyway) or their resident sizes add up to
-//!   [`RELEVANT_KIB`]; a process that shares nothing keeps its
-//!   `RssAnon`-based figure, which is then its own memory exactly;
-//! - a family is read **as a whole**, so that its shares add up (a child
-//!   read alone would leave its parent's older, larger share in place);
-//! - reads are paid from a **budget** of [`BUDGET_SHARE`] of one core
-//!   (a token bucket refilled with wall time, starting empty, holding at
-//!   most [`BURST`] or the dearest family's cost; a family never read may
-//!   overdraw it by [`OVERDRAFT`], and the bucket pays that back first):
-//!   the cost of a family is predicted from each member's own last read,
-//!   and for a member never read from its resident size and the cost per
-//!   KiB measured on the reads so far (so that another user's processes
-//!   whose reads are dear for their size, such as many mappings of little
-//!   memory, make no other family look as dear), families with a member
-//!   never read go first, then the one read longest ago; while the machine
-//!   gives out memory faster than the processes' figures grow (by 32 MiB/s:
-//!   growth only a read can show), the share is [`URGENT_SHARE`] for 10 s;
-//! - the reads are made by a thread of their own ([`PssWorker`]): a full
-//!   tick hands it the families due and takes the answers up at a later
-//!   tick, so a read of a large family (440 ms for 23 GiB resident) never
-//!   holds up a sample or an action; only the first reads are waited for
-//!   (at most [`FIRST_WAIT`]), so that a one-shot sample counts shared
-//!   memory once;
-//! - a child forked since the last full tick, its share not read yet,
-//!   counts only what it added since it was first seen: the pages it
-//!   shares are its parent's, whose share still holds them whole. Counted
-//!   whole in the child too, a job would seem to double the moment its
-//!   workers fork, and a job limit would fire at the fork;
-//! - between reads each member's figure follows its own cheap reads: the
-//!   share read plus the change in its `RssAnon + RssShmem + VmSwap` since
-//!   (a new private page is counted whole in both). Pages turned from
-//!   shared into private by a write (copy-on-write, and Python's reference
-//!   counts write to every object a worker reads) move no RSS: the next
-//!   read of the family shows them.
+//! - only **families** are read (a parent and its children forked without
+//!   exec, with an ML or Python member or [`RELEVANT_KIB`] resident), each
+//!   **as a whole** so that its shares add up;
+//! - reads are paid from a **budget** of [`BUDGET_SHARE`] of one core (a
+//!   token bucket of at most [`BURST`], a never-read family may overdraw by
+//!   [`OVERDRAFT`]; [`URGENT_SHARE`] for 10 s while the machine gives out
+//!   memory faster than the figures grow). A family's cost is predicted from
+//!   its members' last reads, or from their size and the cost per KiB seen
+//!   so far; never-read families go first, then the stalest;
+//! - a thread of its own reads them ([`PssWorker`]), so no read holds up a
+//!   sample; only the first reads are waited for (at most [`FIRST_WAIT`]);
+//! - a child forked since the last read counts only what it added since
+//!   first seen (else a job would seem to double, and a job limit fire, at
+//!   the fork);
+//! - between reads a member's figure is its share plus the change in its
+//!   `RssAnon + RssShmem + VmSwap`; pages turned private by a write show
+//!   only at the next read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

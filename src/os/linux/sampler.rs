@@ -1,99 +1,39 @@
 //! The Linux sampler: `/proc` into a [`Snapshot`].
 //!
-//! System figures come from `/proc/meminfo` (the only source whose failure
-//! fails the sample), `/proc/vmstat` (swap paging) and `/proc/pressure/memory`
-//! (PSI; absent on kernels built without it, which is not an error):
-//! `system_files.rs`.
+//! This file wires the parts together: system figures (`system_files.rs`:
+//! `/proc/meminfo`, whose failure alone fails the sample, `/proc/vmstat`,
+//! PSI), the per-process state and the full tick (`tracker.rs`), the light
+//! tick (`light_tick.rs`), one process's reads (`process_reads.rs` through
+//! `proc_reader.rs`), library scans (`library_rescan.rs`,
+//! `library_worker.rs`), memory no process owns (`unowned.rs`), cgroup
+//! paths and the limits above them (`cgroup_paths.rs`, `ceilings.rs`).
 //!
-//! This file wires the parts together. Each has its own file: the per-process
-//! state and the full tick (`tracker.rs`), the light tick (`light_tick.rs`),
-//! the reads of one process (`process_reads.rs`, through `proc_reader.rs`),
-//! library scans of Python processes (`library_rescan.rs`, read by
-//! `library_worker.rs`), memory no
-//! process owns and memory held open without a mapping (`unowned.rs`, on
-//! full ticks, rarely and within a time budget), each process's
-//! memory-cgroup path (`cgroup_paths.rs`) and the limits above it
-//! (`ceilings.rs`: each distinct cgroup read once per tick, full or light),
-//! and user names (the shared [`crate::os::user_names`], from
-//! `/etc/passwd`).
+//! What a tick reads was chosen by measurement (`benches/sample_cost.rs`,
+//! figures in `BENCHMARKS.md`, "Sampling cost"):
 //!
-//! # The per-process hot path
+//! - Every full tick lists `/proc` and reads `statm` of every process. It is
+//!   kept open and re-read with `pread`; a kept file stays bound to its
+//!   process, so a reused pid fails with ESRCH and is noticed the next tick.
+//!   The number kept open is bounded ([`LinuxSampler::with_held_files`]).
+//! - First sight of a pid reads `stat`, `status`, `cmdline` (at most
+//!   [`crate::model::ARGV_MAX_BYTES`]), `exe` and `cgroup`, cached per
+//!   identity (pid + start time); kernel threads are remembered, not re-read.
+//! - Exact detail (`stat` + `status`) only for ML and Python processes and
+//!   the [`TOP_EXACT`] largest; the rest are [`Detail::Estimated`] from
+//!   `statm` and a round-robin `stat` check catches a reused pid or an `exec`
+//!   within [`VERIFY_PERIOD`] ticks.
+//! - [`Sampler::sample_light`] lists `/proc` only when a pid was handed out
+//!   (the last field of `/proc/loadavg`) and re-reads only the largest, the
+//!   ML / Python processes and the pids the caller watches; the others carry
+//!   their last values. The daemon picks light ticks; the first is full.
+//! - Python processes' `maps` are read by a thread of their own within a
+//!   CPU budget, never on this path: a user decides how long `maps` is.
 //!
-//! The kernel renders a `/proc` file on every read, and opening one walks
-//! the path (`/proc`, the pid directory, the file) each time. What a tick
-//! reads was chosen by measurement (`benches/sample_cost.rs`, figures in
-//! `BENCHMARKS.md`; 1000 idle processes, CPU time per tick, relative to
-//! listing `/proc` and opening, reading and closing every `statm`):
-//! `stat` of every pid costs 1.5× that, `status` 2.2×, sysinfo's
-//! memory-only refresh (stat + statm + status per pid) 5.7×.
-//!
-//! - Every tick: list the numeric entries of `/proc` and read `statm` of
-//!   every known process: the cheapest memory file (seven numbers).
-//! - `statm` is opened once and kept open: each tick re-reads it with
-//!   `pread` at offset 0, which skips the path walk, `open` and `close` and
-//!   makes the whole sample cheaper than the open/read/close floor (0.9×
-//!   instead of 1.4×). A kept `/proc/[pid]` file stays bound to its process:
-//!   once that process is reaped the read fails with ESRCH even if the pid
-//!   was reused, so reuse is noticed the next tick. The number kept open is
-//!   bounded ([`LinuxSampler::with_held_files`]); beyond it, `statm` is
-//!   opened and closed each tick.
-//! - First sight of a pid: `stat` (start time = identity, ppid, name, and the
-//!   `PF_KTHREAD` flag: kernel threads are remembered and not read again
-//!   apart from the identity check below), `status` (uid, RssAnon, RssShmem,
-//!   VmSwap), `cmdline` (its first [`crate::model::ARGV_MAX_BYTES`] only: see
-//!   [`procfs::parse_cmdline`]), the `exe` link and `cgroup` (the memory-cgroup
-//!   path, re-read in the process's round-robin slot below since processes
-//!   are moved: `cgroup_paths.rs`); where the classifier asks for `maps`, the
-//!   library thread reads it (below). All of it is cached per identity (pid +
-//!   start time).
-//! - Every tick, exact detail (`stat` + `status`) only for the processes that
-//!   matter: ML or Python ones as classified, and the [`TOP_EXACT`] largest by
-//!   `statm` resident size. Their `stat` read doubles as an identity check
-//!   (start time, and the name, which changes on `exec`).
-//! - The rest get footprint = (resident − shared) from `statm` (= RssAnon)
-//!   plus the VmSwap of the last full read, marked [`Detail::Estimated`], and
-//!   a round-robin identity check: each tick re-reads `stat` of those whose
-//!   pid falls in this tick's slot (pid mod [`VERIFY_PERIOD`]), so a reused
-//!   pid (without a kept file) or an `exec` is noticed within
-//!   [`VERIFY_PERIOD`] ticks. Kernel threads take part, so a user process
-//!   never hides behind a dead kernel thread's pid.
-//!
-//! # Light ticks
-//!
-//! [`Sampler::sample_light`] lists the processes (unless no pid was handed
-//! out since the last listing: the last field of `/proc/loadavg`, a few
-//! bytes, tells; listing 1000 processes costs the kernel more than the rest
-//! of a light tick) but skips the `statm` of every known one: it re-reads `statm` of the [`TOP_EXACT`] largest of the
-//! last full tick, and `statm` plus exact detail of the ML / Python
-//! processes and of the pids the caller watches (those a rule with a
-//! per-process limit matches). A process listed for the first time gets its
-//! first-sight read (so a new notebook kernel is seen at once) and its
-//! `statm` re-read on the light ticks after, until a full tick ranks it; one no
-//! longer listed, or found gone when re-read, is forgotten (one that exits
-//! while no pid is handed out and is not re-read is dropped at the next
-//! listing), and every other one is reported with the values read before
-//! ([`Detail::Estimated`] unless they were exact): a tick that does not list
-//! carries the last listing as it stands, without a pass over every
-//! process. The
-//! round-robin identity check waits for the next full tick, so a pid reused
-//! in between (without a kept `statm` file that would tell) keeps the old
-//! identity until then. The daemon decides which ticks are light
-//! (`daemon::cadence`); the first tick is always full.
-//!
-//! The libraries of Python processes (`maps`) are read by a thread of their
-//! own, never on this path: when first seen, then when they grow by half and
-//! by 64 MiB, or every 30 s, until a framework turns up; each read is cut
-//! after a prefix and a time, a process whose read was cut is scanned less
-//! and less often, and the reads have a CPU budget (`library_rescan.rs`,
-//! `library_worker.rs`). A user decides how long their process's `maps` is.
-//!
-//! Per-process failures never fail the sample: a process gone between the
-//! listing and the read is skipped and counted as vanished, EACCES/EPERM
-//! as permission denied (the process is kept with what could be read), and
-//! anything else as unreadable. Identities no longer listed are forgotten.
+//! Per-process failures never fail the sample: a process gone is counted as
+//! vanished, EACCES/EPERM as permission denied (kept with what was read),
+//! anything else as unreadable.
 //!
 //! [`Detail::Estimated`]: crate::model::Detail::Estimated
-//! [`procfs::parse_cmdline`]: crate::os::linux::parse::procfs::parse_cmdline
 
 use std::path::PathBuf;
 

@@ -1,71 +1,36 @@
 //! Memory no process owns, and memory held only through file descriptors:
 //! the scan of tmpfs files, memfds and SysV segments of the Linux sampler.
 //!
-//! # What it finds
-//!
 //! - **tmpfs files**: a bounded walk of every tmpfs mount in
-//!   `/proc/self/mountinfo` (`/dev/shm`, `/run`, `/tmp` where it is tmpfs),
-//!   one walk per device, never following a symlink and never descending
-//!   into another mount. A file holds its allocated blocks (`st_blocks` ×
-//!   512), not its apparent size: a sparse 5 GiB file of which nothing was
-//!   written holds nothing. Every `stat` of the scan is a `statx` from
-//!   cached attributes (`os/linux/ffi/statx.rs`): a user's FUSE mount on
-//!   a file or directory in `/dev/shm`, or behind a descriptor, cannot make
-//!   it wait.
-//! - **Who maps or holds them**: for each process, the targets of
-//!   `/proc/[pid]/fd/*` that are memfds (`/memfd:NAME`) or lie under a
-//!   tmpfs mount point (each `stat`ed through the link: device, inode,
-//!   blocks), and the lines of `/proc/[pid]/maps` on a tmpfs device or a
-//!   memfd. `maps` is read only for a process whose `status` shows
-//!   `RssShmem` or that holds such a file open, and only its first
-//!   [`MAPS_MAX`] bytes.
-//! - **SysV segments** from `/proc/sysvipc/shm`; those with no process
-//!   attached are orphans.
+//!   `/proc/self/mountinfo`, never following a symlink or crossing a mount.
+//!   A file holds its allocated blocks, not its apparent size. Every `stat`
+//!   is a `statx` from cached attributes (`ffi_statx.rs`), so a user's FUSE
+//!   mount cannot make the scan wait.
+//! - **Who maps or holds them**: each process's `/proc/[pid]/fd/*` targets
+//!   that are memfds or lie on a tmpfs mount, and its `maps` lines on one
+//!   (read only where `RssShmem` or such a descriptor shows, at most
+//!   [`MAPS_MAX`] bytes).
+//! - **SysV segments** from `/proc/sysvipc/shm`; unattached ones are orphans.
 //!
-//! A memfd or tmpfs file that processes hold open and nobody maps is theirs
-//! ([`crate::model::ProcessSample::held_open`], and in their footprint):
-//! only they can give it back, by closing it or ending. Its bytes are split
-//! evenly among its holders, so they are counted once. A tmpfs file nobody
-//! maps or holds open is [`Unowned::tmpfs_bytes`]; an orphan segment's bytes
-//! are [`Unowned::sysv_orphan_bytes`].
+//! A file that processes hold open and nobody maps is theirs
+//! ([`crate::model::ProcessSample::held_open`], split evenly among its
+//! holders); one nobody maps or holds is [`Unowned::tmpfs_bytes`]; orphan
+//! segments are [`Unowned::sysv_orphan_bytes`].
 //!
-//! # Cost and schedule
+//! The scan runs on full ticks only, within [`STEP_BUDGET`] per tick
+//! ([`FIRST_BUDGET`] for the first, so that `headroom snapshot` has the
+//! figures), going on at the next full tick when time runs out. It starts at
+//! the first tick, when `Shmem` moves by [`MARGIN`] (at most once in
+//! [`MIN_SPACING`]), every [`WHILE_UNMAPPED`] while `Shmem` exceeds the
+//! processes' `RssShmem`, and every [`AT_LEAST`] otherwise. Between scans
+//! the last figures are carried ([`Unowned::known`]), a process's
+//! `held_open` while it keeps its identity. Cost: `BENCHMARKS.md`, "Memory
+//! no process owns".
 //!
-//! Listing every process's file descriptors is not free (figures in
-//! `BENCHMARKS.md`, "Memory no process owns"), so the scan runs only when it
-//! can matter, on full ticks only, and never longer than its budget per
-//! tick ([`STEP_BUDGET`]): a scan that runs out of time goes on at the next
-//! full tick, so the enforcement tick is never held up by more than that.
-//! A scan starts:
-//! - at the first full tick;
-//! - when `Shmem` of `/proc/meminfo` moved by [`MARGIN`] since the last
-//!   scan began (a file written or removed, a segment created or removed),
-//!   at most once in [`MIN_SPACING`];
-//! - every [`WHILE_UNMAPPED`] while `Shmem` exceeds the processes'
-//!   `RssShmem` by [`MARGIN`]: shared memory no process maps exists (a
-//!   tmpfs file, a memfd held open, an orphan segment), and who holds it
-//!   may change;
-//! - every [`AT_LEAST`] otherwise, because `RssShmem` counts a page once
-//!   per process that maps it and can hide unmapped memory behind
-//!   memory mapped many times.
-//!
-//! The first scan gets [`FIRST_BUDGET`] instead, so that the first sample
-//! (`headroom snapshot` takes only one) has the figures.
-//!
-//! Between scans the last result is carried: [`Unowned::known`] stays true
-//! with the figures of the last complete scan, and the `held_open` of a
-//! process is that of the last scan, applied while the process keeps its
-//! identity (pid and start time).
-//!
-//! # Bounds and hostile input
-//!
-//! Other users name their files and memfds. Paths are kept for display only
-//! through [`shm::display_path`] (capped, control characters escaped). The
-//! walk stops after [`MAX_ENTRIES`] entries, [`MAX_DEPTH`] directories
-//! deep and [`MAX_MOUNTS`] mounts; a process's fds after [`MAX_FDS`]
-//! entries. A `/proc` read can still block while the kernel holds a
-//! process's memory map lock (`maps`): the time budget is checked between
-//! reads, not during one.
+//! Other users name the files: paths are shown only through
+//! [`shm::display_path`], and the walk stops at [`MAX_ENTRIES`] entries,
+//! [`MAX_DEPTH`] levels, [`MAX_MOUNTS`] mounts and [`MAX_FDS`] fds a process.
+//! A blocked `maps` read is not cut: the budget is checked between reads.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, ReadDir};

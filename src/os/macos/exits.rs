@@ -13,7 +13,7 @@
 //!   (`W_EXITCODE(code, signal)`, `WCOREFLAG` 0x80; `bsd/sys/wait.h`). It is
 //!   readable without privileges.
 //!
-//! [`read_ended`] looks at the processes the post-mortem code suspects (those
+//! `read_ended` (macOS) looks at the processes the post-mortem code suspects (those
 //! listed with no memory) and returns the ones that are zombies of the same
 //! identity, with the status decoded ([`decode`]) and, where
 //! `proc_pid_rusage` still answers, the moment they ended named in the

@@ -11,9 +11,9 @@
 //! the C layout.
 //!
 //! [`listening_port`] reads one `socket_fdinfo` (a pure function, tested on
-//! every OS); [`pid_listens`], on macOS only, asks the kernel through
-//! `ffi/proc.rs`. Who a process runs as comes from `ffi::proc::bsd_info`,
-//! the one caller of `proc_pidinfo(PROC_PIDTBSDINFO)`.
+//! every OS); the FFI wrapper (`pid_listens`) exists on macOS only. Who
+//! a process runs as comes from `ffi_proc::bsd_info`, the one
+//! caller of `proc_pidinfo(PROC_PIDTBSDINFO)`.
 
 use std::mem::{align_of, offset_of, size_of};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

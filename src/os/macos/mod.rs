@@ -1,31 +1,15 @@
-//! The macOS sampler: Mach, libc and IOKit into a [`crate::model::Snapshot`].
+//! macOS: Mach, sysctl, libproc, IOKit, libdispatch, the unified log.
+//! [`parse`] (the pure parsers, tested on Linux with values captured on
+//! real Macs), [`exits`], [`crash_reports`] and [`libproc`] are compiled
+//! on every OS; the rest only on macOS:
 //!
-//! The code is split so that everything that turns raw kernel values into
-//! numbers is a pure function compiled on every OS, unit-tested on Linux
-//! with values captured on real Macs, and only the thin layers that call the
-//! kernel are compiled for macOS alone:
-//!
-//! | pure (all OSes) | what it converts |
-//! |---|---|
-//! | [`vm`] | `vm_statistics64` words and `xsw_usage` → system memory and swap |
-//! | [`pressure`] | `kern.memorystatus_*` and dispatch masks → pressure level |
-//! | [`procargs`] | `KERN_PROCARGS2` bytes → argv (and env) |
-//! | [`kinfo`] | `kinfo_proc` bytes → start time, uid, ppid, caught signals |
-//! | [`proc_info`] | `proc_bsdinfo` / `rusage_info_v4` fields, errno → failure kind |
-//! | [`gpu_stats`] | IOAccelerator `PerformanceStatistics`, `IOUserClientCreator` |
-//! | [`exits`] | a zombie's `p_xstat` → how it ended |
-//! | [`acl`] | extended ACL entries → the write rights they grant |
-//! | [`jetsam`] | `log stream --style ndjson` lines → jetsam kills |
-//! | [`crash_report`] | `.ips` crash reports → exception, signal, library, Rosetta |
-//! | [`crash_reports`] | the report directories → new reports, believed or refused |
-//!
-//! `jetsam_stream` keeps the `log stream` child that feeds [`jetsam`].
-//! The FFI layer (`ffi/`: Mach, libproc and sysctl, ACLs, IOKit, the
-//! dispatch memory-pressure source) holds all of the `unsafe`, each block
-//! with its `// SAFETY:` reasoning, and hands plain values to the pure
-//! functions. [`MacSampler`] ties them together;
-//! `probe::MacProbe` reads the machine-wide figures alone for the daemon's
-//! system probe; [`doctor`] checks each collector once for `headroom doctor`.
+//! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone)
+//!   and `doctor` (each collector checked once for `headroom doctor`);
+//! - `wake` and `pressure_source` (the dispatch memory-pressure source),
+//!   `exit_records` and `jetsam_stream` (the `log stream` child behind
+//!   jetsam kills), `process` (identity and signals), `notify`;
+//! - the thin calls that hand the pure parsers plain values: `ffi_mach`,
+//!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`.
 
 pub mod crash_reports;
 #[cfg(target_os = "macos")]

@@ -1,9 +1,9 @@
 //! The macOS probe: the machine-wide figures of a sample without the
 //! process table, GPUs or wired limit: `host_statistics64(HOST_VM_INFO64)`
-//! (through the same [`VmInfoReader`] logic as the sampler: REV1 fields, the
+//! (through the same `VmInfoReader` logic as the sampler: REV1 fields, the
 //! kernel's count remembered), `vm.swapusage` and
 //! `kern.memorystatus_vm_pressure_level`, turned into figures by the same
-//! pure functions ([`super::vm`], [`super::pressure`]) the sampler uses.
+//! pure functions ([`super::parse::vm`], [`super::parse::pressure`]) the sampler uses.
 
 use std::time::Instant;
 

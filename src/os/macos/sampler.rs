@@ -1,51 +1,27 @@
 //! [`MacSampler`]: one pass over this Mac's memory, pressure, GPUs and
 //! processes.
 //!
-//! # Per tick
-//!
 //! - System: `host_statistics64` (the only read whose failure fails the
-//!   sample, with `hw.memsize` the first time), `vm.swapusage`, the
-//!   pressure sysctls and `iogpu.wired_limit_mb`.
-//! - GPUs: each `IOAccelerator`'s `PerformanceStatistics` and its user
-//!   clients, each counted for the process holding its pid only if that
-//!   process was there before the client ([`gpu_stats::ClientSightings`]).
-//! - Processes: `proc_listallpids`, then one `proc_pid_rusage` per pid:
-//!   footprint, lifetime peak, resident size, the start time in mach
-//!   ticks, which tells a reused pid from a known one without another call,
-//!   and the exit time, set once the process has ended.
-//!   A pid seen for the first time (or reused) gets the slow reads once:
-//!   `proc_pidinfo(PROC_PIDTBSDINFO)` (owner, parent, name, start time),
-//!   `kinfo_proc` (whether Rosetta 2 translates it; owner, parent, name and
-//!   start where `PROC_PIDTBSDINFO` is refused), `proc_pidpath`,
-//!   `KERN_PROCARGS2` (argv), and the workload classification, by the
-//!   policy every sampler shares ([`crate::os::first_sight`]). They are
-//!   cached per identity.
+//!   sample), `vm.swapusage`, the pressure sysctls, `iogpu.wired_limit_mb`.
+//! - GPUs: each `IOAccelerator`'s `PerformanceStatistics` and user clients,
+//!   a client counted for the process holding its pid only if that process
+//!   was there before the client ([`gpu_stats::ClientSightings`]).
+//! - Processes: `proc_listallpids`, then one `proc_pid_rusage` per pid
+//!   (footprint, peak, resident size, and the start time that tells a
+//!   reused pid). A pid seen for the first time gets the slow reads once,
+//!   cached per identity: BSD info, `kinfo_proc` (Rosetta 2), the path,
+//!   argv and the workload classification.
 //!
-//! # Ended processes
+//! A known process that has ended stays listed, with no memory, until its
+//! parent reaps it, so that the post-mortem code reads how it ended
+//! ([`super::exits`]); one never seen alive is skipped. An ML workload run
+//! under Rosetta 2 is logged once with what to install instead
+//! ([`crate::workload::translated_advice`]).
 //!
-//! `proc_listallpids` lists zombies, and `proc_pid_rusage` answers for them
-//! from the copy saved at exit, with `ri_proc_exit_abstime` set. A process
-//! known alive that has ended stays listed, with no memory (a zombie holds
-//! none; the saved resident size is history), until its parent reaps it, so
-//! that the post-mortem code finds it and reads how it ended
-//! ([`super::exits`]), as a Linux zombie is listed. One never seen alive is
-//! skipped: it has no identity to report, and it is no collector error.
-//!
-//! # Rosetta 2
-//!
-//! A process that runs translated carries [`crate::workload::TRANSLATED_EVIDENCE`]
-//! in its workload evidence; an ML workload that does is logged once, with
-//! what to install instead ([`crate::workload::translated_advice`]).
-//!
-//! # Permissions
-//!
-//! Without root, `proc_pid_rusage` and `PROC_PIDTBSDINFO` refuse other
-//! users' processes (EPERM). Such a process is left out of the snapshot
-//! (there is no footprint to report) and counted in
-//! [`CollectorErrors::permission_denied`] every tick: a LaunchAgent sees
-//! its user's processes, the LaunchDaemon (root) sees all. pid 0
-//! (`kernel_task`) is the kernel; its memory is the wired figure, so it is
-//! counted as a kernel thread and skipped.
+//! Without root, other users' processes refuse (EPERM): they are left out
+//! and counted in [`CollectorErrors::permission_denied`] every tick. pid 0
+//! (`kernel_task`) is counted as a kernel thread: its memory is the wired
+//! figure.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

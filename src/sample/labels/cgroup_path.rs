@@ -15,27 +15,14 @@
 //! | Slurm | v1: `/slurm/uid_<n>/job_<n>/step_<s>/task_<n>` (`/slurm_<node>/…` for several slurmd) | v2: `/system.slice/slurmstepd.scope/job_<n>/step_<s>/user/task_<n>` (`<node>_slurmstepd.scope`) |
 //! | systemd | | `/user.slice/user-1000.slice/session-3.scope`, `/system.slice/jupyterhub.service` |
 //!
-//! Who can make these paths: root, and whoever root hands a subtree of the
-//! hierarchy to (systemd's `Delegate=`: every user's service manager,
-//! `user@1000.service`, and any container given its own writable cgroup
-//! tree). A user who names a cgroup `kubepods-pod<uid>.slice` below their
-//! own service manager must not pass their process off as someone's pod,
-//! nor a container's processes as another container's. So:
-//!
-//! - the path is read from the top, and the first (outermost) pod,
-//!   container or Slurm job found is the answer: what lies below it is the
-//!   container's or the job's own business (Docker inside a pod, a kind
-//!   node's pods inside its Docker container as the host sees them);
-//! - below a user's service manager (`user@<uid>.service`) nothing more is
-//!   read: the unit is the service manager, whose name root chose;
-//! - ids must have their exact form (64 hex digits, a UUID or a static
-//!   pod's 32-digit hash, digits for jobs) and unit names systemd's
-//!   characters, else they are not taken.
-//!
-//! A path that begins with `/..` lies outside the reader's cgroup namespace
-//! (headroom in a pod with a cgroup namespace of its own, looking at the
-//! node's other pods): the `..` are skipped and what follows read the same
-//! way, without the root it hangs from.
+//! Root delegates subtrees (systemd's `Delegate=`: every user's service
+//! manager, containers with their own cgroup tree), and a user who names a
+//! cgroup `kubepods-pod<uid>.slice` must not pass a process off as someone's
+//! pod. So the first (outermost) pod, container or Slurm job found is the
+//! answer; nothing below `user@<uid>.service` is read; ids must have their
+//! exact form (64 hex digits, a UUID, a static pod's hash, digits for jobs)
+//! and unit names systemd's characters. A path beginning with `/..` (outside
+//! the reader's cgroup namespace) is read after the `..`.
 
 use crate::model::{LabelSet, Runtime};
 

@@ -1,4 +1,4 @@
-//! The netlink socket behind [`crate::os::linux::parse::sock_diag`] on Linux: open one, send a
+//! The netlink socket behind [`super::super::parse::sock_diag`] on Linux: open one, send a
 //! request, read the kernel's answers. The bytes are made and read in
 //! `sock_diag.rs`; this file only moves them.
 //!

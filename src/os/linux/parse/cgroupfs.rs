@@ -69,8 +69,8 @@ pub fn keyed_value(text: &str, key: &str) -> Option<u64> {
 /// (refaults) while the job stalls. So the room counts `inactive_file` and
 /// not `active_file`, the same choice as the "working set" of the kubelet's
 /// eviction, cAdvisor, `docker stats` and CRI-O (usage − inactive file, e.g.
-/// https://github.com/cri-o/cri-o/pull/3115 and
-/// https://github.com/moby/moby/pull/51786): what those tools call in use is
+/// <https://github.com/cri-o/cri-o/pull/3115> and
+/// <https://github.com/moby/moby/pull/51786>): what those tools call in use is
 /// what this leaves out of the room.
 ///
 /// In v1, `inactive_file` counts the cgroup's own pages only and

@@ -20,7 +20,7 @@
 //! Every layout below is the one `include/uapi/linux/netlink.h` and
 //! `include/uapi/linux/inet_diag.h` define; they are written and read by
 //! offset here, so they are compiled and tested on every OS
-//! (`os/linux/ffi/sock_diag.rs` sends and receives them on Linux).
+//! (`os::linux::ffi_sock_diag` sends and receives them on Linux).
 //! Answers are read with bounds: a message whose length does not fit the
 //! buffer or is too short for its type ends the parse as malformed.
 

@@ -13,7 +13,7 @@
 //! directories need no ACL at all, and `chmod -N` removes one.
 //!
 //! The bit values are `__DARWIN_ACL_*` from `<sys/acl.h>`; this module is
-//! pure and compiled on every OS; `ffi/acl.rs` reads the entries on a Mac.
+//! pure and compiled on every OS; `os::macos::ffi_acl` reads the entries on a Mac.
 
 /// `ACL_EXTENDED_ALLOW`, the tag of an entry that grants rights.
 pub const TAG_ALLOW: u32 = 1;

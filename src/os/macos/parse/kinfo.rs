@@ -13,7 +13,7 @@
 //! who a pid is, and where `p_sigcatch` comes from for the handler check
 //! before a signal.
 //!
-//! libc has no `kinfo_proc` for Apple targets, so [`KinfoProc`] mirrors the
+//! libc has no `kinfo_proc` for Apple targets, so `KinfoProc` mirrors the
 //! LP64 layout of `bsd/sys/sysctl.h` and `bsd/sys/proc.h`, field for field
 //! as golang.org/x/sys/unix generates it from the SDK headers
 //! (`ztypes_darwin_{amd64,arm64}.go`, `SizeofKinfoProc = 0x288`). The

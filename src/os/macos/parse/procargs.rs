@@ -13,44 +13,28 @@
 //!                       loader's own key=value "apple" strings
 //! ```
 //!
-//! The padding: `exec_extract_strings` (`bsd/kern/kern_exec.c`) pads the
-//! strings area with NULs until it is a multiple of the new image's pointer
-//! size before the first argument. The area starts with the 16-byte
-//! `executable_path=` key that `sysctl_procargsx` strips, so argv[0] begins
-//! at the first multiple of 8 past the path's NUL, counted from the path's
-//! first byte ([`ARGV_ALIGN`]; every process on a macOS that runs headroom
-//! is 64-bit, Rosetta's included). Only that many NULs are padding: an empty
-//! argv[0] (`execve(path, [""], …)`) is one more NUL, and skipping every
-//! NUL would shift argv by one and take the first environment string for
-//! an argument.
+//! The padding (`exec_extract_strings`, `bsd/kern/kern_exec.c`) brings the
+//! strings to a multiple of 8 counted from the stripped 16-byte key, so
+//! `argv[0]` begins at [`ARGV_ALIGN`] past the path's NUL. Only that many
+//! NULs are padding: an empty `argv[0]` is one more, and skipping every NUL
+//! would shift argv by one.
 //!
-//! A process opted out with the `no-read-procargs` entitlement gets a
-//! synthetic buffer (`sysctl_procargs_no_read`, macOS 26): argc 1, its exec
-//! path, TWO NULs whatever the path's length, and the exec path again as
-//! argv[0], and nothing after. That exact shape is recognised
-//! ([`ProcArgs::saved_path`]) and read as `[exec_path]`.
+//! A process with the `no-read-procargs` entitlement (macOS 26) gets a
+//! synthetic buffer: argc 1, its path, two NULs, the path again. That exact
+//! shape is read as `[exec_path]` ([`ProcArgs::saved_path`]).
 //!
-//! The parser never panics and never reads past the buffer. A buffer cut
-//! short (a process rewriting its arguments, a racing exec) gives what was
-//! complete and says so in [`ProcArgs::complete`]; a string cut off by the
-//! end of the buffer is dropped rather than passed on half, since a
-//! truncated `-f kernel-….json` would name the wrong kernel.
-//!
-//! A buffer the answer FILLED may be cut at the other end: an argument area
-//! larger than the buffer is copied out from its tail ([`parse_answer`]).
-//! Then nothing after argc can be placed, and argv is reported as one mark,
-//! `…[argv truncated: over 4096 bytes]`, rather than environment strings
-//! read as the path and arguments ([`ProcArgs::cut_at_front`]).
-//!
-//! What is kept is bounded whatever the process holds (up to `kern.argmax`,
-//! 1 MiB): the arguments within [`ARGV_MAX_BYTES`] and [`ARGV_MAX_ARGS`],
-//! cut with a visible last element `…[argv truncated: N bytes]` (see
-//! [`ArgvCap`]); the environment within the same bounds, cut without a mark
-//! (no one shows it).
+//! The parser never panics or reads past the buffer. A buffer cut short
+//! gives what was complete ([`ProcArgs::complete`]), dropping a string cut
+//! off (a truncated `-f kernel-….json` would name the wrong kernel). A
+//! buffer the answer filled was copied from the area's tail
+//! ([`parse_answer`]): argv is then one mark, `…[argv truncated: over 4096
+//! bytes]` ([`ProcArgs::cut_at_front`]). What is kept is bounded by
+//! [`ARGV_MAX_BYTES`] and [`ARGV_MAX_ARGS`], cut with a visible last element
+//! ([`ArgvCap`]); the environment within the same bounds, without a mark.
 
 use crate::model::{ARGV_MAX_ARGS, ARGV_MAX_BYTES, ArgvCap};
 
-/// The pointer size of a 64-bit image: the strings before argv[0] are
+/// The pointer size of a 64-bit image: the strings before `argv[0]` are
 /// padded to a multiple of it (`exec_extract_strings`, `new_ptr_size`).
 pub const ARGV_ALIGN: usize = 8;
 
