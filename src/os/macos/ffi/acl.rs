@@ -1,5 +1,5 @@
 //! The extended ACL of a path, read with `acl_get_link_np` and handed to
-//! [`super::parse::acl`] as plain entries.
+//! [`super::super::parse::acl`] as plain entries.
 //!
 //! The link itself is read, not its target: the permission check walks
 //! symbolic links one component at a time and reads each target itself.

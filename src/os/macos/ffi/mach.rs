@@ -2,7 +2,7 @@
 //! physical memory, swap, the pressure sysctls and the GPU wired limit.
 //!
 //! Each function makes one call and hands the raw answer to a pure
-//! function in [`super::parse::vm`] or [`super::parse::pressure`]. The host port is taken
+//! function in [`super::super::parse::vm`] or [`super::super::parse::pressure`]. The host port is taken
 //! once and cached for the life of the process, as sysinfo does:
 //! `mach_host_self()` adds a user reference to the send right on every call.
 

@@ -4,7 +4,7 @@
 //!
 //! Each function makes its call(s) and returns plain values or the errno;
 //! the sampler and the signal-identity check sort errnos into failures with
-//! [`super::parse::proc_info`]. None of them keeps state between calls.
+//! [`super::super::parse::proc_info`]. None of them keeps state between calls.
 
 use std::ffi::c_void;
 use std::io;
@@ -301,7 +301,7 @@ pub fn this_process_translated() -> Option<bool> {
 }
 
 /// The raw `kinfo_proc` for `pid`; parse it with
-/// [`super::parse::kinfo::parse`]. Empty when there is no such process. Readable
+/// [`super::super::parse::kinfo::parse`]. Empty when there is no such process. Readable
 /// for every process without privileges.
 pub fn kinfo_proc(pid: i32) -> Result<Vec<u8>, i32> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROC, libc::KERN_PROC_PID, pid];
