@@ -20,6 +20,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
+
+use crate::support::source_tree::rust_files;
 use std::sync::OnceLock;
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
@@ -551,17 +553,6 @@ fn read_all(sources: Vec<Source>) -> Vec<(Source, Result<Reading, String>)> {
             (s, reading)
         })
         .collect()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 fn layer_of() -> BTreeMap<&'static str, usize> {

@@ -15,6 +15,7 @@ pub mod http;
 pub mod journal;
 pub mod jupyter;
 pub mod privileges;
+pub mod source_tree;
 pub mod sys;
 
 use std::io::{BufRead, BufReader};
