@@ -225,6 +225,8 @@ impl CrashReportScanner {
     pub fn scan(&mut self, read_at: Timestamp) -> Found {
         let mut out = Found::default();
         let mut budget = MAX_NEW_PER_SCAN;
+        // Reports waited for that are still there.
+        let mut listed: HashSet<PathBuf> = HashSet::new();
         for dir in self.dirs.clone() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -250,6 +252,9 @@ impl CrashReportScanner {
                     continue;
                 }
                 let modified = meta.modified().ok();
+                if self.pending.contains_key(&path) {
+                    listed.insert(path.clone());
+                }
                 if let Some(p) = self.pending.get(&path)
                     && p.len == meta.len()
                     && p.modified == modified
@@ -269,7 +274,10 @@ impl CrashReportScanner {
                 }
                 budget -= 1;
                 match look(&path) {
-                    Look::Incomplete(why) => self.wait_for(path, &meta, read_at, why),
+                    Look::Incomplete(why) => {
+                        listed.insert(path.clone());
+                        self.wait_for(path, &meta, read_at, why);
+                    }
                     done => {
                         self.pending.remove(&path);
                         self.remember(path.clone());
@@ -278,6 +286,9 @@ impl CrashReportScanner {
                 }
             }
         }
+        // A report waited for that is gone (removed, or renamed into a
+        // name of its own) is no longer waited for.
+        self.pending.retain(|path, _| listed.contains(path));
         out
     }
 
@@ -566,6 +577,18 @@ mod tests {
         assert_eq!(crashes.len(), 1, "{:?}", scanner.last_error);
         assert_eq!(crashes[0].pid, 5657);
         assert_eq!((scanner.errors, scanner.pending()), (0, 0));
+    }
+
+    #[test]
+    fn a_report_waited_for_that_is_removed_is_no_longer_waited_for() {
+        let dir = dir_with(&[("gone.ips", "")]);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        scanner.scan(Timestamp(0));
+        assert_eq!(scanner.pending(), 1);
+        std::fs::remove_file(dir.path().join("gone.ips")).unwrap();
+        scanner.scan(Timestamp(1_000));
+        assert_eq!((scanner.pending(), scanner.errors), (0, 0));
     }
 
     #[test]

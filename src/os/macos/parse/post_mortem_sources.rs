@@ -76,18 +76,19 @@ pub fn jetsam_report_kills(
 }
 
 /// The macOS check: as root, jetsam kills and everyone's crash reports;
-/// as a user, only that user's crash reports.
+/// as a user, only that user's crash reports and the JetsamEvent reports
+/// it may read.
 pub fn macos_check(root: bool) -> crate::model::Check {
     use crate::model::Check;
     if root {
         Check::ok(
             "post-mortems",
-            "jetsam kills followed as the kernel logs them (log stream); crash reports read from /Library/Logs/DiagnosticReports and every user's ~/Library/Logs/DiagnosticReports",
+            "jetsam kills followed as the kernel logs them (log stream) and from JetsamEvent reports; crash reports read from /Library/Logs/DiagnosticReports and every user's ~/Library/Logs/DiagnosticReports",
         )
     } else {
         Check::warn(
             "post-mortems",
-            "as a user, only your own crash reports are read: jetsam kills are not followed (log stream shows the kernel's entries only to an administrator), so a jetsam kill is a post-mortem with an unknown cause",
+            "as a user, only your own crash reports are read, and JetsamEvent reports in /Library/Logs/DiagnosticReports where you may read them: jetsam kills are not followed in the unified log (log stream shows the kernel's entries only to an administrator), so a jetsam kill without a readable report is a post-mortem with an unknown cause",
             format!(
                 "install the system service to follow jetsam kills: {}",
                 crate::os::this_process::sudo_command("service install --system")
