@@ -771,6 +771,18 @@ mod tests {
                     *tally.entry("not opened").or_default() += 1;
                     continue;
                 }
+                if name.starts_with("JetsamEvent")
+                    && let Ok(meta) = std::fs::symlink_metadata(&path)
+                {
+                    // Who may read the system's JetsamEvent reports.
+                    eprintln!(
+                        "{}: mode {:o}, uid {}, gid {}",
+                        path.display(),
+                        meta.mode() & 0o7777,
+                        meta.uid(),
+                        meta.gid()
+                    );
+                }
                 let what = match look(&path) {
                     Look::Crash { .. } => "crash",
                     Look::Jetsam { .. } => "jetsam",

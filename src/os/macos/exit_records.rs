@@ -9,9 +9,10 @@
 //! looked for while a watched process has just ended (a report takes
 //! seconds to appear, longer under memory pressure: post-mortems wait for
 //! it, `Observed::record_lag`, as long as [`super::report_wait`] says). As a user (a
-//! LaunchAgent): that user's crash reports only; jetsam kills are not
-//! followed (`log stream` shows the kernel's entries only to an
-//! administrator), which the collector status and the post-mortems say.
+//! LaunchAgent): that user's crash reports, and the JetsamEvent reports
+//! it may read; jetsam kills are not followed in the unified log (`log
+//! stream` shows the kernel's entries only to an administrator), which the
+//! collector status and the post-mortems say.
 //! `sample::exit_causes` holds it as this OS's [`ExitRecords`]; Linux
 //! exports the same names.
 
