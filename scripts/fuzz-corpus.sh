@@ -131,7 +131,7 @@ grep -v '^#' "$fx/jetsam/public-memorystatus-lines.txt" | grep -v '^$' >"$corpus
 grep -v '^#' "$fx/jetsam/public-memorystatus-lines.txt" | grep -v '^$' |
   while IFS= read -r m; do jq -cn --arg m "$m" '{eventMessage: $m, processID: 0}'; done >"$corpus/jetsam/public-as-ndjson"
 
-# --- macOS crash reports (.ips) ---------------------------------------------
+# --- macOS .ips reports (crash, JetsamEvent) --------------------------------
 for f in "$fx"/ips/*.ips; do
   cp "$f" "$corpus/crash_report/$(basename "$f" .ips)"
 done

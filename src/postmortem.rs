@@ -1501,6 +1501,77 @@ mod tests {
         assert_eq!(run.events[0].at, Timestamp(3000), "when it was found gone");
     }
 
+    /// The kill of a JetsamEvent report (tests/fixtures/ips: wifianalyticsd
+    /// at its high-water mark, from faisalmemon/ios-crash-dump-analysis-book),
+    /// its pid and name replaced by the watched kernel's, read 30 s after
+    /// the end under the longer wait of memory pressure.
+    fn jetsam_report_kill(uid: Option<u32>, read_at: u64) -> MemoryKill {
+        use crate::os::macos::parse::{jetsam_report, post_mortem_sources};
+        let mut report = jetsam_report::parse_jetsam_event(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/ips/JetsamEvent-wifianalyticsd-highwater.ips"
+        )))
+        .unwrap();
+        report.killed[0].pid = Some(42);
+        report.killed[0].name = "python3".into();
+        let source = "/Library/Logs/DiagnosticReports/JetsamEvent-x.ips";
+        post_mortem_sources::jetsam_report_kills(&report, source, uid, Timestamp(read_at)).remove(0)
+    }
+
+    #[test]
+    fn a_jetsam_event_report_read_late_names_the_kill_and_its_reason() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let lag = Duration::from_secs(45);
+        let waiting = || Observed {
+            record_lag: lag,
+            ..Observed::default()
+        };
+        run.feed(snapshot(3000).build(), waiting());
+        run.feed(snapshot(20_000).build(), waiting());
+        assert!(run.events.is_empty(), "a report may still be written");
+        run.feed(
+            snapshot(33_000).build(),
+            Observed {
+                kills: vec![jetsam_report_kill(None, 33_000)],
+                record_lag: lag,
+                ..Observed::default()
+            },
+        );
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Jetsam);
+        assert!(
+            cause.how.starts_with(
+                "the JetsamEvent report /Library/Logs/DiagnosticReports/JetsamEvent-x.ips recorded jetsam killing pid 42 (python3), with 6.0 MiB resident: it went over its high-water mark (highwater)"
+            ),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn a_jetsam_event_report_another_user_owns_does_not_name_ada_s_kill() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        let lag = Duration::from_secs(45);
+        run.feed(
+            snapshot(3000).build(),
+            Observed {
+                kills: vec![jetsam_report_kill(Some(4242), 3000)],
+                record_lag: lag,
+                ..Observed::default()
+            },
+        );
+        run.feed(
+            snapshot(49_000).build(),
+            Observed {
+                record_lag: lag,
+                ..Observed::default()
+            },
+        );
+        assert_eq!(run.cause().kind, ExitCauseKind::Unknown);
+    }
+
     #[test]
     fn names_match_across_the_kernels_cut() {
         assert!(same_command("ipykernel_launc", "ipykernel_launcher"));

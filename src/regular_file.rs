@@ -40,6 +40,17 @@ pub fn read_untrusted(path: &Path, max: u64) -> io::Result<(Vec<u8>, Metadata)> 
     Ok((read_at_most(file, max)?, meta))
 }
 
+/// The first `max` bytes of `path` at most (the whole file when it is
+/// shorter), with the checks of [`read_untrusted`] and the metadata of the
+/// file read; a longer file is not an error. For deciding what a file is
+/// from its first line without reading all of it.
+pub fn read_untrusted_head(path: &Path, max: u64) -> io::Result<(Vec<u8>, Metadata)> {
+    let (file, meta) = open_checked(path, true)?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok((bytes, meta))
+}
+
 fn open_checked(path: &Path, refuse_links: bool) -> io::Result<(File, Metadata)> {
     let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
     if refuse_links {
@@ -126,6 +137,20 @@ mod tests {
         let e = read_capped(&path, 3).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
         assert_eq!(e.to_string(), "larger than 3 bytes");
+    }
+
+    #[test]
+    fn a_head_is_cut_and_a_link_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"first\nsecond").unwrap();
+        let (head, meta) = read_untrusted_head(&path, 6).unwrap();
+        assert_eq!((head.as_slice(), meta.len()), (&b"first\n"[..], 12));
+        assert_eq!(read_untrusted_head(&path, 64).unwrap().0, b"first\nsecond");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let e = read_untrusted_head(&link, 64).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
     }
 
     #[test]

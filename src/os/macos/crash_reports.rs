@@ -1,30 +1,52 @@
-//! Finding the crash reports of processes that just ended (compiled on
-//! every OS: plain files, tested on Linux with real reports in a temporary
-//! directory).
+//! Finding the reports of processes that just ended: crash reports and
+//! JetsamEvent reports (compiled on every OS: plain files, tested on Linux
+//! with real reports in a temporary directory).
 //!
 //! [`CrashReportScanner::scan`] lists the report directories
-//! ([`report_dirs`]), reads each `.ips` file written since the daemon
-//! started that it has not read yet (at most [`MAX_NEW_PER_SCAN`] a scan),
-//! parses it ([`super::parse::crash_report::parse_ips`]) and hands back a
-//! [`Crash`] per report; the post-mortems match them to the dead by pid and
-//! name. The files in a user's `~/Library/Logs/DiagnosticReports` are that
+//! ([`report_dirs`]) and looks at each `.ips` file written since the daemon
+//! started that it has not read yet (at most [`MAX_NEW_PER_SCAN`] a scan):
+//! [`look`] reads its first line alone and decides by its `bug_type`
+//! ([`super::parse::report_kind`]). A crash report is parsed
+//! ([`super::parse::crash_report::parse_ips`]) into a [`Crash`]; a
+//! JetsamEvent report ([`super::parse::jetsam_report`]) into a
+//! [`MemoryKill`] per killed process, so that a jetsam kill has its cause
+//! without `log stream`; the post-mortems match both to the dead by pid and
+//! name. Every other kind (stackshots, panics, resource reports) is
+//! counted as skipped, never as an error, and files other than `.ips`
+//! (`.diag`, `.spin`, `.shutdownStall`) are not opened.
+//!
+//! A report still being written (an empty file, a header not ended, JSON
+//! that ends early) is not remembered as read: it is looked at again on
+//! later scans, re-read only when its size or modification time changed,
+//! until it parses or [`RETRY_FOR`] after it was first seen, and only then
+//! counted as an error.
+//!
+//! The files in a user's `~/Library/Logs/DiagnosticReports` are that
 //! user's: they are read with [`crate::regular_file::read_untrusted`] (no
 //! links followed, no FIFO opened, at most
-//! [`super::parse::crash_report::MAX_REPORT_BYTES`]), and a report is believed
-//! only about that user's own processes (its `userID` must be the file's
-//! owner, unless root owns the file), so nobody can write a report that
-//! blames a crash on someone else's process. A file that is not a crash
-//! report, or a truncated one, is counted and its reason kept, never
-//! guessed at.
+//! [`super::parse::crash_report::MAX_REPORT_BYTES`] or
+//! [`super::parse::jetsam_report::MAX_JETSAM_REPORT_BYTES`]), and a report
+//! is believed only about that user's own processes: a crash report's
+//! `userID` must be the file's owner, and the kills of a JetsamEvent report
+//! in a file not owned by root are restricted to its owner's processes
+//! (the report names no user), unless root owns the file. A file of a kind
+//! read here that cannot be used is counted and its reason kept, never
+//! guessed at; one this user may not read is counted apart, with why.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use super::parse::crash_report::{CrashReport, MAX_REPORT_BYTES, parse_ips};
+use super::parse::crash_report::{CrashReport, IpsError, MAX_REPORT_BYTES, parse_ips};
+use super::parse::jetsam_report::{
+    JetsamReport, JetsamReportError, MAX_JETSAM_REPORT_BYTES, parse_jetsam_event,
+};
+use super::parse::post_mortem_sources::jetsam_report_kills;
+use super::parse::report_kind::{Head, MAX_HEADER_BYTES, ReportKind, kind_of_head, opened_by_name};
 use crate::model::Timestamp;
-use crate::model::exit::Crash;
+use crate::model::exit::{Crash, MemoryKill};
 
 /// Reports read in one scan, at most; the rest wait for the next.
 pub const MAX_NEW_PER_SCAN: usize = 64;
@@ -34,6 +56,12 @@ const MAX_ENTRIES: usize = 4096;
 const MAX_USERS: usize = 256;
 /// Report paths remembered as read.
 const MAX_SEEN: usize = 4096;
+/// How long a report still being written is looked at again after it was
+/// first seen, before it counts as an error.
+pub const RETRY_FOR: Duration = Duration::from_secs(30);
+/// Reports being written that are waited for at once, at most; past that
+/// a new one that does not parse is an error at once.
+const MAX_PENDING: usize = 64;
 
 /// The directories ReportCrash writes to that this process may read: the
 /// system's, and as root every user's under `users` (normally `/Users`);
@@ -56,6 +84,93 @@ pub fn report_dirs(system: &Path, users: &Path, home: Option<&Path>, root: bool)
     dirs
 }
 
+/// What one report file is, once looked at ([`look`]).
+#[derive(Debug)]
+pub enum Look {
+    /// A crash report, and the owner of the file read.
+    Crash { report: CrashReport, owner: u32 },
+    /// A JetsamEvent report, and the owner of the file read.
+    Jetsam { report: JetsamReport, owner: u32 },
+    /// A kind not read here (or not a report at all): why.
+    Skipped(String),
+    /// Not complete yet (being written): why; to be looked at again.
+    Incomplete(String),
+    /// This user may not read it: why.
+    Unreadable(String),
+    /// A report of a kind read here that cannot be used: why.
+    Failed(String),
+}
+
+/// Look at one `.ips` file: its first line, then, for a kind read here,
+/// the whole report (bounded, links refused).
+pub fn look(path: &Path) -> Look {
+    let (head, meta) = match crate::regular_file::read_untrusted_head(path, MAX_HEADER_BYTES) {
+        Ok(read) => read,
+        Err(e) => return unread(&e),
+    };
+    let whole = meta.len() <= head.len() as u64;
+    let kind = match kind_of_head(&head, whole) {
+        Head::Read(kind) => kind,
+        Head::Skipped(bug_type) => {
+            return Look::Skipped(format!("a report of another kind (bug_type {bug_type})"));
+        }
+        Head::NotAReport(why) => return Look::Skipped(why),
+        Head::Incomplete(why) => return Look::Incomplete(why.to_string()),
+    };
+    let (bytes, owner) = if whole {
+        (head, meta.uid())
+    } else {
+        let max = match kind {
+            ReportKind::Crash => MAX_REPORT_BYTES,
+            ReportKind::JetsamEvent => MAX_JETSAM_REPORT_BYTES,
+        };
+        match crate::regular_file::read_untrusted(path, max) {
+            Ok((bytes, meta)) => (bytes, meta.uid()),
+            Err(e) => return unread(&e),
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    match kind {
+        ReportKind::Crash => match parse_ips(&text) {
+            Ok(report) => Look::Crash { report, owner },
+            Err(e @ (IpsError::Truncated(_) | IpsError::Empty)) => Look::Incomplete(e.to_string()),
+            Err(e) => Look::Failed(e.to_string()),
+        },
+        ReportKind::JetsamEvent => match parse_jetsam_event(&text) {
+            Ok(report) => Look::Jetsam { report, owner },
+            Err(e @ JetsamReportError::Truncated(_)) => Look::Incomplete(e.to_string()),
+            Err(e) => Look::Failed(e.to_string()),
+        },
+    }
+}
+
+/// What a failed open or read means.
+fn unread(e: &std::io::Error) -> Look {
+    match e.kind() {
+        ErrorKind::PermissionDenied => Look::Unreadable(e.to_string()),
+        // Removed (or rotated into `Retired/`) between listing and reading.
+        ErrorKind::NotFound => Look::Skipped("removed before it was read".to_string()),
+        _ => Look::Failed(e.to_string()),
+    }
+}
+
+/// What a scan found.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub crashes: Vec<Crash>,
+    /// Jetsam kills from JetsamEvent reports.
+    pub kills: Vec<MemoryKill>,
+}
+
+/// A report still being written, waited for.
+#[derive(Debug)]
+struct Pending {
+    first_seen: Timestamp,
+    len: u64,
+    modified: Option<SystemTime>,
+    why: String,
+}
+
 /// See the module documentation.
 #[derive(Debug)]
 pub struct CrashReportScanner {
@@ -63,10 +178,19 @@ pub struct CrashReportScanner {
     since: SystemTime,
     seen: HashSet<PathBuf>,
     seen_order: VecDeque<PathBuf>,
-    /// Files that could not be used, since the scanner was made.
+    pending: HashMap<PathBuf, Pending>,
+    /// Reports of a kind read here that could not be used, since the
+    /// scanner was made.
     pub errors: u64,
     /// The last of them, and why.
     pub last_error: Option<String>,
+    /// `.ips` files of other kinds (stackshots, panics, …), not read.
+    pub skipped: u64,
+    /// Files this user may not read, and the last of them with why.
+    pub unreadable: u64,
+    pub last_unreadable: Option<String>,
+    /// JetsamEvent reports read.
+    pub jetsam_reports: u64,
 }
 
 impl CrashReportScanner {
@@ -77,8 +201,13 @@ impl CrashReportScanner {
             since,
             seen: HashSet::new(),
             seen_order: VecDeque::new(),
+            pending: HashMap::new(),
             errors: 0,
             last_error: None,
+            skipped: 0,
+            unreadable: 0,
+            last_unreadable: None,
+            jetsam_reports: 0,
         }
     }
 
@@ -86,10 +215,18 @@ impl CrashReportScanner {
         &self.dirs
     }
 
-    /// The crashes reported since the last scan; `read_at` stamps them.
-    pub fn scan(&mut self, read_at: Timestamp) -> Vec<Crash> {
-        let mut out = Vec::new();
+    /// Reports being written, waited for.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The crashes and jetsam kills reported since the last scan; `read_at`
+    /// stamps them and times the wait for reports being written.
+    pub fn scan(&mut self, read_at: Timestamp) -> Found {
+        let mut out = Found::default();
         let mut budget = MAX_NEW_PER_SCAN;
+        // Reports waited for that are still there.
+        let mut listed: HashSet<PathBuf> = HashSet::new();
         for dir in self.dirs.clone() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -99,7 +236,11 @@ impl CrashReportScanner {
                     return out;
                 }
                 let path = entry.path();
-                if path.extension().is_none_or(|e| e != "ips") || self.seen.contains(&path) {
+                let named = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(opened_by_name);
+                if !named || self.seen.contains(&path) {
                     continue;
                 }
                 let Ok(meta) = entry.metadata() else {
@@ -110,18 +251,97 @@ impl CrashReportScanner {
                     self.remember(path);
                     continue;
                 }
+                let modified = meta.modified().ok();
+                if self.pending.contains_key(&path) {
+                    listed.insert(path.clone());
+                }
+                if let Some(p) = self.pending.get(&path)
+                    && p.len == meta.len()
+                    && p.modified == modified
+                {
+                    // Unchanged since the last look: not read again.
+                    if read_at.since(p.first_seen) >= RETRY_FOR {
+                        let why = format!(
+                            "still incomplete {} s after it appeared: {}",
+                            RETRY_FOR.as_secs(),
+                            p.why
+                        );
+                        self.pending.remove(&path);
+                        self.remember(path.clone());
+                        self.fail(&path, &why);
+                    }
+                    continue;
+                }
                 budget -= 1;
-                self.remember(path.clone());
-                match read_report(&path) {
-                    Ok((report, owner)) => match believed(&report, owner) {
-                        Ok(()) => out.push(crash_of(&report, &path, read_at)),
-                        Err(why) => self.fail(&path, &why),
-                    },
-                    Err(why) => self.fail(&path, &why),
+                match look(&path) {
+                    Look::Incomplete(why) => {
+                        listed.insert(path.clone());
+                        self.wait_for(path, &meta, read_at, why);
+                    }
+                    done => {
+                        self.pending.remove(&path);
+                        self.remember(path.clone());
+                        self.take(done, &path, read_at, &mut out);
+                    }
                 }
             }
         }
+        // A report waited for that is gone (removed, or renamed into a
+        // name of its own) is no longer waited for.
+        self.pending.retain(|path, _| listed.contains(path));
         out
+    }
+
+    /// A report being written: looked at again until [`RETRY_FOR`] after
+    /// it was first seen.
+    fn wait_for(&mut self, path: PathBuf, meta: &std::fs::Metadata, now: Timestamp, why: String) {
+        let first_seen = self.pending.get(&path).map_or(now, |p| p.first_seen);
+        if now.since(first_seen) >= RETRY_FOR
+            || (!self.pending.contains_key(&path) && self.pending.len() >= MAX_PENDING)
+        {
+            self.pending.remove(&path);
+            self.remember(path.clone());
+            let why = format!(
+                "still incomplete {} s after it appeared: {why}",
+                now.since(first_seen).as_secs()
+            );
+            self.fail(&path, &why);
+            return;
+        }
+        self.pending.insert(
+            path,
+            Pending {
+                first_seen,
+                len: meta.len(),
+                modified: meta.modified().ok(),
+                why,
+            },
+        );
+    }
+
+    /// Take what a finished look found.
+    fn take(&mut self, look: Look, path: &Path, read_at: Timestamp, out: &mut Found) {
+        match look {
+            Look::Crash { report, owner } => match believed(&report, owner) {
+                Ok(()) => out.crashes.push(crash_of(&report, path, read_at)),
+                Err(why) => self.fail(path, &why),
+            },
+            Look::Jetsam { report, owner } => {
+                self.jetsam_reports += 1;
+                out.kills.extend(jetsam_report_kills(
+                    &report,
+                    &path.display().to_string(),
+                    kills_restricted_to(owner),
+                    read_at,
+                ));
+            }
+            Look::Skipped(_) => self.skipped += 1,
+            Look::Unreadable(why) => {
+                self.unreadable += 1;
+                self.last_unreadable = Some(format!("{}: {why}", path.display()));
+            }
+            Look::Failed(why) | Look::Incomplete(why) => self.fail(path, &why),
+        }
     }
 
     fn remember(&mut self, path: PathBuf) {
@@ -140,13 +360,11 @@ impl CrashReportScanner {
     }
 }
 
-/// Read and parse one report; the owner of the file read.
-fn read_report(path: &Path) -> Result<(CrashReport, u32), String> {
-    let (bytes, meta) =
-        crate::regular_file::read_untrusted(path, MAX_REPORT_BYTES).map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&bytes);
-    let report = parse_ips(&text).map_err(|e| e.to_string())?;
-    Ok((report, meta.uid()))
+/// Whose processes a JetsamEvent report in a file of `owner` may name: any
+/// (`None`) where root wrote it; otherwise the owner's alone (the report
+/// names no user, so a user's file is believed only about that user).
+fn kills_restricted_to(owner: u32) -> Option<u32> {
+    (owner != 0).then_some(owner)
 }
 
 /// A report is about its writer's own processes: a user's file about
@@ -234,6 +452,15 @@ mod tests {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/ips/suzuki-analyze2-python-sigabrt.ips"
     ));
+    /// wifianalyticsd killed at its high-water mark (faisalmemon/ios-crash-dump-analysis-book,
+    /// markdown/SystemDiagnostics.md; tests/fixtures/ips/README.md).
+    const JETSAM_HIGHWATER: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ips/JetsamEvent-wifianalyticsd-highwater.ips"
+    ));
+    /// A header naming bug_type 385, the kind of the report posted in
+    /// Lessica/TrollRecorder#76 (not read here).
+    const OTHER_KIND: &str = "{\"bug_type\":\"385\",\"timestamp\":\"2024-06-16 13:00:26.00 +0700\"}\n{\n  \"procName\" : \"TRCallMonitor\",\n  \"bug_type\" : \"385\"\n}\n";
 
     fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -265,7 +492,7 @@ mod tests {
         ]);
         let mut scanner =
             CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
-        let mut crashes = scanner.scan(Timestamp(5));
+        let mut crashes = scanner.scan(Timestamp(5)).crashes;
         crashes.sort_by_key(|c| c.pid);
         assert_eq!(crashes.len(), 2, "{crashes:#?}");
         let sigill = &crashes[0];
@@ -294,7 +521,7 @@ mod tests {
                 .any(|n| n.ends_with("is in _tkinter.cpython-39-darwin.so"))
         );
         assert_eq!(abort.read_at, Timestamp(5));
-        assert!(scanner.scan(Timestamp(6)).is_empty(), "read once");
+        assert!(scanner.scan(Timestamp(6)).crashes.is_empty(), "read once");
         assert_eq!(scanner.errors, 0);
     }
 
@@ -303,22 +530,151 @@ mod tests {
         let dir = dir_with(&[("old.ips", &owned(ROSETTA_SIGILL))]);
         let later = SystemTime::now() + std::time::Duration::from_secs(3600);
         let mut scanner = CrashReportScanner::new(vec![dir.path().to_path_buf()], later);
-        assert!(scanner.scan(Timestamp(0)).is_empty());
+        assert!(scanner.scan(Timestamp(0)).crashes.is_empty());
     }
 
     #[test]
-    fn a_truncated_report_is_counted_with_its_reason() {
+    fn a_report_that_stays_truncated_is_retried_then_counted_with_its_reason() {
         let cut = &ROSETTA_SIGILL[..ROSETTA_SIGILL.len() / 3];
         let dir = dir_with(&[("cut.ips", cut)]);
         let mut scanner =
             CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
-        assert!(scanner.scan(Timestamp(0)).is_empty());
-        assert_eq!(scanner.errors, 1);
+        assert!(scanner.scan(Timestamp(1_000)).crashes.is_empty());
+        assert_eq!((scanner.errors, scanner.pending()), (0, 1), "waited for");
+        // Unchanged ten seconds later: still waited for, not read again.
+        assert!(scanner.scan(Timestamp(11_000)).crashes.is_empty());
+        assert_eq!((scanner.errors, scanner.pending()), (0, 1));
+        // Thirty seconds after it appeared: an error, with why.
+        assert!(scanner.scan(Timestamp(31_000)).crashes.is_empty());
+        assert_eq!((scanner.errors, scanner.pending()), (1, 0));
         let why = scanner.last_error.clone().unwrap();
         assert!(
-            why.contains("cut.ips") && why.contains("truncated"),
+            why.contains("cut.ips")
+                && why.contains("still incomplete 30 s after it appeared")
+                && why.contains("ends before its JSON does"),
             "{why}"
         );
+        assert!(scanner.scan(Timestamp(40_000)).crashes.is_empty());
+        assert_eq!(scanner.errors, 1, "counted once");
+    }
+
+    #[test]
+    fn a_report_still_being_written_is_read_once_it_is_complete() {
+        let full = owned(ROSETTA_SIGILL);
+        let dir = dir_with(&[("monero-wallet-gui.ips", "")]);
+        let path = dir.path().join("monero-wallet-gui.ips");
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        // Empty, then the header alone, then half the body: each waited for.
+        assert!(scanner.scan(Timestamp(0)).crashes.is_empty());
+        std::fs::write(&path, &full[..full.find('\n').unwrap()]).unwrap();
+        assert!(scanner.scan(Timestamp(1_000)).crashes.is_empty());
+        std::fs::write(&path, &full[..full.len() / 2]).unwrap();
+        assert!(scanner.scan(Timestamp(2_000)).crashes.is_empty());
+        assert_eq!((scanner.errors, scanner.pending()), (0, 1));
+        std::fs::write(&path, &full).unwrap();
+        let crashes = scanner.scan(Timestamp(3_000)).crashes;
+        assert_eq!(crashes.len(), 1, "{:?}", scanner.last_error);
+        assert_eq!(crashes[0].pid, 5657);
+        assert_eq!((scanner.errors, scanner.pending()), (0, 0));
+    }
+
+    #[test]
+    fn a_report_waited_for_that_is_removed_is_no_longer_waited_for() {
+        let dir = dir_with(&[("gone.ips", "")]);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        scanner.scan(Timestamp(0));
+        assert_eq!(scanner.pending(), 1);
+        std::fs::remove_file(dir.path().join("gone.ips")).unwrap();
+        scanner.scan(Timestamp(1_000));
+        assert_eq!((scanner.pending(), scanner.errors), (0, 0));
+    }
+
+    #[test]
+    fn reports_of_other_kinds_are_skipped_not_errors() {
+        let dir = dir_with(&[
+            ("TRCallMonitor-2024-06-16-130026.ips", OTHER_KIND),
+            ("notes.ips", "Process: not an .ips header\n"),
+            // Files of kinds that are not .ips are not opened at all.
+            (
+                "shutdown_stall_2026-05-15-204455_jimmym1.shutdownStall",
+                "x",
+            ),
+            ("ResetCounter-2026-05-15-220955.diag", "x"),
+            ("Python_2026-05-15-220000_mac.cpu_resource.diag", "x"),
+        ]);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        let found = scanner.scan(Timestamp(0));
+        assert!(found.crashes.is_empty() && found.kills.is_empty());
+        assert_eq!(scanner.errors, 0, "{:?}", scanner.last_error);
+        assert_eq!((scanner.skipped, scanner.pending()), (2, 0));
+        scanner.scan(Timestamp(1_000));
+        assert_eq!(scanner.skipped, 2, "looked at once");
+    }
+
+    #[test]
+    fn a_jetsam_event_report_gives_each_kill_with_its_reason() {
+        let dir = dir_with(&[("JetsamEvent-2020-10-15-172958.ips", JETSAM_HIGHWATER)]);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        let found = scanner.scan(Timestamp(7));
+        assert_eq!((scanner.errors, scanner.jetsam_reports), (0, 1));
+        assert_eq!(found.kills.len(), 1);
+        let k = &found.kills[0];
+        assert_eq!((k.pid, k.name.as_str()), (2527, "wifianalyticsd"));
+        assert_eq!(k.scope, "it went over its high-water mark (highwater)");
+        assert_eq!(k.resident_bytes, Some(382 * 16384));
+        assert!(k.source.ends_with("JetsamEvent-2020-10-15-172958.ips"));
+        assert!(k.message.contains("the largest process then: AppStore"));
+        assert_eq!(k.read_at, Timestamp(7));
+        // The file's owner: whoever runs the tests (root, as a daemon
+        // would see a report the system wrote).
+        assert_eq!(k.uid, kills_restricted_to(me()));
+        assert!(scanner.scan(Timestamp(8)).kills.is_empty(), "read once");
+    }
+
+    #[test]
+    fn a_user_s_jetsam_report_is_believed_only_about_that_user() {
+        assert_eq!(kills_restricted_to(0), None, "root's: anyone's");
+        assert_eq!(kills_restricted_to(501), Some(501));
+        if me() != 0 {
+            return;
+        }
+        // As root: a report in a file another user owns names only that
+        // user's processes.
+        let dir = dir_with(&[("JetsamEvent-forged.ips", JETSAM_HIGHWATER)]);
+        let path = dir.path().join("JetsamEvent-forged.ips");
+        std::os::unix::fs::chown(&path, Some(4242), None).unwrap();
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        let kills = scanner.scan(Timestamp(0)).kills;
+        assert_eq!(kills.len(), 1);
+        assert_eq!(kills[0].uid, Some(4242));
+    }
+
+    #[test]
+    fn a_truncated_jetsam_event_report_is_waited_for() {
+        let cut = &JETSAM_HIGHWATER[..JETSAM_HIGHWATER.len() / 2];
+        let dir = dir_with(&[("JetsamEvent-x.ips", cut)]);
+        let mut scanner =
+            CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
+        assert!(scanner.scan(Timestamp(0)).kills.is_empty());
+        assert_eq!((scanner.errors, scanner.pending()), (0, 1));
+        std::fs::write(dir.path().join("JetsamEvent-x.ips"), JETSAM_HIGHWATER).unwrap();
+        assert_eq!(scanner.scan(Timestamp(1_000)).kills.len(), 1);
+        assert_eq!((scanner.errors, scanner.pending()), (0, 0));
+    }
+
+    #[test]
+    fn a_file_this_user_may_not_read_is_counted_apart() {
+        let denied = std::io::Error::from(ErrorKind::PermissionDenied);
+        assert!(matches!(unread(&denied), Look::Unreadable(_)));
+        let gone = std::io::Error::from(ErrorKind::NotFound);
+        assert!(matches!(unread(&gone), Look::Skipped(_)));
+        let other = std::io::Error::from(ErrorKind::InvalidData);
+        assert!(matches!(unread(&other), Look::Failed(_)));
     }
 
     #[test]
@@ -333,7 +689,7 @@ mod tests {
         let dir = dir_with(&[("forged.ips", ROSETTA_SIGILL)]);
         let mut scanner =
             CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
-        assert!(scanner.scan(Timestamp(0)).is_empty());
+        assert!(scanner.scan(Timestamp(0)).crashes.is_empty());
         assert!(scanner.last_error.unwrap().contains("refused"));
     }
 
@@ -345,7 +701,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, dir.path().join("link.ips")).unwrap();
         let mut scanner =
             CrashReportScanner::new(vec![dir.path().to_path_buf()], SystemTime::UNIX_EPOCH);
-        assert!(scanner.scan(Timestamp(0)).is_empty());
+        assert!(scanner.scan(Timestamp(0)).crashes.is_empty());
         assert!(scanner.last_error.unwrap().contains("symbolic link"));
     }
 
@@ -373,6 +729,7 @@ mod tests {
         loop {
             let found = scanner
                 .scan(Timestamp(0))
+                .crashes
                 .into_iter()
                 .find(|c| c.name == "sh" && c.signal.as_deref() == Some("SIGSEGV"));
             if let Some(c) = found {
@@ -386,6 +743,87 @@ mod tests {
                 scanner.last_error
             );
             std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+
+    /// On a Mac: every `.ips` file in the real report directories is read,
+    /// skipped as another kind, waited for, or unreadable with a reason;
+    /// none of a kind not read here is an error.
+    #[cfg(target_os = "macos")]
+    #[test]
+    fn no_report_of_a_kind_not_read_is_an_error_on_this_mac() {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let dirs = report_dirs(
+            Path::new("/Library/Logs/DiagnosticReports"),
+            Path::new("/Users"),
+            home.as_deref(),
+            me() == 0,
+        );
+        let mut tally: HashMap<&str, usize> = HashMap::new();
+        for dir in &dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.map_while(Result::ok).take(MAX_ENTRIES) {
+                let path = entry.path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if !opened_by_name(name) {
+                    *tally.entry("not opened").or_default() += 1;
+                    continue;
+                }
+                if name.starts_with("JetsamEvent")
+                    && let Ok(meta) = std::fs::symlink_metadata(&path)
+                {
+                    // Who may read the system's JetsamEvent reports.
+                    eprintln!(
+                        "{}: mode {:o}, uid {}, gid {}",
+                        path.display(),
+                        meta.mode() & 0o7777,
+                        meta.uid(),
+                        meta.gid()
+                    );
+                }
+                let what = match look(&path) {
+                    Look::Crash { .. } => "crash",
+                    Look::Jetsam { .. } => "jetsam",
+                    Look::Skipped(_) => "skipped",
+                    Look::Incomplete(_) => "being written",
+                    Look::Unreadable(why) => {
+                        assert!(!why.is_empty(), "{}", path.display());
+                        "unreadable"
+                    }
+                    Look::Failed(why) => {
+                        let head =
+                            crate::regular_file::read_untrusted_head(&path, MAX_HEADER_BYTES)
+                                .map(|(h, _)| h)
+                                .unwrap_or_default();
+                        assert!(
+                            matches!(kind_of_head(&head, false), Head::Read(_)),
+                            "{} is not of a kind read here, yet an error: {why}",
+                            path.display()
+                        );
+                        "failed"
+                    }
+                };
+                *tally.entry(what).or_default() += 1;
+            }
+        }
+        eprintln!("report files in {dirs:?}: {tally:?}");
+        // The scanner the daemon runs: its last error, if any, is a report
+        // of a kind read here.
+        let mut scanner = CrashReportScanner::new(dirs, SystemTime::UNIX_EPOCH);
+        for _ in 0..(MAX_SEEN / MAX_NEW_PER_SCAN) {
+            scanner.scan(Timestamp::now());
+        }
+        if let Some(err) = &scanner.last_error {
+            let path = Path::new(err.split(": ").next().unwrap_or(""));
+            let head = crate::regular_file::read_untrusted_head(path, MAX_HEADER_BYTES)
+                .map(|(h, _)| h)
+                .unwrap_or_default();
+            assert!(
+                head.is_empty() || matches!(kind_of_head(&head, false), Head::Read(_)),
+                "an error for a report of a kind not read here: {err}"
+            );
         }
     }
 

@@ -3,14 +3,16 @@
 //! `proc_pid_rusage`'s `ri_proc_exit_abstime`), read only for the suspects;
 //! as root, jetsam's kills as the kernel writes them to the unified log,
 //! followed by a long-lived `log stream` child ([`super::jetsam_stream`]);
-//! and crash reports, the `.ips` files ReportCrash writes to
-//! `/Library/Logs/DiagnosticReports` and each user's
-//! `~/Library/Logs/DiagnosticReports` ([`super::crash_reports`]), looked for
-//! while a watched process has just ended (a report takes seconds to
-//! appear: post-mortems wait for it, `Observed::record_lag`). As a user (a
-//! LaunchAgent): that user's crash reports only; jetsam kills are not
-//! followed (`log stream` shows the kernel's entries only to an
-//! administrator), which the collector status and the post-mortems say.
+//! and the reports in `/Library/Logs/DiagnosticReports` and each user's
+//! `~/Library/Logs/DiagnosticReports` ([`super::crash_reports`]): crash
+//! reports, and JetsamEvent reports for jetsam kills without `log stream`,
+//! looked for while a watched process has just ended (a report takes
+//! seconds to appear, longer under memory pressure: post-mortems wait for
+//! it, `Observed::record_lag`, as long as [`super::report_wait`] says). As a user (a
+//! LaunchAgent): that user's crash reports, and the JetsamEvent reports
+//! it may read; jetsam kills are not followed in the unified log (`log
+//! stream` shows the kernel's entries only to an administrator), which the
+//! collector status and the post-mortems say.
 //! `sample::exit_causes` holds it as this OS's [`ExitRecords`]; Linux
 //! exports the same names.
 
@@ -29,13 +31,13 @@ pub struct ExitRecords {
 struct MacSources {
     jetsam: Jetsam,
     reports: super::crash_reports::CrashReportScanner,
-    /// Scan for crash reports until then (a watched process just ended).
-    scan_until: Option<std::time::Instant>,
+    /// When a watched process was last found ended: reports are looked for
+    /// until the wait after it has passed.
+    last_end: Option<std::time::Instant>,
+    /// How long reports are looked for after an end, and how long a
+    /// post-mortem waits for one.
+    wait: super::report_wait::ReportWait,
 }
-
-/// How long crash reports are looked for after a watched process ends,
-/// and how long a post-mortem waits for one.
-const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl ExitRecords {
     /// Records that report nothing (beyond the suspects' exit statuses);
@@ -80,7 +82,8 @@ impl ExitRecords {
                 mac: Some(MacSources {
                     jetsam: Jetsam(jetsam),
                     reports,
-                    scan_until: None,
+                    last_end: None,
+                    wait: super::report_wait::ReportWait::default(),
                 }),
             },
             silence,
@@ -118,7 +121,7 @@ impl ExitRecords {
                 ..Observed::default()
             };
         };
-        let kills = match &mac.jetsam.0 {
+        let mut kills: Vec<_> = match &mac.jetsam.0 {
             Ok(stream) => stream
                 .drain()
                 .into_iter()
@@ -126,22 +129,28 @@ impl ExitRecords {
                 .collect(),
             Err(_) => Vec::new(),
         };
-        // A watched process gone from this sample: its crash report, if
-        // any, is written in the next seconds.
+        // A watched process gone from this sample: its report, if any, is
+        // written in the next seconds (longer under pressure).
         let instant = std::time::Instant::now();
         let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
         if tracked.iter().any(|p| !present.contains(p)) {
-            mac.scan_until = Some(instant + REPORT_WAIT);
+            mac.last_end = Some(instant);
         }
-        let crashes = match mac.scan_until {
-            Some(until) if instant <= until => mac.reports.scan(now),
-            _ => Vec::new(),
+        let wait = mac
+            .wait
+            .update(snap.pressure.level, now, mac.reports.pending());
+        let looking = mac.last_end.is_some_and(|end| instant <= end + wait);
+        let found = if looking || mac.reports.pending() > 0 {
+            mac.reports.scan(now)
+        } else {
+            super::crash_reports::Found::default()
         };
+        kills.extend(found.kills);
         Observed {
             kills,
-            crashes,
+            crashes: found.crashes,
             ended,
-            record_lag: REPORT_WAIT,
+            record_lag: wait,
             ..Observed::default()
         }
     }
@@ -204,7 +213,21 @@ impl Collector for super::crash_reports::CrashReportScanner {
             .iter()
             .map(|d| d.display().to_string())
             .collect();
-        let mut detail = format!("crash reports read from {}", dirs.join(", "));
+        let mut detail = format!(
+            "crash and JetsamEvent reports read from {}; {} JetsamEvent report(s) read, {} report(s) of other kinds skipped",
+            dirs.join(", "),
+            self.jetsam_reports,
+            self.skipped
+        );
+        if self.pending() > 0 {
+            detail.push_str(&format!("; {} being written, waited for", self.pending()));
+        }
+        if let Some(why) = &self.last_unreadable {
+            detail.push_str(&format!(
+                "; {} not readable by this user, the last: {why}",
+                self.unreadable
+            ));
+        }
         if let Some(why) = &self.last_error {
             detail.push_str(&format!("; the last one refused: {why}"));
         }

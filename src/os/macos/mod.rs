@@ -1,7 +1,7 @@
 //! macOS: Mach, sysctl, libproc, IOKit, libdispatch, the unified log.
 //! [`parse`] (the pure parsers, tested on Linux with values captured on
-//! real Macs), [`exits`], [`crash_reports`] and [`libproc`] are compiled
-//! on every OS; the rest only on macOS:
+//! real Macs), [`exits`], [`crash_reports`], [`report_wait`] and
+//! [`libproc`] are compiled on every OS; the rest only on macOS:
 //!
 //! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone)
 //!   and `doctor` (each collector checked once for `headroom doctor`);
@@ -32,6 +32,7 @@ pub mod parse;
 pub mod probe;
 #[cfg(target_os = "macos")]
 pub mod process;
+pub mod report_wait;
 #[cfg(target_os = "macos")]
 mod sampler;
 #[cfg(target_os = "macos")]

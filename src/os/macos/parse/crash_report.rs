@@ -20,7 +20,8 @@
 //! `libsystem_kernel.dylib`; the culprit is further down), and whether the
 //! process was translated. A report of another kind (a JetsamEvent, a hang)
 //! or a truncated one is an error that names what is wrong, never a
-//! guessed crash.
+//! guessed crash; one whose JSON ends early is [`IpsError::Truncated`] (a
+//! report still being written reads so), which the scanner reads again.
 
 use std::collections::HashMap;
 
@@ -82,7 +83,9 @@ pub enum IpsError {
     Header(String),
     #[error("a report of another kind (bug_type {0}), not a crash")]
     NotACrash(String),
-    #[error("its body is not the JSON of a crash report (truncated?): {0}")]
+    #[error("its body ends before its JSON does (still being written, or cut short): {0}")]
+    Truncated(String),
+    #[error("its body is not the JSON of a crash report: {0}")]
     Body(String),
     #[error("its body names no process id")]
     NoPid,
@@ -187,7 +190,13 @@ pub fn parse_ips(text: &str) -> Result<CrashReport, IpsError> {
         Some("309") => {}
         other => return Err(IpsError::NotACrash(other.unwrap_or("none").to_string())),
     }
-    let body: Body = serde_json::from_str(body).map_err(|e| IpsError::Body(e.to_string()))?;
+    let body: Body = serde_json::from_str(body).map_err(|e| {
+        if e.classify() == serde_json::error::Category::Eof {
+            IpsError::Truncated(e.to_string())
+        } else {
+            IpsError::Body(e.to_string())
+        }
+    })?;
     let pid = body
         .pid
         .and_then(|p| u32::try_from(p).ok())
@@ -298,12 +307,17 @@ mod tests {
     fn a_truncated_report_is_an_error_not_a_crash() {
         let cut = &ROSETTA_SIGILL[..ROSETTA_SIGILL.len() / 2];
         assert!(
-            matches!(parse_ips(cut), Err(IpsError::Body(_))),
+            matches!(parse_ips(cut), Err(IpsError::Truncated(_))),
             "{:?}",
             parse_ips(cut)
         );
         let header_only = ROSETTA_SIGILL.lines().next().unwrap();
-        assert!(matches!(parse_ips(header_only), Err(IpsError::Body(_))));
+        assert!(matches!(
+            parse_ips(header_only),
+            Err(IpsError::Truncated(_))
+        ));
+        let broken = ROSETTA_SIGILL.replacen("\"pid\" : 5657", "\"pid\" : [", 1);
+        assert!(matches!(parse_ips(&broken), Err(IpsError::Body(_))));
         assert_eq!(parse_ips(""), Err(IpsError::Empty));
         assert!(matches!(
             parse_ips("Process: x [1]\n"),
