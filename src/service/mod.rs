@@ -30,12 +30,14 @@
 
 mod binary;
 mod execute;
+mod launchctl;
 mod launchd;
 mod paths;
 mod plan;
 mod plist;
 mod presence;
 mod print;
+mod runner;
 mod systemd;
 
 use std::io;
@@ -47,10 +49,12 @@ pub use binary::{
 };
 pub use launchd::{HARD_OPEN_FILES, SOFT_OPEN_FILES, launchd_plist};
 pub use paths::{Layout, config_path, layout, program_arguments};
+pub use launchctl::{GONE_WAIT, POLL, Presence, Waited, presence, wait_gone};
 pub use plan::{
-    Activation, CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, plan_install,
+    Activation, CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, Settle, plan_install,
     plan_install_as, plan_uninstall, plan_uninstall_as,
 };
+pub use runner::{Ran, Runner, SystemRunner};
 pub use plist::{PlistValue, render_plist};
 pub use presence::{Absent, Found, absent, look as look_for_manager, running as manager_running};
 pub use print::shell_word;
@@ -159,6 +163,27 @@ pub enum ServiceError {
     MissingProgram { program: String, fix: &'static str },
     #[error("`{command}` failed ({status}); the steps before it were done, see above")]
     Command { command: String, status: String },
+    #[error(
+        "the service is NOT running: {failed}. The plist is written ({plist}) and launchd \
+         loads it at the next {when}. To start it now: {start}; then check it with: {check}"
+    )]
+    NotStarted {
+        failed: String,
+        plist: String,
+        when: &'static str,
+        start: String,
+        check: String,
+    },
+    #[error(
+        "launchd still has {target} {waited} s after the bootout: the daemon may still be \
+         running. The plist is removed. Check with `launchctl print {target}`, and stop it with: \
+         {by_hand}"
+    )]
+    StillLoaded {
+        target: String,
+        waited: u64,
+        by_hand: String,
+    },
 }
 
 #[cfg(test)]

@@ -51,6 +51,24 @@ pub struct CommandStep {
     /// A failure is expected in some states (bootout of a job that is not
     /// loaded) and does not stop the plan.
     pub may_fail: bool,
+    /// What follows the command before the next one runs.
+    pub settle: Settle,
+}
+
+/// What follows a command before the next one runs: for launchd, which
+/// answers before it has done what was asked (`launchctl.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settle {
+    /// Nothing: the command's exit status is all.
+    Nothing,
+    /// `launchctl bootout`: wait, bounded, until `launchctl print target`
+    /// no longer finds the job; a job still there after the wait fails the
+    /// plan if `must_go` (uninstall), and is left to the bootstrap's retries
+    /// otherwise (reinstall).
+    Gone { target: String, must_go: bool },
+    /// `launchctl bootstrap`: retried while launchd is busy with the label,
+    /// then `launchctl print target` must find the job.
+    Loaded { target: String },
 }
 
 /// Everything an install or uninstall does, in order: the service's copy of
@@ -112,6 +130,19 @@ pub(super) fn command(argv: &[&str], may_fail: bool) -> CommandStep {
     CommandStep {
         argv: argv.iter().map(|s| (*s).to_owned()).collect(),
         may_fail,
+        settle: Settle::Nothing,
+    }
+}
+
+/// `launchctl bootout TARGET`, which may fail (the job was not loaded),
+/// then the wait until launchd no longer has the job.
+fn bootout(target: &str, must_go: bool) -> CommandStep {
+    CommandStep {
+        settle: Settle::Gone {
+            target: target.to_owned(),
+            must_go,
+        },
+        ..command(&["launchctl", "bootout", target], true)
     }
 }
 
@@ -201,9 +232,14 @@ pub fn plan_install_as(params: &Params, activation: Activation) -> Result<Plan, 
             // disabled job at boot either.
             plan.commands = if activation.start {
                 vec![
-                    command(&["launchctl", "bootout", &target], true),
+                    bootout(&target, false),
                     command(&["launchctl", "enable", &target], false),
-                    command(&["launchctl", "bootstrap", &domain, &plist], false),
+                    CommandStep {
+                        settle: Settle::Loaded {
+                            target: target.clone(),
+                        },
+                        ..command(&["launchctl", "bootstrap", &domain, &plist], false)
+                    },
                 ]
             } else {
                 plan.notes.push(format!(
@@ -292,7 +328,7 @@ pub fn plan_uninstall_as(params: &Params, activation: Activation) -> Result<Plan
     match params.manager {
         Manager::Launchd => {
             let (_, target) = launchd_target(params);
-            plan.commands = vec![command(&["launchctl", "bootout", &target], true)];
+            plan.commands = vec![bootout(&target, true)];
         }
         Manager::Systemd if !activation.manager_running => {
             // Offline, disable removes the unit's links; a unit that was

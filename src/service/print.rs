@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::Manager;
 use super::launchd::MACOS_ADMIN_GID;
-use super::plan::{Contents, Plan};
+use super::launchctl::{BACKOFF, GONE_WAIT};
+use super::plan::{Contents, Plan, Settle};
 
 pub use crate::os::this_process::shell_word;
 
@@ -100,6 +101,23 @@ impl Plan {
                 out.push_str("  # may fail: not loaded");
             }
             out.push('\n');
+            match &c.settle {
+                Settle::Nothing => {}
+                Settle::Gone { target, .. } => {
+                    let _ = writeln!(
+                        out,
+                        "# then wait, up to {} s, until `launchctl print {target}` no longer finds the job",
+                        GONE_WAIT.as_secs()
+                    );
+                }
+                Settle::Loaded { target } => {
+                    let _ = writeln!(
+                        out,
+                        "# retried up to {} times while launchd is still busy with the label (exit 5 or 37); then `launchctl print {target}` must find the job",
+                        BACKOFF.len()
+                    );
+                }
+            }
         }
         out
     }
@@ -130,6 +148,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("<key>ProgramArguments</key>"), "{text}");
+        assert!(
+            text.contains(
+                "launchctl bootout system/io.headroom.daemon  # may fail: not loaded\n\
+                 # then wait, up to 15 s, until `launchctl print system/io.headroom.daemon` no longer finds the job\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
