@@ -211,8 +211,10 @@ fn install_copy(c: &CopyStep) -> Result<(), ServiceError> {
     root_alone(&c.to)?;
     make_parents(&c.to)?;
     refuse_symlink(&c.to)?;
+    // `from` may name the running program through a link (Homebrew's `opt`
+    // path): compare where both lead.
     let running = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
-    let read = if running.as_deref() == Some(c.from.as_path()) {
+    let read = if running.is_some() && running == c.from.canonicalize().ok() {
         crate::os::this_process::own_image(&c.from)
     } else {
         c.from.clone()
@@ -258,7 +260,9 @@ fn run_commands(commands: &[CommandStep], runner: &mut dyn Runner) -> Result<(),
         if let Settle::Loaded { target } = &c.settle {
             match launchctl::bootstrap(runner, &c.argv, target) {
                 Ok(1) => {}
-                Ok(tries) => eprintln!("launchd took the job at try {tries} (it was still busy with the old one)"),
+                Ok(tries) => eprintln!(
+                    "launchd took the job at try {tries} (it was still busy with the old one)"
+                ),
                 Err(why) => return Err(not_started(c, target, &why, old_job.as_deref())),
             }
             continue;
@@ -293,7 +297,9 @@ fn run_commands(commands: &[CommandStep], runner: &mut dyn Runner) -> Result<(),
                     ));
                 }
                 Waited::Unknown(said) => {
-                    eprintln!("cannot tell whether launchd still has {target}: launchctl print: {said}");
+                    eprintln!(
+                        "cannot tell whether launchd still has {target}: launchctl print: {said}"
+                    );
                     old_job = Some(format!("`launchctl print {target}` answered {said}"));
                 }
             }
@@ -519,7 +525,10 @@ mod tests {
         // Before, the plan ran bootstrap right after bootout.
         let bootstrap_at = r.ran.iter().position(|c| c == BOOTSTRAP).unwrap();
         assert_eq!(r.ran[bootstrap_at - 2], PRINT);
-        assert_eq!(r.ran[..bootstrap_at].iter().filter(|c| *c == PRINT).count(), 3);
+        assert_eq!(
+            r.ran[..bootstrap_at].iter().filter(|c| *c == PRINT).count(),
+            3
+        );
     }
 
     #[test]
@@ -575,7 +584,12 @@ mod tests {
         let print = "launchctl print system/io.headroom.daemon";
         let loaded = "system/io.headroom.daemon = {\n\tstate = SIGTERMed\n";
         let polls = (GONE_WAIT.as_millis() / launchctl::POLL.as_millis()) as usize + 1;
-        let mut script = vec![answer("launchctl bootout system/io.headroom.daemon", 0, "", "")];
+        let mut script = vec![answer(
+            "launchctl bootout system/io.headroom.daemon",
+            0,
+            "",
+            "",
+        )];
         script.extend(vec![answer(print, 0, loaded, ""); polls]);
         let mut r = Replay::new(script);
         let err = run_commands(&commands, &mut r).unwrap_err();

@@ -99,7 +99,11 @@ pub enum Waited {
 
 /// `launchctl print TARGET`.
 fn print(runner: &mut dyn Runner, target: &str) -> Ran {
-    runner.run(&["launchctl".to_owned(), "print".to_owned(), target.to_owned()])
+    runner.run(&[
+        "launchctl".to_owned(),
+        "print".to_owned(),
+        target.to_owned(),
+    ])
 }
 
 /// Ask `launchctl print TARGET` every [`POLL`] until launchd no longer finds

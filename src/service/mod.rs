@@ -44,20 +44,20 @@ use std::io;
 use std::path::PathBuf;
 
 pub use binary::{
-    BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, fragile_note,
-    note as binary_note, root_binary,
+    BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, fragile_note, homebrew_opt,
+    note as binary_note, root_binary, stable_path,
 };
+pub use launchctl::{GONE_WAIT, POLL, Presence, Waited, presence, wait_gone};
 pub use launchd::{HARD_OPEN_FILES, SOFT_OPEN_FILES, launchd_plist};
 pub use paths::{Layout, config_path, layout, program_arguments};
-pub use launchctl::{GONE_WAIT, POLL, Presence, Waited, presence, wait_gone};
 pub use plan::{
     Activation, CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, Settle, plan_install,
     plan_install_as, plan_uninstall, plan_uninstall_as,
 };
-pub use runner::{Ran, Runner, SystemRunner};
 pub use plist::{PlistValue, render_plist};
 pub use presence::{Absent, Found, absent, look as look_for_manager, running as manager_running};
 pub use print::shell_word;
+pub use runner::{Ran, Runner, SystemRunner};
 pub use systemd::systemd_unit;
 
 /// The launchd label of the LaunchDaemon.

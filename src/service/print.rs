@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::Manager;
-use super::launchd::MACOS_ADMIN_GID;
 use super::launchctl::{BACKOFF, GONE_WAIT};
+use super::launchd::MACOS_ADMIN_GID;
 use super::plan::{Contents, Plan, Settle};
 
 pub use crate::os::this_process::shell_word;
