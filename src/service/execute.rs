@@ -132,6 +132,9 @@ fn write_file(f: &FileStep) -> Result<(), ServiceError> {
     use std::io::Write as _;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let existing = refuse_symlink(&f.path)?;
+    if let Contents::Log { owner } = &f.contents {
+        return make_log(f, *owner, existing.is_some());
+    }
     let text = match &f.contents {
         Contents::DefaultConfig if existing.is_some() => {
             eprintln!("kept {}", f.path.display());
@@ -139,6 +142,7 @@ fn write_file(f: &FileStep) -> Result<(), ServiceError> {
         }
         Contents::DefaultConfig => crate::config::DEFAULT_TOML.to_owned(),
         Contents::Text(t) => t.clone(),
+        Contents::Log { .. } => unreachable!("handled above"),
     };
     // Write a sibling and rename it over the target, so a reader never sees
     // half a file; create_new refuses a planted file or link.
@@ -157,6 +161,51 @@ fn write_file(f: &FileStep) -> Result<(), ServiceError> {
         .map_err(io_err("set the mode of", &tmp))?;
     std::fs::rename(&tmp, &f.path).map_err(io_err("replace", &f.path))?;
     eprintln!("wrote {}", f.path.display());
+    Ok(())
+}
+
+/// The log file of step `f`: created empty (never through a link) if
+/// missing, its lines kept if there; then given `owner` and the step's
+/// mode, saying what was changed. Anything but a regular file is refused.
+fn make_log(f: &FileStep, owner: Option<(u32, u32)>, existed: bool) -> Result<(), ServiceError> {
+    use crate::logging::log_file::{Verdict, judge, look};
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    if !existed {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(f.mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&f.path)
+            .map_err(io_err("create", &f.path))?;
+    }
+    let found = look(&f.path).map_err(io_err("inspect", &f.path))?;
+    let uid = owner.map_or(found.uid, |(uid, _)| uid);
+    match judge(&found, uid, f.mode) {
+        Verdict::Refuse(why) => {
+            return Err(ServiceError::NotALog {
+                path: f.path.clone(),
+                why,
+            });
+        }
+        Verdict::Fine if existed => eprintln!("kept {}", f.path.display()),
+        Verdict::Fine => {}
+        Verdict::Fix(differs) if existed => eprintln!(
+            "{} was {}: set to the log's owner and mode",
+            f.path.display(),
+            differs.join(" and ")
+        ),
+        Verdict::Fix(_) => {}
+    }
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::lchown(&f.path, Some(uid), Some(gid))
+            .map_err(io_err("change the owner of", &f.path))?;
+    }
+    std::fs::set_permissions(&f.path, std::fs::Permissions::from_mode(f.mode))
+        .map_err(io_err("set the mode of", &f.path))?;
+    if !existed {
+        eprintln!("created {} (mode {:04o})", f.path.display(), f.mode);
+    }
     Ok(())
 }
 

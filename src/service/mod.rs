@@ -142,6 +142,8 @@ pub enum ServiceError {
     },
     #[error("the user service needs a home directory: set HOME")]
     NoHome,
+    #[error("{path} is where the service's log goes, but {why}; move it away and install again")]
+    NotALog { path: PathBuf, why: String },
     #[error("{path} is a symbolic link; refusing to write through it (remove it and try again)")]
     Symlink { path: PathBuf },
     #[error("cannot {action} {path}: {source}")]

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::binary::{BinarySource, fragile_note, note};
-use super::launchd::{MACOS_ADMIN_GID, launchd_plist, launchd_target};
+use super::launchd::{MACOS_ADMIN_GID, launchd_log_file, launchd_plist, launchd_target};
 use super::paths::{Layout, config_path, layout};
 use super::systemd::{systemctl, systemd_unit};
 use super::{AGENT_LABEL, DAEMON_LABEL, Manager, Params, Scope, ServiceError, UNIT_NAME};
@@ -26,6 +26,11 @@ pub enum Contents {
     Text(String),
     /// The embedded default config, only if no file is there.
     DefaultConfig,
+    /// A log file: created empty if missing, its lines kept if there, and
+    /// in both cases given this owner (uid, gid; `None` leaves the
+    /// creator's) and the step's mode. Anything but a regular file there is
+    /// refused.
+    Log { owner: Option<(u32, u32)> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,6 +227,17 @@ pub fn plan_install_as(params: &Params, activation: Activation) -> Result<Plan, 
                 mode: 0o700,
                 owner: system.then_some((0, 0)),
                 what: "state",
+            });
+            // The log file launchd opens for the job, made before the job
+            // starts so that its owner and mode are the installer's
+            // choice: root's and readable by admins like its directory, or
+            // the user's alone.
+            plan.files.push(FileStep {
+                path: launchd_log_file(&l),
+                mode: if system { 0o640 } else { 0o600 },
+                contents: Contents::Log {
+                    owner: system.then_some((0, MACOS_ADMIN_GID)),
+                },
             });
             plan.add_service_file(&l, system, "LaunchAgents", launchd_plist(params)?);
             let (domain, target) = launchd_target(params);

@@ -85,6 +85,13 @@ impl Plan {
                         f.mode
                     );
                 }
+                Contents::Log { owner } => {
+                    let _ = write!(out, "\ntouch {path} && chmod {:04o} {path}", f.mode);
+                    if let Some(owner) = owner {
+                        let _ = write!(out, " && chown {} {path}", owner_name(*owner, manager));
+                    }
+                    let _ = writeln!(out, "  # the log, kept if there");
+                }
                 Contents::Text(text) => {
                     let _ = write!(out, "\n# write {path}, mode {:04o}:\n{text}", f.mode);
                 }
