@@ -655,6 +655,38 @@ mod tests {
     }
 
     #[test]
+    fn the_log_file_is_created_or_kept_with_its_lines_and_given_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("headroom.log");
+        let step = FileStep {
+            path: log.clone(),
+            mode: 0o600,
+            contents: Contents::Log { owner: None },
+        };
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        write_file(&step).unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"");
+        assert_eq!(mode(&log), 0o600);
+        // A log opened to all keeps its lines and loses the others' rights.
+        std::fs::write(&log, "a line\n").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
+        write_file(&step).unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "a line\n");
+        assert_eq!(mode(&log), 0o600);
+        // A directory where the log goes is refused, and left alone.
+        std::fs::remove_file(&log).unwrap();
+        std::fs::create_dir(&log).unwrap();
+        let err = write_file(&step).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("it is not a regular file; move it away and install again"),
+            "{err}"
+        );
+        assert!(log.is_dir());
+    }
+
+    #[test]
     fn a_symlink_in_place_of_a_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("elsewhere");

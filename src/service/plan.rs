@@ -384,6 +384,26 @@ mod tests {
         assert!(plan.commands[0].may_fail && !plan.commands[2].may_fail);
         let dirs: Vec<_> = plan.dirs.iter().map(|d| (d.path.clone(), d.mode)).collect();
         assert!(dirs.contains(&(PathBuf::from("/Users/ann/Library/Logs/headroom"), 0o700)));
+        assert!(plan.files.contains(&FileStep {
+            path: PathBuf::from("/Users/ann/Library/Logs/headroom/headroom.log"),
+            mode: 0o600,
+            contents: Contents::Log { owner: None },
+        }));
+        assert!(
+            matches!(&plan.commands[0].settle, Settle::Gone { target, must_go: false } if target == "gui/501/io.headroom.agent")
+        );
+        assert!(
+            matches!(&plan.commands[2].settle, Settle::Loaded { target } if target == "gui/501/io.headroom.agent")
+        );
+        // The LaunchDaemon's log is root's, readable by admins.
+        let plan = plan_install(&params(Manager::Launchd, Scope::System)).unwrap();
+        assert!(plan.files.contains(&FileStep {
+            path: PathBuf::from("/Library/Logs/headroom/headroom.log"),
+            mode: 0o640,
+            contents: Contents::Log {
+                owner: Some((0, MACOS_ADMIN_GID))
+            },
+        }));
         assert!(
             plan.files
                 .iter()
@@ -407,7 +427,7 @@ mod tests {
         );
         let unit = match &plan.files[0].contents {
             Contents::Text(t) => t.clone(),
-            Contents::DefaultConfig => unreachable!(),
+            Contents::DefaultConfig | Contents::Log { .. } => unreachable!(),
         };
         assert!(unit.contains("--config /srv/ml/headroom.toml\n"));
         let cmds: Vec<String> = plan.commands.iter().map(|c| c.argv.join(" ")).collect();
