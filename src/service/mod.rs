@@ -47,7 +47,9 @@ pub use binary::{
     BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, fragile_note, homebrew_opt,
     note as binary_note, root_binary, stable_path,
 };
-pub use launchctl::{GONE_WAIT, POLL, Presence, Waited, presence, wait_gone};
+pub use launchctl::{
+    BACKOFF, GONE_WAIT, NotLoaded, POLL, Presence, Waited, bootstrap, busy, presence, wait_gone,
+};
 pub use launchd::{HARD_OPEN_FILES, SOFT_OPEN_FILES, launchd_plist};
 pub use paths::{Layout, config_path, layout, program_arguments};
 pub use plan::{
