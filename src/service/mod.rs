@@ -25,8 +25,10 @@
 //! install and uninstall plans, `print.rs` a plan as text for `--print`,
 //! `presence.rs` whether the manager is there to take the service (most
 //! containers run no systemd: the installer stops before writing anything
-//! and says what to do instead), and `execute.rs` a plan carried out on the
-//! file system.
+//! and says what to do instead), `execute.rs` a plan carried out on the
+//! file system, `runner.rs` how its commands are run (for real, or in tests
+//! against recorded answers), and `launchctl.rs` the waits and retries
+//! launchd needs around `bootout` and `bootstrap`.
 
 mod binary;
 mod execute;
