@@ -31,7 +31,7 @@ pub const LIMIT: u64 = 10 * 1024 * 1024;
 /// Rotated logs kept: `headroom.log.1` (newest) to `headroom.log.3`.
 pub const KEEP: usize = 3;
 /// Bytes written between two looks at the file's size.
-const CHECK_EVERY: u64 = 64 * 1024;
+pub const CHECK_EVERY: u64 = 64 * 1024;
 
 /// What was found at the log's path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

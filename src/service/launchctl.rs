@@ -14,7 +14,7 @@
 //!   [`POLL`] until launchd no longer finds the job, for at most
 //!   [`GONE_WAIT`] (the plist's `ExitTimeOut` and a margin);
 //! - [`bootstrap`] retries a failure that launchd gives while it is busy
-//!   with the label ([`Busy`]) after [`BACKOFF`]'s pauses, then checks that
+//!   with the label ([`busy`]) after [`BACKOFF`]'s pauses, then checks that
 //!   `launchctl print` finds the job; any other failure, or one that lasts,
 //!   is returned with what `launchctl` said, for a message that says the
 //!   service is not running and how to start it by hand.
