@@ -620,7 +620,7 @@ fn run_with_a_log_file_writes_its_log_there_with_a_private_mode() {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("headroom.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_headroom"))
+    let child = Command::new(env!("CARGO_BIN_EXE_headroom"))
         .args(["run", "--listen", "127.0.0.1:0", "--journal"])
         .arg(dir.path().join("state/journal.jsonl"))
         .arg("--log-file")
