@@ -13,7 +13,10 @@
 //! so what is written before the daemon takes its log over (an early
 //! error) lands in the current file too.
 //!
-//! The file holds other users' process names and notebook paths: a new
+//! Run as root, the daemon writes its log only in a directory only root can
+//! change ([`crate::os::trusted_path::check_path`]): it renames and creates
+//! files there. The file holds other users' process names and notebook
+//! paths: a new
 //! one is made with [`mode_for`]'s mode (0640 for root, in the root:admin
 //! directory admins may read; 0600 for a user's agent), and an existing
 //! one is [`judge`]d: anything but a regular file is refused, an owner or
@@ -169,6 +172,20 @@ static WRITTEN: AtomicU64 = AtomicU64::new(0);
 pub fn take_over(path: &Path) -> io::Result<Option<String>> {
     let euid = crate::os::this_process::effective_uid();
     let mode = mode_for(euid);
+    // Root renames and creates files in the log's directory: only a
+    // directory only root can change, or another user could swap a file
+    // or link in between.
+    if euid == 0 {
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        crate::os::trusted_path::check_path(dir, 0).map_err(|u| {
+            io::Error::other(format!(
+                "{}, and root writes and rotates its log only where only root can change the \
+                 directory; {}",
+                u.what(),
+                u.fix("/var/log or /Library/Logs")
+            ))
+        })?;
+    }
     if let Ok(found) = look(path)
         && let Verdict::Refuse(why) = judge(&found, euid, mode)
     {

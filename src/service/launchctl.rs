@@ -74,7 +74,8 @@ pub fn presence(ran: &Ran) -> Presence {
 
 /// A `bootstrap` failure that launchd gives while it is still busy with
 /// the label: errno 5 (EIO), what `launchctl` reports for a label still
-/// being torn down, or 37 (EALREADY, `Operation already in progress`; older
+/// being torn down, or 37 (EALREADY, `Operation already in progress`; both
+/// numbers as in XNU's `bsd/sys/errno.h`, xnu-11417.101.15; older
 /// `launchctl`s print `service already loaded`, Homebrew/brew#7926). Both
 /// also come from causes a retry does not cure; those fail every retry and
 /// are reported the same way.

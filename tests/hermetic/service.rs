@@ -618,7 +618,8 @@ fn a_service_of_a_build_output_is_pointed_to_cargo_install_not_to_homebrew() {
 #[test]
 fn run_with_a_log_file_writes_its_log_there_with_a_private_mode() {
     use std::os::unix::fs::PermissionsExt as _;
-    let dir = tempfile::tempdir().unwrap();
+    // As root, the log's directory must be one only root can change.
+    let dir = crate::support::private_dir();
     let log = dir.path().join("headroom.log");
     let child = Command::new(env!("CARGO_BIN_EXE_headroom"))
         .args(["run", "--listen", "127.0.0.1:0", "--journal"])
