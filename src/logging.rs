@@ -1,6 +1,8 @@
 //! Log setup: human-readable lines or JSON objects on request (for journald,
 //! launchd log files or a log shipper). Everything goes to stderr, where
-//! systemd and launchd collect it.
+//! systemd and launchd collect it; with `run --log-file` (the launchd
+//! plists pass it) stderr is that file, which the daemon rotates itself
+//! ([`log_file`]).
 //!
 //! The level comes from `HEADROOM_LOG` (or `RUST_LOG`), in `tracing`'s
 //! filter syntax, default `info`.
@@ -20,6 +22,8 @@
 //! A replay (`headroom run --replay`) marks every record, whichever thread
 //! logs it: a human line starts with `[replay] `, a JSON record with
 //! `"replay":true`, so that no line of a replay reads as this machine's.
+
+pub mod log_file;
 
 use std::io::{self, Write};
 
@@ -119,7 +123,9 @@ impl<W: Write> EscapingWriter<W> {
         }
         self.record.clear();
         self.inner.write_all(line.as_bytes())?;
-        self.inner.flush()
+        self.inner.flush()?;
+        log_file::wrote(line.len());
+        Ok(())
     }
 }
 

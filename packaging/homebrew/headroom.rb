@@ -14,10 +14,12 @@
 #
 # The `service do` block behaves like the LaunchAgent that
 # `headroom service install --user` writes (launchd/io.headroom.agent.plist):
-# `headroom run --config FILE` started at login, restarted after a failure
+# `headroom run --config FILE --log-file LOG` started at login, restarted after a failure
 # but not after a clean exit, at most once per 10 s, without launchd's CPU
 # and I/O throttling (ProcessType Interactive), one log file for stdout and
-# stderr, and Homebrew's prefix on PATH for hooks. The differences are
+# stderr that the daemon rotates itself (--log-file), and Homebrew's prefix on
+# PATH for hooks. It runs opt_bin's headroom, which follows upgrades, as
+# `service install` does when run from a keg. The differences are
 # Homebrew's: the label (homebrew.mxcl.headroom), paths under the Homebrew
 # prefix, launchd's default ExitTimeOut (20 s), and no Umask key: the service
 # DSL sets neither. The daemon creates its journal 0600 in a 0700 directory
@@ -47,7 +49,8 @@ class Headroom < Formula
   end
 
   service do
-    run [opt_bin/"headroom", "run", "--config", etc/"headroom/headroom.toml"]
+    run [opt_bin/"headroom", "run", "--config", etc/"headroom/headroom.toml",
+         "--log-file", var/"log/headroom/headroom.log"]
     keep_alive successful_exit: false
     throttle_interval 10
     process_type :interactive

@@ -85,6 +85,12 @@ pub enum Command {
         /// Allow --listen (or `http.listen`) to be a non-loopback address.
         #[arg(long)]
         allow_remote: bool,
+        /// Write the log (stdout and stderr) to FILE and rotate it there:
+        /// past 10 MiB it becomes FILE.1 (FILE.2 and FILE.3 before it) and
+        /// a new FILE is begun. The launchd plists pass it; under systemd
+        /// the journal keeps the log.
+        #[arg(long, value_name = "FILE")]
+        log_file: Option<PathBuf>,
     },
     /// Ask a running daemon for its latest sample and print it like `snapshot`.
     ///
@@ -356,6 +362,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             journal,
             listen,
             allow_remote,
+            log_file,
         } => run::run_daemon(
             config,
             dry_run,
@@ -366,6 +373,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 listen,
                 allow_remote,
             },
+            log_file,
         ),
         Command::Status {
             address,

@@ -67,6 +67,7 @@ pub fn run_daemon(
     replay: Option<PathBuf>,
     journal_flag: Option<PathBuf>,
     http: HttpOverrides,
+    log_file: Option<PathBuf>,
 ) -> Result<(), CliError> {
     // Everything the command line and the config can get wrong, before
     // anything is taken (the state directory's lock, the port).
@@ -102,10 +103,20 @@ pub fn run_daemon(
         config.daemon.journal = Some(path.clone());
     }
 
+    // The log file first, so that every record goes there.
+    let log_warning = match &log_file {
+        Some(path) => crate::logging::log_file::take_over(path).map_err(|e| {
+            CliError::Runtime(format!("cannot write the log file {}: {e}", path.display()))
+        })?,
+        None => None,
+    };
     crate::logging::init(
         log_format.unwrap_or(config.daemon.log_format),
         replay.is_some(),
     );
+    if let Some(warning) = log_warning {
+        tracing::warn!("{warning}");
+    }
     // One daemon per state directory, taken before sampling; a replay with
     // no journal has no state directory and takes none. Only another
     // daemon holding it stops this one: a lock that cannot be taken (a

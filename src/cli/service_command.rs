@@ -147,9 +147,13 @@ pub fn run(cmd: ServiceCommand) -> Result<(), CliError> {
     if !print {
         can_act_here(manager, native, scope, uid, install, &headroom)?;
     }
-    // A system service runs as root: only a binary root alone can change.
-    let trusted = crate::os::trusted_path::check_path(&running, 0);
-    let (binary, source) = crate::service::choose(manager, scope, &running, trusted);
+    // Homebrew's `opt` path rather than the versioned keg `brew upgrade`
+    // removes, where it leads to this very file.
+    let named = crate::service::stable_path(&running, |p| p.canonicalize().ok());
+    // A system service runs as root: only a binary root alone can change
+    // (the check follows the `opt` link and its directories).
+    let trusted = crate::os::trusted_path::check_path(&named, 0);
+    let (binary, source) = crate::service::choose(manager, scope, &named, trusted);
     let config = match config {
         Some(c) => {
             let abs = c

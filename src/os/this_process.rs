@@ -10,6 +10,12 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// Send this process's stdout and stderr to `file` from now on (the
+/// daemon's own log file).
+pub fn log_to(file: &std::fs::File) -> io::Result<()> {
+    crate::os::ffi::stdio::onto_stdout_and_stderr(file)
+}
+
 /// The effective uid of this process (`geteuid`, which cannot fail).
 pub fn effective_uid() -> u32 {
     crate::os::ffi::uid::effective_uid()

@@ -16,6 +16,14 @@
 //! (`execute.rs`). A user service runs as its user and takes the running
 //! executable as it is. [`fragile_note`] says so when the binary a service
 //! runs is one the next build or upgrade replaces.
+//!
+//! Homebrew installs each version in its own keg,
+//! `<prefix>/Cellar/headroom/<version>/bin/headroom`, which `brew upgrade`
+//! removes (docs.brew.sh/FAQ: old versions are uninstalled on upgrade), and keeps `<prefix>/opt/headroom`, a link
+//! to the current keg, across upgrades. The running executable is found
+//! through its canonical path, the Cellar one; [`stable_path`] names the
+//! `opt` path instead when it leads to the same file, so that a plist keeps
+//! working after an upgrade (and runs the new version at its next start).
 
 use std::path::{Path, PathBuf};
 
@@ -85,6 +93,30 @@ pub fn note(binary: &Path, source: &BinarySource) -> String {
             binary.display()
         ),
     }
+}
+
+/// `<prefix>/opt/<formula>/<rest>` for a path in a Homebrew keg,
+/// `<prefix>/Cellar/<formula>/<version>/<rest>`; `None` for any other path.
+pub fn homebrew_opt(binary: &Path) -> Option<PathBuf> {
+    let parts: Vec<_> = binary.components().collect();
+    let cellar = parts.iter().rposition(|c| c.as_os_str() == "Cellar")?;
+    let formula = parts.get(cellar + 1)?;
+    let rest = parts.get(cellar + 3..).filter(|r| !r.is_empty())?;
+    let mut opt: PathBuf = parts[..cellar].iter().collect();
+    opt.push("opt");
+    opt.push(formula);
+    opt.extend(rest);
+    Some(opt)
+}
+
+/// The path a service should name for the executable at `running` (a
+/// canonical path): Homebrew's `opt` path ([`homebrew_opt`]) when
+/// `resolve` (the file system's `canonicalize`) leads it to `running`
+/// itself, else `running`.
+pub fn stable_path(running: &Path, resolve: impl Fn(&Path) -> Option<PathBuf>) -> PathBuf {
+    homebrew_opt(running)
+        .filter(|opt| resolve(opt).as_deref() == Some(running))
+        .unwrap_or_else(|| running.to_path_buf())
 }
 
 /// A note for a service that runs `binary` from where the next build or
@@ -196,6 +228,58 @@ mod tests {
         ] {
             assert_eq!(fragile_note(Path::new(stable)), None, "{stable}");
         }
+    }
+
+    #[test]
+    fn a_cellar_binary_is_named_by_homebrews_opt_path() {
+        // Apple silicon and Intel prefixes, and Linuxbrew's
+        // (docs.brew.sh/Installation: /opt/homebrew, /usr/local,
+        // /home/linuxbrew/.linuxbrew); `opt/<formula>` links to the current
+        // keg (docs.brew.sh/Formula-Cookbook, "opt_prefix").
+        for (cellar, opt) in [
+            (
+                "/opt/homebrew/Cellar/headroom/0.4.0/bin/headroom",
+                "/opt/homebrew/opt/headroom/bin/headroom",
+            ),
+            (
+                "/usr/local/Cellar/headroom/0.4.0_1/bin/headroom",
+                "/usr/local/opt/headroom/bin/headroom",
+            ),
+            (
+                "/home/linuxbrew/.linuxbrew/Cellar/headroom/0.4.0/bin/headroom",
+                "/home/linuxbrew/.linuxbrew/opt/headroom/bin/headroom",
+            ),
+        ] {
+            assert_eq!(homebrew_opt(Path::new(cellar)), Some(PathBuf::from(opt)));
+            let resolves = |p: &Path| (p == Path::new(opt)).then(|| PathBuf::from(cellar));
+            assert_eq!(stable_path(Path::new(cellar), resolves), PathBuf::from(opt));
+        }
+        for other in [
+            "/usr/local/bin/headroom",
+            "/opt/homebrew/Cellar/headroom",
+            "/opt/homebrew/Cellar/headroom/0.4.0",
+        ] {
+            assert_eq!(homebrew_opt(Path::new(other)), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn an_opt_path_that_leads_elsewhere_is_not_used() {
+        // `brew unlink`, or an opt link already moved to another version:
+        // the service keeps the running binary (and its note).
+        let running = Path::new("/opt/homebrew/Cellar/headroom/0.4.0/bin/headroom");
+        let newer = |_: &Path| {
+            Some(PathBuf::from(
+                "/opt/homebrew/Cellar/headroom/0.5.0/bin/headroom",
+            ))
+        };
+        assert_eq!(stable_path(running, newer), running);
+        assert_eq!(stable_path(running, |_| None), running);
+        assert!(fragile_note(running).is_some());
+        assert_eq!(
+            fragile_note(Path::new("/opt/homebrew/opt/headroom/bin/headroom")),
+            None
+        );
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! A plan carried out: the service's copy of headroom (owned by root, and
 //! checked to be root's alone with every directory above it, before and
 //! after), directories created with their modes and owners, files written
-//! whole (a sibling renamed over the target), removals, then commands.
-//! Symbolic links are never written through.
+//! whole (a sibling renamed over the target), removals, then commands, each
+//! followed by what launchd needs before the next (`launchctl.rs`): the wait
+//! after a bootout, the retries of a bootstrap. Symbolic links are never
+//! written through.
 
 use std::io;
 use std::path::Path;
-use std::process::Command;
 
 use super::ServiceError;
-use super::plan::{CommandStep, Contents, CopyStep, DirStep, FileStep, Plan};
+use super::launchctl::{self, GONE_WAIT, NotLoaded, Waited};
+use super::plan::{CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, Settle};
+use super::runner::{Runner, SystemRunner};
 use crate::os::trusted_path::check_path;
 
 impl Plan {
@@ -17,6 +20,11 @@ impl Plan {
     /// removals, then commands, stopping at the first failure that matters.
     /// Symbolic links are never written through.
     pub fn execute(&self) -> Result<(), ServiceError> {
+        self.execute_with(&mut SystemRunner::new())
+    }
+
+    /// [`Plan::execute`], its commands run by `runner`.
+    pub fn execute_with(&self, runner: &mut dyn Runner) -> Result<(), ServiceError> {
         for c in &self.copies {
             install_copy(c)?;
         }
@@ -39,10 +47,7 @@ impl Plan {
                 }
             }
         }
-        for c in &self.commands {
-            run(c)?;
-        }
-        Ok(())
+        run_commands(&self.commands, runner)
     }
 }
 
@@ -127,6 +132,9 @@ fn write_file(f: &FileStep) -> Result<(), ServiceError> {
     use std::io::Write as _;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let existing = refuse_symlink(&f.path)?;
+    if let Contents::Log { owner } = &f.contents {
+        return make_log(f, *owner, existing.is_some());
+    }
     let text = match &f.contents {
         Contents::DefaultConfig if existing.is_some() => {
             eprintln!("kept {}", f.path.display());
@@ -134,6 +142,7 @@ fn write_file(f: &FileStep) -> Result<(), ServiceError> {
         }
         Contents::DefaultConfig => crate::config::DEFAULT_TOML.to_owned(),
         Contents::Text(t) => t.clone(),
+        Contents::Log { .. } => unreachable!("handled above"),
     };
     // Write a sibling and rename it over the target, so a reader never sees
     // half a file; create_new refuses a planted file or link.
@@ -152,6 +161,51 @@ fn write_file(f: &FileStep) -> Result<(), ServiceError> {
         .map_err(io_err("set the mode of", &tmp))?;
     std::fs::rename(&tmp, &f.path).map_err(io_err("replace", &f.path))?;
     eprintln!("wrote {}", f.path.display());
+    Ok(())
+}
+
+/// The log file of step `f`: created empty (never through a link) if
+/// missing, its lines kept if there; then given `owner` and the step's
+/// mode, saying what was changed. Anything but a regular file is refused.
+fn make_log(f: &FileStep, owner: Option<(u32, u32)>, existed: bool) -> Result<(), ServiceError> {
+    use crate::logging::log_file::{Verdict, judge, look};
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    if !existed {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(f.mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&f.path)
+            .map_err(io_err("create", &f.path))?;
+    }
+    let found = look(&f.path).map_err(io_err("inspect", &f.path))?;
+    let uid = owner.map_or(found.uid, |(uid, _)| uid);
+    match judge(&found, uid, f.mode) {
+        Verdict::Refuse(why) => {
+            return Err(ServiceError::NotALog {
+                path: f.path.clone(),
+                why,
+            });
+        }
+        Verdict::Fine if existed => eprintln!("kept {}", f.path.display()),
+        Verdict::Fine => {}
+        Verdict::Fix(differs) if existed => eprintln!(
+            "{} was {}: set to the log's owner and mode",
+            f.path.display(),
+            differs.join(" and ")
+        ),
+        Verdict::Fix(_) => {}
+    }
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::lchown(&f.path, Some(uid), Some(gid))
+            .map_err(io_err("change the owner of", &f.path))?;
+    }
+    std::fs::set_permissions(&f.path, std::fs::Permissions::from_mode(f.mode))
+        .map_err(io_err("set the mode of", &f.path))?;
+    if !existed {
+        eprintln!("created {} (mode {:04o})", f.path.display(), f.mode);
+    }
     Ok(())
 }
 
@@ -206,8 +260,10 @@ fn install_copy(c: &CopyStep) -> Result<(), ServiceError> {
     root_alone(&c.to)?;
     make_parents(&c.to)?;
     refuse_symlink(&c.to)?;
+    // `from` may name the running program through a link (Homebrew's `opt`
+    // path): compare where both lead.
     let running = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
-    let read = if running.as_deref() == Some(c.from.as_path()) {
+    let read = if running.is_some() && running == c.from.canonicalize().ok() {
         crate::os::this_process::own_image(&c.from)
     } else {
         c.from.clone()
@@ -238,24 +294,107 @@ fn install_copy(c: &CopyStep) -> Result<(), ServiceError> {
     Ok(())
 }
 
-fn run(c: &CommandStep) -> Result<(), ServiceError> {
-    let shown = c.argv.join(" ");
-    let Some((program, args)) = c.argv.split_first() else {
-        return Ok(());
+/// Run the commands in order, each followed by its [`Settle`]; a failure
+/// that matters stops the rest.
+fn run_commands(commands: &[CommandStep], runner: &mut dyn Runner) -> Result<(), ServiceError> {
+    // What the wait after a bootout left unsaid, for a bootstrap that then
+    // fails.
+    let mut old_job = None;
+    for c in commands {
+        let shown = c.argv.join(" ");
+        if c.argv.is_empty() {
+            continue;
+        }
+        eprintln!("running {shown}");
+        if let Settle::Loaded { target } = &c.settle {
+            match launchctl::bootstrap(runner, &c.argv, target) {
+                Ok(1) => {}
+                Ok(tries) => eprintln!(
+                    "launchd took the job at try {tries} (it was still busy with the old one)"
+                ),
+                Err(why) => return Err(not_started(c, target, &why, old_job.as_deref())),
+            }
+            continue;
+        }
+        let ran = runner.run(&c.argv);
+        for text in [&ran.stdout, &ran.stderr] {
+            let text = text.trim_end();
+            if !text.is_empty() {
+                eprintln!("{}", crate::report::printable(text));
+            }
+        }
+        if !ran.success() && !c.may_fail {
+            return Err(ServiceError::Command {
+                command: shown,
+                status: ran.summary(),
+            });
+        }
+        if let Settle::Gone { target, must_go } = &c.settle {
+            match launchctl::wait_gone(runner, target, GONE_WAIT) {
+                Waited::Gone { .. } => {}
+                Waited::StillLoaded if *must_go => {
+                    return Err(ServiceError::StillLoaded {
+                        target: target.clone(),
+                        waited: GONE_WAIT.as_secs(),
+                        by_hand: by_hand(target.starts_with("system/"), &c.argv),
+                    });
+                }
+                Waited::StillLoaded => {
+                    old_job = Some(format!(
+                        "launchd still had the old job {} s after `{shown}`",
+                        GONE_WAIT.as_secs()
+                    ));
+                }
+                Waited::Unknown(said) => {
+                    eprintln!(
+                        "cannot tell whether launchd still has {target}: launchctl print: {said}"
+                    );
+                    old_job = Some(format!("`launchctl print {target}` answered {said}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `argv` as a line to type, with `sudo` in front for the system domain.
+fn by_hand(system: bool, argv: &[String]) -> String {
+    let words: Vec<String> = argv.iter().map(|w| super::print::shell_word(w)).collect();
+    format!("{}{}", if system { "sudo " } else { "" }, words.join(" "))
+}
+
+/// The error for a bootstrap (`c`) that left no job loaded: what failed,
+/// that the plist is written, and the commands to start and check it.
+fn not_started(
+    c: &CommandStep,
+    target: &str,
+    why: &NotLoaded,
+    old_job: Option<&str>,
+) -> ServiceError {
+    let system = c.argv.get(2).is_some_and(|d| d == "system");
+    let plist = c.argv.get(3).cloned().unwrap_or_default();
+    let mut failed = match why {
+        NotLoaded::Failed { tries: 1, last } => format!("`{}` failed ({last})", c.argv.join(" ")),
+        NotLoaded::Failed { tries, last } => format!(
+            "`{}` failed {tries} times, launchd busy with the label each time but the last \
+             ({last})",
+            c.argv.join(" ")
+        ),
+        NotLoaded::Vanished { said } => format!(
+            "`{}` succeeded but launchd does not have the job ({said})",
+            c.argv.join(" ")
+        ),
     };
-    eprintln!("running {shown}");
-    let status = Command::new(program).args(args).status();
-    match status {
-        Ok(s) if s.success() => Ok(()),
-        _ if c.may_fail => Ok(()),
-        Ok(s) => Err(ServiceError::Command {
-            command: shown,
-            status: s.to_string(),
-        }),
-        Err(e) => Err(ServiceError::Command {
-            command: shown,
-            status: e.to_string(),
-        }),
+    if let Some(old) = old_job {
+        failed.push_str("; ");
+        failed.push_str(old);
+    }
+    ServiceError::NotStarted {
+        failed,
+        plist,
+        when: if system { "boot" } else { "login" },
+        start: by_hand(system, &c.argv),
+        check: by_hand(system, &["launchctl".into(), "print".into(), target.into()]),
     }
 }
 
@@ -390,6 +529,161 @@ mod tests {
         ));
         assert!(!installed("sh", std::ffi::OsStr::new("/nonexistent")));
         assert!(installed("/bin/sh", std::ffi::OsStr::new("")));
+    }
+
+    /// Answers of a real `launchctl`, as the tests of `launchctl.rs` cite
+    /// them: `print` of a job launchd does not have (TOSS-Soft/
+    /// toss-agent-runtime#40), of one it is stopping
+    /// (kxn/codex-remote-feishu#916), a bootstrap racing the bootout
+    /// (pirj/noclamshell#25).
+    mod said {
+        pub const NOT_FOUND: &str = "Bad request.\nCould not find service \"io.headroom.agent\" in domain for user gui: 501\n";
+        pub const STOPPING: &str = "gui/501/io.headroom.agent = {\n\tstate = SIGTERMed\n";
+        pub const RUNNING: &str = "gui/501/io.headroom.agent = {\n\tstate = running\n";
+        pub const EIO: &str = "Bootstrap failed: 5: Input/output error\nTry re-running the command as root for richer errors.\n";
+    }
+
+    const PRINT: &str = "launchctl print gui/501/io.headroom.agent";
+    const BOOTOUT: &str = "launchctl bootout gui/501/io.headroom.agent";
+    const ENABLE: &str = "launchctl enable gui/501/io.headroom.agent";
+    const BOOTSTRAP: &str =
+        "launchctl bootstrap gui/501 /Users/ann/Library/LaunchAgents/io.headroom.agent.plist";
+
+    fn agent_commands() -> Vec<CommandStep> {
+        use crate::service::testing::params;
+        use crate::service::{Manager, Scope, plan_install};
+        plan_install(&params(Manager::Launchd, Scope::User))
+            .unwrap()
+            .commands
+    }
+
+    #[test]
+    fn a_reinstall_bootstraps_only_once_launchd_has_let_the_old_job_go() {
+        use crate::service::runner::replay::{Replay, answer};
+        let mut r = Replay::new(vec![
+            answer(BOOTOUT, 0, "", ""),
+            answer(PRINT, 0, said::STOPPING, ""),
+            answer(PRINT, 0, said::STOPPING, ""),
+            answer(PRINT, 113, "", said::NOT_FOUND),
+            answer(ENABLE, 0, "", ""),
+            answer(BOOTSTRAP, 0, "", ""),
+            answer(PRINT, 0, said::RUNNING, ""),
+        ]);
+        run_commands(&agent_commands(), &mut r).unwrap();
+        assert!(r.finished());
+        // Before, the plan ran bootstrap right after bootout.
+        let bootstrap_at = r.ran.iter().position(|c| c == BOOTSTRAP).unwrap();
+        assert_eq!(r.ran[bootstrap_at - 2], PRINT);
+        assert_eq!(
+            r.ran[..bootstrap_at].iter().filter(|c| *c == PRINT).count(),
+            3
+        );
+    }
+
+    #[test]
+    fn a_bootstrap_still_racing_after_the_wait_is_retried() {
+        use crate::service::runner::replay::{Replay, answer};
+        let mut r = Replay::new(vec![
+            answer(BOOTOUT, 0, "", ""),
+            answer(PRINT, 113, "", said::NOT_FOUND),
+            answer(ENABLE, 0, "", ""),
+            answer(BOOTSTRAP, 5, "", said::EIO),
+            answer(BOOTSTRAP, 0, "", ""),
+            answer(PRINT, 0, said::RUNNING, ""),
+        ]);
+        run_commands(&agent_commands(), &mut r).unwrap();
+        assert!(r.finished());
+    }
+
+    #[test]
+    fn a_bootstrap_that_keeps_failing_says_the_service_is_not_running_and_how_to_start_it() {
+        use crate::service::runner::replay::{Replay, answer};
+        let mut script = vec![
+            answer(BOOTOUT, 3, "", "Boot-out failed: 3: No such process\n"),
+            answer(PRINT, 113, "", said::NOT_FOUND),
+            answer(ENABLE, 0, "", ""),
+        ];
+        script.extend(vec![answer(BOOTSTRAP, 5, "", said::EIO); 5]);
+        let mut r = Replay::new(script);
+        let err = run_commands(&agent_commands(), &mut r).unwrap_err();
+        assert!(r.finished());
+        let said = err.to_string();
+        for needle in [
+            "the service is NOT running: ",
+            "failed 5 times",
+            "(exit 5: Bootstrap failed: 5: Input/output error)",
+            "The plist is written (/Users/ann/Library/LaunchAgents/io.headroom.agent.plist)",
+            "at the next login",
+            &format!("To start it now: {BOOTSTRAP};"),
+            &format!("check it with: {PRINT}"),
+        ] {
+            assert!(said.contains(needle), "{needle:?} in {said}");
+        }
+        assert!(!said.contains("sudo"), "a user's own domain: {said}");
+    }
+
+    #[test]
+    fn an_uninstall_whose_job_does_not_go_says_so_and_how_to_stop_it() {
+        use crate::service::runner::replay::{Replay, answer};
+        use crate::service::testing::params;
+        use crate::service::{Manager, Scope, plan_uninstall};
+        let commands = plan_uninstall(&params(Manager::Launchd, Scope::System))
+            .unwrap()
+            .commands;
+        let print = "launchctl print system/io.headroom.daemon";
+        let loaded = "system/io.headroom.daemon = {\n\tstate = SIGTERMed\n";
+        let polls = (GONE_WAIT.as_millis() / launchctl::POLL.as_millis()) as usize + 1;
+        let mut script = vec![answer(
+            "launchctl bootout system/io.headroom.daemon",
+            0,
+            "",
+            "",
+        )];
+        script.extend(vec![answer(print, 0, loaded, ""); polls]);
+        let mut r = Replay::new(script);
+        let err = run_commands(&commands, &mut r).unwrap_err();
+        assert!(r.finished());
+        let said = err.to_string();
+        assert!(
+            said.starts_with("launchd still has system/io.headroom.daemon 15 s after the bootout"),
+            "{said}"
+        );
+        assert!(
+            said.ends_with("stop it with: sudo launchctl bootout system/io.headroom.daemon"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn the_log_file_is_created_or_kept_with_its_lines_and_given_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("headroom.log");
+        let step = FileStep {
+            path: log.clone(),
+            mode: 0o600,
+            contents: Contents::Log { owner: None },
+        };
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        write_file(&step).unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"");
+        assert_eq!(mode(&log), 0o600);
+        // A log opened to all keeps its lines and loses the others' rights.
+        std::fs::write(&log, "a line\n").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
+        write_file(&step).unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "a line\n");
+        assert_eq!(mode(&log), 0o600);
+        // A directory where the log goes is refused, and left alone.
+        std::fs::remove_file(&log).unwrap();
+        std::fs::create_dir(&log).unwrap();
+        let err = write_file(&step).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("it is not a regular file; move it away and install again"),
+            "{err}"
+        );
+        assert!(log.is_dir());
     }
 
     #[test]

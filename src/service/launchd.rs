@@ -1,7 +1,9 @@
 //! launchd: the LaunchDaemon's and LaunchAgent's plist, and the domain
 //! and service target that `launchctl` commands name.
 
-use super::paths::{absolute, config_path, layout, program_arguments, text_of};
+use std::path::PathBuf;
+
+use super::paths::{Layout, absolute, config_path, layout, program_arguments, text_of};
 use super::plist::{PlistValue, render_plist};
 use super::{AGENT_LABEL, DAEMON_LABEL, Manager, Params, Scope, ServiceError};
 
@@ -18,8 +20,10 @@ pub const HARD_OPEN_FILES: i64 = 65536;
 /// The launchd plist. Each key, and why:
 ///
 /// - `Label`: the job's name in launchctl commands.
-/// - `ProgramArguments`: `headroom run --config FILE`, absolute paths
-///   (launchd neither searches PATH nor expands `~`).
+/// - `ProgramArguments`: `headroom run --config FILE --log-file LOG`,
+///   absolute paths (launchd neither searches PATH nor expands `~`). With
+///   `--log-file` the daemon writes and rotates its log itself
+///   (`logging::log_file`): launchd would append to one file forever.
 /// - `RunAtLoad`: start at boot (daemon) or login (agent), not on demand:
 ///   there is nothing to demand it, it watches.
 /// - `KeepAlive` = {`SuccessfulExit`: false}: restart after a crash or a
@@ -40,9 +44,11 @@ pub const HARD_OPEN_FILES: i64 = 65536;
 ///   launchd's default soft limit is 256 open files, which a few dozen HTTP
 ///   clients would use up; the daemon raises its soft limit to the hard one
 ///   at start, as with systemd's `LimitNOFILE=65536`.
-/// - `StandardOutPath`/`StandardErrorPath`: one log file in
+/// - `StandardOutPath`/`StandardErrorPath`: the same log file, in
 ///   `/Library/Logs/headroom/` (daemon) or `~/Library/Logs/headroom/`
-///   (agent), where Console.app finds it. headroom logs to stderr.
+///   (agent), where Console.app finds it, for what is written before the
+///   daemon takes its log over (an early error). The installer creates it
+///   first, with its owner and mode (`plan.rs`).
 /// - `EnvironmentVariables`: none for the daemon, which keeps launchd's
 ///   PATH of system directories: root must not resolve hook commands in
 ///   Homebrew's user-writable prefixes (give hooks absolute paths). The
@@ -54,11 +60,7 @@ pub fn launchd_plist(params: &Params) -> Result<String, ServiceError> {
     absolute("the headroom binary", &params.binary)?;
     text_of("the headroom binary", &params.binary, Manager::Launchd)?;
     text_of("the config file", &config, Manager::Launchd)?;
-    let log = text_of(
-        "the log file",
-        &layout.log_dir.join("headroom.log"),
-        Manager::Launchd,
-    )?;
+    let log = text_of("the log file", &launchd_log_file(&layout), Manager::Launchd)?;
     let label = match params.scope {
         Scope::System => DAEMON_LABEL,
         Scope::User => AGENT_LABEL,
@@ -71,6 +73,7 @@ pub fn launchd_plist(params: &Params) -> Result<String, ServiceError> {
             PlistValue::Array(
                 program_arguments(&params.binary, &config)
                     .into_iter()
+                    .chain(["--log-file".to_owned(), log.clone()])
                     .map(PlistValue::String)
                     .collect(),
             ),
@@ -113,6 +116,11 @@ pub fn launchd_plist(params: &Params) -> Result<String, ServiceError> {
     Ok(render_plist(dict))
 }
 
+/// The log file of a launchd job: `headroom.log` in the log directory.
+pub(super) fn launchd_log_file(layout: &Layout) -> PathBuf {
+    layout.log_dir.join("headroom.log")
+}
+
 /// The launchd domain (`system`, `gui/<uid>`) and the service target in it
 /// (`system/io.headroom.daemon`) that `launchctl` commands name.
 pub(super) fn launchd_target(params: &Params) -> (String, String) {
@@ -147,7 +155,9 @@ mod tests {
                 "/usr/local/bin/headroom",
                 "run",
                 "--config",
-                "/Library/Application Support/headroom/headroom.toml"
+                "/Library/Application Support/headroom/headroom.toml",
+                "--log-file",
+                "/Library/Logs/headroom/headroom.log"
             ]
         );
         assert_eq!(

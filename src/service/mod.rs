@@ -25,35 +25,43 @@
 //! install and uninstall plans, `print.rs` a plan as text for `--print`,
 //! `presence.rs` whether the manager is there to take the service (most
 //! containers run no systemd: the installer stops before writing anything
-//! and says what to do instead), and `execute.rs` a plan carried out on the
-//! file system.
+//! and says what to do instead), `execute.rs` a plan carried out on the
+//! file system, `runner.rs` how its commands are run (for real, or in tests
+//! against recorded answers), and `launchctl.rs` the waits and retries
+//! launchd needs around `bootout` and `bootstrap`.
 
 mod binary;
 mod execute;
+mod launchctl;
 mod launchd;
 mod paths;
 mod plan;
 mod plist;
 mod presence;
 mod print;
+mod runner;
 mod systemd;
 
 use std::io;
 use std::path::PathBuf;
 
 pub use binary::{
-    BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, fragile_note,
-    note as binary_note, root_binary,
+    BinarySource, LAUNCHD_ROOT_BINARY, SYSTEMD_ROOT_BINARY, choose, fragile_note, homebrew_opt,
+    note as binary_note, root_binary, stable_path,
+};
+pub use launchctl::{
+    BACKOFF, GONE_WAIT, NotLoaded, POLL, Presence, Waited, bootstrap, busy, presence, wait_gone,
 };
 pub use launchd::{HARD_OPEN_FILES, SOFT_OPEN_FILES, launchd_plist};
 pub use paths::{Layout, config_path, layout, program_arguments};
 pub use plan::{
-    Activation, CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, plan_install,
+    Activation, CommandStep, Contents, CopyStep, DirStep, FileStep, Plan, Settle, plan_install,
     plan_install_as, plan_uninstall, plan_uninstall_as,
 };
 pub use plist::{PlistValue, render_plist};
 pub use presence::{Absent, Found, absent, look as look_for_manager, running as manager_running};
 pub use print::shell_word;
+pub use runner::{Ran, Runner, SystemRunner};
 pub use systemd::systemd_unit;
 
 /// The launchd label of the LaunchDaemon.
@@ -138,6 +146,8 @@ pub enum ServiceError {
     },
     #[error("the user service needs a home directory: set HOME")]
     NoHome,
+    #[error("{path} is where the service's log goes, but {why}; move it away and install again")]
+    NotALog { path: PathBuf, why: String },
     #[error("{path} is a symbolic link; refusing to write through it (remove it and try again)")]
     Symlink { path: PathBuf },
     #[error("cannot {action} {path}: {source}")]
@@ -159,6 +169,27 @@ pub enum ServiceError {
     MissingProgram { program: String, fix: &'static str },
     #[error("`{command}` failed ({status}); the steps before it were done, see above")]
     Command { command: String, status: String },
+    #[error(
+        "the service is NOT running: {failed}. The plist is written ({plist}) and launchd \
+         loads it at the next {when}. To start it now: {start}; then check it with: {check}"
+    )]
+    NotStarted {
+        failed: String,
+        plist: String,
+        when: &'static str,
+        start: String,
+        check: String,
+    },
+    #[error(
+        "launchd still has {target} {waited} s after the bootout: the daemon may still be \
+         running. The plist is removed. Check with `launchctl print {target}`, and stop it with: \
+         {by_hand}"
+    )]
+    StillLoaded {
+        target: String,
+        waited: u64,
+        by_hand: String,
+    },
 }
 
 #[cfg(test)]

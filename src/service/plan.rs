@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::binary::{BinarySource, fragile_note, note};
-use super::launchd::{MACOS_ADMIN_GID, launchd_plist, launchd_target};
+use super::launchd::{MACOS_ADMIN_GID, launchd_log_file, launchd_plist, launchd_target};
 use super::paths::{Layout, config_path, layout};
 use super::systemd::{systemctl, systemd_unit};
 use super::{AGENT_LABEL, DAEMON_LABEL, Manager, Params, Scope, ServiceError, UNIT_NAME};
@@ -26,6 +26,11 @@ pub enum Contents {
     Text(String),
     /// The embedded default config, only if no file is there.
     DefaultConfig,
+    /// A log file: created empty if missing, its lines kept if there, and
+    /// in both cases given this owner (uid, gid; `None` leaves the
+    /// creator's) and the step's mode. Anything but a regular file there is
+    /// refused.
+    Log { owner: Option<(u32, u32)> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +56,24 @@ pub struct CommandStep {
     /// A failure is expected in some states (bootout of a job that is not
     /// loaded) and does not stop the plan.
     pub may_fail: bool,
+    /// What follows the command before the next one runs.
+    pub settle: Settle,
+}
+
+/// What follows a command before the next one runs: for launchd, which
+/// answers before it has done what was asked (`launchctl.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settle {
+    /// Nothing: the command's exit status is all.
+    Nothing,
+    /// `launchctl bootout`: wait, bounded, until `launchctl print target`
+    /// no longer finds the job; a job still there after the wait fails the
+    /// plan if `must_go` (uninstall), and is left to the bootstrap's retries
+    /// otherwise (reinstall).
+    Gone { target: String, must_go: bool },
+    /// `launchctl bootstrap`: retried while launchd is busy with the label,
+    /// then `launchctl print target` must find the job.
+    Loaded { target: String },
 }
 
 /// Everything an install or uninstall does, in order: the service's copy of
@@ -112,6 +135,19 @@ pub(super) fn command(argv: &[&str], may_fail: bool) -> CommandStep {
     CommandStep {
         argv: argv.iter().map(|s| (*s).to_owned()).collect(),
         may_fail,
+        settle: Settle::Nothing,
+    }
+}
+
+/// `launchctl bootout TARGET`, which may fail (the job was not loaded),
+/// then the wait until launchd no longer has the job.
+fn bootout(target: &str, must_go: bool) -> CommandStep {
+    CommandStep {
+        settle: Settle::Gone {
+            target: target.to_owned(),
+            must_go,
+        },
+        ..command(&["launchctl", "bootout", target], true)
     }
 }
 
@@ -192,6 +228,17 @@ pub fn plan_install_as(params: &Params, activation: Activation) -> Result<Plan, 
                 owner: system.then_some((0, 0)),
                 what: "state",
             });
+            // The log file launchd opens for the job, made before the job
+            // starts so that its owner and mode are the installer's
+            // choice: root's and readable by admins like its directory, or
+            // the user's alone.
+            plan.files.push(FileStep {
+                path: launchd_log_file(&l),
+                mode: if system { 0o640 } else { 0o600 },
+                contents: Contents::Log {
+                    owner: system.then_some((0, MACOS_ADMIN_GID)),
+                },
+            });
             plan.add_service_file(&l, system, "LaunchAgents", launchd_plist(params)?);
             let (domain, target) = launchd_target(params);
             let plist = l.service_file.display().to_string();
@@ -201,9 +248,14 @@ pub fn plan_install_as(params: &Params, activation: Activation) -> Result<Plan, 
             // disabled job at boot either.
             plan.commands = if activation.start {
                 vec![
-                    command(&["launchctl", "bootout", &target], true),
+                    bootout(&target, false),
                     command(&["launchctl", "enable", &target], false),
-                    command(&["launchctl", "bootstrap", &domain, &plist], false),
+                    CommandStep {
+                        settle: Settle::Loaded {
+                            target: target.clone(),
+                        },
+                        ..command(&["launchctl", "bootstrap", &domain, &plist], false)
+                    },
                 ]
             } else {
                 plan.notes.push(format!(
@@ -292,7 +344,7 @@ pub fn plan_uninstall_as(params: &Params, activation: Activation) -> Result<Plan
     match params.manager {
         Manager::Launchd => {
             let (_, target) = launchd_target(params);
-            plan.commands = vec![command(&["launchctl", "bootout", &target], true)];
+            plan.commands = vec![bootout(&target, true)];
         }
         Manager::Systemd if !activation.manager_running => {
             // Offline, disable removes the unit's links; a unit that was
@@ -332,6 +384,26 @@ mod tests {
         assert!(plan.commands[0].may_fail && !plan.commands[2].may_fail);
         let dirs: Vec<_> = plan.dirs.iter().map(|d| (d.path.clone(), d.mode)).collect();
         assert!(dirs.contains(&(PathBuf::from("/Users/ann/Library/Logs/headroom"), 0o700)));
+        assert!(plan.files.contains(&FileStep {
+            path: PathBuf::from("/Users/ann/Library/Logs/headroom/headroom.log"),
+            mode: 0o600,
+            contents: Contents::Log { owner: None },
+        }));
+        assert!(
+            matches!(&plan.commands[0].settle, Settle::Gone { target, must_go: false } if target == "gui/501/io.headroom.agent")
+        );
+        assert!(
+            matches!(&plan.commands[2].settle, Settle::Loaded { target } if target == "gui/501/io.headroom.agent")
+        );
+        // The LaunchDaemon's log is root's, readable by admins.
+        let plan = plan_install(&params(Manager::Launchd, Scope::System)).unwrap();
+        assert!(plan.files.contains(&FileStep {
+            path: PathBuf::from("/Library/Logs/headroom/headroom.log"),
+            mode: 0o640,
+            contents: Contents::Log {
+                owner: Some((0, MACOS_ADMIN_GID))
+            },
+        }));
         assert!(
             plan.files
                 .iter()
@@ -355,7 +427,7 @@ mod tests {
         );
         let unit = match &plan.files[0].contents {
             Contents::Text(t) => t.clone(),
-            Contents::DefaultConfig => unreachable!(),
+            Contents::DefaultConfig | Contents::Log { .. } => unreachable!(),
         };
         assert!(unit.contains("--config /srv/ml/headroom.toml\n"));
         let cmds: Vec<String> = plan.commands.iter().map(|c| c.argv.join(" ")).collect();

@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use super::Manager;
+use super::launchctl::{BACKOFF, GONE_WAIT};
 use super::launchd::MACOS_ADMIN_GID;
-use super::plan::{Contents, Plan};
+use super::plan::{Contents, Plan, Settle};
 
 pub use crate::os::this_process::shell_word;
 
@@ -84,6 +85,13 @@ impl Plan {
                         f.mode
                     );
                 }
+                Contents::Log { owner } => {
+                    let _ = write!(out, "\ntouch {path} && chmod {:04o} {path}", f.mode);
+                    if let Some(owner) = owner {
+                        let _ = write!(out, " && chown {} {path}", owner_name(*owner, manager));
+                    }
+                    let _ = writeln!(out, "  # the log, kept if there");
+                }
                 Contents::Text(text) => {
                     let _ = write!(out, "\n# write {path}, mode {:04o}:\n{text}", f.mode);
                 }
@@ -100,6 +108,23 @@ impl Plan {
                 out.push_str("  # may fail: not loaded");
             }
             out.push('\n');
+            match &c.settle {
+                Settle::Nothing => {}
+                Settle::Gone { target, .. } => {
+                    let _ = writeln!(
+                        out,
+                        "# then wait, up to {} s, until `launchctl print {target}` no longer finds the job",
+                        GONE_WAIT.as_secs()
+                    );
+                }
+                Settle::Loaded { target } => {
+                    let _ = writeln!(
+                        out,
+                        "# retried up to {} times while launchd is still busy with the label (exit 5 or 37); then `launchctl print {target}` must find the job",
+                        BACKOFF.len()
+                    );
+                }
+            }
         }
         out
     }
@@ -130,6 +155,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("<key>ProgramArguments</key>"), "{text}");
+        assert!(
+            text.contains(
+                "launchctl bootout system/io.headroom.daemon  # may fail: not loaded\n\
+                 # then wait, up to 15 s, until `launchctl print system/io.headroom.daemon` no longer finds the job\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -54,7 +54,7 @@ fn the_service_block_matches_the_launch_agent() {
     let block = service_block(&formula());
     let agent = agent();
 
-    // run: headroom run --config FILE, like ProgramArguments.
+    // run: headroom run --config FILE --log-file LOG, like ProgramArguments.
     let args: Vec<&str> = agent
         .get("ProgramArguments")
         .and_then(|v| v.as_array())
@@ -63,9 +63,18 @@ fn the_service_block_matches_the_launch_agent() {
         .filter_map(|v| v.as_string())
         .collect();
     assert_eq!(&args[1..3], ["run", "--config"]);
+    assert_eq!(args[4], "--log-file");
+    assert_eq!(
+        Some(args[5]),
+        agent.get("StandardErrorPath").unwrap().as_string()
+    );
     assert_eq!(
         line(&block, "run "),
-        r#"[opt_bin/"headroom", "run", "--config", etc/"headroom/headroom.toml"]"#
+        r#"[opt_bin/"headroom", "run", "--config", etc/"headroom/headroom.toml","#
+    );
+    assert_eq!(
+        block[block.iter().position(|l| l.starts_with("run ")).unwrap() + 1],
+        r#""--log-file", var/"log/headroom/headroom.log"]"#
     );
 
     // keep_alive successful_exit: false → KeepAlive { SuccessfulExit: false }.
@@ -119,7 +128,7 @@ fn the_service_block_matches_the_launch_agent() {
     // nothing launchd.plist(5) would not know.
     assert_eq!(agent.get("RunAtLoad").unwrap().as_boolean(), Some(true));
     assert!(!block.iter().any(|l| l.starts_with("run_at_load")));
-    assert_eq!(block.len(), 7, "{block:?}");
+    assert_eq!(block.len(), 8, "{block:?}");
 }
 
 #[test]

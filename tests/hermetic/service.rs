@@ -4,7 +4,8 @@
 //! the systemd units run headroom on the given config, a system service runs
 //! a binary only root can change (a root-owned copy of one others can), and
 //! the files shipped in `launchd/` and `systemd/` are exactly what the
-//! installer writes.
+//! installer writes, and `run --log-file` (which the plists pass) writes the
+//! daemon's log to that file with a private mode.
 //! `systemd-analyze verify` of the units is in the environment tier
 //! (`tests/environment/service.rs`).
 
@@ -612,4 +613,41 @@ fn a_service_of_a_build_output_is_pointed_to_cargo_install_not_to_homebrew() {
         assert!(note.contains("`cargo install --locked --path .`"), "{note}");
         assert!(!note.contains("brew"), "{note}");
     }
+}
+
+#[test]
+fn run_with_a_log_file_writes_its_log_there_with_a_private_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // As root, the log's directory must be one only root can change.
+    let dir = crate::support::private_dir();
+    let log = dir.path().join("headroom.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["run", "--listen", "127.0.0.1:0", "--journal"])
+        .arg(dir.path().join("state/journal.jsonl"))
+        .arg("--log-file")
+        .arg(&log)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: the first sample is logged within a second or two.
+    let mut text = String::new();
+    for _ in 0..300 {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("first sample:") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    headroom::os::posix::kill(child.id(), libc::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(text.contains("first sample:"), "log file: {text}");
+    assert!(out.status.success(), "{:?}", out.status);
+    // Everything went to the file: nothing was left on the pipes.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
+    let root = headroom::os::this_process::effective_uid() == 0;
+    assert_eq!(mode, if root { 0o640 } else { 0o600 });
 }

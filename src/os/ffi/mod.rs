@@ -13,4 +13,5 @@ pub(crate) mod mlock;
 pub(crate) mod priority;
 pub(crate) mod rlimit;
 pub(crate) mod signal;
+pub(crate) mod stdio;
 pub(crate) mod uid;

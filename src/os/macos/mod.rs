@@ -9,7 +9,9 @@
 //!   `exit_records` and `jetsam_stream` (the `log stream` child behind
 //!   jetsam kills), `process` (identity and signals), `notify`;
 //! - the thin calls that hand the pure parsers plain values: `ffi_mach`,
-//!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`.
+//!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`;
+//! - in `cargo test` only, `launchctl_native`: the service installer's
+//!   `launchctl` waits and retries against launchd itself.
 
 pub mod crash_reports;
 #[cfg(target_os = "macos")]
@@ -24,6 +26,8 @@ pub(crate) mod ffi;
 pub(crate) mod iokit;
 #[cfg(target_os = "macos")]
 pub mod jetsam_stream;
+#[cfg(all(test, target_os = "macos"))]
+mod launchctl_native;
 pub mod libproc;
 #[cfg(target_os = "macos")]
 pub mod notify;
