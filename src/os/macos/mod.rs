@@ -1,7 +1,8 @@
 //! macOS: Mach, sysctl, libproc, IOKit, libdispatch, the unified log.
 //! [`parse`] (the pure parsers, tested on Linux with values captured on
-//! real Macs), [`exits`], [`crash_reports`] and [`libproc`] are compiled
-//! on every OS; the rest only on macOS:
+//! real Macs), [`exits`], [`crash_reports`], [`libproc`] and [`log_pipes`]
+//! (the `log stream` child's two pipes, read at once) are compiled on every
+//! OS; the rest only on macOS:
 //!
 //! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone)
 //!   and `doctor` (each collector checked once for `headroom doctor`);
@@ -25,6 +26,7 @@ pub(crate) mod iokit;
 #[cfg(target_os = "macos")]
 pub mod jetsam_stream;
 pub mod libproc;
+pub mod log_pipes;
 #[cfg(target_os = "macos")]
 pub mod notify;
 pub mod parse;
