@@ -35,6 +35,8 @@ pub struct StreamStatus {
     pub lines: u64,
     /// Its complaints (stderr) since it started.
     pub complaints: Complaints,
+    /// Lines of complaint of every child, for the error count.
+    pub complaint_lines: u64,
     /// Why it is down (its exit status and complaints).
     pub down_because: Option<String>,
     /// `log` refused to stream for this user, in its words: it is not
@@ -59,12 +61,12 @@ pub struct Complaints {
 
 impl Complaints {
     /// Count `line` and keep it as the first or the last, cut to
-    /// [`MAX_COMPLAINT`] bytes. Blank lines are not complaints.
-    pub fn note(&mut self, line: &[u8]) {
+    /// [`MAX_COMPLAINT`] bytes. Blank lines are not complaints: false.
+    pub fn note(&mut self, line: &[u8]) -> bool {
         let text = String::from_utf8_lossy(line);
         let text = text.trim();
         if text.is_empty() {
-            return;
+            return false;
         }
         let text = crate::model::printable(text);
         let mut cut = MAX_COMPLAINT.min(text.len());
@@ -78,6 +80,7 @@ impl Complaints {
         } else {
             self.last = Some(text);
         }
+        true
     }
 
     /// The complaints in words (`"log: …"`, or the first and the last of
@@ -85,7 +88,9 @@ impl Complaints {
     pub fn summary(&self) -> Option<String> {
         let first = self.first.as_deref()?;
         Some(match (&self.last, self.count) {
-            (Some(last), n) if n > 1 => format!("{n} lines on stderr, first \"{first}\", last \"{last}\""),
+            (Some(last), n) if n > 1 => {
+                format!("{n} lines on stderr, first \"{first}\", last \"{last}\"")
+            }
             _ => format!("\"{first}\""),
         })
     }
@@ -121,6 +126,15 @@ impl StreamStatus {
     }
 }
 
+impl StreamStatus {
+    /// Note a line of complaint.
+    fn complain(&mut self, line: &[u8]) {
+        if self.complaints.note(line) {
+            self.complaint_lines = self.complaint_lines.saturating_add(1);
+        }
+    }
+}
+
 pub(crate) fn set(status: &Mutex<StreamStatus>, f: impl FnOnce(&mut StreamStatus)) {
     if let Ok(mut s) = status.lock() {
         f(&mut s);
@@ -144,8 +158,9 @@ pub fn read_pipes(
             .spawn_scoped(scope, || read_complaints(stderr, status));
         if let Err(e) = drained {
             set(status, |s| {
-                s.complaints
-                    .note(format!("(its stderr was closed: no thread to read it: {e})").as_bytes());
+                s.complain(
+                    format!("(its stderr was closed: no thread to read it: {e})").as_bytes(),
+                );
             });
         }
         read_lines(stdout, tx, status);
@@ -186,7 +201,7 @@ fn read_complaints(err: impl Read, status: &Mutex<StreamStatus>) {
     let mut reader = BufReader::new(err);
     let mut line = Vec::with_capacity(1024);
     while next_line(&mut reader, &mut line).is_some() {
-        set(status, |s| s.complaints.note(&line));
+        set(status, |s| s.complain(&line));
     }
 }
 
@@ -233,7 +248,9 @@ mod tests {
         let status = Mutex::new(StreamStatus::default());
         let forged = KILL.replace("\"processID\":0", "\"processID\":99");
         let long = format!("{{\"eventMessage\":\"{}\"}}", "x".repeat(MAX_LINE));
-        let input = format!("Filtering the log data using \"x\"\n{KILL}\n{long}\n{forged}\nnot json\n{KILL}\n");
+        let input = format!(
+            "Filtering the log data using \"x\"\n{KILL}\n{long}\n{forged}\nnot json\n{KILL}\n"
+        );
         read_lines(input.as_bytes(), &tx, &status);
         let kills: Vec<JetsamKill> = rx.try_iter().collect();
         assert_eq!(kills.len(), 2, "the line after the overlong one is read");
@@ -279,6 +296,7 @@ mod tests {
         let s = status.lock().unwrap();
         assert_eq!(s.lines, 3);
         assert_eq!(s.complaints.count, u64::from(FLOOD));
+        assert_eq!(s.complaint_lines, u64::from(FLOOD));
         assert_eq!(s.complaints.first.as_deref(), Some("log: complaint 0"));
         assert_eq!(s.complaints.last.as_deref(), Some("log: complaint 19999"));
     }
@@ -287,7 +305,7 @@ mod tests {
     fn complaints_keep_a_count_and_two_bounded_lines() {
         let mut c = Complaints::default();
         assert_eq!(c.summary(), None);
-        c.note(b"  \n");
+        assert!(!c.note(b"  \n"));
         assert_eq!(c.count, 0, "blank lines are no complaint");
         // timrogers/litra-autotoggle#119: `log`'s refusal as a user.
         c.note(b"log: Must be admin to run 'stream' command\n");
@@ -302,8 +320,15 @@ mod tests {
         assert_eq!(c.last.as_deref(), Some("log: \\u{1b}[31mred"));
         c.note(long.as_bytes());
         let last = c.last.clone().unwrap();
-        assert!(last.len() <= MAX_COMPLAINT && last.starts_with('é'), "{last}");
-        assert!(c.summary().unwrap().starts_with("4 lines on stderr, first \"log: Must be admin"));
+        assert!(
+            last.len() <= MAX_COMPLAINT && last.starts_with('é'),
+            "{last}"
+        );
+        assert!(
+            c.summary()
+                .unwrap()
+                .starts_with("4 lines on stderr, first \"log: Must be admin")
+        );
     }
 
     #[test]
@@ -319,14 +344,23 @@ mod tests {
         s.complaints.note(b"log: Could not open the stream");
         let (up, detail) = s.state();
         assert!(!up);
-        assert!(detail.contains("complained: \"log: Could not open the stream\""), "{detail}");
+        assert!(
+            detail.contains("complained: \"log: Could not open the stream\""),
+            "{detail}"
+        );
         s.lines = 1;
         let (up, detail) = s.state();
         assert!(up, "{detail}");
-        assert!(detail.starts_with("following") && detail.contains("complained"), "{detail}");
+        assert!(
+            detail.starts_with("following") && detail.contains("complained"),
+            "{detail}"
+        );
         s.refused = Some("log: Must be admin to run 'stream' command (exit status 77)".into());
         let (up, detail) = s.state();
         assert!(!up);
-        assert!(detail.starts_with("`log stream` refused: log: Must be admin"), "{detail}");
+        assert!(
+            detail.starts_with("`log stream` refused: log: Must be admin"),
+            "{detail}"
+        );
     }
 }

@@ -557,10 +557,7 @@ mod tests {
             (77, Some("proc-thrashing"))
         );
         let idle = parse_kill_message("memorystatus: killing_idle_process pid 386 [wallpaperexportd] jetsam_reason->osr_code: 9").unwrap();
-        assert_eq!(
-            (idle.pid, idle.reason.as_deref()),
-            (386, Some("idle-exit"))
-        );
+        assert_eq!((idle.pid, idle.reason.as_deref()), (386, Some("idle-exit")));
     }
 
     /// `format` (a C format string as the XNU source spells it) with its
@@ -673,10 +670,22 @@ mod tests {
     fn the_other_swap_exhaustion_lines_are_not_kills() {
         for (source, line) in [
             // xnu-8792.81.2 bsd/kern/kern_proc.c:4336, 4342, 4398, 4404, 4412, 4622
-            ("8792:4336", printf("low swap: throttling pid %d (%s)\n", &["7", "x"])),
-            ("8792:4342", printf("low swap: suspending pid %d (%s)\n", &["7", "x"])),
-            ("8792:4398", printf("low swap: unthrottling pid %d (%s)\n", &["7", "x"])),
-            ("8792:4404", printf("low swap: resuming pid %d (%s)\n", &["7", "x"])),
+            (
+                "8792:4336",
+                printf("low swap: throttling pid %d (%s)\n", &["7", "x"]),
+            ),
+            (
+                "8792:4342",
+                printf("low swap: suspending pid %d (%s)\n", &["7", "x"]),
+            ),
+            (
+                "8792:4398",
+                printf("low swap: unthrottling pid %d (%s)\n", &["7", "x"]),
+            ),
+            (
+                "8792:4404",
+                printf("low swap: resuming pid %d (%s)\n", &["7", "x"]),
+            ),
             (
                 "8792:4412",
                 printf(

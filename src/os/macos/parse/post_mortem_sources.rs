@@ -25,7 +25,11 @@ pub const LOG_REFUSED_STATUS: i32 = 77;
 /// A jetsam kill as a [`MemoryKill`]: its footprint as resident memory
 /// where the line has one (not a compressed size, which the words give),
 /// its owner as `uid` where known.
-pub fn jetsam_kill(k: super::jetsam::JetsamKill, read_at: Timestamp, uid: Option<u32>) -> MemoryKill {
+pub fn jetsam_kill(
+    k: super::jetsam::JetsamKill,
+    read_at: Timestamp,
+    uid: Option<u32>,
+) -> MemoryKill {
     let scope = super::jetsam::kill_words(&k);
     MemoryKill {
         pid: k.pid,
@@ -262,10 +266,18 @@ mod tests {
     fn the_doctor_says_what_each_account_gets() {
         let root = macos_check(Follower::Root, &Following::Followed);
         assert_eq!(root.status, CheckStatus::Ok);
-        assert!(root.detail.contains("every process's kills"), "{}", root.detail);
+        assert!(
+            root.detail.contains("every process's kills"),
+            "{}",
+            root.detail
+        );
         let admin = macos_check(Follower::Admin, &Following::Followed);
         assert_eq!(admin.status, CheckStatus::Ok);
-        assert!(admin.detail.contains("your own processes' kills"), "{}", admin.detail);
+        assert!(
+            admin.detail.contains("your own processes' kills"),
+            "{}",
+            admin.detail
+        );
         let refused = macos_check(
             Follower::Admin,
             &Following::Failed(
@@ -274,9 +286,9 @@ mod tests {
         );
         assert_eq!(refused.status, CheckStatus::Warn);
         assert!(
-            refused
-                .detail
-                .contains("not followed: log: Must be admin to run 'stream' command (exit status 77)"),
+            refused.detail.contains(
+                "not followed: log: Must be admin to run 'stream' command (exit status 77)"
+            ),
             "{}",
             refused.detail
         );
@@ -316,7 +328,8 @@ mod tests {
             "swap space ran out and it held the most compressed memory (30720 MiB in the compressor) (low-swap)"
         );
         let marked =
-            super::super::jetsam::parse_kill_message("low swap: killing pid 4243 (Python)").unwrap();
+            super::super::jetsam::parse_kill_message("low swap: killing pid 4243 (Python)")
+                .unwrap();
         assert_eq!(
             jetsam_kill(marked, Timestamp(3), None).scope,
             "swap space ran out and it was marked to be killed when that happens (by its spawner or itself) (low-swap)"
