@@ -184,7 +184,7 @@ fn follow(
                     .map(|s| s.complaints.clone())
                     .unwrap_or_default();
                 let code = exit.and_then(|e| e.code());
-                if let Some(words) = refusal(code, complaints.first.as_deref()) {
+                if let Some(words) = refusal(code, complaints.summary().as_deref()) {
                     set(status, |s| {
                         s.up = false;
                         s.pid = None;
