@@ -52,9 +52,9 @@ impl ExitRecords {
     }
 
     /// Start following jetsam kills (as root or an administrator) and crash
-    /// reports. Gives the
-    /// records, what the absence of a record of a process's end means here,
-    /// and what was opened or why not (to be logged once).
+    /// reports. Gives the records, what the absence of a record of a
+    /// process's end means here, and what was opened or why not (to be
+    /// logged once).
     pub fn open() -> (Self, String, Result<String, String>) {
         use super::{crash_reports, jetsam_stream};
         let root = crate::os::this_process::running_as_root();
