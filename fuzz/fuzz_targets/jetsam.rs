@@ -1,7 +1,8 @@
 //! Fuzz target: the lines of `log stream --style ndjson` the macOS daemon
-//! reads as root to learn of jetsam kills. A local user can write any text
-//! to the unified log, so a line is hostile until proven the kernel's. The
-//! input is a stream of lines; each goes through the stream-line parser
+//! reads (as root or an administrator) to learn of jetsam kills. A local
+//! user can write any text to the unified log, so a line is hostile until
+//! proven the kernel's. The input is a stream of lines; each goes through
+//! the stream-line parser
 //! and, as a bare message, the kill-message parser. Any bytes must give a
 //! kill, nothing, a refusal or an error: never a panic, and a kill's name
 //! comes from the line.

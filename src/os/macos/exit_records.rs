@@ -1,24 +1,29 @@
 //! macOS's record of how processes end: the exit status and end of a
 //! zombie ([`super::exits`]: `kinfo_proc`'s `p_xstat`,
 //! `proc_pid_rusage`'s `ri_proc_exit_abstime`), read only for the suspects;
-//! as root, jetsam's kills as the kernel writes them to the unified log,
-//! followed by a long-lived `log stream` child ([`super::jetsam_stream`]);
-//! and the reports in `/Library/Logs/DiagnosticReports` and each user's
+//! as root or an administrator, jetsam's kills as the kernel writes them to
+//! the unified log, followed by a long-lived `log stream` child
+//! ([`super::jetsam_stream`]); and the reports in
+//! `/Library/Logs/DiagnosticReports` and each user's
 //! `~/Library/Logs/DiagnosticReports` ([`super::crash_reports`]): crash
 //! reports, and JetsamEvent reports for jetsam kills without `log stream`,
 //! looked for while a watched process has just ended (a report takes
 //! seconds to appear, longer under memory pressure: post-mortems wait for
-//! it, `Observed::record_lag`, as long as [`super::report_wait`] says). As a user (a
-//! LaunchAgent): that user's crash reports, and the JetsamEvent reports
-//! it may read; jetsam kills are not followed in the unified log (`log
-//! stream` shows the kernel's entries only to an administrator), which the
-//! collector status and the post-mortems say.
+//! it, `Observed::record_lag`, as long as [`super::report_wait`] says). As a
+//! user (a LaunchAgent): that user's crash reports and the JetsamEvent
+//! reports it may read; jetsam kills of that user's processes if the user
+//! is an administrator (`log stream` shows the kernel's entries only to
+//! one), whether `log` followed or refused said by the collector status;
+//! for anyone else not followed, which the collector status and the
+//! post-mortems say.
 //! `sample::exit_causes` holds it as this OS's [`ExitRecords`]; Linux
 //! exports the same names.
 
 use std::collections::HashSet;
 
-use super::parse::post_mortem_sources::{jetsam_kill, macos_check};
+use super::parse::post_mortem_sources::{
+    Follower, Following, OwnProcesses, jetsam_kill, macos_check,
+};
 use crate::model::exit::Observed;
 use crate::model::{Check, Collector, CollectorStatus, ProcessId, Snapshot};
 
@@ -27,7 +32,8 @@ pub struct ExitRecords {
     mac: Option<MacSources>,
 }
 
-/// macOS's sources: the jetsam stream (root only) and the crash reports.
+/// macOS's sources: the jetsam stream (root, or an administrator's) and
+/// the crash reports.
 struct MacSources {
     jetsam: Jetsam,
     reports: super::crash_reports::CrashReportScanner,
@@ -47,9 +53,10 @@ impl ExitRecords {
         Self { mac: None }
     }
 
-    /// Start following jetsam kills (as root) and crash reports. Gives the
-    /// records, what the absence of a record of a process's end means here,
-    /// and what was opened or why not (to be logged once).
+    /// Start following jetsam kills (as root or an administrator) and crash
+    /// reports. Gives the records, what the absence of a record of a
+    /// process's end means here, and what was opened or why not (to be
+    /// logged once).
     pub fn open() -> (Self, String, Result<String, String>) {
         use super::{crash_reports, jetsam_stream};
         let root = crate::os::this_process::running_as_root();
@@ -61,26 +68,33 @@ impl ExitRecords {
             root,
         );
         let reports = crash_reports::CrashReportScanner::new(dirs, std::time::SystemTime::now());
-        let jetsam = if root {
+        let who = jetsam_stream::who();
+        let jetsam = if who == Follower::NotAdmin {
+            Err(jetsam_stream::not_followed())
+        } else {
             jetsam_stream::JetsamStream::start()
                 .map_err(|e| format!("cannot start the log stream thread: {e}"))
-        } else {
-            Err(jetsam_stream::not_followed())
         };
         let (silence, note) = match &jetsam {
             Ok(_) => (
                 "no jetsam kill of it in the unified log and no crash report for it".to_string(),
-                Ok("jetsam kills followed with `log stream`; crash reports read from DiagnosticReports".to_string()),
+                Ok("jetsam kills followed with `log stream` (its state: see `headroom doctor`); crash reports read from DiagnosticReports".to_string()),
             ),
             Err(why) => (
-                "no crash report for it, and jetsam kills are not followed here (headroom runs as a user: see `headroom doctor`)".to_string(),
+                "no crash report for it, and jetsam kills are not followed here (see `headroom doctor`)".to_string(),
                 Err(format!("jetsam kills: {why}; crash reports read from this user's DiagnosticReports")),
             ),
         };
+        let own = (who == Follower::Admin)
+            .then(|| OwnProcesses::new(crate::os::this_process::effective_uid()));
         (
             Self {
                 mac: Some(MacSources {
-                    jetsam: Jetsam(jetsam),
+                    jetsam: Jetsam {
+                        stream: jetsam,
+                        who,
+                        own,
+                    },
                     reports,
                     last_end: None,
                     wait: super::report_wait::ReportWait::default(),
@@ -121,14 +135,7 @@ impl ExitRecords {
                 ..Observed::default()
             };
         };
-        let mut kills: Vec<_> = match &mac.jetsam.0 {
-            Ok(stream) => stream
-                .drain()
-                .into_iter()
-                .map(|k| jetsam_kill(k, now))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
+        let mut kills = mac.jetsam.kills(snap);
         // A watched process gone from this sample: its report, if any, is
         // written in the next seconds (longer under pressure).
         let instant = std::time::Instant::now();
@@ -156,8 +163,38 @@ impl ExitRecords {
     }
 }
 
-/// The jetsam stream, or why it is not followed.
-struct Jetsam(Result<super::jetsam_stream::JetsamStream, String>);
+/// The jetsam stream, or why it is not followed; who follows; for an
+/// administrator's agent, the owners of the pids it sampled.
+struct Jetsam {
+    stream: Result<super::jetsam_stream::JetsamStream, String>,
+    who: Follower,
+    own: Option<OwnProcesses>,
+}
+
+impl Jetsam {
+    /// The kills read since the last poll, as memory kills: all of them as
+    /// root, those of this user's processes as an administrator.
+    fn kills(&mut self, snap: &Snapshot) -> Vec<crate::model::exit::MemoryKill> {
+        let Ok(stream) = &self.stream else {
+            return Vec::new();
+        };
+        if let Some(own) = &mut self.own {
+            own.note(snap);
+        }
+        let own = self.own.as_ref();
+        stream
+            .drain()
+            .into_iter()
+            .filter_map(|k| match own {
+                None => Some(jetsam_kill(k, snap.taken_at, None)),
+                Some(own) => {
+                    let uid = own.owner(k.pid)?;
+                    Some(jetsam_kill(k, snap.taken_at, Some(uid)))
+                }
+            })
+            .collect()
+    }
+}
 
 impl Collector for Jetsam {
     fn name(&self) -> &'static str {
@@ -165,40 +202,45 @@ impl Collector for Jetsam {
     }
 
     fn status(&self) -> Option<CollectorStatus> {
-        Some(match &self.0 {
+        Some(match &self.stream {
             Ok(stream) => {
                 let s = stream.status();
-                let detail = match (&s.down_because, s.pid) {
-                    (_, Some(pid)) if s.up => format!(
-                        "following the kernel's memorystatus kills with `log stream` (pid {pid})"
-                    ),
-                    (Some(why), _) => why.clone(),
-                    _ => "starting `log stream`".to_string(),
-                };
+                let (up, detail) = s.state();
                 CollectorStatus {
                     name: "jetsam-log".into(),
-                    up: s.up,
+                    up,
                     detail,
-                    errors: s.invalid_lines + s.refused_lines + s.dropped + s.restarts,
+                    errors: s.invalid_lines
+                        + s.refused_lines
+                        + s.dropped
+                        + s.restarts
+                        + s.complaint_lines
+                        + u64::from(s.refused.is_some()),
                     applicable: true,
                 }
             }
-            // Not followed as a user: `log stream` shows the kernel's
-            // entries to an administrator only.
+            // Not followed: a user who is not an administrator, or no
+            // thread for the stream.
             Err(why) => CollectorStatus {
                 name: "jetsam-log".into(),
                 up: false,
                 detail: why.clone(),
                 errors: 0,
-                applicable: crate::os::this_process::running_as_root(),
+                applicable: self.who != Follower::NotAdmin,
             },
         })
     }
 
     /// What post-mortems can learn here, jetsam kills and crash reports
-    /// alike ([`doctor_check`]).
+    /// alike, with what `log stream` did once it had a moment to write or
+    /// refuse.
     fn doctor_check(&self) -> Option<Check> {
-        Some(doctor_check())
+        let following = match &self.stream {
+            Ok(stream) => stream.settled(super::jetsam_stream::SETTLE),
+            Err(_) if self.who == Follower::NotAdmin => Following::NotAdmin,
+            Err(why) => Following::Failed(why.clone()),
+        };
+        Some(macos_check(self.who, &following))
     }
 }
 
@@ -247,7 +289,13 @@ impl Collector for super::crash_reports::CrashReportScanner {
     }
 }
 
-/// `headroom doctor`'s check of what post-mortems can learn on this machine.
+/// `headroom doctor`'s check of what post-mortems can learn on this
+/// machine, without starting the stream: what this user gets.
 pub fn doctor_check() -> Check {
-    macos_check(crate::os::this_process::running_as_root())
+    let who = super::jetsam_stream::who();
+    let following = match who {
+        Follower::NotAdmin => Following::NotAdmin,
+        _ => Following::NotYet("not started by this check".to_string()),
+    };
+    macos_check(who, &following)
 }

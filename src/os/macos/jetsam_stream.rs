@@ -1,31 +1,40 @@
 //! The `log stream` child that follows jetsam kills as the kernel logs
-//! them (macOS, root only).
+//! them (macOS; root, or an administrator's own agent).
 //!
 //! Searching the unified log after each exit (`log show`) takes seconds;
 //! following it costs one long-lived child: `/usr/bin/log stream --style
 //! ndjson --predicate …` ([`super::parse::jetsam::LOG_STREAM_ARGS`]), whose
-//! output a thread of its own reads line by line (each at most
-//! [`super::parse::jetsam::MAX_LINE`] bytes) and parses
-//! ([`super::parse::jetsam::parse_stream_line`]). Kills go to the daemon through a
+//! stdout and stderr a thread of its own reads at once
+//! ([`super::log_pipes::read_pipes`]: kills parsed line by line, complaints
+//! counted, the first and last kept). Kills go to the daemon through a
 //! bounded channel ([`QUEUE`]; a kill that finds it full is counted and
-//! dropped, never waited for). If `log` exits (killed, upgraded, refused),
-//! it is started again after a backoff that doubles from one second to a
-//! minute and starts over once a child has lived a minute; its exit status
-//! and first line of complaint are kept for the collector status. Dropping
-//! the [`JetsamStream`] kills the child.
+//! dropped, never waited for). If `log` exits (killed, upgraded), it is
+//! started again after a backoff that doubles from one second to a minute
+//! and starts over once a child has lived a minute; its exit status and
+//! complaints are kept for the collector status. If `log` refuses this
+//! user ([`refusal`]: "Must be admin", exit status 77) it is not started
+//! again, and the status says so in `log`'s words. Dropping the
+//! [`JetsamStream`] kills the child.
 //!
-//! As a user (a LaunchAgent) the stream is not started: `log stream` shows
-//! the kernel's entries only to an administrator, and a user's daemon has
-//! no business reading everyone's log. [`not_followed`] says so.
+//! Who follows is [`follower`]'s decision ([`who`] reads this process's
+//! ids and groups): root follows every kill; a member of group `admin`
+//! (the usual account of a personal Mac), run as a LaunchAgent, follows
+//! too, since `log stream` shows the kernel's entries to administrators,
+//! and keeps only kills of its own user's processes
+//! ([`super::parse::post_mortem_sources::OwnProcesses`]); any other user's
+//! `log stream` would refuse, so it is not started and [`not_followed`]
+//! says so.
 
-use std::io::{BufRead as _, BufReader, Read as _};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::parse::jetsam::{JetsamKill, LOG_STREAM_ARGS, MAX_LINE, StreamLine, parse_stream_line};
+use super::log_pipes::{StreamStatus, read_pipes, set};
+use super::parse::jetsam::{JetsamKill, LOG_STREAM_ARGS};
+pub use super::parse::post_mortem_sources::not_followed;
+use super::parse::post_mortem_sources::{Follower, Following, follower, refusal};
 
 /// Kills waiting for the daemon, at most.
 pub const QUEUE: usize = 1024;
@@ -33,23 +42,24 @@ pub const QUEUE: usize = 1024;
 pub const LOG: &str = "/usr/bin/log";
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How long `headroom doctor` waits for `log stream` to write or end.
+pub const SETTLE: Duration = Duration::from_secs(5);
 
-/// How the stream is doing, for the collector status.
-#[derive(Debug, Clone, Default)]
-pub struct StreamStatus {
-    /// A child is running and its output is being read.
-    pub up: bool,
-    /// Its pid, while up.
-    pub pid: Option<u32>,
-    /// Why it is down (its exit status and first complaint).
-    pub down_because: Option<String>,
-    pub restarts: u64,
-    /// Lines that were not `log`'s ndjson.
-    pub invalid_lines: u64,
-    /// Kill lines not written by the kernel (refused).
-    pub refused_lines: u64,
-    /// Kills dropped because the daemon did not take them in time.
-    pub dropped: u64,
+/// Who this process is, for following jetsam kills: its effective ids, the
+/// groups of its credential and, unless those hold `admin`, the groups the
+/// directory lists for its user.
+pub fn who() -> Follower {
+    let euid = crate::os::this_process::effective_uid();
+    let egid = super::ffi::groups::effective_gid();
+    let mut groups = super::ffi::groups::process_groups();
+    let first = follower(euid, egid, &groups);
+    if first != Follower::NotAdmin {
+        return first;
+    }
+    if let Some(name) = super::ffi::passwd::user_name(euid) {
+        groups.extend(super::ffi::groups::directory_groups(&name, egid));
+    }
+    follower(euid, egid, &groups)
 }
 
 /// See the module documentation.
@@ -88,6 +98,34 @@ impl JetsamStream {
     pub fn status(&self) -> StreamStatus {
         self.status.lock().map(|s| s.clone()).unwrap_or_default()
     }
+
+    /// How following stands: followed once `log` has written, failed once
+    /// it was refused or ended, not yet otherwise.
+    pub fn following(&self) -> Following {
+        let s = self.status();
+        let (up, detail) = s.state();
+        if up {
+            Following::Followed
+        } else if s.refused.is_some() || s.down_because.is_some() {
+            Following::Failed(detail)
+        } else {
+            Following::NotYet(detail)
+        }
+    }
+
+    /// [`JetsamStream::following`] once `log` has written or ended, or
+    /// after `wait` (for `headroom doctor`, which asks once, right after
+    /// the start).
+    pub fn settled(&self, wait: Duration) -> Following {
+        let until = Instant::now() + wait;
+        loop {
+            let now = self.following();
+            if !matches!(now, Following::NotYet(_)) || Instant::now() >= until {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Drop for JetsamStream {
@@ -98,22 +136,6 @@ impl Drop for JetsamStream {
         {
             let _ = child.kill();
         }
-    }
-}
-
-/// The words for the collector status of a daemon that does not follow.
-pub fn not_followed() -> String {
-    "not followed: headroom runs as a user (a LaunchAgent), and `log stream` shows the kernel's \
-     jetsam kills only to an administrator; installed as a LaunchDaemon (root) it follows them. \
-     A jetsam kill of your process is then a post-mortem with an unknown cause; find it \
-     afterwards with `log show --last 10m --predicate 'processID == 0 AND eventMessage CONTAINS \
-     \"memorystatus: killing\"'`"
-        .to_string()
-}
-
-fn set(status: &Mutex<StreamStatus>, f: impl FnOnce(&mut StreamStatus)) {
-    if let Ok(mut s) = status.lock() {
-        f(&mut s);
     }
 }
 
@@ -145,33 +167,38 @@ fn follow(
                 set(status, |s| {
                     s.up = true;
                     s.pid = Some(pid);
+                    s.lines = 0;
+                    s.complaints = Default::default();
                     s.down_because = None;
                 });
-                if let Some(out) = stdout {
-                    read_lines(out, tx, status);
+                if let (Some(out), Some(err)) = (stdout, stderr) {
+                    read_pipes(out, err, tx, status);
                 }
-                let complaint = stderr
-                    .and_then(|e| {
-                        let mut text = String::new();
-                        e.take(4096).read_to_string(&mut text).ok()?;
-                        text.lines()
-                            .find(|l| !l.trim().is_empty())
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_default();
                 let exit = slot
                     .lock()
                     .ok()
                     .and_then(|mut s| s.take())
-                    .and_then(|mut c| c.wait().ok())
-                    .map_or_else(|| "an unknown status".to_string(), |s| s.to_string());
+                    .and_then(|mut c| c.wait().ok());
+                let complaints = status
+                    .lock()
+                    .map(|s| s.complaints.clone())
+                    .unwrap_or_default();
+                let code = exit.and_then(|e| e.code());
+                if let Some(words) = refusal(code, complaints.summary().as_deref()) {
+                    set(status, |s| {
+                        s.up = false;
+                        s.pid = None;
+                        s.refused = Some(words);
+                    });
+                    return;
+                }
                 format!(
-                    "{LOG} stream (pid {pid}) ended with {exit}{}",
-                    if complaint.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {complaint}")
-                    }
+                    "{LOG} stream (pid {pid}) ended with {}{}",
+                    exit.map_or_else(|| "an unknown status".to_string(), |s| s.to_string()),
+                    complaints
+                        .summary()
+                        .map(|c| format!(": {c}"))
+                        .unwrap_or_default()
                 )
             }
         };
@@ -195,77 +222,52 @@ fn follow(
     }
 }
 
-/// Read `log`'s output until it ends, each line at most `MAX_LINE` bytes
-/// (a longer one is counted and skipped to its end).
-fn read_lines(out: impl std::io::Read, tx: &SyncSender<JetsamKill>, status: &Mutex<StreamStatus>) {
-    let mut reader = BufReader::new(out);
-    let mut line = Vec::with_capacity(4096);
-    loop {
-        line.clear();
-        let limit = u64::try_from(MAX_LINE + 1).unwrap_or(u64::MAX);
-        match (&mut reader).take(limit).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if line.len() > MAX_LINE && !line.ends_with(b"\n") {
-            set(status, |s| s.invalid_lines += 1);
-            // Skip the rest of the overlong line.
-            let mut rest = Vec::new();
-            if reader.read_until(b'\n', &mut rest).is_err() {
-                return;
-            }
-            continue;
-        }
-        match parse_stream_line(&String::from_utf8_lossy(&line)) {
-            StreamLine::Kill(kill) => {
-                if let Err(TrySendError::Full(_)) = tx.try_send(kill) {
-                    set(status, |s| s.dropped += 1);
-                }
-            }
-            StreamLine::Other => {}
-            StreamLine::NotKernel { .. } => set(status, |s| s.refused_lines += 1),
-            StreamLine::Invalid(_) => set(status, |s| s.invalid_lines += 1),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// On a Mac, as root: the stream starts, and stays up.
+    /// On a Mac: whether this user is an administrator, as `id -G` lists
+    /// its groups, is what [`who`] finds.
     #[test]
-    fn the_stream_starts_as_root() {
-        if crate::os::this_process::effective_uid() != 0 {
-            // As a user, `log stream` refuses ("Must be admin"): the stream
-            // is then down with that reason, which is what this checks.
-            let stream = JetsamStream::start().unwrap();
-            std::thread::sleep(Duration::from_secs(2));
-            let s = stream.status();
-            assert!(s.up || s.down_because.is_some(), "{s:?}");
-            return;
-        }
-        let stream = JetsamStream::start().unwrap();
-        std::thread::sleep(Duration::from_secs(2));
-        let s = stream.status();
-        assert!(s.up, "{s:?}");
-        assert!(s.pid.is_some());
-        assert_eq!(s.invalid_lines, 0, "{s:?}");
+    fn who_agrees_with_id() {
+        let out = Command::new("/usr/bin/id").arg("-G").output().unwrap();
+        let groups: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|g| g.parse().ok())
+            .collect();
+        let euid = crate::os::this_process::effective_uid();
+        let expected = if euid == 0 {
+            Follower::Root
+        } else if groups.contains(&super::super::parse::post_mortem_sources::ADMIN_GID) {
+            Follower::Admin
+        } else {
+            Follower::NotAdmin
+        };
+        assert_eq!(who(), expected, "id -G: {groups:?}");
     }
 
-    /// Lines fed as `log` would write them: kills pass, forgeries do not.
+    /// On a Mac, as whoever runs the tests: `log stream` is started and its
+    /// outcome matches this user: root and administrators follow (its
+    /// preamble is read), anyone else is refused in `log`'s words and not
+    /// started again.
     #[test]
-    fn lines_are_parsed_and_forgeries_counted() {
-        let (tx, rx) = sync_channel(4);
-        let status = Mutex::new(StreamStatus::default());
-        let kill = "{\"eventMessage\":\"memorystatus: killing_top_process pid 7 [Python] (vm-pageshortage 0 5s rf:-) 2048KB - memorystatus_available_pages: 1\",\"processID\":0}\n";
-        let forged = kill.replace("\"processID\":0", "\"processID\":99");
-        let input = format!("Filtering the log data using \"x\"\n{kill}{forged}not json\n");
-        read_lines(input.as_bytes(), &tx, &status);
-        let kills: Vec<JetsamKill> = rx.try_iter().collect();
-        assert_eq!(kills.len(), 1);
-        assert_eq!(kills[0].pid, 7);
-        let s = status.lock().unwrap();
-        assert_eq!((s.refused_lines, s.invalid_lines), (1, 1));
+    fn the_stream_s_outcome_matches_this_user() {
+        let stream = JetsamStream::start().unwrap();
+        let outcome = stream.settled(Duration::from_secs(20));
+        let s = stream.status();
+        match who() {
+            Follower::Root | Follower::Admin => {
+                assert_eq!(outcome, Following::Followed, "{s:?}");
+                assert!(s.pid.is_some() && s.lines > 0, "{s:?}");
+                assert_eq!(s.invalid_lines, 0, "{s:?}");
+            }
+            Follower::NotAdmin => {
+                assert!(
+                    matches!(&outcome, Following::Failed(w) if w.contains("Must be admin")),
+                    "{outcome:?} {s:?}"
+                );
+                assert!(s.refused.is_some() && s.restarts == 0, "{s:?}");
+            }
+        }
     }
 }

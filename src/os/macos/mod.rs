@@ -1,7 +1,8 @@
 //! macOS: Mach, sysctl, libproc, IOKit, libdispatch, the unified log.
 //! [`parse`] (the pure parsers, tested on Linux with values captured on
-//! real Macs), [`exits`], [`crash_reports`], [`report_wait`] and
-//! [`libproc`] are compiled on every OS; the rest only on macOS:
+//! real Macs), [`exits`], [`crash_reports`], [`report_wait`], [`libproc`]
+//! and [`log_pipes`] (the `log stream` child's two pipes, read at once) are
+//! compiled on every OS; the rest only on macOS:
 //!
 //! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone)
 //!   and `doctor` (each collector checked once for `headroom doctor`);
@@ -29,6 +30,7 @@ pub mod jetsam_stream;
 #[cfg(all(test, target_os = "macos"))]
 mod launchctl_native;
 pub mod libproc;
+pub mod log_pipes;
 #[cfg(target_os = "macos")]
 pub mod notify;
 pub mod parse;
