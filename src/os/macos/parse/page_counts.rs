@@ -506,7 +506,10 @@ mod tests {
         let t0 = Instant::now();
         let mut held: AtMostOncePer<u32> = AtMostOncePer::new(HOST_STATISTICS_WINDOW);
         assert!(held.due(t0));
-        assert_eq!(held.get(t0, || Err("kern_return_t 5")), Err("kern_return_t 5"));
+        assert_eq!(
+            held.get(t0, || Err("kern_return_t 5")),
+            Err("kern_return_t 5")
+        );
         assert!(held.due(t0), "nothing held: the next call reads");
         let later = t0 + Duration::from_millis(20);
         assert_eq!(held.get(later, || Ok::<u32, &str>(7)), Ok(&7));
