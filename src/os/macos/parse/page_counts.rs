@@ -117,32 +117,28 @@ pub const PAGE_SYSCTLS: [PageSysctl; 6] = [
     },
 ];
 
-/// Decode one sysctl's answer, or say what was wrong with it.
+/// Decode one sysctl's answer, or say what was wrong with it. A 4-byte
+/// answer is read as the sysctl's declared type; an 8-byte one as a
+/// 64-bit count whatever the declaration, so that a kernel that widens a
+/// counter still reads.
 pub fn decode(sysctl: &PageSysctl, bytes: &[u8]) -> Result<u64, String> {
     let name = sysctl.name.to_string_lossy();
-    let want = match sysctl.width {
-        Width::UInt | Width::Int => 4,
-        Width::Quad => 8,
-    };
-    if bytes.len() != want {
-        return Err(format!(
-            "sysctl {name} answered {} bytes, not {want}",
-            bytes.len()
-        ));
-    }
-    match sysctl.width {
-        Width::UInt => Ok(u64::from(u32::from_ne_bytes([
-            bytes[0], bytes[1], bytes[2], bytes[3],
-        ]))),
-        Width::Int => {
+    match (bytes.len(), sysctl.width) {
+        (4, Width::Int) => {
             let v = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
             u64::try_from(v).map_err(|_| format!("sysctl {name} reads {v}, a negative page count"))
         }
-        Width::Quad => {
+        (4, _) => Ok(u64::from(u32::from_ne_bytes([
+            bytes[0], bytes[1], bytes[2], bytes[3],
+        ]))),
+        (8, _) => {
             let mut b = [0u8; 8];
             b.copy_from_slice(bytes);
             Ok(u64::from_ne_bytes(b))
         }
+        (n, _) => Err(format!(
+            "sysctl {name} answered {n} bytes, not a 4- or 8-byte count"
+        )),
     }
 }
 
@@ -452,9 +448,12 @@ mod tests {
             decode(&bytes, &12_187_353_088u64.to_ne_bytes()),
             Ok(12_187_353_088)
         );
-        let short = decode(&bytes, &[0; 4]).unwrap_err();
+        // A counter widened to 64 bits, or a quad that fits 32, still reads.
+        assert_eq!(decode(&free, &7u64.to_ne_bytes()), Ok(7));
+        assert_eq!(decode(&bytes, &9u32.to_ne_bytes()), Ok(9));
+        let short = decode(&bytes, &[0; 3]).unwrap_err();
         assert!(
-            short.contains("vm.compressor_bytes_used") && short.contains("4 bytes"),
+            short.contains("vm.compressor_bytes_used") && short.contains("3 bytes"),
             "{short}"
         );
         let negative = decode(&purgeable, &(-1i32).to_ne_bytes()).unwrap_err();
