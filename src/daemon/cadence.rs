@@ -24,7 +24,10 @@
 //!   and the trend comes out flat. So a run of identical figures counts as
 //!   one point, at the time it was first seen, until the run outlasts the
 //!   window (then the figure is confirmed: memory really stopped moving, and
-//!   the later readings count as they come, so a plateau ends an old fall);
+//!   the later readings count as they come, so a plateau ends an old fall;
+//!   for `host_statistics64` one window suffices, since a figure first seen
+//!   at t was fetched no earlier than its rate-limit window opened, so an
+//!   answer at t + window or later was fetched again in a later window);
 //!   and a predicted crossing is measured from when the figure was first
 //!   seen, not from the reading that repeated it ([`Trend::available_age`]).
 //!   Where every read is fresh (`cached_for` zero: Linux, and macOS's
