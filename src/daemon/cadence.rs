@@ -16,6 +16,22 @@
 //!   [`TREND_WINDOW`]) predicts when each gate will hold; when that comes
 //!   before the next probe, the probe lands just past the predicted crossing
 //!   instead, like the per-process path's `Evaluation::next_check`.
+//! - **A source that repeats itself.** A source may answer with a cached
+//!   copy for a while (`ProbeReading::cached_for`: macOS's rate-limited
+//!   `host_statistics64`, where its page-count sysctls are missing). Its
+//!   readings come as a staircase: a figure repeated for up to that window,
+//!   then a jump. Counted as they come, the flat treads outvote the risers
+//!   and the trend comes out flat. So a run of identical figures counts as
+//!   one point, at the time it was first seen, until the run outlasts the
+//!   window (then the figure is confirmed: memory really stopped moving, and
+//!   the later readings count as they come, so a plateau ends an old fall;
+//!   for `host_statistics64` one window suffices, since a figure first seen
+//!   at t was fetched no earlier than its rate-limit window opened, so an
+//!   answer at t + window or later was fetched again in a later window);
+//!   and a predicted crossing is measured from when the figure was first
+//!   seen, not from the reading that repeated it ([`Trend::available_age`]).
+//!   Where every read is fresh (`cached_for` zero: Linux, and macOS's
+//!   sysctls) every reading counts, as before.
 //! - **Crossing.** A gate that holds now and did not at the last sample
 //!   calls for a sample at once, so the policy picks its victim on it.
 //! - **Depth.** A tick re-reads the whole process table ([`Depth::Full`])
@@ -105,38 +121,96 @@ pub type Floor = fn(PressureLevel, u64) -> Option<u64>;
 pub struct Trend {
     pub available: Option<f64>,
     pub swap_used: Option<f64>,
+    /// How long before the newest reading its available figure was first
+    /// seen, while the source may still be repeating a cached copy (see the
+    /// module doc); zero when the newest figure counts as read then.
+    pub available_age: Duration,
+    /// The same for swap used.
+    pub swap_used_age: Duration,
+}
+
+/// The longest any of `readings`' sources may repeat a figure.
+fn source_window(readings: &[ProbeReading]) -> Duration {
+    readings
+        .iter()
+        .map(|r| r.cached_for)
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+/// The readings of one series (`y`) that the trend counts, as (time,
+/// value), and the age of the newest figure (see [`Trend::available_age`]).
+/// A reading that repeats the figure before it counts only once its run
+/// has lasted `window` since the figure was first seen; with a zero window
+/// every reading counts.
+fn counted(
+    readings: &[ProbeReading],
+    y: fn(&ProbeReading) -> u64,
+    window: Duration,
+) -> (Vec<(Instant, u64)>, Duration) {
+    let mut points = Vec::with_capacity(readings.len());
+    let mut age = Duration::ZERO;
+    let mut run: Option<(u64, Instant)> = None;
+    for r in readings {
+        let value = y(r);
+        let first_seen = match run {
+            Some((v, since)) if v == value => since,
+            _ => r.at,
+        };
+        run = Some((value, first_seen));
+        let lasted = r.at.saturating_duration_since(first_seen);
+        if first_seen == r.at || lasted >= window {
+            points.push((r.at, value));
+            age = Duration::ZERO;
+        } else {
+            age = lasted;
+        }
+    }
+    (points, age)
 }
 
 /// The trend of the readings within [`TREND_WINDOW`] of the newest, if they
-/// are at least three and span [`MIN_TREND_SPAN`].
+/// are at least three and span [`MIN_TREND_SPAN`]. A figure that repeats
+/// within its source's window counts once, when it was first seen (see the
+/// module doc).
 pub fn trend(readings: &[ProbeReading]) -> Trend {
     let Some(newest) = readings.last() else {
         return Trend::default();
     };
-    let recent: Vec<&ProbeReading> = readings
+    let recent = |r: &Instant| *r <= newest.at && newest.at.duration_since(*r) <= TREND_WINDOW;
+    let span = readings
         .iter()
-        .filter(|r| r.at <= newest.at && newest.at.duration_since(r.at) <= TREND_WINDOW)
-        .collect();
-    let span = recent
-        .first()
+        .find(|r| recent(&r.at))
         .map_or(Duration::ZERO, |r| newest.at.duration_since(r.at));
     if span < MIN_TREND_SPAN {
         return Trend::default();
     }
-    let x = |r: &ProbeReading| -(newest.at.duration_since(r.at).as_secs_f64());
-    let slope = |y: fn(&ProbeReading) -> u64| {
-        let points: Vec<(f64, f64)> = recent.iter().map(|r| (x(r), y(r) as f64)).collect();
-        theil_sen_slope(&points)
+    let window = source_window(readings);
+    let x = |at: Instant| -(newest.at.duration_since(at).as_secs_f64());
+    let series = |y: fn(&ProbeReading) -> u64| {
+        let (points, age) = counted(readings, y, window);
+        let points: Vec<(f64, f64)> = points
+            .into_iter()
+            .filter(|(at, _)| recent(at))
+            .map(|(at, v)| (x(at), v as f64))
+            .collect();
+        (theil_sen_slope(&points), age)
     };
+    let (available, available_age) = series(|r| r.available);
+    let (swap_used, swap_used_age) = series(|r| r.swap_used);
     Trend {
-        available: slope(|r| r.available),
-        swap_used: slope(|r| r.swap_used),
+        available,
+        swap_used,
+        available_age,
+        swap_used_age,
     }
 }
 
 /// One condition: `headroom` bytes left before it holds, closing at
-/// `closing` bytes per second (if positive).
-fn component(headroom: u64, closing: Option<f64>) -> Approach {
+/// `closing` bytes per second (if positive), as of `age` before now (the
+/// figure's age where its source may have repeated it: the time to a
+/// crossing runs from then).
+fn component(headroom: u64, closing: Option<f64>, age: Duration) -> Approach {
     if headroom == 0 {
         return Approach {
             holds: true,
@@ -145,7 +219,11 @@ fn component(headroom: u64, closing: Option<f64>) -> Approach {
         };
     }
     let closing = closing.filter(|c| c.is_finite() && *c > 0.0);
-    let secs = |rate: f64| Duration::try_from_secs_f64(headroom as f64 / rate).ok();
+    let secs = |rate: f64| {
+        Duration::try_from_secs_f64(headroom as f64 / rate)
+            .ok()
+            .map(|d| d.saturating_sub(age))
+    };
     Approach {
         holds: false,
         eta: closing.and_then(secs),
@@ -172,10 +250,10 @@ pub fn approach(
     let falling = trend.available.map(|s| -s);
     let below = |threshold: u64| {
         if now.available < threshold {
-            component(0, None)
+            component(0, None, Duration::ZERO)
         } else {
             // available < threshold holds from available = threshold − 1.
-            component(now.available - threshold + 1, falling)
+            component(now.available - threshold + 1, falling, trend.available_age)
         }
     };
     let mut parts: Vec<Approach> = Vec::with_capacity(3);
@@ -187,14 +265,18 @@ pub fn approach(
         parts.push(if now.swap_total == 0 {
             NEVER
         } else if now.swap_used > threshold {
-            component(0, None)
+            component(0, None, Duration::ZERO)
         } else {
-            component(threshold - now.swap_used + 1, trend.swap_used)
+            component(
+                threshold - now.swap_used + 1,
+                trend.swap_used,
+                trend.swap_used_age,
+            )
         });
     }
     if let Some(level) = gate.pressure {
         parts.push(if now.pressure >= level {
-            component(0, None)
+            component(0, None, Duration::ZERO)
         } else {
             floor(level, now.total).map_or(NEVER, below)
         });
@@ -375,9 +457,45 @@ impl Cadence {
         !self.gates.is_empty()
     }
 
+    /// Keep `reading` for the trend. Where the source may repeat a cached
+    /// figure, a reading whose available memory repeats that of the last
+    /// two, within the window since the figure was first seen, replaces the
+    /// last, and a full buffer drops the oldest reading but keeps the one
+    /// where a still repeated figure was first seen: the buffer keeps when each
+    /// figure was first seen and the latest reading, not a long tread of
+    /// repeats that would push the earlier steps out.
     fn remember(&mut self, reading: ProbeReading) {
+        let window = reading
+            .cached_for
+            .max(source_window(self.readings.make_contiguous()));
+        let n = self.readings.len();
+        if window > Duration::ZERO && n >= 2 {
+            let same = |r: &ProbeReading| r.available == reading.available;
+            let first_seen = self
+                .readings
+                .iter()
+                .rev()
+                .take_while(|r| same(r))
+                .last()
+                .map(|r| r.at);
+            let unconfirmed = first_seen
+                .is_some_and(|at| self.readings[n - 1].at.saturating_duration_since(at) < window);
+            if same(&self.readings[n - 1]) && same(&self.readings[n - 2]) && unconfirmed {
+                self.readings[n - 1] = reading;
+                return;
+            }
+        }
         if self.readings.len() == TREND_READINGS {
-            self.readings.pop_front();
+            // The oldest reading goes, unless its figure is repeated by the
+            // next: then that repeat goes, and the first sight stays.
+            let front_repeated = window > Duration::ZERO
+                && self.readings.len() >= 2
+                && self.readings[0].available == self.readings[1].available;
+            if front_repeated {
+                self.readings.remove(1);
+            } else {
+                self.readings.pop_front();
+            }
         }
         self.readings.push_back(reading);
     }
@@ -485,6 +603,7 @@ mod tests {
             swap_total: 0,
             swap_used: 0,
             pressure: PressureLevel::Normal,
+            cached_for: Duration::ZERO,
         }
     }
 
@@ -793,5 +912,220 @@ mod tests {
             c.probed(reading(t0, 40, 3 * GIB), Duration::from_secs(1)),
             AfterProbe::Sample(Depth::Light, Cause::Crossing)
         );
+    }
+
+    /// `HOST_STATISTICS_TIME_WINDOW` (`osfmk/kern/host.c`): how long
+    /// macOS's `host_statistics64` may answer with a cached copy.
+    const HOST_WINDOW: Duration = Duration::from_secs(1);
+
+    /// `host_statistics64` as `rate_limit_host_statistics`
+    /// (`osfmk/kern/host.c`, xnu-8792 to xnu-11417) answers a third-party
+    /// caller: a window opens at the first call past the last one's end;
+    /// its first `max_requests` calls (2 to 10, drawn per window) read
+    /// afresh, the rest get the last fresh copy.
+    struct RateLimited {
+        allowances: &'static [u32],
+        windows: usize,
+        opened: Option<Instant>,
+        calls: u32,
+        cached: u64,
+    }
+
+    impl RateLimited {
+        fn new(allowances: &'static [u32]) -> Self {
+            Self {
+                allowances,
+                windows: 0,
+                opened: None,
+                calls: 0,
+                cached: 0,
+            }
+        }
+
+        fn answer(&mut self, now: Instant, truth: u64) -> u64 {
+            if self
+                .opened
+                .is_none_or(|o| now.duration_since(o) >= HOST_WINDOW)
+            {
+                self.opened = Some(now);
+                self.calls = 0;
+                self.windows += 1;
+            }
+            self.calls += 1;
+            let allowance = self.allowances[(self.windows - 1) % self.allowances.len()];
+            if self.calls <= allowance {
+                self.cached = truth;
+            }
+            self.cached
+        }
+    }
+
+    /// A probe reading from that source.
+    fn limited(at: Instant, available: u64) -> ProbeReading {
+        ProbeReading {
+            at,
+            available,
+            cached_for: HOST_WINDOW,
+            ..reading(at, 0, 0)
+        }
+    }
+
+    /// Memory falling at `rate` bytes/s from 10 GiB, read every `every`
+    /// through the rate-limited source for `seconds`, into a cadence that
+    /// watches `available_below = 4 GiB`. At each reading from `check_from`
+    /// on, the slope and the predicted crossing (the reading's time plus
+    /// the gate's eta) are handed to `check` with the true ones.
+    fn staircase(
+        every: Duration,
+        seconds: u64,
+        check_from: Duration,
+        mut check: impl FnMut(f64, Option<Instant>, Instant),
+    ) -> usize {
+        let t0 = Instant::now();
+        let rate = 512.0 * MIB as f64;
+        let truth = |t: Duration| 10 * GIB - (rate * t.as_secs_f64()) as u64;
+        // Crossed once available < 4 GiB: 6 GiB at 512 MiB/s is 12 s.
+        let crossing = t0 + Duration::from_secs(12);
+        let mut source = RateLimited::new(&[3, 2, 10, 5, 2]);
+        let mut c = Cadence::new(vec![available_below(4 * GIB)], linux_floor);
+        let mut checked = 0;
+        let mut t = Duration::ZERO;
+        while t <= Duration::from_secs(seconds) {
+            let at = t0 + t;
+            let r = limited(at, source.answer(at, truth(t)));
+            c.probed(r, Duration::from_secs(1));
+            if t >= check_from {
+                let readings: Vec<ProbeReading> = c.readings.iter().copied().collect();
+                let slope = trend(&readings).available.unwrap_or(0.0);
+                let predicted = c.approaches()[0].eta.map(|eta| at + eta);
+                check(slope, predicted, crossing);
+                checked += 1;
+            }
+            t += every;
+        }
+        checked
+    }
+
+    #[test]
+    fn a_staircase_from_a_rate_limited_source_keeps_its_real_trend() {
+        let rate = 512.0 * MIB as f64;
+        for every in [MIN_PROBE, Duration::from_millis(250)] {
+            let checked = staircase(
+                every,
+                8,
+                Duration::from_secs(2),
+                |slope, predicted, crossing| {
+                    assert!(
+                        (slope + rate).abs() < 0.01 * rate,
+                        "every {every:?}: slope {slope} against {}",
+                        -rate
+                    );
+                    let predicted = predicted.expect("a crossing is predicted");
+                    let off = if predicted > crossing {
+                        predicted - crossing
+                    } else {
+                        crossing - predicted
+                    };
+                    assert!(
+                        off < Duration::from_millis(20),
+                        "every {every:?}: predicted {off:?} off the real crossing"
+                    );
+                },
+            );
+            assert!(checked > 20, "{checked}");
+        }
+    }
+
+    #[test]
+    fn a_real_plateau_ends_the_old_fall_once_it_outlasts_the_window() {
+        // Falling 512 MiB/s for 3 s, then flat at 8.5 GiB (memory really
+        // stopped falling), read every 20 ms through the rate-limited
+        // source. Once the flat figure has outlasted the source's window
+        // and the fall has left the trend's window, no crossing is
+        // predicted, and none comes back.
+        let t0 = Instant::now();
+        let rate = 512.0 * MIB as f64;
+        let truth = |t: Duration| {
+            let t = t.min(Duration::from_secs(3));
+            10 * GIB - (rate * t.as_secs_f64()) as u64
+        };
+        let mut source = RateLimited::new(&[3, 2, 10, 5, 2]);
+        let mut c = Cadence::new(vec![available_below(4 * GIB)], linux_floor);
+        let plateau_seen = Duration::from_secs(4);
+        let settled = plateau_seen + HOST_WINDOW + TREND_WINDOW;
+        let mut t = Duration::ZERO;
+        let mut predicted_during_fall = false;
+        while t <= Duration::from_secs(12) {
+            let at = t0 + t;
+            c.probed(
+                limited(at, source.answer(at, truth(t))),
+                Duration::from_secs(1),
+            );
+            let eta = c.approaches()[0].eta;
+            if t > Duration::from_secs(1) && t < Duration::from_secs(3) {
+                predicted_during_fall |= eta.is_some();
+            }
+            if t >= settled {
+                assert_eq!(eta, None, "at {t:?} an old fall is still extrapolated");
+                let readings: Vec<ProbeReading> = c.readings.iter().copied().collect();
+                assert_eq!(
+                    trend(&readings).available,
+                    Some(0.0),
+                    "at {t:?}: {:?}",
+                    readings
+                        .iter()
+                        .map(|r| (r.at - t0, r.available))
+                        .collect::<Vec<_>>()
+                );
+            }
+            t += MIN_PROBE;
+        }
+        assert!(predicted_during_fall, "the fall itself was seen");
+    }
+
+    #[test]
+    fn readings_from_a_fresh_source_all_count_as_before() {
+        // cached_for zero (Linux's meminfo): a repeated figure is memory
+        // that did not move, counted every time it is read, so a short
+        // plateau after a fall flattens the trend at once.
+        let t0 = Instant::now();
+        let mut readings: Vec<ProbeReading> = (0..4)
+            .map(|i| reading(t0, i * 20, 8 * GIB - i * 10 * MIB))
+            .collect();
+        readings.extend((4..12).map(|i| reading(t0, i * 20, 8 * GIB - 30 * MIB)));
+        let t = trend(&readings);
+        assert_eq!(t.available, Some(0.0));
+        assert_eq!(t.available_age, Duration::ZERO);
+        let mut c = Cadence::new(vec![available_below(4 * GIB)], linux_floor);
+        for r in &readings {
+            c.probed(*r, Duration::from_secs(1));
+        }
+        assert_eq!(c.readings.len(), readings.len(), "nothing compacted");
+    }
+
+    #[test]
+    fn a_repeated_figure_counts_once_and_its_crossing_runs_from_when_it_was_seen() {
+        let t0 = Instant::now();
+        // Three fresh figures 20 ms apart, falling 1 GiB/s, then the last
+        // repeated for 200 ms by the cache.
+        let mut readings: Vec<ProbeReading> = (0..3)
+            .map(|i| limited(t0 + Duration::from_millis(i * 20), 5 * GIB - i * (GIB / 50)))
+            .collect();
+        let last = readings[2].available;
+        readings.extend((1..=10).map(|i| limited(t0 + Duration::from_millis(40 + i * 20), last)));
+        let t = trend(&readings);
+        let fall = -t.available.unwrap();
+        assert!((fall - GIB as f64).abs() < 0.001 * GIB as f64, "{fall}");
+        assert_eq!(t.available_age, Duration::from_millis(200));
+        // 1 GiB − 40 MiB above 4 GiB at 1 GiB/s from 40 ms: the crossing
+        // falls at about 1.0 s, 760 ms after the latest reading (240 ms).
+        let a = approach(
+            &available_below(4 * GIB),
+            readings.last().unwrap(),
+            t,
+            linux_floor,
+        );
+        let eta = a.eta.unwrap().as_millis();
+        assert!((755..=765).contains(&eta), "{eta}");
     }
 }

@@ -4,7 +4,7 @@
 //! (`os::linux`, `os::macos`) and the replay implement them; `sample` and
 //! the daemon use them.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::model::{Collector, PressureLevel, Snapshot};
 
@@ -99,10 +99,20 @@ pub struct ProbeReading {
     /// share alone when the probe was asked not to read the kernel's
     /// pressure figures.
     pub pressure: PressureLevel,
+    /// How long the source may go on answering with an earlier figure:
+    /// zero where every read is fresh (Linux's `/proc/meminfo`, the macOS
+    /// page-count sysctls); the rate limit's window where the figures come
+    /// from macOS's `host_statistics64` alone, which repeats a cached copy
+    /// within it. The trend counts a repeated figure once, at the time it
+    /// was first seen, until the repeat outlasts this
+    /// (`daemon::cadence::trend`).
+    pub cached_for: Duration,
 }
 
 impl ProbeReading {
-    /// The same figures from a full or light sample taken at `at`.
+    /// The same figures from a full or light sample taken at `at`. A
+    /// sample claims no lag of its own: the sampler reads the same source
+    /// as the probe, whose readings say what it may lag by.
     pub fn of(snap: &Snapshot, at: Instant) -> Self {
         Self {
             at,
@@ -111,6 +121,7 @@ impl ProbeReading {
             swap_total: snap.swap.total,
             swap_used: snap.swap.used,
             pressure: snap.pressure.level,
+            cached_for: Duration::ZERO,
         }
     }
 }

@@ -6,8 +6,9 @@
 //! One implementation per OS (`os::<os>::probe`), opened in
 //! [`platform_probe`]: Linux reads `/proc/meminfo` (and
 //! `/proc/pressure/memory` where a rule asks about pressure) through files
-//! kept open; macOS reads `host_statistics64`, `vm.swapusage` and the
-//! pressure sysctl.
+//! kept open; macOS reads the `vm.page_*` page-count sysctls (with
+//! `host_statistics64`, which the kernel rate-limits, at most once a
+//! second), `vm.swapusage` and the pressure sysctl.
 
 use crate::model::PressureLevel;
 

@@ -122,6 +122,8 @@ impl Probe for LinuxProbe {
             // As the sampler computes it (procfs::swap).
             swap_used: swap_total.saturating_sub(m.swap_free.unwrap_or(0)),
             pressure: procfs::pressure_level(psi.as_ref(), m.available, m.total),
+            // meminfo is rendered afresh on every read.
+            cached_for: std::time::Duration::ZERO,
         })
     }
 }

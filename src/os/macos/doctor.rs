@@ -6,9 +6,10 @@
 use crate::model::Check;
 use crate::report::format_bytes;
 
-use super::ffi::mach::{self as ffi_mach, VmInfoReader};
+use super::ffi::mach as ffi_mach;
 use super::iokit;
-use super::parse::{gpu_stats, pressure, procargs, vm};
+use super::parse::{gpu_stats, page_counts, pressure, procargs, vm};
+use super::vm_source;
 use crate::os::macos::ffi::proc as ffi_proc;
 use crate::os::macos::parse::proc_info;
 use crate::os::read_failure::ReadFailure;
@@ -54,8 +55,7 @@ fn root_step() -> String {
 }
 
 fn vm_statistics() -> Check {
-    let mut reader = VmInfoReader::default();
-    let stats = match reader.read() {
+    let (stats, count) = match vm_source::host_statistics_now() {
         Ok(s) => s,
         Err(e) => {
             return Check::fail(
@@ -76,19 +76,39 @@ fn vm_statistics() -> Check {
         }
     };
     let m = vm::system_memory(&stats, page, total);
-    Check::ok(
-        "vm-statistics",
-        format!(
-            "host_statistics64 works with a count of {} words (REV1 needs {}); page size {}; {} total, {} available, {} wired, {} compressed",
-            reader.count(),
-            vm::REV1_COUNT,
-            format_bytes(page),
-            format_bytes(total),
-            format_bytes(m.available),
-            format_bytes(m.wired.unwrap_or(0)),
-            format_bytes(m.compressed.unwrap_or(0)),
+    let host = format!(
+        "host_statistics64 works with a count of {count} words (REV1 needs {}); page size {}; {} total, {} available, {} wired, {} compressed",
+        vm::REV1_COUNT,
+        format_bytes(page),
+        format_bytes(total),
+        format_bytes(m.available),
+        format_bytes(m.wired.unwrap_or(0)),
+        format_bytes(m.compressed.unwrap_or(0)),
+    );
+    match vm_source::page_counts() {
+        Ok(fresh) => {
+            let held = page_counts::HeldStatistics {
+                stats,
+                compressor_bytes: fresh.compressor_bytes,
+            };
+            let by_sysctls =
+                vm::system_memory(&page_counts::merge(&fresh, &held, page), page, total);
+            Check::ok(
+                "vm-statistics",
+                format!(
+                    "{host}; the page counts come from the vm.page_* sysctls on every read ({} available by them now), host_statistics64 at most once a second, since the kernel answers it from a cache past 2 to 10 calls a second",
+                    format_bytes(by_sysctls.available),
+                ),
+            )
+        }
+        Err(why) => Check::warn(
+            "vm-statistics",
+            format!(
+                "{host}; but {why}, so every figure comes from host_statistics64, which the kernel answers from a cache past 2 to 10 calls a second: between samples the figures may lag by up to a second"
+            ),
+            "headroom runs, but sees memory fall up to a second late; please report this output with your macOS version",
         ),
-    )
+    }
 }
 
 fn swap() -> Check {

@@ -4,8 +4,10 @@
 //! and [`log_pipes`] (the `log stream` child's two pipes, read at once) are
 //! compiled on every OS; the rest only on macOS:
 //!
-//! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone)
-//!   and `doctor` (each collector checked once for `headroom doctor`);
+//! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone),
+//!   `vm_source` (the VM statistics both read: per-tick sysctls,
+//!   `host_statistics64` at most once a second) and `doctor` (each
+//!   collector checked once for `headroom doctor`);
 //! - `wake` and `pressure_source` (the dispatch memory-pressure source),
 //!   `exit_records` and `jetsam_stream` (the `log stream` child behind
 //!   jetsam kills), `process` (identity and signals), `notify`;
@@ -41,6 +43,8 @@ pub mod process;
 pub mod report_wait;
 #[cfg(target_os = "macos")]
 mod sampler;
+#[cfg(target_os = "macos")]
+pub mod vm_source;
 #[cfg(target_os = "macos")]
 pub mod wake;
 

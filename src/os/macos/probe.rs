@@ -1,21 +1,24 @@
 //! The macOS probe: the machine-wide figures of a sample without the
-//! process table, GPUs or wired limit: `host_statistics64(HOST_VM_INFO64)`
-//! (through the same `VmInfoReader` logic as the sampler: REV1 fields, the
-//! kernel's count remembered), `vm.swapusage` and
+//! process table, GPUs or wired limit: the VM statistics through the same
+//! [`VmSource`] as the sampler (the `vm.page_*` sysctls on every read,
+//! `host_statistics64` at most once a second, since the kernel rate-limits
+//! it: [`super::parse::page_counts`]), `vm.swapusage` and
 //! `kern.memorystatus_vm_pressure_level`, turned into figures by the same
-//! pure functions ([`super::parse::vm`], [`super::parse::pressure`]) the sampler uses.
+//! pure functions ([`super::parse::vm`], [`super::parse::pressure`]) the
+//! sampler uses. Run every 20 ms, every reading is fresh.
 
 use std::time::Instant;
 
-use super::ffi::mach::{self as ffi_mach, VmInfoReader};
+use super::ffi::mach as ffi_mach;
 use super::parse::vm;
+use super::vm_source::VmSource;
 
 use crate::model::sampling::{Probe, ProbeReading, SampleError};
 
 /// Reads this Mac's memory, swap and pressure level.
 #[derive(Debug, Default)]
 pub struct MacProbe {
-    vm: VmInfoReader,
+    vm: VmSource,
     /// Read once: the kernel's page size and `hw.memsize` do not change.
     page_size: Option<u64>,
     memsize: Option<u64>,
@@ -50,10 +53,8 @@ impl Probe for MacProbe {
                     source: e,
                 })?),
         };
-        let stats = self.vm.read().map_err(|e| SampleError::Parse {
-            path: "host_statistics64(HOST_VM_INFO64)".into(),
-            reason: e.to_string(),
-        })?;
+        let reading = self.vm.read(page_size)?;
+        let stats = reading.stats;
         let system = vm::system_memory(&stats, page_size, total);
         let xsw = ffi_mach::swap_usage().ok();
         let swap = vm::swap(xsw.as_ref(), &stats, page_size);
@@ -65,6 +66,7 @@ impl Probe for MacProbe {
             swap_total: swap.total,
             swap_used: swap.used,
             pressure: super::sampler::pressure_level(raw, &stats),
+            cached_for: reading.cached_for,
         })
     }
 }

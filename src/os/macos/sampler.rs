@@ -1,8 +1,10 @@
 //! [`MacSampler`]: one pass over this Mac's memory, pressure, GPUs and
 //! processes.
 //!
-//! - System: `host_statistics64` (the only read whose failure fails the
-//!   sample), `vm.swapusage`, the pressure sysctls, `iogpu.wired_limit_mb`.
+//! - System: the VM statistics from [`VmSource`] (the `vm.page_*` sysctls
+//!   on every sample, `host_statistics64` at most once a second, since the
+//!   kernel rate-limits it; the only read whose failure fails the sample),
+//!   `vm.swapusage`, the pressure sysctls, `iogpu.wired_limit_mb`.
 //! - GPUs: each `IOAccelerator`'s `PerformanceStatistics` and user clients,
 //!   a client counted for the process holding its pid only if that process
 //!   was there before the client ([`gpu_stats::ClientSightings`]).
@@ -27,10 +29,11 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::exits::{self, Listing};
-use super::ffi::mach::{self as ffi_mach, VmInfoReader};
+use super::ffi::mach as ffi_mach;
 use super::iokit;
 use super::parse::gpu_stats::{ClientSightings, UserClient};
 use super::parse::{gpu_stats, pressure, procargs, vm};
+use super::vm_source::VmSource;
 use crate::model::sampling::{SampleError, Sampler};
 use crate::model::{
     Argv, CollectorErrors, Detail, GpuDevice, Pressure, PressureLevel, ProcessId, ProcessSample,
@@ -49,7 +52,7 @@ const SETTLE: Duration = Duration::from_secs(2);
 
 /// Samples this Mac. See the module documentation.
 pub struct MacSampler {
-    vm: VmInfoReader,
+    vm: VmSource,
     page_size: Option<u64>,
     memsize: Option<u64>,
     my_uid: u32,
@@ -88,7 +91,7 @@ impl MacSampler {
             );
         }
         Self {
-            vm: VmInfoReader::default(),
+            vm: VmSource::new(),
             page_size: None,
             memsize: None,
             my_uid: ffi_proc::my_uid(),
@@ -121,10 +124,7 @@ impl MacSampler {
                 *self.memsize.insert(m)
             }
         };
-        let stats = self.vm.read().map_err(|e| SampleError::Parse {
-            path: "host_statistics64(HOST_VM_INFO64)".into(),
-            reason: e.to_string(),
-        })?;
+        let stats = self.vm.read(page_size)?.stats;
         Ok((
             vm::system_memory(&stats, page_size, total),
             stats,
@@ -486,10 +486,13 @@ impl Sampler for MacSampler {
         })
     }
 
-    /// None: the macOS sampler's sources are all in the figures it gives
-    /// (the GPU included); `headroom doctor` checks each on its own.
+    /// The VM statistics' source, down where a page-count sysctl is
+    /// missing and the figures come from the rate-limited
+    /// `host_statistics64` alone; the other sources are all in the figures
+    /// the sampler gives (the GPU included), and `headroom doctor` checks
+    /// each on its own.
     fn collectors(&self) -> Vec<&dyn crate::model::Collector> {
-        Vec::new()
+        vec![&self.vm]
     }
 }
 
@@ -541,7 +544,7 @@ mod tests {
 
     #[test]
     fn host_statistics_accepts_this_kernels_count() {
-        let mut reader = VmInfoReader::default();
+        let mut reader = crate::os::macos::ffi::mach::VmInfoReader::default();
         let stats = reader.read().unwrap();
         assert!(stats.free_count > 0 && stats.wire_count > 0);
         assert!(reader.count() >= vm::REV1_COUNT);

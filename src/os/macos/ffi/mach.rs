@@ -120,13 +120,18 @@ pub struct VmInfoReader {
 
 impl Default for VmInfoReader {
     fn default() -> Self {
-        Self {
-            count: vm::REV1_COUNT,
-        }
+        Self::new()
     }
 }
 
 impl VmInfoReader {
+    /// A reader that starts at REV1's count.
+    pub const fn new() -> Self {
+        Self {
+            count: vm::REV1_COUNT,
+        }
+    }
+
     /// The count the next call will pass.
     pub fn count(&self) -> u32 {
         self.count

@@ -1,8 +1,69 @@
 //! `sysctlbyname` for integers and strings: the one call the macOS sampler,
-//! probe, doctor and process readers all make.
+//! probe, doctor and process readers all make; and for a sysctl read on
+//! every tick, its name resolved once with `sysctlnametomib` ([`Mib`]) and
+//! then read by number with `sysctl`, which skips the name lookup.
 
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, c_int, c_uint, c_void};
 use std::io;
+
+/// `CTL_MAXNAME` (`bsd/sys/sysctl.h`): the most components a sysctl's
+/// number has. libc does not export it for Apple targets.
+const CTL_MAXNAME: usize = 12;
+
+/// A sysctl's name resolved to its number (its MIB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mib {
+    oid: [c_int; CTL_MAXNAME],
+    len: usize,
+}
+
+impl Mib {
+    /// Resolve `name`; `ENOENT` where this kernel has no such sysctl.
+    pub fn resolve(name: &CStr) -> io::Result<Self> {
+        let mut oid = [0 as c_int; CTL_MAXNAME];
+        let mut len: libc::size_t = CTL_MAXNAME;
+        // SAFETY: `name` is NUL-terminated; `oid` is writable for `len`
+        // (CTL_MAXNAME) ints and `len` is a valid in/out pointer that the
+        // call sets to the number of components written.
+        let rc = unsafe { libc::sysctlnametomib(name.as_ptr(), oid.as_mut_ptr(), &mut len) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if len == 0 || len > CTL_MAXNAME {
+            return Err(io::Error::other(format!(
+                "sysctlnametomib({}) gave {len} components",
+                name.to_string_lossy()
+            )));
+        }
+        Ok(Self { oid, len })
+    }
+
+    /// Read the sysctl into `buf`; the number of bytes written.
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut oid = self.oid;
+        let mut len: libc::size_t = buf.len();
+        // `len` is at most CTL_MAXNAME (checked in `resolve`).
+        let namelen = self.len as c_uint;
+        // SAFETY: `oid` holds `namelen` valid components (a copy: sysctl's
+        // prototype takes a mutable pointer but does not keep it); `buf` is
+        // writable for `len` bytes and `len` is a valid in/out pointer; no
+        // new value is set (null, 0).
+        let rc = unsafe {
+            libc::sysctl(
+                oid.as_mut_ptr(),
+                namelen,
+                buf.as_mut_ptr().cast::<c_void>(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(len.min(buf.len()))
+    }
+}
 
 /// Read a sysctl by name into `buf`; the number of bytes written.
 pub fn sysctl_raw(name: &CStr, buf: &mut [u8]) -> io::Result<usize> {

@@ -1,5 +1,6 @@
 //! The pure parsers of what macOS gives, compiled and tested on every OS:
-//! VM statistics ([`vm`]), the memory-pressure level ([`pressure`]),
+//! VM statistics ([`vm`]) and the per-tick page-count sysctls
+//! ([`page_counts`]), the memory-pressure level ([`pressure`]),
 //! `kinfo_proc` ([`kinfo`]), `proc_info.h` layouts ([`proc_info`]),
 //! `KERN_PROCARGS2` ([`procargs`]), the GPU's statistics ([`gpu_stats`]),
 //! jetsam's log lines ([`jetsam`]), the kind of a diagnostic report
@@ -12,6 +13,7 @@ pub mod gpu_stats;
 pub mod jetsam;
 pub mod jetsam_report;
 pub mod kinfo;
+pub mod page_counts;
 pub mod post_mortem_sources;
 pub mod pressure;
 pub mod proc_info;

@@ -211,17 +211,26 @@ fn bytes(pages: u64, page_size: u64) -> u64 {
 ///   used), so its app, used and free differ from these. Activity Monitor's
 ///   own formulas are not published.
 /// - available = what can be handed to new allocations without compressing
-///   or swapping anything: free + file-backed + purgeable pages, the pool
-///   XNU's jetsam loop watches (`memorystatus_available_pages`: file-backed,
-///   free, secluded-over-target and purgeable, `doc/vm/memorystatus_notify.md`),
-///   and never more than total − used. This is the meaning Linux gives
+///   or swapping anything: free + file-backed + purgeable pages, and never
+///   more than total − used. This is the meaning Linux gives
 ///   `MemAvailable`, so `available_below = "10%"` says the same thing on
-///   both. It is deliberately NOT XNU's `AVAILABLE_NON_COMPRESSED_MEMORY`
-///   (active + inactive + free + speculative), which counts app memory in
-///   use as available and rarely falls under 10 % even while the machine
-///   compresses and swaps (an M4 Pro with 6.2 GiB compressed still showed
-///   57 % by that measure). That quantity drives the kernel's pressure
-///   level instead ([`kernel_pressure_level`]).
+///   both. It is the pool that jetsam watches on kernels built with
+///   `CONFIG_JETSAM` (file-backed, free, secluded-over-target and
+///   purgeable, `VM_CHECK_MEMORYSTATUS` in `osfmk/vm/vm_page.h`,
+///   `doc/vm/memorystatus_notify.md`), but macOS is not one of them: its
+///   kernel configurations (`config/MASTER.x86_64`,
+///   `config/MASTER.arm64.MacOSX`, xnu-8792.41.9 to xnu-11417.121.6) have
+///   `memorystatus` without `jetsam`, and there
+///   `memorystatus_available_pages` is `AVAILABLE_NON_COMPRESSED_MEMORY`
+///   (active + inactive + free + speculative: `vm_pressure_response` in
+///   `osfmk/vm/vm_pageout.c` up to xnu-11215, `VM_CHECK_MEMORYSTATUS`'s
+///   macOS branch in `osfmk/vm/vm_page.h` in xnu-11417), the figure a
+///   macOS jetsam line prints and `kern.memorystatus_level` is a percentage
+///   of. This function deliberately does NOT report that quantity: it
+///   counts app memory in use as available and rarely falls under 10 %
+///   even while the machine compresses and swaps (an M4 Pro with 6.2 GiB
+///   compressed still showed 57 % by that measure). It drives the kernel's
+///   pressure level instead ([`kernel_pressure_level`]).
 /// - free = free_count − speculative, `vm_stat`'s "Pages free".
 ///
 /// `free_count` already includes speculative pages (see
