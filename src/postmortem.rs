@@ -672,14 +672,21 @@ impl PostMortems {
             };
         }
         match &p.status {
-            Some(e) if matches!(e.status, crate::sample::ExitStatus::Code(_)) => ExitCause {
-                kind: ExitCauseKind::Exited,
-                how: format!(
-                    "its exit status, read from {} before its parent collected it: {}",
-                    e.source, e.status
-                ),
-                ..ExitCause::default()
-            },
+            Some(e)
+                if matches!(
+                    e.status,
+                    crate::sample::ExitStatus::Code(_) | crate::sample::ExitStatus::LargeCode
+                ) =>
+            {
+                ExitCause {
+                    kind: ExitCauseKind::Exited,
+                    how: format!(
+                        "its exit status, read from {} before its parent collected it: {}",
+                        e.source, e.status
+                    ),
+                    ..ExitCause::default()
+                }
+            }
             Some(e) => ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: format!(
@@ -752,7 +759,7 @@ fn keep_recent<T>(
 fn ended_by(status: Option<&crate::sample::ExitStatus>, signal: Option<&str>) -> bool {
     match status {
         None => true,
-        Some(crate::sample::ExitStatus::Code(_)) => false,
+        Some(crate::sample::ExitStatus::Code(_) | crate::sample::ExitStatus::LargeCode) => false,
         Some(crate::sample::ExitStatus::Signal { name, .. }) => signal.is_none_or(|s| s == name),
     }
 }

@@ -1,6 +1,10 @@
-//! macOS's record of how processes end: the exit status and end of a
+//! macOS's record of how processes end: the exits of the processes
+//! post-mortems watch, with their status and jetsam's `NOTE_EXIT_MEMORY`,
+//! as the kernel reports them to a kqueue ([`super::exit_watch`]; as root
+//! or as a user, for that user's processes); the exit status and end of a
 //! zombie ([`super::exits`]: `kinfo_proc`'s `p_xstat`,
-//! `proc_pid_rusage`'s `ri_proc_exit_abstime`), read only for the suspects;
+//! `proc_pid_rusage`'s `ri_proc_exit_abstime`), read for the suspects the
+//! watch did not answer for;
 //! as root, jetsam's kills as the kernel writes them to the unified log,
 //! followed by a long-lived `log stream` child ([`super::jetsam_stream`]);
 //! and crash reports, the `.ips` files ReportCrash writes to
@@ -8,9 +12,10 @@
 //! `~/Library/Logs/DiagnosticReports` ([`super::crash_reports`]), looked for
 //! while a watched process has just ended (a report takes seconds to
 //! appear: post-mortems wait for it, `Observed::record_lag`). As a user (a
-//! LaunchAgent): that user's crash reports only; jetsam kills are not
-//! followed (`log stream` shows the kernel's entries only to an
-//! administrator), which the collector status and the post-mortems say.
+//! LaunchAgent): that user's crash reports, and jetsam kills of that
+//! user's watched processes through the kqueue only (`log stream` shows
+//! the kernel's entries only to an administrator), which the collector
+//! status and the post-mortems say.
 //! `sample::exit_causes` holds it as this OS's [`ExitRecords`]; Linux
 //! exports the same names.
 
@@ -25,8 +30,10 @@ pub struct ExitRecords {
     mac: Option<MacSources>,
 }
 
-/// macOS's sources: the jetsam stream (root only) and the crash reports.
+/// macOS's sources: the exit watch, the jetsam stream (root only) and the
+/// crash reports.
 struct MacSources {
+    exits: super::exit_watch::ExitWatch,
     jetsam: Jetsam,
     reports: super::crash_reports::CrashReportScanner,
     /// Scan for crash reports until then (a watched process just ended).
@@ -71,13 +78,14 @@ impl ExitRecords {
                 Ok("jetsam kills followed with `log stream`; crash reports read from DiagnosticReports".to_string()),
             ),
             Err(why) => (
-                "no crash report for it, and jetsam kills are not followed here (headroom runs as a user: see `headroom doctor`)".to_string(),
+                "no crash report for it and no jetsam flag on its exit, and the unified log's jetsam kills are not followed here (headroom runs as a user: see `headroom doctor`)".to_string(),
                 Err(format!("jetsam kills: {why}; crash reports read from this user's DiagnosticReports")),
             ),
         };
         (
             Self {
                 mac: Some(MacSources {
+                    exits: super::exit_watch::ExitWatch::start(),
                     jetsam: Jetsam(jetsam),
                     reports,
                     scan_until: None,
@@ -88,11 +96,11 @@ impl ExitRecords {
         )
     }
 
-    /// The sources that report how they stand: the jetsam stream, the
-    /// crash reports; none for records that report nothing.
+    /// The sources that report how they stand: the exit watch, the jetsam
+    /// stream, the crash reports; none for records that report nothing.
     pub fn collectors(&self) -> Vec<&dyn Collector> {
         match &self.mac {
-            Some(mac) => vec![&mac.jetsam, &mac.reports],
+            Some(mac) => vec![&mac.exits, &mac.jetsam, &mac.reports],
             None => Vec::new(),
         }
     }
@@ -106,19 +114,27 @@ impl ExitRecords {
         suspects: &[ProcessId],
     ) -> Observed {
         let now = snap.taken_at;
-        // A zombie's exit status and end, read only for the suspects.
-        let ended = if suspects.is_empty() {
-            Vec::new()
-        } else {
-            super::exits::read_ended(suspects)
+        // The watched processes' exits, then a zombie's exit status, read
+        // only for the suspects the watch did not answer for.
+        let (mut ended, watched_kills) = match self.mac.as_mut() {
+            Some(mac) => mac.exits.poll(snap, tracked),
+            None => (Vec::new(), Vec::new()),
         };
+        let unanswered: Vec<ProcessId> = suspects
+            .iter()
+            .filter(|id| !ended.iter().any(|e| e.id == **id))
+            .copied()
+            .collect();
+        if !unanswered.is_empty() {
+            ended.extend(super::exits::read_ended(&unanswered));
+        }
         let Some(mac) = self.mac.as_mut() else {
             return Observed {
                 ended,
                 ..Observed::default()
             };
         };
-        let kills = match &mac.jetsam.0 {
+        let mut kills: Vec<_> = match &mac.jetsam.0 {
             Ok(stream) => stream
                 .drain()
                 .into_iter()
@@ -126,6 +142,7 @@ impl ExitRecords {
                 .collect(),
             Err(_) => Vec::new(),
         };
+        kills.extend(watched_kills);
         // A watched process gone from this sample: its crash report, if
         // any, is written in the next seconds.
         let instant = std::time::Instant::now();

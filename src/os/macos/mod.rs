@@ -1,13 +1,13 @@
 //! macOS: Mach, sysctl, libproc, IOKit, libdispatch, the unified log.
 //! [`parse`] (the pure parsers, tested on Linux with values captured on
-//! real Macs), [`exits`], [`crash_reports`] and [`libproc`] are compiled
-//! on every OS; the rest only on macOS:
+//! real Macs), [`exits`], [`exit_watch`] (its books), [`crash_reports`]
+//! and [`libproc`] are compiled on every OS; the rest only on macOS:
 //!
 //! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone)
 //!   and `doctor` (each collector checked once for `headroom doctor`);
 //! - `wake` and `pressure_source` (the dispatch memory-pressure source),
-//!   `exit_records` and `jetsam_stream` (the `log stream` child behind
-//!   jetsam kills), `process` (identity and signals), `notify`;
+//!   `exit_records`, `exit_watch`'s kqueue thread and `jetsam_stream` (the
+//!   `log stream` child behind jetsam kills), `process` (identity and signals), `notify`;
 //! - the thin calls that hand the pure parsers plain values: `ffi_mach`,
 //!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`.
 
@@ -16,6 +16,7 @@ pub mod crash_reports;
 pub mod doctor;
 #[cfg(target_os = "macos")]
 pub mod exit_records;
+pub mod exit_watch;
 pub mod exits;
 #[cfg(target_os = "macos")]
 #[allow(unsafe_code)]

@@ -2,8 +2,8 @@
 //! VM statistics ([`vm`]), the memory-pressure level ([`pressure`]),
 //! `kinfo_proc` ([`kinfo`]), `proc_info.h` layouts ([`proc_info`]),
 //! `KERN_PROCARGS2` ([`procargs`]), the GPU's statistics ([`gpu_stats`]),
-//! jetsam's log lines ([`jetsam`]), crash reports ([`crash_report`]) and
-//! access control lists ([`acl`]).
+//! jetsam's log lines ([`jetsam`]), crash reports ([`crash_report`]),
+//! kqueue exit events ([`proc_exit`]) and access control lists ([`acl`]).
 
 pub mod acl;
 pub mod crash_report;
@@ -12,6 +12,7 @@ pub mod jetsam;
 pub mod kinfo;
 pub mod post_mortem_sources;
 pub mod pressure;
+pub mod proc_exit;
 pub mod proc_info;
 pub mod procargs;
 pub mod vm;
