@@ -6,10 +6,11 @@
 //! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone)
 //!   and `doctor` (each collector checked once for `headroom doctor`);
 //! - `wake` and `pressure_source` (the dispatch memory-pressure source),
-//!   `exit_records`, `exit_watch`'s kqueue thread and `jetsam_stream` (the
-//!   `log stream` child behind jetsam kills), `process` (identity and signals), `notify`;
+//!   `exit_records`, `exit_watch`'s kqueue thread and `jetsam_stream`
+//!   (the `log stream` child behind jetsam kills), `process` (identity
+//!   and signals), `notify`;
 //! - the thin calls that hand the pure parsers plain values: `ffi_mach`,
-//!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`.
+//!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`, `kqueue`.
 
 pub mod crash_reports;
 #[cfg(target_os = "macos")]

@@ -26,7 +26,8 @@ pub fn jetsam_kill(k: super::jetsam::JetsamKill, read_at: Timestamp) -> MemoryKi
 }
 
 /// The macOS check: as root, jetsam kills and everyone's crash reports;
-/// as a user, only that user's crash reports.
+/// as a user, that user's crash reports and the jetsam flag on the exits
+/// of that user's watched processes.
 pub fn macos_check(root: bool) -> crate::model::Check {
     use crate::model::Check;
     if root {
@@ -37,7 +38,7 @@ pub fn macos_check(root: bool) -> crate::model::Check {
     } else {
         Check::warn(
             "post-mortems",
-            "as a user, only your own crash reports are read: jetsam kills are not followed (log stream shows the kernel's entries only to an administrator), so a jetsam kill is a post-mortem with an unknown cause",
+            "as a user, your own crash reports are read, and jetsam kills of your watched processes are seen as they exit (kqueue's NOTE_EXIT_MEMORY; a low-swap kill carries no flag and reads as SIGKILL with an unknown sender); jetsam's log lines are not followed (log stream shows the kernel's entries only to an administrator)",
             format!(
                 "install the system service to follow jetsam kills: {}",
                 crate::os::this_process::sudo_command("service install --system")
@@ -54,11 +55,13 @@ mod tests {
     fn the_doctor_says_what_a_user_misses() {
         use crate::model::CheckStatus;
         assert_eq!(macos_check(true).status, CheckStatus::Ok);
+        let user = macos_check(false).detail;
         assert!(
-            macos_check(false)
-                .detail
-                .contains("jetsam kills are not followed")
+            user.contains("jetsam's log lines are not followed"),
+            "{user}"
         );
+        assert!(user.contains("NOTE_EXIT_MEMORY"), "{user}");
+        assert!(user.contains("low-swap kill carries no flag"), "{user}");
     }
 
     #[test]
