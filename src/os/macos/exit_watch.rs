@@ -18,7 +18,7 @@
 //!
 //! [`WatchBook`] (pure, every OS) keeps the books: which tracked process is
 //! watched under which token (the event's `udata`), at most [`MAX_WATCHED`],
-//! one watch per pid, and which could not be. On macOS, [`ExitWatch`] holds
+//! one watch per pid, and which could not be. On macOS, `ExitWatch` holds
 //! the kqueue, a thread of its own that waits on it and queues what
 //! arrives (at most [`INBOX`]), and the books; `poll`, on the daemon's
 //! thread, takes the queued exits, drops the watches of processes no longer
@@ -35,7 +35,7 @@
 //! watch is deleted, and an event it already queued is dropped with its
 //! token. A process already exiting (a zombie) cannot be watched (`ESRCH`:
 //! `proc_find` skips it); for those the zombie's `p_xstat` is still read
-//! ([`super::exits::read_ended`]), as for any process not watched.
+//! (`exits::read_ended`), as for any process not watched.
 
 use std::collections::{HashMap, HashSet};
 

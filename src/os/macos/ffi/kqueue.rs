@@ -77,9 +77,8 @@ impl Kqueue {
             return Err(errno());
         }
         // SAFETY: `fd` is a descriptor kqueue just returned, owned by no one else.
-        Ok(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// Make one change and return its own result (0 or the errno).
