@@ -246,10 +246,15 @@ impl PostMortems {
         };
         let pending: HashSet<ProcessId> = self.pending.iter().map(|p| p.id).collect();
         for ended in observed.ended {
-            if self.tracked.contains_key(&ended.id)
-                && !pending.contains(&ended.id)
-                && self.dead.insert(ended.id)
-            {
+            // A status that comes in after its process was found gone (an
+            // exit event read a moment after the sample that missed it).
+            if let Some(p) = self.pending.iter_mut().find(|p| p.id == ended.id) {
+                if p.status.is_none() {
+                    p.status = Some(ended);
+                }
+                continue;
+            }
+            if self.tracked.contains_key(&ended.id) && self.dead.insert(ended.id) {
                 self.pending.push(Pending {
                     id: ended.id,
                     ended_at: now,
@@ -672,14 +677,21 @@ impl PostMortems {
             };
         }
         match &p.status {
-            Some(e) if matches!(e.status, crate::sample::ExitStatus::Code(_)) => ExitCause {
-                kind: ExitCauseKind::Exited,
-                how: format!(
-                    "its exit status, read from {} before its parent collected it: {}",
-                    e.source, e.status
-                ),
-                ..ExitCause::default()
-            },
+            Some(e)
+                if matches!(
+                    e.status,
+                    crate::sample::ExitStatus::Code(_) | crate::sample::ExitStatus::LargeCode
+                ) =>
+            {
+                ExitCause {
+                    kind: ExitCauseKind::Exited,
+                    how: format!(
+                        "its exit status, read from {} before its parent collected it: {}",
+                        e.source, e.status
+                    ),
+                    ..ExitCause::default()
+                }
+            }
             Some(e) => ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: format!(
@@ -752,7 +764,7 @@ fn keep_recent<T>(
 fn ended_by(status: Option<&crate::sample::ExitStatus>, signal: Option<&str>) -> bool {
     match status {
         None => true,
-        Some(crate::sample::ExitStatus::Code(_)) => false,
+        Some(crate::sample::ExitStatus::Code(_) | crate::sample::ExitStatus::LargeCode) => false,
         Some(crate::sample::ExitStatus::Signal { name, .. }) => signal.is_none_or(|s| s == name),
     }
 }
@@ -1225,6 +1237,74 @@ mod tests {
             run.feed(snapshot(6000).build(), Observed::default());
             assert_eq!(run.events.len(), 1);
         }
+    }
+
+    #[test]
+    fn an_exit_status_read_a_sample_after_the_process_vanished_is_used() {
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        // Gone from this sample, its exit not read yet: judged no sooner
+        // than the next sample.
+        run.feed(snapshot(3000).build(), Observed::default());
+        assert!(run.events.is_empty());
+        let observed = Observed {
+            ended: vec![Ended {
+                id: ProcessId { pid: 42, start: 7 },
+                status: ExitStatus::Code(0),
+                source: "kqueue's NOTE_EXIT for pid 42".into(),
+            }],
+            ..Observed::default()
+        };
+        run.feed(snapshot(4000).build(), observed);
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Exited, "{}", cause.how);
+        assert!(
+            cause
+                .how
+                .contains("read from kqueue's NOTE_EXIT for pid 42 before its parent collected it: exited with status 0"),
+            "{}",
+            cause.how
+        );
+    }
+
+    #[test]
+    fn a_jetsam_kill_from_the_exit_watch_is_named_with_its_status() {
+        use crate::os::macos::exit_watch::{Watched, records};
+        use crate::os::macos::parse::proc_exit::{
+            NOTE_EXIT_MEMORY, NOTE_EXIT_MEMORY_VMPAGESHORTAGE, WATCH_WITH_STATUS, decode,
+        };
+        let mut run = Run::new();
+        growing(&mut run, 2000);
+        // W_EXITCODE(0, SIGKILL) | NOTE_EXIT_MEMORY | ..._VMPAGESHORTAGE, as
+        // filt_procevent builds it (bsd/kern/kern_event.c, xnu-11417.101.15).
+        let note = decode(
+            WATCH_WITH_STATUS,
+            i64::from(9 | NOTE_EXIT_MEMORY | NOTE_EXIT_MEMORY_VMPAGESHORTAGE),
+        )
+        .unwrap();
+        let w = Watched {
+            id: ProcessId { pid: 42, start: 7 },
+            name: "python3".into(),
+            uid: Some(1000),
+            with_status: true,
+        };
+        let (ended, kill) = records(&w, &note, Timestamp(2500), Timestamp(3000));
+        let observed = Observed {
+            kills: kill.into_iter().collect(),
+            ended: ended.into_iter().collect(),
+            ..Observed::default()
+        };
+        run.feed(snapshot(3000).build(), observed);
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Jetsam, "{}", cause.how);
+        assert!(
+            cause
+                .how
+                .starts_with("kqueue's NOTE_EXIT_MEMORY recorded jetsam killing pid 42 (python3): the machine ran short of memory"),
+            "{}",
+            cause.how
+        );
+        assert!(cause.how.contains("killed by SIGKILL"), "{}", cause.how);
     }
 
     #[test]

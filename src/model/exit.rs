@@ -50,12 +50,21 @@ pub enum ExitStatus {
     Code(i32),
     /// A signal ended it (`SIGKILL`, `SIGSEGV`, …).
     Signal { name: String, core_dumped: bool },
+    /// It exited with a code outside 0–255 (negative, or 256 and over)
+    /// that the record could not hold: macOS's `kinfo_proc` clamps the
+    /// status `W_EXITCODE(code, 0)` = `code << 8` at 16 bits, so the code
+    /// is lost; its parent saw the code's low byte.
+    LargeCode,
 }
 
 impl std::fmt::Display for ExitStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExitStatus::Code(code) => write!(f, "exited with status {code}"),
+            ExitStatus::LargeCode => write!(
+                f,
+                "exited with a code outside 0-255, which the record cannot hold (its parent saw the code's low byte)"
+            ),
             ExitStatus::Signal { name, core_dumped } => write!(
                 f,
                 "killed by {name}{}",

@@ -1,9 +1,12 @@
-//! macOS's record of how processes end: the exit status and end of a
+//! macOS's record of how processes end: the exits of the processes
+//! post-mortems watch, with their status and jetsam's `NOTE_EXIT_MEMORY`,
+//! as the kernel reports them to a kqueue ([`super::exit_watch`]; as root
+//! or as a user, for that user's processes); the exit status and end of a
 //! zombie ([`super::exits`]: `kinfo_proc`'s `p_xstat`,
-//! `proc_pid_rusage`'s `ri_proc_exit_abstime`), read only for the suspects;
-//! as root or an administrator, jetsam's kills as the kernel writes them to
-//! the unified log, followed by a long-lived `log stream` child
-//! ([`super::jetsam_stream`]); and the reports in
+//! `proc_pid_rusage`'s `ri_proc_exit_abstime`), read for the suspects the
+//! watch did not answer for; as root or an administrator, jetsam's kills as
+//! the kernel writes them to the unified log, followed by a long-lived `log
+//! stream` child ([`super::jetsam_stream`]); and the reports in
 //! `/Library/Logs/DiagnosticReports` and each user's
 //! `~/Library/Logs/DiagnosticReports` ([`super::crash_reports`]): crash
 //! reports, and JetsamEvent reports for jetsam kills without `log stream`,
@@ -11,10 +14,11 @@
 //! seconds to appear, longer under memory pressure: post-mortems wait for
 //! it, `Observed::record_lag`, as long as [`super::report_wait`] says). As a
 //! user (a LaunchAgent): that user's crash reports and the JetsamEvent
-//! reports it may read; jetsam kills of that user's processes if the user
-//! is an administrator (`log stream` shows the kernel's entries only to
-//! one), whether `log` followed or refused said by the collector status;
-//! for anyone else not followed, which the collector status and the
+//! reports it may read, and jetsam kills of that user's watched processes
+//! through the kqueue; the unified log's kills of that user's processes if
+//! the user is an administrator (`log stream` shows the kernel's entries
+//! only to one), whether `log` followed or refused said by the collector
+//! status; for anyone else not followed, which the collector status and the
 //! post-mortems say.
 //! `sample::exit_causes` holds it as this OS's [`ExitRecords`]; Linux
 //! exports the same names.
@@ -32,9 +36,10 @@ pub struct ExitRecords {
     mac: Option<MacSources>,
 }
 
-/// macOS's sources: the jetsam stream (root, or an administrator's) and
-/// the crash reports.
+/// macOS's sources: the exit watch, the jetsam stream (root, or an
+/// administrator's) and the crash reports.
 struct MacSources {
+    exits: super::exit_watch::ExitWatch,
     jetsam: Jetsam,
     reports: super::crash_reports::CrashReportScanner,
     /// When a watched process was last found ended: reports are looked for
@@ -81,7 +86,7 @@ impl ExitRecords {
                 Ok("jetsam kills followed with `log stream` (its state: see `headroom doctor`); crash reports read from DiagnosticReports".to_string()),
             ),
             Err(why) => (
-                "no crash report for it, and jetsam kills are not followed here (see `headroom doctor`)".to_string(),
+                "no crash report for it and no jetsam flag on its exit, and the unified log's jetsam kills are not followed here (see `headroom doctor`)".to_string(),
                 Err(format!("jetsam kills: {why}; crash reports read from this user's DiagnosticReports")),
             ),
         };
@@ -90,6 +95,7 @@ impl ExitRecords {
         (
             Self {
                 mac: Some(MacSources {
+                    exits: super::exit_watch::ExitWatch::start(),
                     jetsam: Jetsam {
                         stream: jetsam,
                         who,
@@ -105,11 +111,11 @@ impl ExitRecords {
         )
     }
 
-    /// The sources that report how they stand: the jetsam stream, the
-    /// crash reports; none for records that report nothing.
+    /// The sources that report how they stand: the exit watch, the jetsam
+    /// stream, the crash reports; none for records that report nothing.
     pub fn collectors(&self) -> Vec<&dyn Collector> {
         match &self.mac {
-            Some(mac) => vec![&mac.jetsam, &mac.reports],
+            Some(mac) => vec![&mac.exits, &mac.jetsam, &mac.reports],
             None => Vec::new(),
         }
     }
@@ -123,12 +129,20 @@ impl ExitRecords {
         suspects: &[ProcessId],
     ) -> Observed {
         let now = snap.taken_at;
-        // A zombie's exit status and end, read only for the suspects.
-        let ended = if suspects.is_empty() {
-            Vec::new()
-        } else {
-            super::exits::read_ended(suspects)
+        // The watched processes' exits, then a zombie's exit status, read
+        // only for the suspects the watch did not answer for.
+        let (mut ended, watched_kills) = match self.mac.as_mut() {
+            Some(mac) => mac.exits.poll(snap, tracked),
+            None => (Vec::new(), Vec::new()),
         };
+        let unanswered: Vec<ProcessId> = suspects
+            .iter()
+            .filter(|id| !ended.iter().any(|e| e.id == **id))
+            .copied()
+            .collect();
+        if !unanswered.is_empty() {
+            ended.extend(super::exits::read_ended(&unanswered));
+        }
         let Some(mac) = self.mac.as_mut() else {
             return Observed {
                 ended,
@@ -136,6 +150,7 @@ impl ExitRecords {
             };
         };
         let mut kills = mac.jetsam.kills(snap);
+        kills.extend(watched_kills);
         // A watched process gone from this sample: its report, if any, is
         // written in the next seconds (longer under pressure).
         let instant = std::time::Instant::now();

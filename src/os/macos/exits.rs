@@ -10,11 +10,20 @@
 //! - `sysctl(KERN_PROC_PID)` still answers (it walks the zombie list too),
 //!   with `p_stat` = `SZOMB`, the start time that identifies the process,
 //!   and `p_xstat`: the status its parent's `waitpid` will get
-//!   (`W_EXITCODE(code, signal)`, `WCOREFLAG` 0x80; `bsd/sys/wait.h`). It is
-//!   readable without privileges.
+//!   (`W_EXITCODE(code, signal)`, `WCOREFLAG` 0x80; `bsd/sys/wait.h`), but
+//!   clamped: `struct proc` holds a `u_int` and `fill_user64_externproc`
+//!   (`bsd/kern/kern_sysctl.c`, xnu-8792.41.9 to xnu-11417.121.6) copies
+//!   `MIN(p->p_xstat, USHRT_MAX)` into the `u_short`, where `waitpid`
+//!   takes the low 16 bits. `exit(256)` or `exit(-1)` (`code << 8` past
+//!   0xffff) reads as 0xffff, which [`decode_xstat`] says is a code out of
+//!   range rather than a stopped process. It is readable without
+//!   privileges.
 //!
-//! `read_ended` (macOS) looks at the processes the post-mortem code suspects (those
-//! listed with no memory) and returns the ones that are zombies of the same
+//! The kqueue exit watch ([`super::exit_watch`]) gets the status from the
+//! kernel as the process exits, unclamped; this is its fallback for the
+//! processes it could not watch. `read_ended` (macOS) looks at the
+//! processes the post-mortem code suspects (those listed with no memory)
+//! and returns the ones that are zombies of the same
 //! identity, with the status decoded ([`decode`]) and, where
 //! `proc_pid_rusage` still answers, the moment they ended named in the
 //! record's source. Jetsam's reasons are not here: only the unified log
@@ -110,6 +119,17 @@ pub fn decode(status: u16) -> Option<ExitStatus> {
     }
 }
 
+/// `kinfo_proc`'s `p_xstat` in words: [`decode`], except that 0xffff, the
+/// value every status past `USHRT_MAX` is clamped to, is an exit with a
+/// code outside 0–255 (no real wait status is 0xffff: its signal bits 0x7f
+/// would mean stopped, by signal 255, which does not exist).
+pub fn decode_xstat(xstat: u16) -> Option<ExitStatus> {
+    if xstat == u16::MAX {
+        return Some(ExitStatus::LargeCode);
+    }
+    decode(xstat)
+}
+
 /// Where a zombie's status was read, with the moment it ended where known.
 pub fn source(pid: u32, ended_at: Option<Timestamp>) -> String {
     match ended_at {
@@ -139,7 +159,7 @@ pub fn read_ended(suspects: &[crate::model::ProcessId]) -> Vec<crate::model::exi
         if !k.zombie || k.start_micros != id.start {
             continue;
         }
-        let Some(status) = decode(k.xstat) else {
+        let Some(status) = decode_xstat(k.xstat) else {
             continue;
         };
         let ended_at = ffi_proc::rusage(pid)
@@ -221,6 +241,26 @@ mod tests {
             decode(40),
             Some(ExitStatus::Signal {
                 name: "signal 40".into(),
+                core_dumped: false
+            })
+        );
+    }
+
+    #[test]
+    fn a_clamped_xstat_is_a_code_out_of_range() {
+        // exit(256): p_xstat = W_EXITCODE(256, 0) = 0x10000, copied into
+        // kinfo_proc as MIN(0x10000, USHRT_MAX) = 0xffff
+        // (fill_user64_externproc, bsd/kern/kern_sysctl.c, xnu-11417.101.15).
+        // exit(-1): (uint32_t)-1 << 8 = 0xffffff00, clamped alike.
+        assert_eq!(decode_xstat(0xffff), Some(ExitStatus::LargeCode));
+        // As a wait status 0xffff would read as stopped: no exit at all.
+        assert_eq!(decode(0xffff), None);
+        // Everything under the clamp reads as before.
+        assert_eq!(decode_xstat(0xff00), Some(ExitStatus::Code(255)));
+        assert_eq!(
+            decode_xstat(9),
+            Some(ExitStatus::Signal {
+                name: "SIGKILL".into(),
                 core_dumped: false
             })
         );

@@ -1,18 +1,20 @@
 //! macOS: Mach, sysctl, libproc, IOKit, libdispatch, the unified log.
 //! [`parse`] (the pure parsers, tested on Linux with values captured on
-//! real Macs), [`exits`], [`crash_reports`], [`report_wait`], [`libproc`]
-//! and [`log_pipes`] (the `log stream` child's two pipes, read at once) are
-//! compiled on every OS; the rest only on macOS:
+//! real Macs), [`exits`], [`exit_watch`] (its books), [`crash_reports`],
+//! [`report_wait`], [`libproc`] and [`log_pipes`] (the `log stream`
+//! child's two pipes, read at once) are compiled on every OS; the rest only
+//! on macOS:
 //!
 //! - the sampler (`MacSampler`), `probe` (the machine-wide figures alone),
 //!   `vm_source` (the VM statistics both read: per-tick sysctls,
 //!   `host_statistics64` at most once a second) and `doctor` (each
 //!   collector checked once for `headroom doctor`);
 //! - `wake` and `pressure_source` (the dispatch memory-pressure source),
-//!   `exit_records` and `jetsam_stream` (the `log stream` child behind
-//!   jetsam kills), `process` (identity and signals), `notify`;
+//!   `exit_records`, `exit_watch`'s kqueue thread and `jetsam_stream`
+//!   (the `log stream` child behind jetsam kills), `process` (identity
+//!   and signals), `notify`;
 //! - the thin calls that hand the pure parsers plain values: `ffi_mach`,
-//!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`;
+//!   `ffi_proc`, `ffi_acl`, `iokit`, `sysctl`, `kqueue`;
 //! - in `cargo test` only, `launchctl_native`: the service installer's
 //!   `launchctl` waits and retries against launchd itself.
 
@@ -21,6 +23,7 @@ pub mod crash_reports;
 pub mod doctor;
 #[cfg(target_os = "macos")]
 pub mod exit_records;
+pub mod exit_watch;
 pub mod exits;
 #[cfg(target_os = "macos")]
 #[allow(unsafe_code)]

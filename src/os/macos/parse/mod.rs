@@ -5,7 +5,8 @@
 //! `KERN_PROCARGS2` ([`procargs`]), the GPU's statistics ([`gpu_stats`]),
 //! jetsam's log lines ([`jetsam`]), the kind of a diagnostic report
 //! ([`report_kind`]), crash reports ([`crash_report`]), JetsamEvent reports
-//! ([`jetsam_report`]) and access control lists ([`acl`]).
+//! ([`jetsam_report`]), kqueue exit events ([`proc_exit`]) and access
+//! control lists ([`acl`]).
 
 pub mod acl;
 pub mod crash_report;
@@ -16,6 +17,7 @@ pub mod kinfo;
 pub mod page_counts;
 pub mod post_mortem_sources;
 pub mod pressure;
+pub mod proc_exit;
 pub mod proc_info;
 pub mod procargs;
 pub mod report_kind;

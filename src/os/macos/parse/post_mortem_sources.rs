@@ -153,8 +153,9 @@ pub enum Following {
 pub fn not_followed() -> String {
     "not followed: headroom runs as a user who is not an administrator (not in group admin), \
      and `log stream` shows the kernel's jetsam kills only to an administrator; installed as a \
-     LaunchDaemon (root) it follows them. A jetsam kill of your process is then a post-mortem \
-     with an unknown cause; find it afterwards with `log show --last 10m --predicate \
+     LaunchDaemon (root) it follows them. A jetsam kill of a watched process of yours is still \
+     seen from the flag on its exit (kqueue NOTE_EXIT_MEMORY), but a low-swap kill carries no \
+     flag and is then a post-mortem with an unknown cause; find it afterwards with `log show --last 10m --predicate \
      'processID == 0 AND (eventMessage CONTAINS \"memorystatus: killing\" OR eventMessage \
      BEGINSWITH \"low swap: killing\")'` (as an administrator)"
         .to_string()
@@ -163,7 +164,8 @@ pub fn not_followed() -> String {
 /// The macOS check: as root, jetsam kills and everyone's crash reports; as
 /// an administrator, jetsam kills of this user's processes (as `log
 /// stream` answered) and this user's crash reports; as another user, only
-/// that user's crash reports.
+/// that user's crash reports; as any user, the jetsam flag on the exits of
+/// that user's watched processes.
 pub fn macos_check(who: Follower, following: &Following) -> crate::model::Check {
     use crate::model::Check;
     let reports = match who {
@@ -180,6 +182,7 @@ pub fn macos_check(who: Follower, following: &Following) -> crate::model::Check 
             crate::os::this_process::sudo_command("service install --system")
         )
     };
+    let kq = "jetsam kills of your watched processes are seen as they exit (kqueue's NOTE_EXIT_MEMORY; a low-swap kill carries no flag and reads as SIGKILL with an unknown sender)";
     let whose = match who {
         Follower::Root => "every process's",
         _ => "your own processes'",
@@ -199,7 +202,7 @@ pub fn macos_check(who: Follower, following: &Following) -> crate::model::Check 
         Following::Failed(why) => Check::warn(
             "post-mortems",
             format!(
-                "jetsam kills are not followed: {why}; a jetsam kill is then a post-mortem with an unknown cause; {reports}"
+                "jetsam's log lines are not followed: {why}; {kq}; {reports}"
             ),
             match who {
                 Follower::Root => "see whether `/usr/bin/log stream` runs here".to_string(),
@@ -209,7 +212,7 @@ pub fn macos_check(who: Follower, following: &Following) -> crate::model::Check 
         Following::NotAdmin => Check::warn(
             "post-mortems",
             format!(
-                "as a user who is not an administrator (not in group admin), {reports}: jetsam kills are not followed (log stream shows the kernel's entries only to an administrator), so a jetsam kill is a post-mortem with an unknown cause"
+                "as a user who is not an administrator (not in group admin), {reports}; jetsam kills of your watched processes are seen as they exit (kqueue's NOTE_EXIT_MEMORY; a low-swap kill carries no flag and reads as SIGKILL with an unknown sender); jetsam's log lines are not followed (log stream shows the kernel's entries only to an administrator), so a low-swap kill is a post-mortem with an unknown cause"
             ),
             install(),
         ),
@@ -344,7 +347,13 @@ mod tests {
         );
         let user = macos_check(Follower::NotAdmin, &Following::NotAdmin);
         assert_eq!(user.status, CheckStatus::Warn);
-        assert!(user.detail.contains("jetsam kills are not followed"));
+        assert!(user.detail.contains("jetsam's log lines are not followed"));
+        assert!(user.detail.contains("NOTE_EXIT_MEMORY"), "{}", user.detail);
+        assert!(
+            user.detail.contains("low-swap kill carries no flag"),
+            "{}",
+            user.detail
+        );
         assert!(not_followed().contains("not an administrator"));
     }
 
