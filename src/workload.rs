@@ -835,6 +835,57 @@ mod tests {
         })
     }
 
+    /// The note of an exec goes after the classification's own evidence,
+    /// and a later change replaces it: one line says what it ran before.
+    #[test]
+    fn a_program_change_is_one_line_after_the_evidence() {
+        let mut w = classified(
+            "python3",
+            "/usr/bin/python3",
+            &["python3", "-c", "import torch"],
+        );
+        let at = Timestamp(1_700_000_000_000);
+        EarlierProgram {
+            name: "sh".into(),
+            exec: true,
+            noticed: at,
+        }
+        .note(&mut w);
+        assert_eq!(w.evidence[0], "argv[2] imports torch");
+        assert_eq!(
+            program_change(&w),
+            Some("exec'd from sh (noticed 2023-11-14T22:13:20.000Z)")
+        );
+        EarlierProgram {
+            name: "env".into(),
+            exec: false,
+            noticed: at,
+        }
+        .note(&mut w);
+        assert_eq!(
+            w.evidence.iter().filter(|e| is_program_change(e)).count(),
+            1
+        );
+        assert_eq!(
+            program_change(&w),
+            Some("name changed from env (noticed 2023-11-14T22:13:20.000Z)")
+        );
+        assert_eq!(program_change(&Workload::default()), None);
+    }
+
+    /// A name as long as the OS allows a file name, and longer, is cut to
+    /// [`NAME_MAX`] in the note.
+    #[test]
+    fn a_program_change_note_is_bounded() {
+        let note = EarlierProgram {
+            name: "x".repeat(10 * NAME_MAX),
+            exec: true,
+            noticed: Timestamp(0),
+        }
+        .evidence();
+        assert!(note.len() < NAME_MAX + 64, "{}", note.len());
+    }
+
     #[test]
     fn translation_is_evidence_recorded_once() {
         let mut w = classified(
