@@ -34,8 +34,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::model::text_caps::NAME_MAX;
-use crate::model::{COMM_LEN, Framework, Workload, WorkloadKind};
+use crate::model::text_caps::{NAME_MAX, capped};
+use crate::model::{COMM_LEN, Framework, Timestamp, Workload, WorkloadKind};
 
 /// What a sampler knows of a process when classifying it.
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +118,71 @@ pub fn translated_advice(workload: &Workload) -> Option<String> {
         "runs as x86_64 code translated by Rosetta 2, slower than native and without the GPU paths only arm64 processes get (PyTorch's MPS backend, MLX): {}",
         what.join("; ")
     ))
+}
+
+/// What a sampler saw change in a process it knew, under the same identity
+/// (pid and start time): the program it ran before. The start time survives
+/// `exec` on both OSes (Linux keeps `start_time`; XNU copies `p_start` and
+/// `ps_start` into the process `exec` makes, `bsd/kern/kern_fork.c`), so a
+/// wrapper that execs `python …` is the same identity running another
+/// program: it is classified again from what it runs now, and this note
+/// says what it ran before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlierProgram {
+    /// Its name before.
+    pub name: String,
+    /// True where the change is known to be an `exec` (a new executable, or
+    /// on Linux `PF_FORKNOEXEC` cleared); false where only the name changed
+    /// (Linux lets a process rename itself: `prctl(PR_SET_NAME)`).
+    pub exec: bool,
+    /// The sample that noticed it (the change happened since the one before).
+    pub noticed: Timestamp,
+}
+
+/// How an [`EarlierProgram`]'s evidence line begins: after an `exec`, and
+/// after a change of name alone. Each quotes only the earlier name, which
+/// every user may see.
+pub const EXEC_EVIDENCE: &str = "exec'd from ";
+pub const RENAMED_EVIDENCE: &str = "name changed from ";
+
+impl EarlierProgram {
+    /// The evidence line: `exec'd from sh (noticed 2026-…Z)`.
+    pub fn evidence(&self) -> String {
+        let how = if self.exec {
+            EXEC_EVIDENCE
+        } else {
+            RENAMED_EVIDENCE
+        };
+        format!(
+            "{how}{} (noticed {})",
+            capped(&self.name, NAME_MAX),
+            self.noticed
+        )
+    }
+
+    /// Add the evidence line to `workload`, classified from the program the
+    /// process runs now, replacing an earlier change's line.
+    pub fn note(&self, workload: &mut Workload) {
+        workload.evidence.retain(|e| !is_program_change(e));
+        workload.evidence.push(self.evidence());
+    }
+}
+
+/// True for an evidence line that says the process runs another program
+/// than before ([`EarlierProgram::evidence`]).
+pub fn is_program_change(evidence: &str) -> bool {
+    evidence.starts_with(EXEC_EVIDENCE) || evidence.starts_with(RENAMED_EVIDENCE)
+}
+
+/// The evidence line that says what the process ran before, if it changed
+/// program while it was watched.
+pub fn program_change(workload: &Workload) -> Option<&str> {
+    workload
+        .evidence
+        .iter()
+        .rev()
+        .find(|e| is_program_change(e))
+        .map(String::as_str)
 }
 
 /// Framework priority for the kind when several are seen (see module doc).
@@ -768,6 +833,57 @@ mod tests {
             argv: &argv,
             libraries: &[],
         })
+    }
+
+    /// The note of an exec goes after the classification's own evidence,
+    /// and a later change replaces it: one line says what it ran before.
+    #[test]
+    fn a_program_change_is_one_line_after_the_evidence() {
+        let mut w = classified(
+            "python3",
+            "/usr/bin/python3",
+            &["python3", "-c", "import torch"],
+        );
+        let at = Timestamp(1_700_000_000_000);
+        EarlierProgram {
+            name: "sh".into(),
+            exec: true,
+            noticed: at,
+        }
+        .note(&mut w);
+        assert_eq!(w.evidence[0], "argv[2] imports torch");
+        assert_eq!(
+            program_change(&w),
+            Some("exec'd from sh (noticed 2023-11-14T22:13:20.000Z)")
+        );
+        EarlierProgram {
+            name: "env".into(),
+            exec: false,
+            noticed: at,
+        }
+        .note(&mut w);
+        assert_eq!(
+            w.evidence.iter().filter(|e| is_program_change(e)).count(),
+            1
+        );
+        assert_eq!(
+            program_change(&w),
+            Some("name changed from env (noticed 2023-11-14T22:13:20.000Z)")
+        );
+        assert_eq!(program_change(&Workload::default()), None);
+    }
+
+    /// A name as long as the OS allows a file name, and longer, is cut to
+    /// [`NAME_MAX`] in the note.
+    #[test]
+    fn a_program_change_note_is_bounded() {
+        let note = EarlierProgram {
+            name: "x".repeat(10 * NAME_MAX),
+            exec: true,
+            noticed: Timestamp(0),
+        }
+        .evidence();
+        assert!(note.len() < NAME_MAX + 64, "{}", note.len());
     }
 
     #[test]

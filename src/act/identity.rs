@@ -1,8 +1,9 @@
 //! What the actuator asks about a process before it signals it, in
 //! OS-neutral terms: its start time (the second half of a
-//! [`crate::model::ProcessId`]), whether it catches a signal, its parent,
-//! whether it is a kernel thread; and, for a process group step, the
-//! group's members and each one's owner, name and executable
+//! [`crate::model::ProcessId`]) and name ([`current`]: `exec` keeps the
+//! start time and changes the name), whether it catches a signal, its
+//! parent, whether it is a kernel thread; and, for a process group step,
+//! the group's members and each one's owner, name and executable
 //! ([`group_members`], [`member`]).
 //!
 //! Each function forwards to this OS's `os::<os>::process` (`/proc` on
@@ -13,11 +14,17 @@
 use std::io;
 
 use crate::os::native::process as platform;
-pub use crate::os::process_facts::{Member, ProcStat};
+pub use crate::os::process_facts::{Current, Member, ProcStat};
 
 /// The start time of `pid` now; `Ok(None)` if no such process exists.
 pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
     platform::current_start(pid)
+}
+
+/// The start time and name of `pid` now, from one read; `Ok(None)` if no
+/// such process exists.
+pub fn current(pid: u32) -> io::Result<Option<Current>> {
+    platform::current(pid)
 }
 
 /// True if `pid` has a handler installed for `signal` (not default, not
@@ -94,7 +101,21 @@ mod tests {
     }
 
     #[test]
+    fn our_current_start_and_name_are_the_samplers() {
+        let me = std::process::id();
+        let now = current(me).unwrap().expect("this process");
+        assert_eq!(Some(now.start), current_start(me).unwrap());
+        let mut sampler = crate::os::native::open_sampler();
+        let snap = sampler.sample().unwrap();
+        assert_eq!(
+            now.name,
+            snap.process(me).expect("this process").name.as_str()
+        );
+    }
+
+    #[test]
     fn a_pid_that_cannot_exist_has_no_start() {
+        assert_eq!(current(u32::MAX).unwrap(), None);
         assert_eq!(current_start(u32::MAX).unwrap(), None);
         assert_eq!(parent(u32::MAX).unwrap(), None);
     }

@@ -5,11 +5,17 @@
 //!    process that has it on this machine is another (the actuator stops
 //!    such a decision before it gets here; this is the last guard).
 //! 1. Never pid 0 or 1, never headroom itself or one of its ancestors.
-//! 2. Pin the process (Linux: `pidfd_open`), then read its start time. The
-//!    pidfd is opened before the read, and the expected start time predates
-//!    both, so a match proves the pidfd holds the process the policy saw: a
-//!    process that took over the pid later would have a later start time.
-//!    No process → `Gone`; another start time → `IdentityChanged`.
+//! 2. Pin the process (Linux: `pidfd_open`), then read its start time and
+//!    name. The pidfd is opened before the read, and the expected start
+//!    time predates both, so a match proves the pidfd holds the process the
+//!    policy saw: a process that took over the pid later would have a later
+//!    start time. No process → `Gone`; another start time →
+//!    `IdentityChanged`. `exec` keeps the start time (and the pidfd) and
+//!    changes the program: another name than the decision's → refused, as
+//!    the rule judged the program it ran then (a wrapper that has since
+//!    exec'd into a job the rule does not cover, or the other way round);
+//!    the next sample classifies what it runs now and the policy judges it
+//!    again ([`program_changed`]).
 //! 3. Never a kernel thread.
 //! 4. `require_handler`: skip unless the process catches the signal (an
 //!    uncaught SIGUSR1 kills its target).
@@ -29,9 +35,17 @@ use std::io;
 use super::{group, identity};
 use crate::event::Outcome;
 use crate::model::SignalName;
+use crate::model::text_caps::{NAME_MAX, capped};
 use crate::os::native::process::pin;
 use crate::os::posix;
 use crate::policy::Decision;
+
+/// Whether the process the decision named `decided` (its name as the
+/// event records it, cut to [`NAME_MAX`]) goes by another name `now`: it
+/// runs another program than the one the rule judged.
+pub(super) fn program_changed(decided: &str, now: &str) -> bool {
+    capped(now, NAME_MAX) != decided
+}
 
 /// How a signal step ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,9 +111,17 @@ pub fn deliver(
         Ok(None) => return ended(Outcome::Gone),
         Err(e) => return failed(format!("cannot open {target}: {e}")),
     };
-    match identity::current_start(pid) {
+    match identity::current(pid) {
         Ok(None) => return ended(Outcome::Gone),
-        Ok(Some(start)) if start != p.start => return ended(Outcome::IdentityChanged),
+        Ok(Some(now)) if now.start != p.start => return ended(Outcome::IdentityChanged),
+        Ok(Some(now)) if program_changed(&p.name, &now.name) => {
+            return refused(format!(
+                "{target} now goes by {}: it exec'd (or renamed itself) after the sample this \
+                 decision judged, so it is not signalled for what it ran then; the next sample \
+                 classifies what it runs now",
+                crate::report::printable(&now.name)
+            ));
+        }
         Ok(Some(_)) => {}
         Err(e) => return failed(format!("cannot read the start time of {target}: {e}")),
     }
@@ -180,5 +202,28 @@ pub fn deliver(
              root to act on other users' processes"
         )),
         Err(e) => failed(format!("cannot send {what}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_name_is_another_program() {
+        assert!(!program_changed("python3", "python3"));
+        // `sh -c '… exec python3 train.py'`, between the sample and the signal.
+        assert!(program_changed("sh", "python3"));
+        assert!(program_changed("python3", "sh"));
+    }
+
+    /// The decision's name is cut to the event's cap (`ProcessRef::of`); a
+    /// longer name now, cut alike, is the same.
+    #[test]
+    fn a_name_past_the_cap_compares_as_the_event_keeps_it() {
+        let long = "n".repeat(NAME_MAX + 40);
+        let decided = capped(&long, NAME_MAX).into_owned();
+        assert!(!program_changed(&decided, &long));
+        assert!(program_changed(&decided, &"m".repeat(NAME_MAX + 40)));
     }
 }

@@ -348,6 +348,13 @@ pub fn render(view: &View) -> String {
         format_bytes(view.snap_available),
         view.pressure
     ));
+    if let Some(change) = crate::workload::program_change(&p.workload) {
+        out.push(format!(
+            "{}: the same process (pid and start time), judged by the program it runs now; its \
+             memory history spans both",
+            printable(change)
+        ));
+    }
     match (&view.ceiling, &p.cgroup) {
         (Some(words), _) => out.push(format!("memory limit: {words}")),
         (None, Some(cgroup)) => out.push(format!(
@@ -693,6 +700,28 @@ mod tests {
             config,
             handlers: Vec::new(),
         }
+    }
+
+    /// A process that exec'd since it was first seen says so, under its
+    /// name and workload.
+    #[test]
+    fn a_process_that_exec_d_says_what_it_ran_before() {
+        let mut v = view("", 0, 2 << 30);
+        let earlier = crate::workload::EarlierProgram {
+            name: "sh".into(),
+            exec: true,
+            noticed: crate::model::Timestamp(1_700_000_000_000),
+        };
+        earlier.note(&mut v.process.workload);
+        let text = render(&v);
+        assert!(
+            text.contains(
+                "\nexec'd from sh (noticed 2023-11-14T22:13:20.000Z): the same process (pid and \
+                 start time), judged by the program it runs now; its memory history spans both\n"
+            ),
+            "{text}"
+        );
+        assert!(!render(&view("", 0, 2 << 30)).contains("exec'd"));
     }
 
     #[test]

@@ -390,18 +390,21 @@ fn redact_workload(w: &Workload) -> Workload {
     }
 }
 
-/// Evidence lines that quote nothing but the process name, GPU figures, and
-/// pids and workload kinds (`worker of jupyter kernel 4821: its parent`;
-/// see `crate::workload`, `crate::sample::gpu` and the job assembly in
-/// `crate::sample`); every other line may quote the command line, the
-/// executable or the libraries the process maps (`maps libtorch_cpu.so`,
-/// from `/proc/[pid]/maps`, which the OS shows to its owner only).
+/// Evidence lines that quote nothing but the process name (now or before
+/// an exec), GPU figures, and pids and workload kinds (`worker of jupyter
+/// kernel 4821: its parent`; see `crate::workload`, `crate::sample::gpu`
+/// and the job assembly in `crate::sample`); every other line may quote the
+/// command line, the executable or the libraries the process maps (`maps
+/// libtorch_cpu.so`, from `/proc/[pid]/maps`, which the OS shows to its
+/// owner only).
 fn evidence_is_public(line: &str) -> bool {
     [
         "process name is ",
         "holds ",
         "has a context on GPU ",
         "worker of ",
+        crate::workload::EXEC_EVIDENCE,
+        crate::workload::RENAMED_EVIDENCE,
     ]
     .iter()
     .any(|prefix| line.starts_with(prefix))
@@ -528,6 +531,27 @@ mod tests {
         assert_eq!((r.id, r.uid, r.footprint), (p.id, p.uid, p.footprint));
         assert_eq!((&r.name, &r.user), (&p.name, &p.user));
         assert_eq!(r.workload.kind, WorkloadKind::Jupyter);
+    }
+
+    /// The name a process had before it exec'd is what `ps` showed then:
+    /// the line stays for every viewer.
+    #[test]
+    fn what_a_process_ran_before_an_exec_stays() {
+        let mut p = kernel(1000);
+        crate::workload::EarlierProgram {
+            name: "sh".into(),
+            exec: true,
+            noticed: crate::model::Timestamp(1_700_000_000_000),
+        }
+        .note(&mut p.workload);
+        let r = redact_process(&p);
+        assert_eq!(
+            r.workload.evidence,
+            [
+                "holds 1.0 GiB of GPU memory on GPU 0",
+                "exec'd from sh (noticed 2023-11-14T22:13:20.000Z)"
+            ]
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What the OS says about one process before the actuator signals it, the
 //! same on every OS: the facts of its `stat` ([`ProcStat`]: parent, start
-//! time, kernel thread) and of a process group's member ([`Member`]).
-//! `os::<os>::process` reads them.
+//! time, kernel thread), who holds a pid now ([`Current`]: start time and
+//! name) and a process group's member ([`Member`]). `os::<os>::process`
+//! reads them.
 
 /// What each OS's `process::stat` reads of one process: its parent, start
 /// time and whether it is a kernel thread.
@@ -16,6 +17,16 @@ pub struct ProcStat {
     /// A kernel thread, which has no user space to signal. macOS has none
     /// in the process table; pid 0 is `kernel_task`.
     pub kernel_thread: bool,
+}
+
+/// Who holds a pid now: its start time (the identity) and its name (the
+/// program it runs, which `exec` changes under the same identity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    /// In the unit of [`ProcStat::start`].
+    pub start: u64,
+    /// The name the sampler would record for it now.
+    pub name: String,
 }
 
 /// What the actuator checks about one member of a process group before it

@@ -171,6 +171,66 @@ fn a_changed_identity_sends_nothing() {
     assert!(hog.alive_after_a_moment(), "a signal reached the hog");
 }
 
+/// A shell picked under its name that execs into another program before
+/// the signal: the identity (pid, start time, pidfd) still matches, but the
+/// decision judged `sh`, so nothing is sent; a decision made on what it
+/// runs now is carried out.
+#[test]
+fn a_process_that_exec_d_since_the_decision_is_not_signalled() {
+    let dir = private_dir();
+    let go = dir.path().join("go");
+    // The hog does not catch SIGTERM: a delivered one ends it.
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"while [ ! -e "$0" ]; do sleep 0.05; done; exec "$1" --max 4MiB"#)
+        .arg(&go)
+        .arg(hog_path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let picked = identity::current(pid).unwrap().expect("the shell runs");
+    let mut p = process(pid);
+    p.name = picked.name.clone();
+    std::fs::write(&go, b"").unwrap();
+    let deadline = Instant::now() + WAIT;
+    let now = loop {
+        let now = identity::current(pid).unwrap().expect("it runs");
+        if now.name != picked.name || Instant::now() > deadline {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        (now.name.as_str(), now.start),
+        ("headroom-hog", picked.start)
+    );
+    let why = refusal(run(&decision(p.clone(), signal(SignalName::Term))));
+    std::thread::sleep(Duration::from_millis(300));
+    let alive = child.try_wait().unwrap().is_none();
+    p.name = now.name;
+    let after = outcome(run(&decision(p, signal(SignalName::Term)))).0;
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        why,
+        format!(
+            "pid {pid} ({}) now goes by headroom-hog: it exec'd (or renamed itself) after the \
+             sample this decision judged, so it is not signalled for what it ran then; the next \
+             sample classifies what it runs now",
+            picked.name
+        )
+    );
+    assert!(
+        alive,
+        "the exec'd process got the signal meant for the shell"
+    );
+    assert_eq!(after, Outcome::Done);
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+}
+
 #[test]
 fn a_reaped_process_is_gone() {
     let mut hog = Hog::start(&[]);

@@ -342,6 +342,62 @@ fn child_process_appears_with_ppid_argv_start_and_goes_after_reaping() {
     assert!(snap.process(pid).is_none(), "reaped child still listed");
 }
 
+/// A real process that execs: a shell, sampled while it waits, execs the
+/// `headroom-hog` through a link named `python3` (Linux names a process
+/// after the file it was exec'd as). The next sample shows the same
+/// identity running the new program, classified by it, with a note of what
+/// it ran before.
+#[test]
+fn a_real_process_that_execs_is_classified_by_what_it_runs_now() {
+    let _guard = REAL_PROC.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let python = dir.path().join("python3");
+    std::os::unix::fs::symlink(hog_path(), &python).unwrap();
+    let go = dir.path().join("go");
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"while [ ! -e "$0" ]; do sleep 0.05; done; exec "$1" --max 4MiB"#)
+        .arg(&go)
+        .arg(&python)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn /bin/sh");
+    let pid = child.id();
+    let mut sampler = LinuxSampler::new("/proc");
+    let before = sampler.sample().unwrap();
+    std::fs::write(&go, b"").unwrap();
+    let comm = format!("/proc/{pid}/comm");
+    for _ in 0..1000 {
+        if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim_end() == "python3") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let after = sampler.sample().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let was = before.process(pid).expect("the shell is sampled");
+    assert_eq!(was.name, "sh");
+    assert_eq!(was.workload.kind, headroom::model::WorkloadKind::Other);
+    let p = after.process(pid).expect("the exec'd process is sampled");
+    assert_eq!(p.id, was.id, "exec keeps the identity");
+    assert_eq!(p.name, "python3");
+    let python = python.display().to_string();
+    assert_eq!(p.argv, [python.as_str(), "--max", "4MiB"]);
+    assert_eq!(
+        p.exe.as_deref(),
+        Some(hog_path().display().to_string().as_str())
+    );
+    assert_eq!(p.workload.kind, headroom::model::WorkloadKind::Python);
+    assert!(
+        headroom::workload::program_change(&p.workload)
+            .is_some_and(|e| e.starts_with("exec'd from sh (noticed ")),
+        "{:?}",
+        p.workload.evidence
+    );
+}
+
 #[test]
 fn real_proc_sample_is_sane() {
     let _guard = REAL_PROC.lock().unwrap_or_else(|e| e.into_inner());

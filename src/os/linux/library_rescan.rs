@@ -71,6 +71,11 @@ pub(super) struct LibraryScan {
     pub(super) blocked: bool,
     /// Scans in a row cut at their bound: its `maps` is huge.
     pub(super) cut: u32,
+    /// Handed to the library thread, its answer not taken up yet. An entry
+    /// made since (the process exec'd and was read again) is not waiting
+    /// for one, so the answer about the program it ran then is not taken
+    /// for the one it runs now.
+    pub(super) pending: bool,
     /// What its last read took.
     pub(super) cost: Duration,
 }
@@ -83,6 +88,7 @@ impl LibraryScan {
             at: None,
             blocked: false,
             cut: 0,
+            pending: false,
             cost: Duration::ZERO,
         }
     }
@@ -286,6 +292,11 @@ impl ProcessTracker {
         let Some(worker) = self.library_worker.as_mut() else {
             return;
         };
+        for pid in &batch {
+            if let Some(scan) = self.tracked.get_mut(pid).and_then(|t| t.scan.as_mut()) {
+                scan.pending = true;
+            }
+        }
         if !worker.send(batch) {
             self.library_worker = None;
             return;
@@ -320,12 +331,19 @@ impl ProcessTracker {
         for reply in replies {
             self.library_budget.spend(&reply);
             if let Some(t) = self.tracked.get_mut(&reply.pid)
-                && reply.start == Some(t.start)
+                && answers(&reply, t)
             {
                 take_scan(t, reply, now, page, errors);
             }
         }
     }
+}
+
+/// Whether `reply` is the answer `t` waits for: the same identity (start
+/// time), and an entry that was handed out, not one made since (after an
+/// exec, whose `maps` is another program's).
+fn answers(reply: &LibraryReply, t: &TrackedProcess) -> bool {
+    reply.start == Some(t.start) && t.scan.is_some_and(|scan| scan.pending)
 }
 
 /// Apply one process's scan to its entry and classify it again.
@@ -340,6 +358,7 @@ fn take_scan(
     let Some(scan) = t.scan.as_mut() else {
         return;
     };
+    scan.pending = false;
     scan.resident_at = resident;
     scan.at = Some(now);
     scan.cost = reply.took;
@@ -398,6 +417,7 @@ mod tests {
             at: Some(t0),
             blocked: false,
             cut,
+            pending: false,
             cost: Duration::ZERO,
         };
         let after = |s| t0 + Duration::from_secs(s);
@@ -468,6 +488,52 @@ mod tests {
         );
         assert!(t.scan.unwrap().blocked);
         assert_eq!(errors.permission_denied, 1);
+    }
+
+    /// An answer applies to the entry that was handed out: not to another
+    /// identity, and not to the entry made when the process exec'd after
+    /// it was handed out (the `maps` read may be the old program's).
+    #[test]
+    fn an_answer_applies_only_to_the_entry_handed_out() {
+        let reply = LibraryReply {
+            pid: 1,
+            start: Some(7),
+            listing: Ok(Listing {
+                libraries: vec!["libtorch_cpu.so".into()],
+                cut: false,
+            }),
+            took: Duration::from_millis(1),
+        };
+        let handed_out = TrackedProcess {
+            start: 7,
+            scan: Some(LibraryScan {
+                pending: true,
+                ..LibraryScan::first()
+            }),
+            ..TrackedProcess::default()
+        };
+        assert!(answers(&reply, &handed_out));
+        let reused = TrackedProcess {
+            start: 8,
+            scan: handed_out.scan,
+            ..TrackedProcess::default()
+        };
+        assert!(!answers(&reply, &reused));
+        let exec_d = TrackedProcess {
+            start: 7,
+            scan: Some(LibraryScan::first()),
+            ..TrackedProcess::default()
+        };
+        assert!(!answers(&reply, &exec_d));
+        let mut t = handed_out;
+        take_scan(
+            &mut t,
+            reply,
+            Instant::now(),
+            4096,
+            &mut CollectorErrors::default(),
+        );
+        assert!(!t.scan.unwrap().pending, "taken up");
     }
 
     /// A `/proc` tree with the system files of the `basic` fixture and one

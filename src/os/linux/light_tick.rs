@@ -2,7 +2,9 @@
 //! list the processes only when a pid was handed out since the last
 //! listing, carry the known ones, read the new ones in full, and re-read
 //! `statm` of the largest, the interesting and the watched processes and
-//! exact detail of the interesting and watched.
+//! exact detail of the interesting and watched. A process whose `statm`
+//! shows another executable's code is read again and classified anew, as
+//! on a full tick.
 
 use crate::model::CollectorErrors;
 
@@ -102,7 +104,14 @@ impl ProcessTracker {
             None => io.read_statm(pid).map(|(statm, _)| statm),
         };
         match read {
-            Ok(statm) => t.statm = statm,
+            Ok(statm) => {
+                let other_program = t.statm.other_program(&statm);
+                t.statm = statm;
+                // Another executable's code: it called exec since.
+                if other_program {
+                    self.check_program(io, pid, true, errors);
+                }
+            }
             // Gone (or, through a kept file, its pid reused): out of this
             // snapshot; a process that took the pid is read in full when
             // listed.
@@ -119,63 +128,7 @@ impl ProcessTracker {
 mod tests {
     use crate::model::Detail;
     use crate::model::sampling::Sampler;
-    use crate::os::linux::LinuxSampler;
-
-    /// A `/proc` tree written by hand for the light-tick tests: one
-    /// process per call, with `resident` pages (none shared) in `statm` and
-    /// `anon_kb` of RssAnon in `status`.
-    struct FakeProc(tempfile::TempDir);
-
-    impl FakeProc {
-        fn new() -> Self {
-            let dir = tempfile::tempdir().unwrap();
-            let basic = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc/basic");
-            for f in ["meminfo", "vmstat", "stat"] {
-                std::fs::copy(format!("{basic}/{f}"), dir.path().join(f)).unwrap();
-            }
-            Self(dir)
-        }
-
-        fn process(&self, pid: u32, name: &str, resident: u64, anon_kb: u64) {
-            let d = self.0.path().join(pid.to_string());
-            std::fs::create_dir_all(&d).unwrap();
-            std::fs::write(
-                d.join("stat"),
-                format!("{pid} ({name}) S 1 6438 3887 0 -1 4194304 128 0 0 0 0 0 0 0 20 0 1 0 30134 2990080 402 0\n"),
-            )
-            .unwrap();
-            std::fs::write(d.join("cmdline"), format!("{name}\0run\0")).unwrap();
-            self.memory(pid, resident, anon_kb);
-        }
-
-        fn memory(&self, pid: u32, resident: u64, anon_kb: u64) {
-            let d = self.0.path().join(pid.to_string());
-            std::fs::write(d.join("statm"), format!("900 {resident} 0 5 0 89 0\n")).unwrap();
-            std::fs::write(
-                d.join("status"),
-                format!(
-                    "Name:\tx\nUid:\t0\t0\t0\t0\nVmRSS:\t{anon_kb} kB\nRssAnon:\t{anon_kb} kB\nRssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\n"
-                ),
-            )
-            .unwrap();
-        }
-
-        /// A Python process (read in full every tick) and 40 small `sleep`s,
-        /// pids 1000–1039 with 100 + i pages: the 13 smallest are not among
-        /// the [`crate::os::linux::TOP_EXACT`] largest.
-        fn busy() -> Self {
-            let tree = Self::new();
-            tree.process(100, "python3", 5000, 20_000);
-            for i in 0..40 {
-                tree.process(1000 + i, "sleep", 100 + u64::from(i), 400);
-            }
-            tree
-        }
-
-        fn sampler(&self) -> LinuxSampler {
-            LinuxSampler::new(self.0.path()).with_passwd("/nonexistent/passwd")
-        }
-    }
+    use crate::os::linux::fake_proc::FakeProc;
 
     #[test]
     fn a_light_tick_rereads_the_interesting_the_watched_and_the_largest() {

@@ -14,6 +14,8 @@ pub mod container_view;
 pub mod doctor;
 #[cfg(target_os = "linux")]
 pub mod exit_records;
+#[cfg(all(test, target_os = "linux"))]
+mod fake_proc;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 pub(crate) mod ffi;

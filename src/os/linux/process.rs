@@ -17,7 +17,7 @@ use std::os::fd::{AsFd as _, OwnedFd};
 use crate::os::linux::ffi::pidfd;
 use crate::os::linux::parse::procfs;
 use crate::os::posix;
-use crate::os::process_facts::{Member, ProcStat};
+use crate::os::process_facts::{Current, Member, ProcStat};
 
 /// Read `/proc/[pid]/stat`; `Ok(None)` if the process does not exist.
 pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
@@ -209,6 +209,25 @@ pub fn pidfd_open(pid: u32) -> io::Result<Opened> {
 /// `/proc/[pid]/stat`); `Ok(None)` if no such process exists.
 pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
     stat(pid).map(|s| s.map(|s| s.start))
+}
+
+/// The start time and name (`comm`, as the sampler records it) of `pid`
+/// now, from one read of `/proc/[pid]/stat`; `Ok(None)` if no such process
+/// exists.
+pub fn current(pid: u32) -> io::Result<Option<Current>> {
+    let Some(data) = read_proc(pid, "stat")? else {
+        return Ok(None);
+    };
+    let s = procfs::parse_stat(&data).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("/proc/{pid}/stat does not parse"),
+        )
+    })?;
+    Ok(Some(Current {
+        start: s.start_ticks,
+        name: String::from_utf8_lossy(s.comm).into_owned(),
+    }))
 }
 
 /// True if `pid` has a handler installed for `signal` (`SigCgt`); an error

@@ -20,8 +20,12 @@
 //!   identity (pid + start time); kernel threads are remembered, not re-read.
 //! - Exact detail (`stat` + `status`) only for ML and Python processes and
 //!   the [`TOP_EXACT`] largest; the rest are [`Detail::Estimated`] from
-//!   `statm` and a round-robin `stat` check catches a reused pid or an `exec`
-//!   within [`VERIFY_PERIOD`] ticks.
+//!   `statm` and a round-robin `stat` check catches a reused pid or a new
+//!   name within [`VERIFY_PERIOD`] ticks.
+//! - `exec` keeps the identity and changes the program: `statm`'s code size
+//!   shows it the tick after (and `stat`, where read, a new name or
+//!   `PF_FORKNOEXEC` cleared). The process is then read as at first sight
+//!   and classified again, keeping its history (see `tracker.rs`).
 //! - [`Sampler::sample_light`] lists `/proc` only when a pid was handed out
 //!   (the last field of `/proc/loadavg`) and re-reads only the largest, the
 //!   ML / Python processes and the pids the caller watches; the others carry

@@ -11,6 +11,14 @@
 //! tick is in [`super::light_tick`]; both end in [`ProcessTracker::end_tick`] and
 //! become samples in [`ProcessTracker::build_processes`]. The module doc of
 //! [`super`] explains why.
+//!
+//! `exec` keeps the identity (pid and start time) and changes the program,
+//! so the tracker watches for it in what it reads anyway: the code size in
+//! `statm`, read every tick ([`Statm::other_program`]), and where `stat` is
+//! read, the name and `PF_FORKNOEXEC`. Any of them changed, the process is
+//! read again as at first sight and classified from what it runs now, with
+//! its peak and its kept `statm` file, and a note of what it ran before
+//! ([`EarlierProgram`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -20,7 +28,7 @@ use crate::model::{
     WorkloadKind,
 };
 use crate::os::linux::parse::procfs::{self, Statm, Status};
-use crate::workload::{self, ProcessFacts};
+use crate::workload::{self, EarlierProgram, ProcessFacts};
 
 use super::library_rescan::{LibraryScan, ScanBudget};
 use super::library_worker::LibraryWorker;
@@ -154,6 +162,9 @@ pub(super) struct TrackedProcess {
     /// is read, it counts only what it added since (its parent's share
     /// holds the pages they share), not every shared page again.
     pub(super) fork_baseline: Option<u64>,
+    /// What it ran before, if it has changed program (or name) since it was
+    /// first read: kept in its evidence through every classification.
+    pub(super) earlier: Option<EarlierProgram>,
 }
 
 impl TrackedProcess {
@@ -184,14 +195,19 @@ impl TrackedProcess {
         }
     }
 
-    /// The workload its name, executable, argv and libraries show.
+    /// The workload its name, executable, argv and libraries show, with
+    /// the note of what it ran before, if anything.
     pub(super) fn classify(&self) -> Workload {
-        workload::classify(&ProcessFacts {
+        let mut w = workload::classify(&ProcessFacts {
             name: &self.name,
             exe: self.exe.as_deref(),
             argv: &self.argv,
             libraries: &self.libraries,
-        })
+        });
+        if let Some(earlier) = &self.earlier {
+            earlier.note(&mut w);
+        }
+        w
     }
 }
 
@@ -340,13 +356,21 @@ impl ProcessTracker {
                 };
                 match read {
                     Ok(statm) => {
+                        let other_program = t.statm.other_program(&statm);
                         t.statm = statm;
                         t.seen = tick;
                         if verify_now {
                             // Processes are moved between cgroups.
                             t.cgroup = io.cgroups.read(&mut io.reader, pid, t.cgroup.as_ref());
                         }
-                        s.note(pid, t, verify_now);
+                        // Another executable's code: it called exec. Read
+                        // it again before it is filed by what it runs.
+                        if other_program {
+                            self.check_program(io, pid, true, errors);
+                        }
+                        if let Some(t) = self.tracked.get(&pid) {
+                            s.note(pid, t, verify_now);
+                        }
                         return;
                     }
                     // The process the kept file was opened for is gone, yet
@@ -426,26 +450,51 @@ impl ProcessTracker {
         }
     }
 
-    /// Re-read `stat` of a tracked process. Returns true if the identity is
-    /// unchanged; on a new identity (pid reuse, or exec under a new name) the
-    /// entry is replaced by a fresh first-sight read and false is returned;
-    /// if the process is gone it is forgotten and false is returned.
-    fn check_identity(&mut self, io: &mut Io, pid: u32, errors: &mut CollectorErrors) -> bool {
+    /// Re-read `stat` of a tracked process. Returns true if the identity and
+    /// its program are unchanged; false if the entry was replaced by a fresh
+    /// read (pid reuse: a new identity; exec or a new name: the same
+    /// identity running another program, [`Self::reread_program`]), or if
+    /// the process is gone (forgotten).
+    pub(super) fn check_identity(
+        &mut self,
+        io: &mut Io,
+        pid: u32,
+        errors: &mut CollectorErrors,
+    ) -> bool {
+        self.check_program(io, pid, false, errors)
+    }
+
+    /// [`Self::check_identity`], told whether `statm` already showed
+    /// another executable's code (`exec_seen`).
+    pub(super) fn check_program(
+        &mut self,
+        io: &mut Io,
+        pid: u32,
+        exec_seen: bool,
+        errors: &mut CollectorErrors,
+    ) -> bool {
         let tick = self.tick;
         let Some(t) = self.tracked.get_mut(&pid) else {
             return false;
         };
-        let start = match io.reader.read_pid(pid, "stat") {
+        let change = match io.reader.read_pid(pid, "stat") {
             Ok(data) => match procfs::parse_stat(data) {
-                Some(st)
-                    if st.start_ticks == t.start
-                        && *String::from_utf8_lossy(st.comm) == *t.name =>
-                {
+                Some(st) if st.start_ticks == t.start => {
+                    let change = program_change(
+                        &t.name,
+                        t.forked,
+                        st.comm,
+                        st.forked_without_exec(),
+                        exec_seen,
+                    );
                     t.ppid = st.ppid;
                     t.forked = st.forked_without_exec();
-                    return true;
+                    match change {
+                        None => return true,
+                        Some(exec) => Some(exec),
+                    }
                 }
-                Some(st) => st.start_ticks,
+                Some(_) => None,
                 None => {
                     ReadFailure::Unreadable.count(errors);
                     return true;
@@ -461,20 +510,59 @@ impl ProcessTracker {
                 return true;
             }
         };
-        // Same start time but a new name: the process called exec. Keep its
-        // peak, since it is the same process; a new start time is a new one.
-        let peak = if start == t.start { t.peak } else { 0 };
-        let statm = t.statm;
-        match io.first_sight(pid, statm, tick, errors) {
-            Some(mut fresh) => {
-                fresh.peak = fresh.peak.max(peak);
-                self.tracked.insert(pid, fresh);
-            }
+        match change {
+            Some(exec) => self.reread_program(io, pid, exec, errors),
+            // A new start time: another process took the pid.
             None => {
-                self.tracked.remove(&pid);
+                let statm = t.statm;
+                self.forget(pid);
+                if let Some(fresh) = io.first_sight(pid, statm, tick, errors) {
+                    self.tracked.insert(pid, fresh);
+                }
             }
         }
         false
+    }
+
+    /// The same identity runs another program (`exec`: true) or goes by
+    /// another name: read it again as at first sight and classify it from
+    /// what it runs now. What belongs to the process, not the program, is
+    /// kept: its peak and its kept `statm` file (which reads the process,
+    /// whatever it runs). Its proportional share and fork baseline go: an
+    /// exec'd process shares no pages with its parent any more.
+    fn reread_program(&mut self, io: &mut Io, pid: u32, exec: bool, errors: &mut CollectorErrors) {
+        let tick = self.tick;
+        let Some(mut old) = self.tracked.remove(&pid) else {
+            return;
+        };
+        match io.first_sight(pid, old.statm, tick, errors) {
+            Some(mut fresh) if fresh.start == old.start && !fresh.kernel_thread => {
+                let exec = exec || fresh.exe != old.exe;
+                let earlier = EarlierProgram {
+                    name: old.name.to_string(),
+                    exec,
+                    noticed: Timestamp::now(),
+                };
+                earlier.note(&mut fresh.workload);
+                fresh.earlier = Some(earlier);
+                fresh.peak = fresh.peak.max(old.peak);
+                fresh.statm_file = old.statm_file.take();
+                self.tracked.insert(pid, fresh);
+            }
+            // Between the two reads the process ended and its pid was
+            // taken again: a new identity.
+            Some(fresh) => {
+                if old.statm_file.is_some() {
+                    self.held = self.held.saturating_sub(1);
+                }
+                self.tracked.insert(pid, fresh);
+            }
+            None => {
+                if old.statm_file.is_some() {
+                    self.held = self.held.saturating_sub(1);
+                }
+            }
+        }
     }
 
     /// The processes of this tick, in pid order, as samples; `page` is the
@@ -558,6 +646,31 @@ fn default_held_budget() -> usize {
     usize::try_from(budget).unwrap_or(0)
 }
 
+/// What a fresh `stat` of a known identity says of its program: `None` if
+/// it is unchanged; `Some(true)` if it called `exec` (`exec_seen`, from
+/// `statm`'s code size, or `PF_FORKNOEXEC` cleared: the kernel clears it
+/// at exec, `begin_new_exec` in `fs/exec.c`, and sets it only at fork);
+/// `Some(false)` if only its name changed, which a process can do by itself
+/// (`prctl(PR_SET_NAME)`, a write to `/proc/self/comm`) and which exec does
+/// too (the new `comm` is the executable's file name): the caller reads the
+/// executable again to tell.
+pub(super) fn program_change(
+    known_name: &str,
+    known_forked: bool,
+    comm: &[u8],
+    forked_now: bool,
+    exec_seen: bool,
+) -> Option<bool> {
+    let exec = exec_seen || (known_forked && !forked_now);
+    if exec {
+        Some(true)
+    } else if *String::from_utf8_lossy(comm) != *known_name {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// ML and Python processes are read in full every tick.
 pub(super) fn is_interesting(w: &Workload) -> bool {
     w.kind != WorkloadKind::Other || !w.frameworks.is_empty()
@@ -566,6 +679,160 @@ pub(super) fn is_interesting(w: &Workload) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::sampling::Sampler;
+    use crate::os::linux::fake_proc::FakeProc;
+
+    /// The evidence line that says what `p` ran before, if any.
+    fn change(p: &ProcessSample) -> Option<&str> {
+        workload::program_change(&p.workload)
+    }
+
+    /// A small `sleep` (not among the largest, not in this tick's identity
+    /// check: its `stat` is not read) calls exec into a PyTorch job: the
+    /// next full tick sees the new code size in `statm`, reads the process
+    /// again and classifies it by what it runs now. Same identity; its peak
+    /// stays.
+    #[test]
+    fn an_exec_seen_in_statm_is_read_again_and_classified_anew() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        let before = sampler.sample().unwrap();
+        let was = before.process(1005).unwrap().clone();
+        assert_eq!(
+            (was.name.as_str(), was.workload.kind),
+            ("sleep", WorkloadKind::Other)
+        );
+        assert_eq!(
+            was.detail,
+            Detail::Estimated,
+            "its stat and status are not read"
+        );
+        // python3 (1 page of code, as the fixtures' `basic/6441`), smaller.
+        let code = "import torch; torch.ones(1)";
+        tree.exec(1005, "python3", &["python3", "-c", code], 1);
+        tree.memory(1005, 10, 40);
+        let after = sampler.sample().unwrap();
+        let p = after.process(1005).unwrap();
+        assert_eq!(p.id, was.id, "the same identity");
+        assert_eq!(p.name, "python3");
+        assert_eq!(p.argv, ["python3", "-c", code]);
+        assert_eq!(p.workload.kind, WorkloadKind::Pytorch);
+        assert!(
+            change(p).is_some_and(|e| e.starts_with("exec'd from sleep (noticed ")),
+            "{:?}",
+            p.workload.evidence
+        );
+        assert_eq!((p.footprint, p.detail), (40 << 10, Detail::Exact));
+        assert!(p.peak_footprint >= Some(was.footprint), "its peak stays");
+        // Read in full every tick from now on; the note stays.
+        tree.memory(1005, 20, 80);
+        let next = sampler.sample().unwrap();
+        let p = next.process(1005).unwrap();
+        assert_eq!((p.footprint, p.detail), (80 << 10, Detail::Exact));
+        assert!(change(p).is_some());
+    }
+
+    #[test]
+    fn a_light_tick_notices_an_exec_among_the_largest() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        tree.exec(1039, "python3", &["python3", "train.py"], 1);
+        let light = sampler.sample_light(&[]).unwrap();
+        let p = light.process(1039).unwrap();
+        assert_eq!(p.name, "python3");
+        assert_eq!(p.workload.kind, WorkloadKind::Python);
+        assert!(change(p).is_some_and(|e| e.starts_with("exec'd from sleep")));
+    }
+
+    /// A forked child of a Jupyter kernel carries the kernel's command line
+    /// until it execs; `multiprocessing`'s "spawn" method execs the same
+    /// `python3` (same name, same code size): `PF_FORKNOEXEC` cleared says
+    /// so, and the child is classified by its new command line.
+    #[test]
+    fn a_forked_child_that_execs_the_same_program_is_read_again() {
+        let tree = FakeProc::new();
+        let kernel = [
+            "python3",
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "/run/kernel-4a1f.json",
+        ];
+        tree.process(100, "python3", 5000, 20_000);
+        tree.forked(200, "python3", 4000, 400);
+        tree.argv(100, &kernel);
+        tree.argv(200, &kernel);
+        let mut sampler = tree.sampler();
+        let before = sampler.sample().unwrap();
+        let child = before.process(200).unwrap();
+        assert!(child.forked);
+        assert_eq!(child.workload.kernel_id.as_deref(), Some("4a1f"));
+        let spawn = [
+            "python3",
+            "-c",
+            "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+            "--multiprocessing-fork",
+        ];
+        tree.exec(200, "python3", &spawn, 5);
+        let after = sampler.sample().unwrap();
+        let p = after.process(200).unwrap();
+        assert!(!p.forked);
+        assert_eq!(p.argv, spawn);
+        assert_eq!(p.workload.kernel_id, None);
+        assert_eq!(p.workload.kind, WorkloadKind::Python);
+        assert!(change(p).is_some_and(|e| e.starts_with("exec'd from python3")));
+    }
+
+    /// A process that renames itself (`prctl(PR_SET_NAME)`, as Ray's
+    /// workers do) is read again too, and its evidence says only that the
+    /// name changed: its executable and code are the same.
+    #[test]
+    fn a_renamed_process_is_read_again_and_says_its_name_changed() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        tree.rename(100, "ray::IDLE");
+        let snap = sampler.sample().unwrap();
+        let p = snap.process(100).unwrap();
+        assert_eq!(p.name, "ray::IDLE");
+        assert!(
+            change(p).is_some_and(|e| e.starts_with("name changed from python3 (noticed ")),
+            "{:?}",
+            p.workload.evidence
+        );
+    }
+
+    #[test]
+    fn a_program_change_is_told_from_stat_and_statm() {
+        // Nothing changed.
+        assert_eq!(program_change("sh", false, b"sh", false, false), None);
+        // Another name alone: maybe a rename, maybe exec.
+        assert_eq!(
+            program_change("sh", false, b"python3", false, false),
+            Some(false)
+        );
+        // statm showed another executable's code, whatever the name.
+        assert_eq!(program_change("sh", false, b"sh", false, true), Some(true));
+        // A forked child that exec'd (PF_FORKNOEXEC cleared) the same
+        // program: `python3` forking and exec'ing `python3` (the
+        // multiprocessing "spawn" method) keeps name and code size.
+        assert_eq!(
+            program_change("python3", true, b"python3", false, false),
+            Some(true)
+        );
+        // Still forked, not exec'd.
+        assert_eq!(
+            program_change("python3", true, b"python3", true, false),
+            None
+        );
+        // A name that is not UTF-8 compares as the sampler stores it.
+        assert_eq!(
+            program_change("a\u{fffd}", false, b"a\xff", false, false),
+            None
+        );
+    }
 
     #[test]
     fn interesting_means_classified() {

@@ -2,7 +2,9 @@
 //! the epoch, the value the macOS sampler records), re-read with
 //! `proc_pidinfo(PROC_PIDTBSDINFO)`; for another user's process, which that
 //! call refuses to a non-root caller, from `kinfo_proc`, which copies the
-//! same `p_start`. Handlers are `kinfo_proc.kp_proc.p_sigcatch`, bit `n - 1`
+//! same `p_start`. `exec` keeps `p_start` (`bsd/kern/kern_fork.c` copies it
+//! into the process `exec` makes) and changes the name, which the same
+//! calls give ([`current`]). Handlers are `kinfo_proc.kp_proc.p_sigcatch`, bit `n - 1`
 //! for signal `n`. A pid above `i32::MAX` is no Darwin pid: no such process
 //! (`Ok(None)`), as the identity functions promise.
 //!
@@ -14,7 +16,7 @@ use std::io;
 use crate::os::macos::ffi::proc as ffi_proc;
 use crate::os::macos::parse::{kinfo, proc_info};
 use crate::os::posix;
-use crate::os::process_facts::{Member, ProcStat};
+use crate::os::process_facts::{Current, Member, ProcStat};
 use crate::os::read_failure::ReadFailure;
 
 /// The most members one group is listed with: far more than a group holds;
@@ -93,17 +95,33 @@ fn kinfo_facts(pid: u32) -> io::Result<Option<kinfo::KinfoFacts>> {
 /// The start time of `pid` now; `Ok(None)` if no such process exists (a
 /// pid above `i32::MAX` included) or it is a zombie.
 pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
+    current(pid).map(|c| c.map(|c| c.start))
+}
+
+/// The start time and name of `pid` now, as the sampler records them: from
+/// `PROC_PIDTBSDINFO`, or for another user's process, which that call
+/// refuses to a non-root caller, from `kinfo_proc` (`p_start`, `p_comm`)
+/// and `proc_pidpath` ([`proc_info::fallback_name`]). `Ok(None)` if no
+/// such process exists (a pid above `i32::MAX` included) or it is a zombie.
+pub fn current(pid: u32) -> io::Result<Option<Current>> {
     let Some(ipid) = proc_info::darwin_pid(pid) else {
         return Ok(None);
     };
     match ffi_proc::bsd_info(ipid) {
-        Ok(info) => Ok(Some(info.start_micros)),
+        Ok(info) => Ok(Some(Current {
+            start: info.start_micros,
+            name: info.name,
+        })),
         Err(errno) => match proc_info::libproc_failure(errno) {
             ReadFailure::Vanished => Ok(None),
             // Another user's process: kinfo_proc answers everyone.
-            ReadFailure::Denied => Ok(kinfo_facts(pid)?
-                .filter(|k| !k.zombie)
-                .map(|k| k.start_micros)),
+            ReadFailure::Denied => Ok(kinfo_facts(pid)?.filter(|k| !k.zombie).map(|k| {
+                let exe = ffi_proc::pid_path(ipid).ok();
+                Current {
+                    start: k.start_micros,
+                    name: proc_info::fallback_name(&k.comm, exe.as_deref()),
+                }
+            })),
             ReadFailure::Unreadable => Err(errno_error(pid, "start time", errno)),
         },
     }
@@ -230,6 +248,38 @@ mod tests {
             group_pids(u32::MAX).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
+    }
+
+    /// exec keeps the start time (the identity) and changes the name that
+    /// [`current`] reads: what the actuator checks before a signal. The
+    /// shell execs once the test has read it (it waits for a file).
+    #[test]
+    fn exec_keeps_the_start_time_and_changes_the_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let go = dir.path().join("go");
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(r#"while [ ! -e "$0" ]; do sleep 0.05; done; exec /bin/sleep 30"#)
+            .arg(&go)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let before = current(pid).unwrap();
+        std::fs::write(&go, b"").unwrap();
+        let mut after = None;
+        for _ in 0..500 {
+            after = current(pid).unwrap();
+            if after.as_ref().is_some_and(|c| c.name == "sleep") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let (before, after) = (before.expect("the shell"), after.expect("the exec'd shell"));
+        assert_eq!(before.name, "sh");
+        assert_eq!(after.name, "sleep");
+        assert_eq!(after.start, before.start);
     }
 
     #[test]

@@ -9,10 +9,17 @@
 //!   a client counted for the process holding its pid only if that process
 //!   was there before the client ([`gpu_stats::ClientSightings`]).
 //! - Processes: `proc_listallpids`, then one `proc_pid_rusage` per pid
-//!   (footprint, peak, resident size, and the start time that tells a
-//!   reused pid). A pid seen for the first time gets the slow reads once,
-//!   cached per identity: BSD info, `kinfo_proc` (Rosetta 2), the path,
-//!   argv and the workload classification.
+//!   (footprint, peak, resident size, the start time that tells a reused
+//!   pid, and the executable's UUID that tells an `exec`). A pid seen for
+//!   the first time gets the slow reads once, cached per identity: BSD
+//!   info, `kinfo_proc` (Rosetta 2), the path, argv and the workload
+//!   classification.
+//! - `exec` keeps the identity (pid and start time) and changes the
+//!   program: when `ri_uuid` names another executable than the one read
+//!   ([`proc_info::image_changed`]), the slow reads are made again and the
+//!   process is classified by what it runs now. Its peak stays (the task's
+//!   lifetime peak starts again at exec, which makes a new task), and its
+//!   evidence says what it ran before ([`EarlierProgram`]).
 //!
 //! A known process that has ended stays listed, with no memory, until its
 //! parent reaps it, so that the post-mortem code reads how it ended
@@ -42,9 +49,10 @@ use crate::model::{
 use crate::os::first_sight::{FirstSightReads, first_sight};
 use crate::os::macos::ffi::proc::{self as ffi_proc, BsdInfo, Rusage};
 use crate::os::macos::parse::kinfo::{self, KinfoFacts};
-use crate::os::macos::parse::proc_info::{self as proc_info, Owner};
+use crate::os::macos::parse::proc_info::{self as proc_info, Owner, Program};
 use crate::os::read_failure::ReadFailure;
 use crate::os::user_names::UserNames;
+use crate::workload::EarlierProgram;
 
 /// A process whose argv was read less than this long after it started is
 /// read again next tick: it may not have called `exec` yet.
@@ -75,6 +83,22 @@ struct Known {
     workload: Workload,
     /// Read at least [`SETTLE`] after the process started.
     settled: bool,
+    /// `ri_uuid` when it was read: the executable it ran then.
+    image: [u8; 16],
+    /// The largest footprint seen for this identity, across its execs.
+    peak: u64,
+    /// What it ran before, if it exec'd since it was first read.
+    earlier: Option<EarlierProgram>,
+}
+
+impl Known {
+    fn program(&self) -> Program<'_> {
+        Program {
+            name: &self.name,
+            exe: self.exe.as_deref(),
+            image: &self.image,
+        }
+    }
 }
 
 impl Default for MacSampler {
@@ -183,7 +207,38 @@ impl MacSampler {
             argv: seen.argv,
             workload,
             settled,
+            image: usage.image,
+            peak: 0,
+            earlier: None,
         })
+    }
+
+    /// `fresh`, a new read of `pid`, with what belongs to its identity
+    /// carried over from the read it replaces (the same start time): the
+    /// peak, and what it ran before, noted now if it runs another program
+    /// than then.
+    fn carry_over(&self, pid: u32, mut fresh: Known) -> Known {
+        let Some(old) = self
+            .known
+            .get(&pid)
+            .filter(|k| k.start_abstime == fresh.start_abstime)
+        else {
+            return fresh;
+        };
+        fresh.peak = old.peak;
+        fresh.earlier = if old.program().changed(&fresh.program()) {
+            Some(EarlierProgram {
+                name: old.name.to_string(),
+                exec: true,
+                noticed: Timestamp::now(),
+            })
+        } else {
+            old.earlier.clone()
+        };
+        if let Some(earlier) = &fresh.earlier {
+            earlier.note(&mut fresh.workload);
+        }
+        fresh
     }
 
     fn processes(
@@ -214,7 +269,16 @@ impl MacSampler {
                 }
             };
             let known = self.known.get(&pid).map(|k| (k.start_abstime, k.settled));
-            let how = exits::listing(usage.start_abstime, usage.exit_abstime, known);
+            let mut how = exits::listing(usage.start_abstime, usage.exit_abstime, known);
+            // Known, but it exec'd another executable since: read it again.
+            if how == Listing::Known
+                && self
+                    .known
+                    .get(&pid)
+                    .is_some_and(|k| proc_info::image_changed(&k.image, &usage.image))
+            {
+                how = Listing::Read;
+            }
             match how {
                 Listing::Skip => {
                     self.known.remove(&pid);
@@ -222,6 +286,7 @@ impl MacSampler {
                 }
                 Listing::Read => match self.first_sight(pid, &usage, errors) {
                     Some(k) => {
+                        let k = self.carry_over(pid, k);
                         self.known.insert(pid, k);
                     }
                     None => {
@@ -231,9 +296,14 @@ impl MacSampler {
                 },
                 Listing::Known | Listing::Ended => {}
             }
-            let Some(k) = self.known.get(&pid) else {
+            let Some(k) = self.known.get_mut(&pid) else {
                 continue;
             };
+            k.peak = k
+                .peak
+                .max(usage.lifetime_max_footprint)
+                .max(usage.footprint);
+            let k = &*k;
             seen.insert(pid);
             let ended = how == Listing::Ended;
             let uid = k.owner.map(|o| o.real);
@@ -264,7 +334,7 @@ impl MacSampler {
                 argv: k.argv.clone(),
                 started_at: Some(started_at),
                 footprint,
-                peak_footprint: Some(usage.lifetime_max_footprint.max(usage.footprint)),
+                peak_footprint: Some(k.peak),
                 resident,
                 swapped: None,
                 gpu_memory: None,
@@ -601,6 +671,63 @@ mod tests {
         let args = args.expect("the child exec'd /bin/sleep");
         assert_eq!(args.argv, ["", "30"]);
         assert!(args.complete);
+    }
+
+    /// A process seen settled (older than [`SETTLE`]) that calls exec is
+    /// read again on the next sample, by its new `ri_uuid`: the same
+    /// identity, the new name, executable and argv, classified anew (a copy
+    /// of `/bin/sleep` named `python3` is a Python process by its name),
+    /// with a note of what it ran before. The shell execs only once the
+    /// test has sampled it settled (it waits for a file), so that the
+    /// re-read comes from the UUID, not from the re-reads of a young
+    /// process.
+    #[test]
+    fn a_process_that_execs_is_read_again_and_classified_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let python = dir.path().join("python3");
+        std::fs::copy("/bin/sleep", &python).unwrap();
+        let go = dir.path().join("go");
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(r#"while [ ! -e "$1" ]; do sleep 0.05; done; exec "$0" 30"#)
+            .arg(&python)
+            .arg(&go)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let ipid = i32::try_from(pid).unwrap();
+        std::thread::sleep(SETTLE + Duration::from_millis(500));
+        let mut sampler = MacSampler::new();
+        let before = sampler.sample().unwrap();
+        let was = before.process(pid).expect("the shell is listed").clone();
+        std::fs::write(&go, b"").unwrap();
+        for _ in 0..500 {
+            if ffi_proc::bsd_info(ipid).is_ok_and(|i| i.name == "python3") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let after = sampler.sample().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(was.name, "sh");
+        assert_eq!(was.workload.kind, crate::model::WorkloadKind::Other);
+        let p = after.process(pid).expect("the exec'd process is listed");
+        assert_eq!(p.id, was.id, "exec keeps the identity");
+        assert_eq!(p.name, "python3");
+        assert!(
+            p.exe.as_deref().is_some_and(|e| e.ends_with("/python3")),
+            "{:?}",
+            p.exe
+        );
+        assert_eq!(p.argv.len(), 2);
+        assert_eq!(p.workload.kind, crate::model::WorkloadKind::Python);
+        assert!(
+            crate::workload::program_change(&p.workload)
+                .is_some_and(|e| e.starts_with("exec'd from sh (noticed ")),
+            "{:?}",
+            p.workload.evidence
+        );
     }
 
     /// A child seen alive that exits stays listed, with no memory, until it

@@ -303,9 +303,24 @@ pub struct Statm {
     /// Resident shared pages: RssFile + RssShmem (proc(5), since Linux 2.6.
     /// `fs/proc/task_mmu.c` `task_statm()`).
     pub shared: u64,
+    /// The executable's code, in pages: `task_statm()` computes it from
+    /// `mm->start_code` and `mm->end_code`, which `load_elf_binary`
+    /// (`fs/binfmt_elf.c`) sets from the executable's segments at `exec`
+    /// and nothing else moves (short of `prctl(PR_SET_MM)`, which needs
+    /// `CAP_SYS_RESOURCE`). 0 for a kernel thread and a process whose memory
+    /// is gone (exiting, a zombie).
+    pub text: u64,
 }
 
 impl Statm {
+    /// Whether `now`, a later read of the same process, shows another
+    /// executable's code: both reads have one ([`Statm::text`] not 0) and
+    /// its size differs. Two programs whose code spans as many pages look
+    /// alike here; the name in `stat` tells those apart where it is read.
+    pub fn other_program(&self, now: &Statm) -> bool {
+        self.text != 0 && now.text != 0 && self.text != now.text
+    }
+
     /// Anonymous resident pages: resident − shared = RssAnon (task_statm()
     /// computes shared as file + shmem pages).
     pub fn anon(&self) -> u64 {
@@ -313,8 +328,8 @@ impl Statm {
     }
 }
 
-/// Parse `size resident shared text lib data dt`; only the first three are
-/// used, the rest must be present but are ignored.
+/// Parse `size resident shared text lib data dt`; the first four are used,
+/// the rest must be present but are ignored.
 pub fn parse_statm(data: &[u8]) -> Option<Statm> {
     let mut f = data
         .split(|c| c.is_ascii_whitespace())
@@ -322,14 +337,16 @@ pub fn parse_statm(data: &[u8]) -> Option<Statm> {
     let size = parse_u64(f.next()?)?;
     let resident = parse_u64(f.next()?)?;
     let shared = parse_u64(f.next()?)?;
-    // text lib data dt: a truncated file is rejected.
-    for _ in 0..4 {
+    let text = parse_u64(f.next()?)?;
+    // lib data dt: a truncated file is rejected.
+    for _ in 0..3 {
         parse_u64(f.next()?)?;
     }
     Some(Statm {
         size,
         resident,
         shared,
+        text,
     })
 }
 
@@ -1242,7 +1259,35 @@ mod tests {
         let s = parse_statm(PY_STATM).unwrap();
         assert_eq!(s.resident, 16193);
         assert_eq!(s.shared, 1676);
+        assert_eq!(s.text, 1);
         assert_eq!(s.anon(), 16193 - 1676);
+    }
+
+    /// The code size tells an `exec` into another program: the fixtures'
+    /// `python3` (`basic/6441`, text 1 page) and `sleep` (`basic/6445`, 5
+    /// pages), captured on the same machine; a kernel thread's all-zero
+    /// `statm` (`basic/2`) and a zombie's say nothing.
+    #[test]
+    fn statm_text_tells_another_program() {
+        let fixture = |pid: &str| {
+            let path = format!(
+                "{}/tests/fixtures/proc/basic/{pid}/statm",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            parse_statm(&std::fs::read(path).unwrap()).unwrap()
+        };
+        let (python, sleep, kthread) = (fixture("6441"), fixture("6445"), fixture("2"));
+        assert_eq!(sleep.text, 5);
+        assert!(sleep.other_program(&python));
+        assert!(python.other_program(&sleep));
+        // The same program, its memory grown: no.
+        let grown = Statm {
+            resident: python.resident * 2,
+            ..python
+        };
+        assert!(!python.other_program(&grown));
+        assert!(!python.other_program(&kthread));
+        assert!(!kthread.other_program(&python));
     }
 
     #[test]
@@ -1259,6 +1304,7 @@ mod tests {
             size: 0,
             resident: 1,
             shared: 2,
+            text: 0,
         };
         assert_eq!(s.anon(), 0);
     }

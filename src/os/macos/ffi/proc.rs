@@ -40,6 +40,7 @@ const _: () = {
     assert!(offset_of!(B, pbi_start_tvusec) == 128);
 
     assert!(size_of::<R>() == 16 + 35 * 8);
+    assert!(offset_of!(R, ri_uuid) == 0);
     assert!(offset_of!(R, ri_resident_size) == 16 + 6 * 8);
     assert!(offset_of!(R, ri_phys_footprint) == 16 + 7 * 8);
     assert!(offset_of!(R, ri_proc_start_abstime) == 16 + 8 * 8);
@@ -226,7 +227,9 @@ pub struct Rusage {
     /// and IOKit/Metal memory included (what Activity Monitor's "Memory"
     /// column and jetsam use).
     pub footprint: u64,
-    /// `ri_lifetime_max_phys_footprint`.
+    /// `ri_lifetime_max_phys_footprint`: the task's; `exec` makes a new
+    /// task (`cloneproc(…, CLONEPROC_EXEC)` in `bsd/kern/kern_exec.c`) with
+    /// a new ledger, so it starts again there.
     pub lifetime_max_footprint: u64,
     /// `ri_resident_size`.
     pub resident: u64,
@@ -240,6 +243,10 @@ pub struct Rusage {
     /// kern_exit.c`): footprint 0, resident size and lifetime peak as they
     /// were, this set.
     pub exit_abstime: u64,
+    /// `ri_uuid`: the `LC_UUID` of the executable the process runs now,
+    /// set at every exec; all zeros for one built without it
+    /// ([`proc_info::image_changed`]).
+    pub image: [u8; 16],
 }
 
 /// `proc_pid_rusage(pid, RUSAGE_INFO_V4)`. EPERM for other users'
@@ -266,6 +273,7 @@ pub fn rusage(pid: i32) -> Result<Rusage, i32> {
         resident: info.ri_resident_size,
         start_abstime: info.ri_proc_start_abstime,
         exit_abstime: info.ri_proc_exit_abstime,
+        image: info.ri_uuid,
     })
 }
 

@@ -13,6 +13,13 @@
 //! - Pids: a `pid_t` is an `i32`; [`darwin_pid`] says which `u32` can be one.
 //! - Ends: `rusage_info`'s `ri_proc_exit_abstime`, in mach ticks, into wall
 //!   time ([`abstime_to_wall`]).
+//! - Programs: `exec` keeps the identity (XNU copies `p_start` and
+//!   `ps_start` into the process `exec` makes, `bsd/kern/kern_fork.c`) and
+//!   changes the executable, which `rusage_info`'s `ri_uuid` names: the
+//!   `LC_UUID` of the main executable (`proc_setexecutableuuid` at exec in
+//!   `bsd/kern/kern_exec.c`, read by `gather_rusage_info` in
+//!   `bsd/kern/kern_resource.c`). [`image_changed`] compares two readings,
+//!   [`Program::changed`] what a fresh read gave.
 //! - Errors: libproc and sysctl report why through errno; which errno
 //!   means what depends on the call, so each call site picks a rule here.
 
@@ -115,6 +122,36 @@ pub fn abstime_to_wall(
     Timestamp(now_wall.0.saturating_sub(ms))
 }
 
+/// Whether a process's executable changed between two `ri_uuid` readings:
+/// both name one, and not the same. An executable built without `LC_UUID`
+/// gives all zeros (`load_result_null` in `bsd/kern/mach_loader.c`; only
+/// `load_uuid` sets it), which tells nothing.
+pub fn image_changed(known: &[u8; 16], now: &[u8; 16]) -> bool {
+    let named = |u: &[u8; 16]| u.iter().any(|&b| b != 0);
+    named(known) && named(now) && known != now
+}
+
+/// What a process ran, as the sampler read it: the name, the executable's
+/// path and its `ri_uuid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Program<'a> {
+    pub name: &'a str,
+    pub exe: Option<&'a str>,
+    pub image: &'a [u8; 16],
+}
+
+impl Program<'_> {
+    /// Whether `now`, a later read of the same identity, runs another
+    /// program: another executable (by `ri_uuid`, or by path where both
+    /// were read) or another name. On macOS only `exec` changes a process's
+    /// name (`set_proc_name` in `bsd/kern/kern_exec.c` is the one writer of
+    /// `p_comm` and `p_name` after fork), so any of them is an exec.
+    pub fn changed(&self, now: &Program<'_>) -> bool {
+        let exe_differs = matches!((self.exe, now.exe), (Some(a), Some(b)) if a != b);
+        image_changed(self.image, now.image) || exe_differs || self.name != now.name
+    }
+}
+
 /// Who a process runs as: the real uid (who started it: `pbi_ruid`,
 /// `kinfo_proc`'s `p_ruid`, what headroom reports as its owner, as Linux's
 /// first `Uid:` value) and the effective uid (`pbi_uid`, `cr_uid`: what the
@@ -185,6 +222,58 @@ mod tests {
         assert_eq!(c_field(b"caf\xe9\0\0"), "caf\u{fffd}");
         assert_eq!(process_name(&[0; 32], &comm), "com.apple.WebKit");
         assert_eq!(process_name(&[0; 32], &[0; 16]), "");
+    }
+
+    /// `ri_uuid` values: the `LC_UUID`s of two different executables are
+    /// two random UUIDs (any two distinct byte strings stand for them); all
+    /// zeros is what an executable without `LC_UUID` gives
+    /// (`load_result_null`, `bsd/kern/mach_loader.c`).
+    #[test]
+    fn a_new_executable_shows_in_ri_uuid() {
+        let sh = [0x11; 16];
+        let sleep = [0x22; 16];
+        let none = [0; 16];
+        assert!(image_changed(&sh, &sleep));
+        assert!(!image_changed(&sh, &sh));
+        assert!(
+            !image_changed(&none, &sleep),
+            "no UUID before: nothing known"
+        );
+        assert!(!image_changed(&sh, &none), "no UUID now: nothing known");
+    }
+
+    #[test]
+    fn a_program_changes_with_its_executable_or_its_name() {
+        let (a, b) = ([0x11; 16], [0x22; 16]);
+        let sh = Program {
+            name: "sh",
+            exe: Some("/bin/sh"),
+            image: &a,
+        };
+        assert!(!sh.changed(&sh));
+        // `sh -c 'exec /bin/sleep 5'`: all three change.
+        let sleep = Program {
+            name: "sleep",
+            exe: Some("/bin/sleep"),
+            image: &b,
+        };
+        assert!(sh.changed(&sleep));
+        // A different executable under the same name and path (reinstalled
+        // in place), by its UUID alone.
+        assert!(sh.changed(&Program { image: &b, ..sh }));
+        // The path alone (another copy of the same build, same UUID).
+        assert!(sh.changed(&Program {
+            exe: Some("/usr/local/bin/sh"),
+            ..sh
+        }));
+        // The name alone (the path unreadable now).
+        assert!(sh.changed(&Program {
+            name: "zsh",
+            exe: None,
+            ..sh
+        }));
+        // A path that could not be read says nothing.
+        assert!(!sh.changed(&Program { exe: None, ..sh }));
     }
 
     #[test]
