@@ -84,6 +84,8 @@ pub struct Actuator {
     running: Vec<JoinHandle<()>>,
     /// Set once "no desktop notifier" has been logged.
     notifier_missing_logged: Arc<AtomicBool>,
+    /// The processes already refused once for a changed program.
+    program_changes: signal::ProgramChanges,
 }
 
 impl Actuator {
@@ -93,6 +95,7 @@ impl Actuator {
             events,
             running: Vec::new(),
             notifier_missing_logged: Arc::new(AtomicBool::new(false)),
+            program_changes: signal::ProgramChanges::default(),
         }
     }
 
@@ -109,7 +112,13 @@ impl Actuator {
                 require_handler,
                 process_group,
             } => {
-                let verdict = signal::deliver(d, *signal, *require_handler, *process_group);
+                let verdict = signal::deliver(
+                    d,
+                    *signal,
+                    *require_handler,
+                    *process_group,
+                    &mut self.program_changes,
+                );
                 let event = match verdict {
                     signal::Verdict::Ended(outcome, what) => {
                         let detail = match &outcome {

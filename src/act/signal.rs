@@ -15,7 +15,10 @@
 //!    the rule judged the program it ran then (a wrapper that has since
 //!    exec'd into a job the rule does not cover, or the other way round);
 //!    the next sample classifies what it runs now and the policy judges it
-//!    again ([`program_changed`]).
+//!    again ([`program_changed`]). Once per process only
+//!    ([`ProgramChanges`]): a Linux process may rename itself at will
+//!    (`prctl(PR_SET_NAME)`, `setproctitle`), and one that did so before
+//!    every signal would otherwise never be signalled.
 //! 3. Never a kernel thread.
 //! 4. `require_handler`: skip unless the process catches the signal (an
 //!    uncaught SIGUSR1 kills its target).
@@ -30,6 +33,7 @@
 //! 7. Send: through the pidfd (Linux 5.3+), otherwise `kill` after the
 //!    identity check.
 
+use std::collections::HashSet;
 use std::io;
 
 use super::{group, identity};
@@ -45,6 +49,31 @@ use crate::policy::Decision;
 /// runs another program than the one the rule judged.
 pub(super) fn program_changed(decided: &str, now: &str) -> bool {
     capped(now, NAME_MAX) != decided
+}
+
+/// The processes (pid and start time) already refused once because they
+/// went by another name at the signal than in the decision: the next
+/// program change of the same process is signalled all the same, so a
+/// process that renames itself over and over delays its signal by one
+/// sample at most. Bounded: past [`ProgramChanges::CAP`] identities the
+/// set starts over, which can only grant one more refusal each.
+#[derive(Debug, Default)]
+pub struct ProgramChanges {
+    refused: HashSet<(u32, u64)>,
+}
+
+impl ProgramChanges {
+    /// The most identities remembered.
+    pub const CAP: usize = 4096;
+
+    /// True the first time `pid` with `start` is seen to have changed its
+    /// program (refuse it); false after (signal it all the same).
+    pub fn first(&mut self, pid: u32, start: u64) -> bool {
+        if self.refused.len() >= Self::CAP && !self.refused.contains(&(pid, start)) {
+            self.refused.clear();
+        }
+        self.refused.insert((pid, start))
+    }
 }
 
 /// How a signal step ended.
@@ -67,6 +96,7 @@ pub fn deliver(
     signal: SignalName,
     require_handler: bool,
     process_group: bool,
+    changes: &mut ProgramChanges,
 ) -> Verdict {
     let p = &d.process;
     let pid = p.pid;
@@ -114,7 +144,7 @@ pub fn deliver(
     match identity::current(pid) {
         Ok(None) => return ended(Outcome::Gone),
         Ok(Some(now)) if now.start != p.start => return ended(Outcome::IdentityChanged),
-        Ok(Some(now)) if program_changed(&p.name, &now.name) => {
+        Ok(Some(now)) if program_changed(&p.name, &now.name) && changes.first(pid, now.start) => {
             return refused(format!(
                 "{target} now goes by {}: it exec'd (or renamed itself) after the sample this \
                  decision judged, so it is not signalled for what it ran then; the next sample \
@@ -208,6 +238,30 @@ pub fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_refused_for_a_new_name_once() {
+        let mut changes = ProgramChanges::default();
+        assert!(changes.first(4242, 7), "the first change is refused");
+        assert!(!changes.first(4242, 7), "a second change is signalled");
+        // Another process on the same pid is another identity.
+        assert!(changes.first(4242, 8));
+        assert!(changes.first(4243, 7));
+    }
+
+    #[test]
+    fn the_refused_set_is_bounded() {
+        let mut changes = ProgramChanges::default();
+        for pid in 0..ProgramChanges::CAP as u32 {
+            assert!(changes.first(pid, 1));
+        }
+        assert_eq!(changes.refused.len(), ProgramChanges::CAP);
+        // A remembered one stays remembered at the cap.
+        assert!(!changes.first(0, 1));
+        // A new one past the cap starts the set over.
+        assert!(changes.first(u32::MAX, 1));
+        assert_eq!(changes.refused.len(), 1);
+    }
 
     #[test]
     fn a_new_name_is_another_program() {

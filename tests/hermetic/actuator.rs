@@ -231,6 +231,29 @@ fn a_process_that_exec_d_since_the_decision_is_not_signalled() {
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
 }
 
+/// A process that goes by another name at every signal than in the
+/// decision (a Linux process may rename itself at will) is refused once,
+/// then signalled: renaming cannot switch enforcement off.
+#[test]
+fn a_process_whose_name_keeps_changing_is_refused_once_then_signalled() {
+    // The hog does not catch SIGTERM: a delivered one ends it.
+    let mut hog = Hog::start(&[]);
+    let mut p = hog.process();
+    p.name = "renamed-since".to_string();
+    let d = decision(p, signal(SignalName::Term));
+    let (mut act, rx) = actuator();
+    act.execute(&d);
+    let first = refusal(rx.recv_timeout(WAIT).expect("an event").kind);
+    assert!(first.contains("now goes by headroom-hog"), "{first}");
+    assert!(hog.alive_after_a_moment(), "the first change is refused");
+    act.execute(&d);
+    let second = outcome(rx.recv_timeout(WAIT).expect("an event").kind).0;
+    assert_eq!(second, Outcome::Done);
+    let status = hog.child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+}
+
 #[test]
 fn a_reaped_process_is_gone() {
     let mut hog = Hog::start(&[]);

@@ -201,9 +201,7 @@ pub fn macos_check(who: Follower, following: &Following) -> crate::model::Check 
         ),
         Following::Failed(why) => Check::warn(
             "post-mortems",
-            format!(
-                "jetsam's log lines are not followed: {why}; {kq}; {reports}"
-            ),
+            format!("jetsam's log lines are not followed: {why}; {kq}; {reports}"),
             match who {
                 Follower::Root => "see whether `/usr/bin/log stream` runs here".to_string(),
                 _ => install(),
