@@ -19,8 +19,8 @@ use regex::Regex;
 /// A PEP 440 version: epoch, release numbers, pre-, post- and
 /// development-release parts; a local label (`+cu121`) is kept as a mark
 /// only (it orders after the same public version, and no specifier used
-/// here names one).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// here names one). Equal as PEP 440 compares (`2.9 == 2.9.0`).
+#[derive(Debug, Clone)]
 pub struct Version {
     epoch: u64,
     release: Vec<u64>,
@@ -157,6 +157,14 @@ impl Ord for Version {
             .then_with(|| self.local.cmp(&other.local))
     }
 }
+
+impl PartialEq for Version {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Version {}
 
 impl PartialOrd for Version {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
@@ -310,9 +318,9 @@ impl Clause {
                 strip_local(v) > *s
                     && !(s.post.is_none()
                         && v.post.is_some()
-                        && v.base() == s.base()
+                        && v.base().cmp(&s.base()) == Ordering::Equal
                         && v.pre == s.pre)
-                    && !(v.local && strip_local(v) == *s)
+                    && !(v.local && strip_local(v).cmp(s) == Ordering::Equal)
             }
             Op::Compatible => {
                 let prefix = Version {
