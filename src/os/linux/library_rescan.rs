@@ -31,7 +31,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::model::{CollectorErrors, CollectorStatus};
+use crate::model::{CollectorErrors, CollectorStatus, SharedStr};
 
 use super::library_worker::{LibraryReply, LibraryWorker, Listing};
 use super::process_reads::Io;
@@ -352,6 +352,11 @@ fn take_scan(
             };
             if !listing.libraries.is_empty() {
                 t.libraries = listing.libraries;
+                t.site_packages = listing
+                    .site_packages
+                    .into_iter()
+                    .map(SharedStr::from)
+                    .collect();
                 t.workload = t.classify();
             }
         }
@@ -447,6 +452,7 @@ mod tests {
         };
         let cut = Listing {
             libraries: Vec::new(),
+            site_packages: Vec::new(),
             cut: true,
         };
         take_scan(
