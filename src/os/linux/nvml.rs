@@ -480,6 +480,37 @@ mod tests {
         );
     }
 
+    /// On this machine as it is: without a driver the open says so; with
+    /// one, every device reads with the CUDA version the driver supports
+    /// (`major.minor`), which `describe` names too.
+    #[test]
+    fn the_driver_s_cuda_version_is_read_where_there_is_a_driver() {
+        let mut c = NvmlCollector::new(None);
+        match c.open() {
+            Err(e) => {
+                assert!(
+                    e.message.contains("no NVIDIA driver") || !e.no_driver,
+                    "{}",
+                    e.message
+                );
+                println!("no driver here: {}", e.message);
+            }
+            Ok(()) => {
+                let described = c.describe();
+                println!("{described}");
+                let readings = c.read().unwrap();
+                for r in &readings {
+                    let v = r.cuda_version.as_deref().unwrap_or_else(|| panic!("{r:?}"));
+                    let (major, minor) = v.split_once('.').unwrap();
+                    assert!(major.parse::<u32>().unwrap() >= 1, "{v}");
+                    minor.parse::<u32>().unwrap();
+                    assert!(described.contains(&format!("(CUDA {v})")), "{described}");
+                    println!("GPU {}: {} CUDA {v}", r.index, r.name);
+                }
+            }
+        }
+    }
+
     #[test]
     fn read_before_open_is_an_error_not_a_panic() {
         let mut c = NvmlCollector::new(None);

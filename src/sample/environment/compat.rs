@@ -334,8 +334,45 @@ mod tests {
     use super::*;
     use crate::sample::environment::metadata::{
         self, parse_metadata,
-        tests::{TF_MACOS_292_METADATA, TF_MACOS_292_WHEEL, TF_METAL_050_METADATA},
+        tests::{
+            TF_MACOS_292_METADATA, TF_MACOS_292_WHEEL, TF_METAL_050_METADATA,
+            TF_METAL_120_METADATA,
+        },
     };
+
+    #[test]
+    fn the_table_is_apples_as_the_wheel_carries_it() {
+        // Each row of the table in tensorflow-metal 1.2.0's description
+        // (`|v2.9 |v0.5.0|12.1+|Distributed training    |`): the TensorFlow
+        // minor versions of the row lie in the range METAL_TABLE gives the
+        // plugin's series.
+        let mut rows = 0;
+        for line in TF_METAL_120_METADATA.lines() {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let (Some(tf), Some(metal)) = (cells.get(1), cells.get(2)) else {
+                continue;
+            };
+            let (Some(tf), Some(metal)) = (tf.strip_prefix("v2."), metal.strip_prefix('v')) else {
+                continue;
+            };
+            let metal = Version::parse(metal).unwrap();
+            let series = (metal.part(0), metal.part(1));
+            let &(_, lo, hi) = METAL_TABLE
+                .iter()
+                .find(|(s, _, _)| *s == series)
+                .unwrap_or_else(|| panic!("{line}: no series {series:?}"));
+            let (first, last) = match tf.split_once("-v2.") {
+                Some((a, b)) => (a, b),
+                None => (tf, tf),
+            };
+            for minor in [first, last] {
+                let minor: u64 = minor.parse().unwrap();
+                assert!(minor >= lo && hi.is_none_or(|hi| minor <= hi), "{line}");
+            }
+            rows += 1;
+        }
+        assert_eq!(rows, 11, "every row of the table was read");
+    }
 
     /// A package as its dist-info's files give it.
     fn from_files(metadata_text: &str, wheel: &str) -> Installed {

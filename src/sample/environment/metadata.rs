@@ -398,56 +398,26 @@ fn parse_atom(t: &[Token], pos: &mut usize, depth: usize) -> Option<Marker> {
 pub(crate) mod tests {
     use super::*;
 
-    /// The head of `tensorflow_metal-0.5.0.dist-info/METADATA`, from
-    /// `tensorflow_metal-0.5.0-cp39-cp39-macosx_11_0_arm64.whl` as PyPI
-    /// serves it (`pip download tensorflow-metal==0.5.0`), copied verbatim
-    /// up to the start of its description.
-    pub(crate) const TF_METAL_050_METADATA: &str = "Metadata-Version: 2.1
-Name: tensorflow-metal
-Version: 0.5.0
-Summary: TensorFlow acceleration for Mac GPUs.
-Home-page: https://developer.apple.com/metal/tensorflow-plugin/
-Download-URL: 
-Author: 
-Author-email: 
-License: MIT License. Copyright © 2020-2021 Apple Inc. All rights reserved.
-Keywords: tensorflow metal plugin
-Platform: UNKNOWN
-License-File: LICENSE
-Requires-Dist: wheel (~=0.35)
-Requires-Dist: six (~=1.15.0)
+    /// `tensorflow_metal-0.5.0.dist-info/METADATA` from
+    /// `tensorflow_metal-0.5.0-cp39-cp39-macosx_11_0_arm64.whl` (PyPI; see
+    /// `tests/fixtures/pypi/README.md`).
+    pub(crate) const TF_METAL_050_METADATA: &str =
+        include_str!("../../../tests/fixtures/pypi/tensorflow_metal-0.5.0.dist-info/METADATA");
 
-Accelerate training of machine learning models with TensorFlow right on your Mac.
-";
-
-    /// The head of `tensorflow_macos-2.9.2.dist-info/METADATA`, from
-    /// `tensorflow_macos-2.9.2-cp39-cp39-macosx_11_0_arm64.whl` (PyPI,
-    /// `pip download tensorflow-macos==2.9.2`), its classifiers cut.
-    pub(crate) const TF_MACOS_292_METADATA: &str = "Metadata-Version: 2.1
-Name: tensorflow-macos
-Version: 2.9.2
-Summary: TensorFlow is an open source machine learning framework for everyone.
-Home-page: https://www.tensorflow.org/
-Classifier: Programming Language :: Python :: 3.9
-Requires-Python: >=3.7
-Description-Content-Type: text/markdown
-License-File: LICENSE
-Requires-Dist: absl-py (>=1.0.0)
-Requires-Dist: numpy (>=1.20)
-Requires-Dist: protobuf (<3.20,>=3.9.2)
-Requires-Dist: tensorboard (<2.10,>=2.9)
-Requires-Dist: tensorflow-estimator (<2.10.0,>=2.9.0rc0)
-Requires-Dist: keras (<2.10.0,>=2.9.0rc0)
-
-[![Python](https://img.shields.io/pypi/pyversions/tensorflow.svg?style=plastic)](https://badge.fury.io/py/tensorflow)
-";
+    /// `tensorflow_macos-2.9.2.dist-info/METADATA` from
+    /// `tensorflow_macos-2.9.2-cp39-cp39-macosx_11_0_arm64.whl` (PyPI).
+    pub(crate) const TF_MACOS_292_METADATA: &str =
+        include_str!("../../../tests/fixtures/pypi/tensorflow_macos-2.9.2.dist-info/METADATA");
 
     /// `tensorflow_macos-2.9.2.dist-info/WHEEL` from the same wheel.
-    pub(crate) const TF_MACOS_292_WHEEL: &str = "Wheel-Version: 1.0
-Generator: bdist_wheel (0.37.1)
-Root-Is-Purelib: false
-Tag: cp39-cp39-macosx_11_0_arm64
-";
+    pub(crate) const TF_MACOS_292_WHEEL: &str =
+        include_str!("../../../tests/fixtures/pypi/tensorflow_macos-2.9.2.dist-info/WHEEL");
+
+    /// `tensorflow_metal-1.2.0.dist-info/METADATA` from
+    /// `tensorflow_metal-1.2.0-cp311-cp311-macosx_12_0_arm64.whl` (PyPI): its
+    /// description carries Apple's compatibility table.
+    pub(crate) const TF_METAL_120_METADATA: &str =
+        include_str!("../../../tests/fixtures/pypi/tensorflow_metal-1.2.0.dist-info/METADATA");
 
     #[test]
     fn names_are_normalised_as_pep_503_says() {
@@ -484,8 +454,11 @@ Tag: cp39-cp39-macosx_11_0_arm64
         let tf = parse_metadata(TF_MACOS_292_METADATA, true);
         assert_eq!(tf.version.as_deref(), Some("2.9.2"));
         assert_eq!(tf.requires_python.as_deref(), Some(">=3.7"));
-        assert_eq!(tf.requires_dist.len(), 6);
-        assert_eq!(tf.requires_dist[5], "keras (<2.10.0,>=2.9.0rc0)");
+        assert_eq!(tf.requires_dist.len(), 21);
+        assert_eq!(tf.requires_dist[20], "keras (<2.10.0,>=2.9.0rc0)");
+        let metal12 = parse_metadata(TF_METAL_120_METADATA, true);
+        assert_eq!(metal12.version.as_deref(), Some("1.2.0"));
+        assert_eq!(metal12.requires_dist, ["wheel~=0.35", "six>=1.15.0"]);
         // A prefix cut inside a line leaves that line out.
         let cut = &TF_METAL_050_METADATA[..TF_METAL_050_METADATA.find("0.5.0").unwrap() + 2];
         let m = parse_metadata(cut, false);
