@@ -514,6 +514,70 @@ mod tests {
         assert!(check(&[pure], &mac(Some((3, 12)))).is_empty());
     }
 
+    /// The four packages of `tests/fixtures/pypi/h100-venv/` (a Python 3.12
+    /// virtual environment on a Linux machine with an H100, driver
+    /// 580.159.04, NVML's CUDA version 13000), from their records.
+    fn h100_venv() -> Vec<Installed> {
+        macro_rules! record {
+            ($dir:literal) => {
+                from_files(
+                    include_str!(concat!("../../../tests/fixtures/pypi/h100-venv/", $dir, "/METADATA")),
+                    include_str!(concat!("../../../tests/fixtures/pypi/h100-venv/", $dir, "/WHEEL")),
+                )
+            };
+        }
+        vec![
+            record!("jax-0.11.2.dist-info"),
+            record!("jaxlib-0.11.2.dist-info"),
+            record!("nvidia_cuda_runtime-13.0.96.dist-info"),
+            record!("torch-2.11.0.dist-info"),
+        ]
+    }
+
+    fn linux(python: (u64, u64), driver: (u64, u64)) -> Context<'static> {
+        Context {
+            python: Some(python),
+            cuda_driver: Some(driver),
+            markers: MarkerEnv {
+                python_version: Some("3.12"),
+                sys_platform: Some("linux"),
+                platform_system: Some("Linux"),
+                platform_machine: Some("x86_64"),
+            },
+        }
+    }
+
+    #[test]
+    fn the_h100_environment_as_found_goes_together() {
+        let env = h100_venv();
+        assert!(check(&env, &linux((3, 12), (13, 0))).is_empty());
+        // The same wheels under a driver for CUDA 12.8 (the 570 series).
+        let older = check(&env, &linux((3, 12), (12, 8)));
+        assert_eq!(
+            texts(&older),
+            [format!(
+                "nvidia-cuda-runtime 13.0.96 with a driver for CUDA 12.8: unsupported pair (CUDA 13 needs a driver of its major version; see {CUDA_COMPAT_URL})"
+            )]
+        );
+        // jax 0.11.2 requires `jaxlib<=0.11.2,>=0.11.2`.
+        let mut mixed = env.clone();
+        mixed[1].version = "0.11.1".to_owned();
+        let found = check(&mixed, &linux((3, 12), (13, 0)));
+        assert_eq!(
+            texts(&found),
+            ["jaxlib 0.11.1 with jax 0.11.2: unsupported pair (jax 0.11.2 requires jaxlib <=0.11.2,>=0.11.2, in its METADATA)"]
+        );
+        // In a Python 3.11 environment the cp312 builds do not load, and
+        // jax says `Requires-Python: >=3.12`.
+        let found = check(&env, &linux((3, 11), (13, 0)));
+        let t = texts(&found);
+        assert!(t.contains(&"jax 0.11.2 on Python 3.11: it requires Python >=3.12 (its METADATA)"), "{t:?}");
+        assert!(
+            t.iter().any(|l| l.starts_with("torch 2.11.0 on Python 3.11: the build installed is for CPython 3.12 (WHEEL tag cp312-cp312-manylinux_2_28_x86_64)")),
+            "{t:?}"
+        );
+    }
+
     #[test]
     fn cuda_runtime_wheels_are_judged_against_the_driver() {
         // torch 2.1.0's pin: `nvidia-cuda-runtime-cu12 ==12.1.105`.
