@@ -735,7 +735,10 @@ impl PostMortems {
 /// unsupported pair (…; see …)`), the likelier cause of a crash at import
 /// or in a kernel than memory; empty where none was named.
 fn environment_words(t: &WatchedProcess) -> String {
-    t.environment.iter().map(|line| format!("; {line}")).collect()
+    t.environment
+        .iter()
+        .map(|line| format!("; {line}"))
+        .collect()
 }
 
 /// The pids `snap` lists with memory (a zombie has none): alive.
@@ -1399,7 +1402,11 @@ mod tests {
                 ..Observed::default()
             },
         );
-        assert!(!plain.cause().how.contains("unsupported"), "{}", plain.cause().how);
+        assert!(
+            !plain.cause().how.contains("unsupported"),
+            "{}",
+            plain.cause().how
+        );
     }
 
     #[test]

@@ -795,18 +795,25 @@ mod tests {
     #[test]
     fn a_library_path_gives_its_site_packages() {
         assert_eq!(
-            site_packages_dir("/home/ada/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so"),
+            site_packages_dir(
+                "/home/ada/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so"
+            ),
             Some("/home/ada/venv/lib/python3.11/site-packages")
         );
         assert_eq!(
-            site_packages_dir("/usr/lib/python3/dist-packages/tensorflow/libtensorflow_framework.so.2"),
+            site_packages_dir(
+                "/usr/lib/python3/dist-packages/tensorflow/libtensorflow_framework.so.2"
+            ),
             Some("/usr/lib/python3/dist-packages")
         );
         assert_eq!(
             site_packages_dir("/e/lib/python3.9/site-packages/a/site-packages/b.so"),
             Some("/e/lib/python3.9/site-packages")
         );
-        assert_eq!(site_packages_dir("/usr/lib/x86_64-linux-gnu/libcudart.so.12"), None);
+        assert_eq!(
+            site_packages_dir("/usr/lib/x86_64-linux-gnu/libcudart.so.12"),
+            None
+        );
         assert_eq!(site_packages_dir("/x/site-packages"), None);
     }
 

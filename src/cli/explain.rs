@@ -704,7 +704,8 @@ mod tests {
         let mut v = view("", 0, 1 << 30);
         v.process.workload.evidence = vec![
             "argv[2] is ipykernel_launcher".into(),
-            "unsupported: tensorflow-metal 0.6.0 with tensorflow-macos 2.9.2: unsupported pair".into(),
+            "unsupported: tensorflow-metal 0.6.0 with tensorflow-macos 2.9.2: unsupported pair"
+                .into(),
         ];
         let text = render(&v);
         assert!(

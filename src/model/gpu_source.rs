@@ -87,7 +87,6 @@ pub fn cuda_driver_version(v: i32) -> Option<(u64, u64)> {
     Some((v / 1000, (v % 1000) / 10))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

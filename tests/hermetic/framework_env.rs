@@ -25,7 +25,11 @@ fn site_packages(root: &Path) {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pypi");
     let sp = root.join("lib/python3.9/site-packages");
     for (from, to, edit) in [
-        ("tensorflow_macos-2.9.2.dist-info", "tensorflow_macos-2.9.2.dist-info", None),
+        (
+            "tensorflow_macos-2.9.2.dist-info",
+            "tensorflow_macos-2.9.2.dist-info",
+            None,
+        ),
         (
             "tensorflow_metal-0.5.0.dist-info",
             "tensorflow_metal-0.6.0.dist-info",
@@ -93,7 +97,10 @@ fn doctor_names_the_unsupported_pair_of_a_running_process() {
         line.contains("see https://developer.apple.com/metal/tensorflow-plugin/"),
         "{line}"
     );
-    assert!(line.contains(" — install versions that go together"), "{line}");
+    assert!(
+        line.contains(" — install versions that go together"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -335,8 +335,7 @@ mod tests {
     use crate::sample::environment::metadata::{
         self, parse_metadata,
         tests::{
-            TF_MACOS_292_METADATA, TF_MACOS_292_WHEEL, TF_METAL_050_METADATA,
-            TF_METAL_120_METADATA,
+            TF_MACOS_292_METADATA, TF_MACOS_292_WHEEL, TF_METAL_050_METADATA, TF_METAL_120_METADATA,
         },
     };
 
@@ -423,7 +422,10 @@ mod tests {
             from_files(TF_MACOS_292_METADATA, TF_MACOS_292_WHEEL),
             bare("keras", "2.9.0"),
         ];
-        assert_eq!(texts(&check(&installed, &mac(Some((3, 9))))), Vec::<&str>::new());
+        assert_eq!(
+            texts(&check(&installed, &mac(Some((3, 9))))),
+            Vec::<&str>::new()
+        );
     }
 
     #[test]
@@ -442,7 +444,13 @@ mod tests {
         assert_eq!(found[0].severity, Severity::Unsupported);
         // 1.1.0 spans 2.14 to 2.18; 1.2.0 is for 2.18 on; a release not in
         // the table is not judged.
-        let pair = |m: &str, t: &str| check(&[bare("tensorflow-metal", m), bare("tensorflow", t)], &mac(None)).len();
+        let pair = |m: &str, t: &str| {
+            check(
+                &[bare("tensorflow-metal", m), bare("tensorflow", t)],
+                &mac(None),
+            )
+            .len()
+        };
         assert_eq!(pair("1.1.0", "2.16.2"), 0);
         assert_eq!(pair("1.1.0", "2.19.0"), 1);
         assert_eq!(pair("1.2.0", "2.17.0"), 1);
@@ -462,11 +470,18 @@ mod tests {
     #[test]
     fn two_tensorflows_of_different_versions_are_a_mix() {
         let found = check(
-            &[bare("tensorflow-macos", "2.9.2"), bare("tensorflow", "2.15.0")],
+            &[
+                bare("tensorflow-macos", "2.9.2"),
+                bare("tensorflow", "2.15.0"),
+            ],
             &mac(None),
         );
         assert_eq!(found.len(), 1);
-        assert!(found[0].text.contains("both install the one `tensorflow` package"));
+        assert!(
+            found[0]
+                .text
+                .contains("both install the one `tensorflow` package")
+        );
     }
 
     #[test]
@@ -478,7 +493,9 @@ mod tests {
         ];
         assert_eq!(
             texts(&check(&installed, &mac(Some((3, 9))))),
-            ["keras 3.3.3 with tensorflow-macos 2.9.2: unsupported pair (tensorflow-macos 2.9.2 requires keras <2.10.0,>=2.9.0rc0, in its METADATA)"]
+            [
+                "keras 3.3.3 with tensorflow-macos 2.9.2: unsupported pair (tensorflow-macos 2.9.2 requires keras <2.10.0,>=2.9.0rc0, in its METADATA)"
+            ]
         );
         // A requirement under a marker that does not hold here, or may not,
         // is not judged.
@@ -499,16 +516,24 @@ mod tests {
         let found = check(std::slice::from_ref(&tf), &mac(Some((3, 11))));
         assert_eq!(
             texts(&found),
-            ["tensorflow-macos 2.9.2 on Python 3.11: the build installed is for CPython 3.9 (WHEEL tag cp39-cp39-macosx_11_0_arm64), and its compiled modules do not load in another Python"]
+            [
+                "tensorflow-macos 2.9.2 on Python 3.11: the build installed is for CPython 3.9 (WHEEL tag cp39-cp39-macosx_11_0_arm64), and its compiled modules do not load in another Python"
+            ]
         );
         // `Requires-Python: >=3.7` excludes 3.6.
         let found = check(std::slice::from_ref(&tf), &mac(Some((3, 6))));
-        assert!(found[0].text.contains("it requires Python >=3.7"), "{found:?}");
+        assert!(
+            found[0].text.contains("it requires Python >=3.7"),
+            "{found:?}"
+        );
         // abi3 builds load in later versions; py3 tags name no CPython.
         let mut abi3 = bare("mlx", "0.1.0");
         abi3.tags = vec!["cp38-abi3-macosx_13_0_arm64".to_owned()];
         assert!(check(std::slice::from_ref(&abi3), &mac(Some((3, 12)))).is_empty());
-        assert_eq!(check(std::slice::from_ref(&abi3), &mac(Some((3, 7)))).len(), 1);
+        assert_eq!(
+            check(std::slice::from_ref(&abi3), &mac(Some((3, 7)))).len(),
+            1
+        );
         let mut pure = bare("keras", "3.3.3");
         pure.tags = vec!["py3-none-any".to_owned()];
         assert!(check(&[pure], &mac(Some((3, 12)))).is_empty());
@@ -521,8 +546,16 @@ mod tests {
         macro_rules! record {
             ($dir:literal) => {
                 from_files(
-                    include_str!(concat!("../../../tests/fixtures/pypi/h100-venv/", $dir, "/METADATA")),
-                    include_str!(concat!("../../../tests/fixtures/pypi/h100-venv/", $dir, "/WHEEL")),
+                    include_str!(concat!(
+                        "../../../tests/fixtures/pypi/h100-venv/",
+                        $dir,
+                        "/METADATA"
+                    )),
+                    include_str!(concat!(
+                        "../../../tests/fixtures/pypi/h100-venv/",
+                        $dir,
+                        "/WHEEL"
+                    )),
                 )
             };
         }
@@ -565,13 +598,18 @@ mod tests {
         let found = check(&mixed, &linux((3, 12), (13, 0)));
         assert_eq!(
             texts(&found),
-            ["jaxlib 0.11.1 with jax 0.11.2: unsupported pair (jax 0.11.2 requires jaxlib <=0.11.2,>=0.11.2, in its METADATA)"]
+            [
+                "jaxlib 0.11.1 with jax 0.11.2: unsupported pair (jax 0.11.2 requires jaxlib <=0.11.2,>=0.11.2, in its METADATA)"
+            ]
         );
         // In a Python 3.11 environment the cp312 builds do not load, and
         // jax says `Requires-Python: >=3.12`.
         let found = check(&env, &linux((3, 11), (13, 0)));
         let t = texts(&found);
-        assert!(t.contains(&"jax 0.11.2 on Python 3.11: it requires Python >=3.12 (its METADATA)"), "{t:?}");
+        assert!(
+            t.contains(&"jax 0.11.2 on Python 3.11: it requires Python >=3.12 (its METADATA)"),
+            "{t:?}"
+        );
         assert!(
             t.iter().any(|l| l.starts_with("torch 2.11.0 on Python 3.11: the build installed is for CPython 3.12 (WHEEL tag cp312-cp312-manylinux_2_28_x86_64)")),
             "{t:?}"

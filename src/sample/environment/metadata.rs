@@ -422,7 +422,15 @@ pub(crate) mod tests {
     #[test]
     fn names_are_normalised_as_pep_503_says() {
         // PEP 503's examples: all of these are one name.
-        for n in ["friendly-bard", "Friendly-Bard", "FRIENDLY-BARD", "friendly.bard", "friendly_bard", "friendly--bard", "FrIeNdLy-._.-bArD"] {
+        for n in [
+            "friendly-bard",
+            "Friendly-Bard",
+            "FRIENDLY-BARD",
+            "friendly.bard",
+            "friendly_bard",
+            "friendly--bard",
+            "FrIeNdLy-._.-bArD",
+        ] {
             assert_eq!(normalize(n), "friendly-bard", "{n}");
         }
     }
@@ -462,8 +470,14 @@ pub(crate) mod tests {
         // A prefix cut inside a line leaves that line out.
         let cut = &TF_METAL_050_METADATA[..TF_METAL_050_METADATA.find("0.5.0").unwrap() + 2];
         let m = parse_metadata(cut, false);
-        assert_eq!((m.name.as_deref(), m.version), (Some("tensorflow-metal"), None));
-        assert_eq!(parse_wheel_tags(TF_MACOS_292_WHEEL), ["cp39-cp39-macosx_11_0_arm64"]);
+        assert_eq!(
+            (m.name.as_deref(), m.version),
+            (Some("tensorflow-metal"), None)
+        );
+        assert_eq!(
+            parse_wheel_tags(TF_MACOS_292_WHEEL),
+            ["cp39-cp39-macosx_11_0_arm64"]
+        );
     }
 
     #[test]
@@ -473,7 +487,10 @@ pub(crate) mod tests {
         assert_eq!(old.specifier.unwrap().to_string(), "<2.10.0,>=2.9.0rc0");
         // tensorflow_metal-1.2.0's METADATA: `Requires-Dist: wheel~=0.35`.
         let new = Requirement::parse("wheel~=0.35").unwrap();
-        assert_eq!((new.name.as_str(), new.specifier.is_some()), ("wheel", true));
+        assert_eq!(
+            (new.name.as_str(), new.specifier.is_some()),
+            ("wheel", true)
+        );
         let extras = Requirement::parse("jax[cpu] >=0.4.1").unwrap();
         assert_eq!(extras.name, "jax");
         let bare = Requirement::parse("packaging").unwrap();
@@ -511,7 +528,9 @@ pub(crate) mod tests {
         assert_eq!(eval(r#"python_version >= "3.12""#), Some(false));
         assert_eq!(eval(r#"extra == "and-cuda""#), Some(false));
         assert_eq!(
-            eval(r#"(sys_platform == "linux" or sys_platform == "darwin") and python_version > "3.8""#),
+            eval(
+                r#"(sys_platform == "linux" or sys_platform == "darwin") and python_version > "3.8""#
+            ),
             Some(true)
         );
         assert_eq!(Marker::parse(r#"platform_system == "#), None);

@@ -280,10 +280,7 @@ fn keys_of(p: &ProcessSample) -> Vec<Key> {
     let Some(uid) = p.uid else {
         return Vec::new();
     };
-    candidates_of(p)
-        .into_iter()
-        .map(|c| (c.dir, uid))
-        .collect()
+    candidates_of(p).into_iter().map(|c| (c.dir, uid)).collect()
 }
 
 fn candidates_of(p: &ProcessSample) -> Vec<site_dirs::Candidate> {
@@ -305,18 +302,29 @@ fn cuda_driver(snap: &Snapshot) -> Option<(u64, u64)> {
 
 /// Add to `p`'s evidence what `reads` (its directories, most trusted
 /// first) hold and what does not go together; the findings.
-fn annotate(p: &mut ProcessSample, reads: &[Arc<EnvRead>], cuda: Option<(u64, u64)>) -> Vec<Finding> {
+fn annotate(
+    p: &mut ProcessSample,
+    reads: &[Arc<EnvRead>],
+    cuda: Option<(u64, u64)>,
+) -> Vec<Finding> {
     let candidates = candidates_of(p);
     let mut packages: Vec<compat::Installed> = Vec::new();
     let mut python = None;
-    for read in reads.iter().filter(|r| !r.missing && !r.packages.is_empty()) {
+    for read in reads
+        .iter()
+        .filter(|r| !r.missing && !r.packages.is_empty())
+    {
         let listed: Vec<String> = read
             .packages
             .iter()
             .take(LISTED)
             .map(|i| format!("{} {}", i.name, i.version))
             .collect();
-        let more = if read.packages.len() > LISTED { ", …" } else { "" };
+        let more = if read.packages.len() > LISTED {
+            ", …"
+        } else {
+            ""
+        };
         p.workload.evidence.push(format!(
             "{HOLDS}{} holds {}{more}",
             read.dir,
@@ -411,9 +419,7 @@ impl Collector for Environments {
             return None;
         }
         let t = &self.last;
-        let stuck = self
-            .out_since
-            .is_some_and(|since| since.elapsed() >= STUCK);
+        let stuck = self.out_since.is_some_and(|since| since.elapsed() >= STUCK);
         let mut detail = format!(
             "{} Python environment(s) of {} ML process(es) read, {} unsupported pair(s)",
             t.dirs, t.processes, t.unsupported
@@ -487,13 +493,17 @@ pub fn annotate_now(snap: &mut Snapshot) -> Vec<Annotated> {
             .collect();
         let mut cuda_wheels = Vec::new();
         for r in &mine {
-            for i in r.packages.iter().filter(|i| compat::is_cuda_runtime(&i.name)) {
+            for i in r
+                .packages
+                .iter()
+                .filter(|i| compat::is_cuda_runtime(&i.name))
+            {
                 cuda_wheels.push(format!("{} {}", i.name, i.version));
             }
         }
-        p.workload
-            .evidence
-            .retain(|e| !e.starts_with(HOLDS) && !e.starts_with(UNSUPPORTED) && !e.starts_with(LIMITED));
+        p.workload.evidence.retain(|e| {
+            !e.starts_with(HOLDS) && !e.starts_with(UNSUPPORTED) && !e.starts_with(LIMITED)
+        });
         let findings = annotate(p, &mine, cuda);
         out.push(Annotated {
             index,
@@ -522,7 +532,11 @@ pub fn doctor_checks(snap: &Snapshot) -> Vec<Check> {
     for a in found.iter().filter(|a| !a.findings.is_empty()) {
         let p = &snap.processes[a.index];
         let texts: Vec<&str> = a.findings.iter().map(|f| f.text.as_str()).collect();
-        let status = if a.findings.iter().any(|f| f.severity == Severity::Unsupported) {
+        let status = if a
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Unsupported)
+        {
             CheckStatus::Warn
         } else {
             CheckStatus::Ok
@@ -610,7 +624,13 @@ mod tests {
         process(pid)
             .name("python3.9")
             .exe(exe.to_str().unwrap())
-            .argv([exe.to_str().unwrap(), "-m", "ipykernel_launcher", "-f", "/tmp/kernel-1.json"])
+            .argv([
+                exe.to_str().unwrap(),
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/tmp/kernel-1.json",
+            ])
             .uid(crate::os::this_process::effective_uid())
             .kind(WorkloadKind::Jupyter)
             .frameworks([Framework::Tensorflow])
@@ -677,7 +697,11 @@ mod tests {
             .flatten()
             .unwrap();
         assert!(status.up);
-        assert!(status.detail.contains("1 unsupported pair(s)"), "{}", status.detail);
+        assert!(
+            status.detail.contains("1 unsupported pair(s)"),
+            "{}",
+            status.detail
+        );
     }
 
     #[test]
@@ -754,7 +778,11 @@ mod tests {
         snap.gpus.push(gpu.clone());
         let checks = doctor_checks(&snap);
         assert_eq!(checks[0].status, CheckStatus::Warn);
-        assert!(checks[0].detail.contains("with a driver for CUDA 11.8: unsupported pair"));
+        assert!(
+            checks[0]
+                .detail
+                .contains("with a driver for CUDA 11.8: unsupported pair")
+        );
         gpu.cuda_version = Some("12.4".to_owned());
         snap.gpus = vec![gpu];
         assert_eq!(doctor_checks(&snap)[0].status, CheckStatus::Ok);
@@ -762,13 +790,18 @@ mod tests {
 
     #[test]
     fn problems_are_the_unsupported_and_limited_lines() {
-        let mut w = crate::model::Workload::default();
-        w.evidence = vec![
-            "argv[2] is ipykernel_launcher".to_owned(),
-            "site-packages /x holds keras 3.3.3".to_owned(),
-            "unsupported: a".to_owned(),
-            "limited: b".to_owned(),
-        ];
-        assert_eq!(problems(&w).collect::<Vec<_>>(), ["unsupported: a", "limited: b"]);
+        let w = crate::model::Workload {
+            evidence: vec![
+                "argv[2] is ipykernel_launcher".to_owned(),
+                "site-packages /x holds keras 3.3.3".to_owned(),
+                "unsupported: a".to_owned(),
+                "limited: b".to_owned(),
+            ],
+            ..crate::model::Workload::default()
+        };
+        assert_eq!(
+            problems(&w).collect::<Vec<_>>(),
+            ["unsupported: a", "limited: b"]
+        );
     }
 }

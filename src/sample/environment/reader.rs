@@ -144,7 +144,9 @@ pub fn read(dir: &str, owner: u32) -> EnvRead {
     let mut problem = None;
     for (seen, entry) in entries.enumerate() {
         if seen >= MAX_ENTRIES {
-            problem = Some(format!("more than {MAX_ENTRIES} entries: the rest not looked at"));
+            problem = Some(format!(
+                "more than {MAX_ENTRIES} entries: the rest not looked at"
+            ));
             break;
         }
         let Ok(entry) = entry else { continue };
@@ -156,7 +158,9 @@ pub fn read(dir: &str, owner: u32) -> EnvRead {
         };
         if is_relevant(&name) && !found.iter().any(|(n, _)| *n == name) {
             if found.len() >= MAX_DISTS {
-                problem = Some(format!("more than {MAX_DISTS} framework packages: the rest not read"));
+                problem = Some(format!(
+                    "more than {MAX_DISTS} framework packages: the rest not read"
+                ));
                 break;
             }
             found.push((name, file_name));
@@ -202,7 +206,10 @@ fn owner_may_reach(dir: &Path, owner: u32) -> Result<(), Reach> {
         let meta = std::fs::symlink_metadata(&at)
             .map_err(|e| Reach::Refused(format!("{}: {e}", at.display())))?;
         if !meta.is_dir() {
-            return Err(Reach::Refused(format!("{} is not a directory", at.display())));
+            return Err(Reach::Refused(format!(
+                "{} is not a directory",
+                at.display()
+            )));
         }
         let last = i + 1 == components.len();
         if !owner_may(&meta, owner, if last { LIST } else { SEARCH }) {
@@ -223,7 +230,9 @@ fn read_dist(dist: &Path, dist_name: &str, owner: u32) -> Result<Installed, Stri
         return Err(format!("{dist_name} is not a directory"));
     }
     if !owner_may(&meta, owner, SEARCH) {
-        return Err(format!("{dist_name} is not searchable by the process's owner"));
+        return Err(format!(
+            "{dist_name} is not searchable by the process's owner"
+        ));
     }
     let (head, complete) = read_owned(&dist.join("METADATA"), METADATA_HEAD, owner)
         .map_err(|e| format!("{dist_name}/METADATA: {e}"))?;
@@ -344,7 +353,10 @@ pub(crate) mod tests {
             .iter()
             .map(|p| (p.name.as_str(), p.version.as_str()))
             .collect();
-        assert_eq!(names, [("tensorflow-macos", "2.9.2"), ("tensorflow-metal", "0.6.0")]);
+        assert_eq!(
+            names,
+            [("tensorflow-macos", "2.9.2"), ("tensorflow-metal", "0.6.0")]
+        );
         assert_eq!(r.packages[0].tags, ["cp39-cp39-macosx_11_0_arm64"]);
         assert_eq!(r.packages[0].requires_python.as_deref(), Some(">=3.7"));
     }
@@ -377,7 +389,12 @@ pub(crate) mod tests {
         let root = tempfile::tempdir().unwrap();
         let sp = site_packages(root.path(), "0.5.0");
         let other = uid().wrapping_add(4242).max(1);
-        for d in [root.path().to_path_buf(), root.path().join("lib"), root.path().join("lib/python3.9"), sp.clone()] {
+        for d in [
+            root.path().to_path_buf(),
+            root.path().join("lib"),
+            root.path().join("lib/python3.9"),
+            sp.clone(),
+        ] {
             std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let all = |p: &Path| {
@@ -400,11 +417,22 @@ pub(crate) mod tests {
         let meta = sp.join("tensorflow_metal-0.5.0.dist-info/METADATA");
         std::fs::set_permissions(&meta, std::fs::Permissions::from_mode(0o600)).unwrap();
         let r = read(sp.to_str().unwrap(), other);
-        assert!(r.packages.iter().all(|p| p.name != "tensorflow-metal"), "{r:?}");
-        std::fs::set_permissions(root.path().join("lib"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(
+            r.packages.iter().all(|p| p.name != "tensorflow-metal"),
+            "{r:?}"
+        );
+        std::fs::set_permissions(
+            root.path().join("lib"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
         let r = read(sp.to_str().unwrap(), other);
         assert!(r.packages.is_empty());
-        assert!(r.problem.unwrap().contains("is not searchable by the process's owner"));
+        assert!(
+            r.problem
+                .unwrap()
+                .contains("is not searchable by the process's owner")
+        );
         // The owner itself still reads it.
         assert_eq!(read(sp.to_str().unwrap(), uid()).packages.len(), 2);
     }
@@ -421,7 +449,10 @@ pub(crate) mod tests {
         // explicitly so that a coarse clock cannot hide the change.
         std::fs::remove_dir_all(sp.join("tensorflow_metal-0.5.0.dist-info")).unwrap();
         let later = SystemTime::now() + std::time::Duration::from_secs(5);
-        std::fs::File::open(&sp).unwrap().set_modified(later).unwrap();
+        std::fs::File::open(&sp)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
         let (r, fresh) = cache.get(dir, uid());
         assert!(fresh);
         assert_eq!(r.packages.len(), 1);
@@ -429,7 +460,13 @@ pub(crate) mod tests {
 
     #[test]
     fn only_framework_packages_are_relevant() {
-        for n in ["tensorflow-metal", "keras", "jaxlib", "nvidia-cuda-runtime-cu12", "mlx"] {
+        for n in [
+            "tensorflow-metal",
+            "keras",
+            "jaxlib",
+            "nvidia-cuda-runtime-cu12",
+            "mlx",
+        ] {
             assert!(is_relevant(n), "{n}");
         }
         for n in ["six", "numpy", "nvidia-cudnn-cu12", "tensorflow-io"] {

@@ -39,9 +39,7 @@ pub struct Candidate {
 pub fn candidates(exe: Option<&str>, argv0: Option<&str>, mapped: &[&str]) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = Vec::new();
     let mut push = |dir: String, python: Option<(u64, u64)>| {
-        if dir.len() <= MAX_PATH
-            && out.len() < MAX_CANDIDATES
-            && !out.iter().any(|c| c.dir == dir)
+        if dir.len() <= MAX_PATH && out.len() < MAX_CANDIDATES && !out.iter().any(|c| c.dir == dir)
         {
             out.push(Candidate { dir, python });
         }
@@ -57,9 +55,15 @@ pub fn candidates(exe: Option<&str>, argv0: Option<&str>, mapped: &[&str]) -> Ve
         .find_map(|p| python_of_name(basename(p)).or_else(|| framework(p).map(|(_, v)| v)));
     for path in [argv0, exe].into_iter().flatten() {
         if let Some((prefix, v)) = framework(path) {
-            push(format!("{prefix}/lib/python{}.{}/site-packages", v.0, v.1), Some(v));
+            push(
+                format!("{prefix}/lib/python{}.{}/site-packages", v.0, v.1),
+                Some(v),
+            );
         } else if let (Some(prefix), Some(v)) = (bin_prefix(path), version) {
-            push(format!("{prefix}/lib/python{}.{}/site-packages", v.0, v.1), Some(v));
+            push(
+                format!("{prefix}/lib/python{}.{}/site-packages", v.0, v.1),
+                Some(v),
+            );
         }
     }
     out
@@ -143,7 +147,11 @@ mod tests {
         // Linux resolves `venv/bin/python` to the interpreter it links to;
         // argv[0] keeps the environment (a Jupyter kernelspec's argv[0] is
         // the environment's `sys.executable`).
-        let c = candidates(Some("/usr/bin/python3.12"), Some("/home/ada/venv/bin/python"), &[]);
+        let c = candidates(
+            Some("/usr/bin/python3.12"),
+            Some("/home/ada/venv/bin/python"),
+            &[],
+        );
         assert_eq!(
             dirs(&c),
             [
@@ -158,7 +166,10 @@ mod tests {
             Some("python"),
             &[],
         );
-        assert_eq!(dirs(&c), ["/Users/ada/miniforge3/envs/tf/lib/python3.9/site-packages"]);
+        assert_eq!(
+            dirs(&c),
+            ["/Users/ada/miniforge3/envs/tf/lib/python3.9/site-packages"]
+        );
         assert_eq!(c[0].python, Some((3, 9)));
     }
 
@@ -183,7 +194,10 @@ mod tests {
         assert!(candidates(Some("/opt/tool/python3.11"), None, &[]).is_empty());
         assert!(candidates(None, Some("relative/bin/python3.11"), &[]).is_empty());
         assert_eq!(python_of_dir("/usr/lib/python3/dist-packages"), None);
-        assert_eq!(python_of_dir("/usr/local/lib/python3.11/dist-packages"), Some((3, 11)));
+        assert_eq!(
+            python_of_dir("/usr/local/lib/python3.11/dist-packages"),
+            Some((3, 11))
+        );
         assert_eq!(python_of_name("python3.13t"), Some((3, 13)));
         assert_eq!(python_of_name("python3.x"), None);
         assert_eq!(python_of_name("python3.99999"), None);
@@ -191,7 +205,9 @@ mod tests {
 
     #[test]
     fn at_most_max_candidates_and_no_path_too_long() {
-        let mapped: Vec<String> = (0..10).map(|i| format!("/e{i}/lib/python3.11/site-packages")).collect();
+        let mapped: Vec<String> = (0..10)
+            .map(|i| format!("/e{i}/lib/python3.11/site-packages"))
+            .collect();
         let refs: Vec<&str> = mapped.iter().map(String::as_str).collect();
         assert_eq!(candidates(None, None, &refs).len(), MAX_CANDIDATES);
         let long = format!("/{}/lib/python3.11/site-packages", "d".repeat(MAX_PATH));

@@ -470,7 +470,10 @@ mod tests {
         assert!(keras.contains(&v("2.9.0")));
         assert!(keras.contains(&v("2.9.0rc0")));
         assert!(!keras.contains(&v("2.10.0")));
-        assert!(!keras.contains(&v("2.10.0rc1")), "<V admits no pre-release of V");
+        assert!(
+            !keras.contains(&v("2.10.0rc1")),
+            "<V admits no pre-release of V"
+        );
         assert!(!keras.contains(&v("3.3.3")));
         // tensorflow_metal-1.1.0's METADATA: `Requires-Dist: wheel ~=0.35`.
         let wheel = spec("~=0.35");
@@ -482,8 +485,14 @@ mod tests {
         assert!(!spec("==1.1.*").contains(&v("1.2")));
         assert!(spec("!=1.1.*").contains(&v("1.2")));
         assert!(spec("==1.1").contains(&v("1.1.0")));
-        assert!(spec("==2.1.0").contains(&v("2.1.0+cu121")), "a local label is ignored");
-        assert!(!spec(">1.7").contains(&v("1.7.0.post1")), ">V admits no post-release of V");
+        assert!(
+            spec("==2.1.0").contains(&v("2.1.0+cu121")),
+            "a local label is ignored"
+        );
+        assert!(
+            !spec(">1.7").contains(&v("1.7.0.post1")),
+            ">V admits no post-release of V"
+        );
         assert!(spec(">1.7").contains(&v("1.7.1")));
     }
 
