@@ -76,6 +76,10 @@ pub const LIMITED: &str = "limited: ";
 /// One directory as one owner sees it.
 type Key = (String, u32);
 
+/// What a verdict depends on besides the reads: a process's directories
+/// (which give its Python), the driver's CUDA version, translation.
+type VerdictKey = (Vec<Key>, Option<(u64, u64)>, bool);
+
 /// The problems the environment lines of `workload`'s evidence name
 /// (unsupported pairs, then limited ones, as found).
 pub fn problems(workload: &crate::model::Workload) -> impl Iterator<Item = &str> {
@@ -91,6 +95,7 @@ pub fn with_environments(sampler: Box<dyn Sampler>) -> Box<dyn Sampler> {
     Box::new(Environments {
         inner: sampler,
         known: HashMap::new(),
+        verdicts: HashMap::new(),
         worker: None,
         out_since: None,
         seen_any: false,
@@ -125,6 +130,9 @@ struct Tally {
 struct Environments {
     inner: Box<dyn Sampler>,
     known: HashMap<Key, Known>,
+    /// Verdicts by directories, CUDA version and translation, until the
+    /// next read comes back.
+    verdicts: HashMap<VerdictKey, Arc<Verdict>>,
     worker: Option<Worker>,
     /// When the request now out was sent.
     out_since: Option<Instant>,
@@ -150,6 +158,7 @@ impl Environments {
             }
             tally.processes += 1;
             let mut reads = Vec::new();
+            let keys_now = keys.clone();
             for key in keys {
                 match self.known.get_mut(&key) {
                     Some(k) => {
@@ -163,8 +172,24 @@ impl Environments {
                     None => {}
                 }
             }
-            let found = annotate(p, &reads, cuda);
-            tally.unsupported += found
+            // The same directories give the same verdict until a read
+            // comes back: worked out once, not per process per sample.
+            let translated = crate::workload::is_translated(&p.workload);
+            let memo_key = (keys_now, cuda, translated);
+            let v = match self.verdicts.get(&memo_key) {
+                Some(v) => Arc::clone(v),
+                None => {
+                    let v = Arc::new(verdict(&candidates_of(p), &reads, cuda, translated));
+                    if self.verdicts.len() >= MAX_KNOWN {
+                        self.verdicts.clear();
+                    }
+                    self.verdicts.insert(memo_key, Arc::clone(&v));
+                    v
+                }
+            };
+            p.workload.evidence.extend(v.lines.iter().cloned());
+            tally.unsupported += v
+                .findings
                 .iter()
                 .filter(|f| f.severity == Severity::Unsupported)
                 .count();
@@ -204,6 +229,7 @@ impl Environments {
             match worker.answers.try_recv() {
                 Ok(answers) => {
                     self.out_since = None;
+                    self.verdicts.clear();
                     for (key, read) in answers {
                         let used = self.known.get(&key).map_or(now, |k| k.used);
                         self.known.insert(
@@ -300,14 +326,24 @@ fn cuda_driver(snap: &Snapshot) -> Option<(u64, u64)> {
     })
 }
 
-/// Add to `p`'s evidence what `reads` (its directories, most trusted
-/// first) hold and what does not go together; the findings.
-fn annotate(
-    p: &mut ProcessSample,
+/// What one process's directories say: its evidence lines (what each
+/// directory holds, then each finding) and the findings.
+#[derive(Debug, Default)]
+struct Verdict {
+    lines: Vec<String>,
+    findings: Vec<Finding>,
+}
+
+/// The verdict on `reads` (the directories of `candidates` that were read,
+/// most trusted first) for a process that runs translated or not, under a
+/// driver for CUDA `cuda`.
+fn verdict(
+    candidates: &[site_dirs::Candidate],
     reads: &[Arc<EnvRead>],
     cuda: Option<(u64, u64)>,
-) -> Vec<Finding> {
-    let candidates = candidates_of(p);
+    translated: bool,
+) -> Verdict {
+    let mut v = Verdict::default();
     let mut packages: Vec<compat::Installed> = Vec::new();
     let mut python = None;
     for read in reads
@@ -325,7 +361,7 @@ fn annotate(
         } else {
             ""
         };
-        p.workload.evidence.push(format!(
+        v.lines.push(format!(
             "{HOLDS}{} holds {}{more}",
             read.dir,
             listed.join(", ")
@@ -344,24 +380,36 @@ fn annotate(
         }
     }
     if packages.is_empty() {
-        return Vec::new();
+        return v;
     }
     let python_version = python.map(|(a, b)| format!("{a}.{b}"));
-    let translated = crate::workload::is_translated(&p.workload);
     let ctx = Context {
         python,
         cuda_driver: cuda,
         markers: marker_env(python_version.as_deref(), translated),
     };
-    let found = compat::check(&packages, &ctx);
-    for f in &found {
+    v.findings = compat::check(&packages, &ctx);
+    for f in &v.findings {
         let prefix = match f.severity {
             Severity::Unsupported => UNSUPPORTED,
             Severity::Limited => LIMITED,
         };
-        p.workload.evidence.push(format!("{prefix}{}", f.text));
+        v.lines.push(format!("{prefix}{}", f.text));
     }
-    found
+    v
+}
+
+/// Add to `p`'s evidence what `reads` (its directories, most trusted
+/// first) hold and what does not go together; the findings.
+fn annotate(
+    p: &mut ProcessSample,
+    reads: &[Arc<EnvRead>],
+    cuda: Option<(u64, u64)>,
+) -> Vec<Finding> {
+    let translated = crate::workload::is_translated(&p.workload);
+    let v = verdict(&candidates_of(p), reads, cuda, translated);
+    p.workload.evidence.extend(v.lines);
+    v.findings
 }
 
 /// What markers may ask of this machine: the OS is this daemon's (it sees
