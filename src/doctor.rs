@@ -83,11 +83,15 @@ fn common_facts() -> Vec<(&'static str, String)> {
 
 /// One full sample through the daemon's own sampler: the end-to-end check,
 /// then what the sample shows that needs doing (ML work translated by
-/// Rosetta 2).
+/// Rosetta 2, framework versions that do not go together:
+/// [`crate::sample::environment::doctor_checks`]).
 fn sample_checks(sampler: &mut dyn Sampler) -> Vec<Check> {
     let (check, snap) = sample_check(sampler);
     let mut checks = vec![check];
     checks.extend(snap.as_ref().and_then(translated_ml));
+    if let Some(snap) = &snap {
+        checks.extend(crate::sample::environment::doctor_checks(snap));
+    }
     checks
 }
 

@@ -302,6 +302,10 @@ pub struct GpuDevice {
     /// The processes holding memory on this device, as the driver lists them.
     #[serde(default)]
     pub processes: Vec<GpuProcess>,
+    /// The newest CUDA version the driver supports, `major.minor` (`12.2`;
+    /// NVML's `nvmlSystemGetCudaDriverVersion`), where the driver says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_version: Option<String>,
 }
 
 /// One process on a GPU, as the driver lists it: compute and graphics
@@ -446,6 +450,13 @@ pub struct ProcessSample {
     /// nothing is known (no cgroup read, labels turned off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Labels>,
+    /// The `site-packages` (or `dist-packages`) directories of the
+    /// framework libraries the process maps, where the sampler lists them
+    /// (Linux's library scans): where its interpreter loads its packages
+    /// from, for `crate::sample::environment`. Paths under the owner's home,
+    /// kept inside the sampler chain: never serialised.
+    #[serde(skip)]
+    pub site_packages: Vec<SharedStr>,
 }
 
 impl ProcessSample {
@@ -476,6 +487,7 @@ impl ProcessSample {
             cgroup: None,
             workload: Workload::default(),
             labels: None,
+            site_packages: Vec::new(),
         }
     }
 }

@@ -78,7 +78,17 @@ struct WatchedProcess {
     /// Watched only as a large process under a binding ceiling: its end
     /// is reported only when a kill record names it.
     contained: bool,
+    /// The framework versions it loaded that do not go together, as its
+    /// last samples' evidence said
+    /// ([`crate::sample::environment::problems`]), at most
+    /// [`ENVIRONMENT_LINES`], each cut to [`ENVIRONMENT_LINE_MAX`] bytes.
+    environment: Vec<String>,
 }
+
+/// Most lines about a process's framework environment a post-mortem recalls.
+const ENVIRONMENT_LINES: usize = 4;
+/// Longest such line kept, in bytes.
+const ENVIRONMENT_LINE_MAX: usize = 512;
 
 /// A ceiling as a post-mortem names it.
 #[derive(Debug, Clone)]
@@ -170,6 +180,7 @@ impl PostMortems {
             job: None,
             ceiling: None,
             contained: false,
+            environment: Vec::new(),
         });
         t.acted = true;
         if matches!(d.action, Action::Signal { .. }) {
@@ -398,7 +409,15 @@ impl PostMortems {
             job: None,
             ceiling: None,
             contained: !p.workload.is_ml() && root.is_none(),
+            environment: Vec::new(),
         });
+        let environment: Vec<String> = crate::sample::environment::problems(&p.workload)
+            .take(ENVIRONMENT_LINES)
+            .map(|line| crate::model::text_caps::capped(line, ENVIRONMENT_LINE_MAX).into_owned())
+            .collect();
+        if !environment.is_empty() {
+            t.environment = environment;
+        }
         if p.workload.is_ml() || root.is_some() {
             t.contained = false;
         }
@@ -639,10 +658,11 @@ impl PostMortems {
             let earlier = gpu
                 .map(|g| format!("; before that, {}", gpu_words(g)))
                 .unwrap_or_default();
+            let environment = environment_words(t);
             return ExitCause {
                 kind: ExitCauseKind::Crashed,
                 how: format!(
-                    "{} recorded a crash of pid {} ({}){thread}: {}{library}{signal}{notes}{memory}{earlier}{status_words}",
+                    "{} recorded a crash of pid {} ({}){thread}: {}{library}{signal}{notes}{memory}{earlier}{status_words}{environment}",
                     witness(&c.source),
                     c.pid,
                     t.process.name,
@@ -686,8 +706,14 @@ impl PostMortems {
                 ExitCause {
                     kind: ExitCauseKind::Exited,
                     how: format!(
-                        "its exit status, read from {} before its parent collected it: {}",
-                        e.source, e.status
+                        "its exit status, read from {} before its parent collected it: {}{}",
+                        e.source,
+                        e.status,
+                        if matches!(e.status, crate::sample::ExitStatus::Code(0)) {
+                            String::new()
+                        } else {
+                            environment_words(t)
+                        }
                     ),
                     ..ExitCause::default()
                 }
@@ -695,10 +721,11 @@ impl PostMortems {
             Some(e) => ExitCause {
                 kind: ExitCauseKind::Unknown,
                 how: format!(
-                    "its exit status, read from {} before its parent collected it: {}, but nothing says who sent the signal: {silence}, and {}",
+                    "its exit status, read from {} before its parent collected it: {}, but nothing says who sent the signal: {silence}, and {}{}",
                     e.source,
                     e.status,
-                    self.signals_sent(p, t)
+                    self.signals_sent(p, t),
+                    environment_words(t)
                 ),
                 ..ExitCause::default()
             },
@@ -712,6 +739,18 @@ impl PostMortems {
             },
         }
     }
+}
+
+/// What a post-mortem of a crash or a failed exit adds about the
+/// process's framework environment: each problem its last samples named
+/// (`; unsupported: tensorflow-metal 0.6.0 with tensorflow-macos 2.9.2:
+/// unsupported pair (…; see …)`), the likelier cause of a crash at import
+/// or in a kernel than memory; empty where none was named.
+fn environment_words(t: &WatchedProcess) -> String {
+    t.environment
+        .iter()
+        .map(|line| format!("; {line}"))
+        .collect()
 }
 
 /// The pids `snap` lists with memory (a zombie has none): alive.
@@ -1410,6 +1449,43 @@ mod tests {
         assert!(
             line.contains("died: crashed: SIGSEGV in libtensorflow_framework.so.2; not for want of memory: 3.9 GiB at its last sample (peak 3.9 GiB)"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn a_crash_recalls_the_unsupported_framework_pair_it_ran_with() {
+        // The line the environment reader adds to the evidence of a kernel
+        // whose site-packages holds tensorflow-metal 0.6.0 beside
+        // tensorflow-macos 2.9.2 (`sample::environment`).
+        let pair = "unsupported: tensorflow-metal 0.6.0 with tensorflow-macos 2.9.2: unsupported pair (tensorflow-metal 0.6 is published for TensorFlow 2.10; see https://developer.apple.com/metal/tensorflow-plugin/)";
+        let mut run = Run::new();
+        for t in (0..=2000).step_by(1000) {
+            let mut k = adas_kernel(42, GIB);
+            k.workload.evidence.push(pair.to_owned());
+            run.feed(snapshot(t).processes([k]).build(), Observed::default());
+        }
+        let observed = Observed {
+            crashes: vec![segfault(42, 3000, Some("libmetal_plugin.dylib"))],
+            ..Observed::default()
+        };
+        run.feed(snapshot(3000).build(), observed);
+        let cause = run.cause();
+        assert_eq!(cause.kind, ExitCauseKind::Crashed);
+        assert!(cause.how.ends_with(&format!("; {pair}")), "{}", cause.how);
+        // Without such a line, nothing is added.
+        let mut plain = Run::new();
+        growing(&mut plain, 2000);
+        plain.feed(
+            snapshot(3000).build(),
+            Observed {
+                crashes: vec![segfault(42, 3000, None)],
+                ..Observed::default()
+            },
+        );
+        assert!(
+            !plain.cause().how.contains("unsupported"),
+            "{}",
+            plain.cause().how
         );
     }
 

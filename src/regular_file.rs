@@ -7,7 +7,9 @@
 //! (`O_NONBLOCK`, which regular files ignore), then asks the open file what
 //! it is (`fstat`, so a swap of the path in between changes nothing) and
 //! refuses anything but a regular file. [`read_capped`] also refuses a file
-//! larger than the caller expects any such file to be.
+//! larger than the caller expects any such file to be; [`read_untrusted`]
+//! and [`read_untrusted_prefix`] also refuse a link, for files another
+//! user controls.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read as _};
@@ -40,15 +42,18 @@ pub fn read_untrusted(path: &Path, max: u64) -> io::Result<(Vec<u8>, Metadata)> 
     Ok((read_at_most(file, max)?, meta))
 }
 
-/// The first `max` bytes of `path` at most (the whole file when it is
-/// shorter), with the checks of [`read_untrusted`] and the metadata of the
-/// file read; a longer file is not an error. For deciding what a file is
-/// from its first line without reading all of it.
-pub fn read_untrusted_head(path: &Path, max: u64) -> io::Result<(Vec<u8>, Metadata)> {
+/// The first `max` bytes of a file another user controls, opened as
+/// [`read_untrusted`] opens it (no link followed, no blocking, a regular
+/// file only), with the metadata of the file read and whether the file
+/// goes on past what was read: for files whose head is all that is needed
+/// (the headers of a Python package's `METADATA`, the first line that says
+/// what kind of report an `.ips` file is).
+pub fn read_untrusted_prefix(path: &Path, max: u64) -> io::Result<(Vec<u8>, Metadata, bool)> {
     let (file, meta) = open_checked(path, true)?;
     let mut bytes = Vec::new();
     file.take(max).read_to_end(&mut bytes)?;
-    Ok((bytes, meta))
+    let cut = meta.len() > bytes.len() as u64;
+    Ok((bytes, meta, cut))
 }
 
 fn open_checked(path: &Path, refuse_links: bool) -> io::Result<(File, Metadata)> {
@@ -140,17 +145,20 @@ mod tests {
     }
 
     #[test]
-    fn a_head_is_cut_and_a_link_refused() {
+    fn a_prefix_is_read_and_a_link_is_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        std::fs::write(&path, b"first\nsecond").unwrap();
-        let (head, meta) = read_untrusted_head(&path, 6).unwrap();
-        assert_eq!((head.as_slice(), meta.len()), (&b"first\n"[..], 12));
-        assert_eq!(read_untrusted_head(&path, 64).unwrap().0, b"first\nsecond");
+        std::fs::write(&path, b"abcdef").unwrap();
+        let (head, meta, cut) = read_untrusted_prefix(&path, 4).unwrap();
+        assert_eq!((head.as_slice(), meta.len(), cut), (&b"abcd"[..], 6, true));
+        let (whole, _, cut) = read_untrusted_prefix(&path, 6).unwrap();
+        assert_eq!((whole.as_slice(), cut), (&b"abcdef"[..], false));
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&path, &link).unwrap();
-        let e = read_untrusted_head(&link, 64).unwrap_err();
-        assert!(e.to_string().contains("symbolic link"), "{e}");
+        let e = read_untrusted_prefix(&link, 4).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = read_untrusted_prefix(Path::new("/dev/zero"), 4).unwrap_err();
+        assert_eq!(e.to_string(), "a character device, not a regular file");
     }
 
     #[test]

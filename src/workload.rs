@@ -72,6 +72,28 @@ pub fn library_shows_framework(lib: &str) -> bool {
     library_framework(lib).is_some()
 }
 
+/// The `site-packages` (or Debian's `dist-packages`) directory a file's
+/// path lies in, up to and including that component:
+/// `/home/ada/venv/lib/python3.11/site-packages` for
+/// `/home/ada/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so`;
+/// `None` for a path outside one. The first such component counts: a
+/// package that vendors a `site-packages` of its own lies inside the
+/// interpreter's.
+pub fn site_packages_dir(path: &str) -> Option<&str> {
+    let mut end = None;
+    let mut at = 0;
+    for part in path.split('/') {
+        let next = at + part.len();
+        if part == "site-packages" || part == "dist-packages" {
+            end = Some(next);
+            break;
+        }
+        at = next + 1;
+    }
+    // The directory, not a file named so.
+    end.filter(|&e| e < path.len()).map(|e| &path[..e])
+}
+
 /// The evidence a sampler adds for a process that runs translated: an
 /// x86_64 program on Apple Silicon, run by Rosetta 2 (macOS's
 /// `P_TRANSLATED`).
@@ -884,6 +906,31 @@ mod tests {
         }
         .evidence();
         assert!(note.len() < NAME_MAX + 64, "{}", note.len());
+    }
+
+    #[test]
+    fn a_library_path_gives_its_site_packages() {
+        assert_eq!(
+            site_packages_dir(
+                "/home/ada/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so"
+            ),
+            Some("/home/ada/venv/lib/python3.11/site-packages")
+        );
+        assert_eq!(
+            site_packages_dir(
+                "/usr/lib/python3/dist-packages/tensorflow/libtensorflow_framework.so.2"
+            ),
+            Some("/usr/lib/python3/dist-packages")
+        );
+        assert_eq!(
+            site_packages_dir("/e/lib/python3.9/site-packages/a/site-packages/b.so"),
+            Some("/e/lib/python3.9/site-packages")
+        );
+        assert_eq!(
+            site_packages_dir("/usr/lib/x86_64-linux-gnu/libcudart.so.12"),
+            None
+        );
+        assert_eq!(site_packages_dir("/x/site-packages"), None);
     }
 
     #[test]

@@ -265,6 +265,7 @@ fn local(pid: u32, config: Config, origin: String, why: String) -> Result<View, 
     for problem in crate::jupyter::annotate_once(&config.jupyter, running_as_root, &mut snap) {
         tracing::warn!("{problem}");
     }
+    crate::sample::environment::annotate_now(&mut snap);
     let process = snap.processes[index].clone();
     let mut history = History::new(config.daemon.history);
     history.record(&snap);
@@ -354,6 +355,9 @@ pub fn render(view: &View) -> String {
              memory history spans both",
             printable(change)
         ));
+    }
+    for problem in crate::sample::environment::problems(&p.workload) {
+        out.push(format!("framework environment: {}", printable(problem)));
     }
     match (&view.ceiling, &p.cgroup) {
         (Some(words), _) => out.push(format!("memory limit: {words}")),
@@ -722,6 +726,22 @@ mod tests {
             "{text}"
         );
         assert!(!render(&view("", 0, 2 << 30)).contains("exec'd"));
+    }
+
+    #[test]
+    fn an_unsupported_framework_pair_is_named() {
+        let mut v = view("", 0, 1 << 30);
+        v.process.workload.evidence = vec![
+            "argv[2] is ipykernel_launcher".into(),
+            "unsupported: tensorflow-metal 0.6.0 with tensorflow-macos 2.9.2: unsupported pair"
+                .into(),
+        ];
+        let text = render(&v);
+        assert!(
+            text.contains("\nframework environment: unsupported: tensorflow-metal 0.6.0 with tensorflow-macos 2.9.2: unsupported pair\n"),
+            "{text}"
+        );
+        assert!(!text.contains("framework environment: argv"), "{text}");
     }
 
     #[test]

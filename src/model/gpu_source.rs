@@ -34,6 +34,9 @@ pub struct DeviceReading {
     /// Queries that failed on this device this pass, in words
     /// (`processes: GPU is lost`); the other figures are still good.
     pub problems: Vec<String>,
+    /// The newest CUDA version the driver supports, `major.minor`; the
+    /// same for every device of one driver.
+    pub cuda_version: Option<String>,
 }
 
 /// Why a collector cannot be opened or read.
@@ -74,3 +77,28 @@ pub trait GpuCollector: Send {
 /// How a GPU collector's status begins in a build that cannot load the
 /// driver's library (the static build).
 pub const STATIC_BUILD_NOTE: &str = "not available in the static build";
+
+/// The CUDA version NVML's `nvmlSystemGetCudaDriverVersion` returns, as
+/// major and minor: nvml.h's `NVML_CUDA_DRIVER_VERSION_MAJOR(v)` is
+/// `v / 1000` and `NVML_CUDA_DRIVER_VERSION_MINOR(v)` is `(v % 1000) / 10`
+/// (12020 is CUDA 12.2). `None` for a value no driver gives.
+pub fn cuda_driver_version(v: i32) -> Option<(u64, u64)> {
+    let v = u64::try_from(v).ok().filter(|&v| v >= 1000)?;
+    Some((v / 1000, (v % 1000) / 10))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvml_cuda_driver_versions_read_as_nvml_h_says() {
+        // nvml.h: NVML_CUDA_DRIVER_VERSION_MAJOR(v) is v / 1000, _MINOR(v)
+        // is (v % 1000) / 10; 12020 is CUDA 12.2.
+        assert_eq!(cuda_driver_version(12020), Some((12, 2)));
+        assert_eq!(cuda_driver_version(11080), Some((11, 8)));
+        assert_eq!(cuda_driver_version(13000), Some((13, 0)));
+        assert_eq!(cuda_driver_version(0), None);
+        assert_eq!(cuda_driver_version(-1), None);
+    }
+}

@@ -852,6 +852,7 @@ mod tests {
             utilization: None,
             memory_reserved: None,
             processes: Vec::new(),
+            cuda_version: None,
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! One [`Sampler`] per OS (`os::linux`, `os::macos`, the one built picked
 //! in `os`), wrapped in [`platform_sampler`] with GPU figures ([`gpu`]),
-//! labels ([`labels`]) and jobs ([`jobs`]), each snapshot carrying the
+//! labels ([`labels`]), each ML process's framework environment
+//! ([`environment`]) and jobs ([`jobs`]), each snapshot carrying the
 //! status of every [`Collector`] inside, and the [`replay`] sampler that
 //! plays back a recorded trace for tests and simulations.
 //! [`doctor_checks`] and [`doctor_facts`] pick, the same way, what
@@ -10,6 +11,7 @@
 //! record of how processes end (the OOM killer's lines in `/dev/kmsg`, a
 //! zombie's exit status) for post-mortems.
 
+pub mod environment;
 pub mod exit_causes;
 pub mod gpu;
 pub mod jobs;
@@ -29,17 +31,18 @@ use crate::os::native as os;
 /// The native sampler for the OS this binary was built for, with GPU
 /// figures joined in where `gpu_settings` ask for them and the OS has a collector
 /// (NVML on Linux), its processes labelled with who they belong to where
-/// their cgroups say ([`labels`], as `label_settings` ask) and grouped
-/// into jobs ([`jobs`]). Each snapshot lists the status of the sampler's
-/// collectors ([`Sampler::collectors`]: cgroup limits, proportional
-/// shares, library scans, NVML, labels), in that order.
+/// their cgroups say ([`labels`], as `label_settings` ask), the versions
+/// of the frameworks each ML process loads in its evidence
+/// ([`environment`]) and grouped into jobs ([`jobs`]). Each snapshot lists
+/// the status of the sampler's collectors ([`Sampler::collectors`]: cgroup
+/// limits, proportional shares, library scans, NVML, labels,
+/// environments), in that order.
 pub fn platform_sampler(
     gpu_settings: &crate::config::GpuConfig,
     label_settings: &crate::config::LabelsConfig,
 ) -> Box<dyn Sampler> {
-    with_statuses(jobs::with_jobs(labels::with_labels(
-        gpu::wrap(os::open_sampler(), gpu_settings),
-        label_settings,
+    with_statuses(jobs::with_jobs(environment::with_environments(
+        labels::with_labels(gpu::wrap(os::open_sampler(), gpu_settings), label_settings),
     )))
 }
 

@@ -33,6 +33,7 @@ mod daemon;
 mod deploy_manifests;
 mod doctor;
 mod events_cli;
+mod framework_env;
 
 mod gpu_join;
 mod hog;

@@ -97,6 +97,7 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
                 graphics: false,
                 joined: true,
             }],
+            cuda_version: None,
         }],
         processes: vec![kernel(4242, footprint), kernel(4343, footprint / 3)],
         jobs: vec![Job {

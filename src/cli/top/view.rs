@@ -972,6 +972,7 @@ pub mod tests {
                     graphics: false,
                     joined: true,
                 }],
+                cuda_version: None,
             }])
             .build();
         let status = |rule: &str, pid: u32, state: &str, detail: &str| RuleStatus {

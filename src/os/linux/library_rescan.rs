@@ -31,7 +31,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::model::{CollectorErrors, CollectorStatus};
+use crate::model::{CollectorErrors, CollectorStatus, SharedStr};
 
 use super::library_worker::{LibraryReply, LibraryWorker, Listing};
 use super::process_reads::Io;
@@ -371,6 +371,11 @@ fn take_scan(
             };
             if !listing.libraries.is_empty() {
                 t.libraries = listing.libraries;
+                t.site_packages = listing
+                    .site_packages
+                    .into_iter()
+                    .map(SharedStr::from)
+                    .collect();
                 t.workload = t.classify();
             }
         }
@@ -467,6 +472,7 @@ mod tests {
         };
         let cut = Listing {
             libraries: Vec::new(),
+            site_packages: Vec::new(),
             cut: true,
         };
         take_scan(
@@ -500,6 +506,7 @@ mod tests {
             start: Some(7),
             listing: Ok(Listing {
                 libraries: vec!["libtorch_cpu.so".into()],
+                site_packages: Vec::new(),
                 cut: false,
             }),
             took: Duration::from_millis(1),

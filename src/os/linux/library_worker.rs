@@ -38,6 +38,8 @@ pub(super) const KEPT_LIBRARIES: usize = 32;
 pub(super) struct Listing {
     /// The libraries that show a framework, sorted and unique.
     pub(super) libraries: Vec<String>,
+    /// The `site-packages` directories they were mapped from.
+    pub(super) site_packages: Vec<String>,
     /// The read stopped at [`MAPS_PREFIX`] or [`READ_TIME`] before the end
     /// of the file.
     pub(super) cut: bool,
@@ -65,8 +67,10 @@ pub(super) fn read_libraries(
     let mut libs = MapsLibraries::new(workload::library_shows_framework, KEPT_LIBRARIES);
     let deadline = Instant::now() + time;
     let streamed = reader.stream_pid(pid, "maps", max, deadline, |chunk| libs.feed(chunk))?;
+    let (libraries, site_packages) = libs.finish_with_site_packages(!streamed.cut);
     Ok(Listing {
-        libraries: libs.finish(!streamed.cut),
+        libraries,
+        site_packages,
         cut: streamed.cut,
     })
 }
@@ -186,7 +190,7 @@ mod tests {
         dir
     }
 
-    const TORCH: &[u8] = b"7f00-7f01 r-xp 00000000 08:01 12 /venv/torch/lib/libtorch_cpu.so\n\
+    const TORCH: &[u8] = b"7f00-7f01 r-xp 00000000 08:01 12 /venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so\n\
         7f01-7f02 r-xp 00000000 08:01 13 /usr/lib/x86_64-linux-gnu/libc.so.6\n";
 
     #[test]
@@ -198,6 +202,7 @@ mod tests {
             listing,
             Listing {
                 libraries: vec!["libtorch_cpu.so".into()],
+                site_packages: vec!["/venv/lib/python3.11/site-packages".into()],
                 cut: false
             }
         );

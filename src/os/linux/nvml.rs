@@ -52,6 +52,8 @@ struct Loaded {
     /// The library name or path that loaded.
     library: String,
     driver: Option<String>,
+    /// The newest CUDA version the driver supports (`12.2`).
+    cuda_version: Option<String>,
     /// Devices that could not be reached at open, in words.
     unreachable: Vec<String>,
     /// Why an earlier candidate path did not load (a configured path that
@@ -205,6 +207,9 @@ impl GpuCollector for NvmlCollector {
             Some(v) => format!("driver {v} through {}", l.library),
             None => format!("NVML through {}", l.library),
         };
+        if let Some(cuda) = &l.cuda_version {
+            let _ = write!(s, " (CUDA {cuda})");
+        }
         if l.devices.is_empty() && l.unreachable.is_empty() {
             s.push_str(", no NVIDIA GPU found");
         }
@@ -229,11 +234,16 @@ impl GpuCollector for NvmlCollector {
             });
         };
         let Loaded {
-            devices, handles, ..
+            devices,
+            handles,
+            cuda_version,
+            ..
         } = loaded;
         let mut out = Vec::with_capacity(devices.len());
         for (cached, device) in devices.iter_mut().zip(handles.devices()) {
-            out.push(read_device(&device, cached)?);
+            let mut reading = read_device(&device, cached)?;
+            reading.cuda_version.clone_from(cuda_version);
+            out.push(reading);
         }
         Ok(out)
     }
@@ -247,6 +257,11 @@ impl GpuCollector for NvmlCollector {
 /// name and UUID.
 fn discover(nvml: Nvml, library: String, skipped: Vec<String>) -> Loaded {
     let driver = nvml.sys_driver_version().ok();
+    let cuda_version = nvml
+        .sys_cuda_driver_version()
+        .ok()
+        .and_then(crate::model::gpu_source::cuda_driver_version)
+        .map(|(major, minor)| format!("{major}.{minor}"));
     let count = nvml.device_count();
     let mut handles = DeviceHandles::new(nvml);
     let mut devices = Vec::new();
@@ -271,6 +286,7 @@ fn discover(nvml: Nvml, library: String, skipped: Vec<String>) -> Loaded {
         devices,
         library,
         driver,
+        cuda_version,
         unreachable,
         skipped,
         handles,
@@ -462,6 +478,37 @@ mod tests {
             "{}",
             without.message
         );
+    }
+
+    /// On this machine as it is: without a driver the open says so; with
+    /// one, every device reads with the CUDA version the driver supports
+    /// (`major.minor`), which `describe` names too.
+    #[test]
+    fn the_driver_s_cuda_version_is_read_where_there_is_a_driver() {
+        let mut c = NvmlCollector::new(None);
+        match c.open() {
+            Err(e) => {
+                assert!(
+                    e.message.contains("no NVIDIA driver") || !e.no_driver,
+                    "{}",
+                    e.message
+                );
+                println!("no driver here: {}", e.message);
+            }
+            Ok(()) => {
+                let described = c.describe();
+                println!("{described}");
+                let readings = c.read().unwrap();
+                for r in &readings {
+                    let v = r.cuda_version.as_deref().unwrap_or_else(|| panic!("{r:?}"));
+                    let (major, minor) = v.split_once('.').unwrap();
+                    assert!(major.parse::<u32>().unwrap() >= 1, "{v}");
+                    minor.parse::<u32>().unwrap();
+                    assert!(described.contains(&format!("(CUDA {v})")), "{described}");
+                    println!("GPU {}: {} CUDA {v}", r.index, r.name);
+                }
+            }
+        }
     }
 
     #[test]

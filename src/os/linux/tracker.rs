@@ -137,6 +137,9 @@ pub(super) struct TrackedProcess {
     pub(super) started_at: Option<Timestamp>,
     pub(super) workload: Workload,
     pub(super) libraries: Vec<String>,
+    /// The `site-packages` directories of those libraries (the library
+    /// scan's), shared with each snapshot.
+    pub(super) site_packages: Vec<SharedStr>,
     /// Present for processes the classifier wants library scans of.
     pub(super) scan: Option<LibraryScan>,
     pub(super) statm: Statm,
@@ -629,6 +632,7 @@ impl ProcessTracker {
                 cgroup: t.cgroup.clone(),
                 workload: t.workload.clone(),
                 labels: None,
+                site_packages: t.site_packages.clone(),
             });
         }
         out

@@ -104,8 +104,8 @@ pub enum Look {
 /// Look at one `.ips` file: its first line, then, for a kind read here,
 /// the whole report (bounded, links refused).
 pub fn look(path: &Path) -> Look {
-    let (head, meta) = match crate::regular_file::read_untrusted_head(path, MAX_HEADER_BYTES) {
-        Ok(read) => read,
+    let (head, meta) = match crate::regular_file::read_untrusted_prefix(path, MAX_HEADER_BYTES) {
+        Ok((head, meta, _)) => (head, meta),
         Err(e) => return unread(&e),
     };
     let whole = meta.len() <= head.len() as u64;
@@ -794,8 +794,8 @@ mod tests {
                     }
                     Look::Failed(why) => {
                         let head =
-                            crate::regular_file::read_untrusted_head(&path, MAX_HEADER_BYTES)
-                                .map(|(h, _)| h)
+                            crate::regular_file::read_untrusted_prefix(&path, MAX_HEADER_BYTES)
+                                .map(|(h, _, _)| h)
                                 .unwrap_or_default();
                         assert!(
                             matches!(kind_of_head(&head, false), Head::Read(_)),
@@ -817,8 +817,8 @@ mod tests {
         }
         if let Some(err) = &scanner.last_error {
             let path = Path::new(err.split(": ").next().unwrap_or(""));
-            let head = crate::regular_file::read_untrusted_head(path, MAX_HEADER_BYTES)
-                .map(|(h, _)| h)
+            let head = crate::regular_file::read_untrusted_prefix(path, MAX_HEADER_BYTES)
+                .map(|(h, _, _)| h)
                 .unwrap_or_default();
             assert!(
                 head.is_empty() || matches!(kind_of_head(&head, false), Head::Read(_)),

@@ -355,6 +355,9 @@ impl MacSampler {
                 cgroup: None,
                 workload: k.workload.clone(),
                 labels: None,
+                // No library list here: the environment is found from the
+                // interpreter's path (`crate::sample::environment`).
+                site_packages: Vec::new(),
             };
             sample.user = uid.and_then(|uid| self.users.name(uid));
             out.push(sample);

@@ -115,6 +115,7 @@ pub fn device(index: u32, name: &str, total: u64, used: u64) -> DeviceReading {
         compute: Vec::new(),
         graphics: Vec::new(),
         problems: Vec::new(),
+        cuda_version: None,
     }
 }
 

@@ -103,6 +103,7 @@ pub fn device(reading: &DeviceReading) -> GpuDevice {
         utilization: reading.utilization,
         memory_reserved: reading.memory_reserved,
         processes: merge_processes(&reading.compute, &reading.graphics),
+        cuda_version: reading.cuda_version.clone(),
     }
 }
 
@@ -275,6 +276,7 @@ mod tests {
             utilization: None,
             memory_reserved: None,
             processes,
+            cuda_version: None,
         }
     }
 
@@ -369,6 +371,7 @@ mod tests {
             compute: vec![raw(3, Some(GIB))],
             graphics: vec![],
             problems: vec![],
+            cuda_version: Some("12.2".into()),
         };
         let d = device(&reading);
         assert_eq!(
@@ -377,6 +380,7 @@ mod tests {
         );
         assert_eq!(d.utilization, Some(0.25));
         assert_eq!(d.processes, [compute(3, Some(GIB))]);
+        assert_eq!(d.cuda_version.as_deref(), Some("12.2"));
     }
 
     #[test]

@@ -588,6 +588,11 @@ pub const MAPS_LINE_MAX: usize = 4096 + 256;
 /// system holds.
 pub const MAPS_NAME_MAX: usize = 255;
 
+/// Most `site-packages` directories kept of one process: a virtual
+/// environment and the installation below it, a user site and a vendored
+/// copy are as many as an interpreter has.
+pub const MAPS_SITE_PACKAGES_MAX: usize = 4;
+
 /// The shared objects of `/proc/[pid]/maps` (see [`parse_maps_libraries`]),
 /// taken a chunk at a time as the file is read, so that a read may stop
 /// anywhere and what it holds stays small whatever the file's size: at
@@ -599,6 +604,9 @@ pub struct MapsLibraries<F> {
     keep: F,
     max: usize,
     names: std::collections::BTreeSet<String>,
+    /// The `site-packages` directories of the names kept, at most
+    /// [`MAPS_SITE_PACKAGES_MAX`].
+    site_packages: std::collections::BTreeSet<String>,
     /// The start of a line whose end has not come yet.
     partial: Vec<u8>,
     /// Inside a line longer than [`MAPS_LINE_MAX`]: skip to its end.
@@ -612,6 +620,7 @@ impl<F: Fn(&str) -> bool> MapsLibraries<F> {
             keep,
             max,
             names: std::collections::BTreeSet::new(),
+            site_packages: std::collections::BTreeSet::new(),
             partial: Vec::new(),
             skipping: false,
         }
@@ -653,12 +662,24 @@ impl<F: Fn(&str) -> bool> MapsLibraries<F> {
     /// The names found, sorted and unique. `ended`: the file was read to
     /// its end, so a last line without a newline counts; a read cut short
     /// leaves its last, unfinished line out.
-    pub fn finish(mut self, ended: bool) -> Vec<String> {
+    pub fn finish(self, ended: bool) -> Vec<String> {
+        self.finish_with_site_packages(ended).0
+    }
+
+    /// [`MapsLibraries::finish`], and the `site-packages` (or
+    /// `dist-packages`) directories the names kept were mapped from, sorted
+    /// (`/home/ada/venv/lib/python3.11/site-packages` for
+    /// `…/site-packages/torch/lib/libtorch_cpu.so`): where the process's
+    /// interpreter loads its packages from.
+    pub fn finish_with_site_packages(mut self, ended: bool) -> (Vec<String>, Vec<String>) {
         if ended && !self.skipping && !self.partial.is_empty() {
             let last = std::mem::take(&mut self.partial);
             self.line(&last);
         }
-        self.names.into_iter().collect()
+        (
+            self.names.into_iter().collect(),
+            self.site_packages.into_iter().collect(),
+        )
     }
 
     fn line(&mut self, line: &[u8]) {
@@ -677,7 +698,17 @@ impl<F: Fn(&str) -> bool> MapsLibraries<F> {
             return;
         }
         let name = String::from_utf8_lossy(base);
-        if (self.keep)(&name) && !self.names.contains(name.as_ref()) {
+        if !(self.keep)(&name) {
+            return;
+        }
+        if self.site_packages.len() < MAPS_SITE_PACKAGES_MAX
+            && let Ok(path) = std::str::from_utf8(path)
+            && let Some(dir) = crate::workload::site_packages_dir(path)
+            && !self.site_packages.contains(dir)
+        {
+            self.site_packages.insert(dir.to_owned());
+        }
+        if !self.names.contains(name.as_ref()) {
             self.names.insert(name.into_owned());
         }
     }
@@ -1537,6 +1568,27 @@ mod tests {
             }
             assert_eq!(libs.finish(true), ["libseen.so"], "chunks of {size}");
         }
+    }
+
+    #[test]
+    fn maps_gives_the_site_packages_of_the_libraries_kept() {
+        // Lines of the form of PY_MAPS (a pip-installed PyTorch in a
+        // virtual environment, and a Debian package's TensorFlow).
+        let maps = b"7f00-7f01 r-xp 00000000 08:01 12 /home/ada/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so\n\
+                     7f01-7f02 r-xp 00000000 08:01 13 /home/ada/venv/lib/python3.11/site-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so\n\
+                     7f02-7f03 r-xp 00000000 08:01 14 /usr/lib/python3/dist-packages/tensorflow/libtensorflow_framework.so.2 (deleted)\n\
+                     7f03-7f04 r-xp 00000000 08:01 15 /usr/lib/x86_64-linux-gnu/libc.so.6\n";
+        let mut libs = MapsLibraries::new(crate::workload::library_shows_framework, 32);
+        libs.feed(maps);
+        let (names, dirs) = libs.finish_with_site_packages(true);
+        assert_eq!(names, ["libtensorflow_framework.so.2", "libtorch_cpu.so"]);
+        assert_eq!(
+            dirs,
+            [
+                "/home/ada/venv/lib/python3.11/site-packages",
+                "/usr/lib/python3/dist-packages"
+            ]
+        );
     }
 
     #[test]

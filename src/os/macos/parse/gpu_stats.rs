@@ -105,6 +105,7 @@ pub fn gpu_device(
         memory_reserved: None,
         utilization: stats.utilization,
         processes: Vec::new(),
+        cuda_version: None,
     }
 }
 
