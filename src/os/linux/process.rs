@@ -21,6 +21,16 @@ use crate::os::process_facts::{Current, Member, ProcStat};
 
 /// Read `/proc/[pid]/stat`; `Ok(None)` if the process does not exist.
 pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
+    with_stat(pid, |s| ProcStat {
+        ppid: s.ppid,
+        start: s.start_ticks,
+        kernel_thread: kernel_thread(pid, s),
+    })
+}
+
+/// `f` of `/proc/[pid]/stat` read and parsed once; `Ok(None)` if the
+/// process does not exist, an error if the file does not parse.
+fn with_stat<T>(pid: u32, f: impl FnOnce(&procfs::Stat<'_>) -> T) -> io::Result<Option<T>> {
     let Some(data) = read_proc(pid, "stat")? else {
         return Ok(None);
     };
@@ -30,11 +40,7 @@ pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
             format!("/proc/{pid}/stat does not parse"),
         )
     })?;
-    Ok(Some(ProcStat {
-        ppid: s.ppid,
-        start: s.start_ticks,
-        kernel_thread: kernel_thread(pid, &s),
-    }))
+    Ok(Some(f(&s)))
 }
 
 /// Field 5 of `/proc/[pid]/stat`, the process group: the second field after
@@ -215,19 +221,10 @@ pub fn current_start(pid: u32) -> io::Result<Option<u64>> {
 /// now, from one read of `/proc/[pid]/stat`; `Ok(None)` if no such process
 /// exists.
 pub fn current(pid: u32) -> io::Result<Option<Current>> {
-    let Some(data) = read_proc(pid, "stat")? else {
-        return Ok(None);
-    };
-    let s = procfs::parse_stat(&data).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("/proc/{pid}/stat does not parse"),
-        )
-    })?;
-    Ok(Some(Current {
+    with_stat(pid, |s| Current {
         start: s.start_ticks,
         name: String::from_utf8_lossy(s.comm).into_owned(),
-    }))
+    })
 }
 
 /// True if `pid` has a handler installed for `signal` (`SigCgt`); an error
