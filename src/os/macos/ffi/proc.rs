@@ -196,28 +196,12 @@ fn arg_max() -> usize {
 /// buffer the answer fills completely may therefore hold only the tail,
 /// and the parser treats it so. It is reused across calls.
 pub fn procargs(pid: i32, buf: &mut Vec<u8>) -> Result<usize, i32> {
-    let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
     let len = arg_max();
     if buf.len() != len {
         buf.resize(len, 0);
     }
-    let mut size: libc::size_t = len;
-    // SAFETY: `buf` is writable for `size` bytes and `size` says so; the
-    // kernel updates `size` to the number of bytes written.
-    let rc = unsafe {
-        libc::sysctl(
-            mib.as_mut_ptr(),
-            3,
-            buf.as_mut_ptr().cast::<c_void>(),
-            &mut size,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(errno());
-    }
-    Ok(size.min(len))
+    super::sysctl::read_by_number(&[libc::CTL_KERN, libc::KERN_PROCARGS2, pid], buf)
+        .map_err(|e| e.raw_os_error().unwrap_or(0))
 }
 
 /// The `rusage_info_v4` figures headroom uses.
@@ -312,24 +296,12 @@ pub fn this_process_translated() -> Option<bool> {
 /// [`super::super::parse::kinfo::parse`]. Empty when there is no such process. Readable
 /// for every process without privileges.
 pub fn kinfo_proc(pid: i32) -> Result<Vec<u8>, i32> {
-    let mut mib = [libc::CTL_KERN, libc::KERN_PROC, libc::KERN_PROC_PID, pid];
     let mut buf = vec![0u8; KINFO_PROC_SIZE];
-    let mut size: libc::size_t = buf.len();
-    // SAFETY: `buf` is writable for `size` bytes and `size` says so; the
-    // kernel writes at most one kinfo_proc and updates `size`.
-    let rc = unsafe {
-        libc::sysctl(
-            mib.as_mut_ptr(),
-            4,
-            buf.as_mut_ptr().cast::<c_void>(),
-            &mut size,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(errno());
-    }
+    let size = super::sysctl::read_by_number(
+        &[libc::CTL_KERN, libc::KERN_PROC, libc::KERN_PROC_PID, pid],
+        &mut buf,
+    )
+    .map_err(|e| e.raw_os_error().unwrap_or(0))?;
     buf.truncate(size);
     Ok(buf)
 }

@@ -1,7 +1,9 @@
 //! `sysctlbyname` for integers and strings: the one call the macOS sampler,
-//! probe, doctor and process readers all make; and for a sysctl read on
-//! every tick, its name resolved once with `sysctlnametomib` ([`Mib`]) and
-//! then read by number with `sysctl`, which skips the name lookup.
+//! probe, doctor and process readers all make; a sysctl read by number
+//! ([`read_by_number`]: the per-process `KERN_PROC` and `KERN_PROCARGS2`);
+//! and for a sysctl read on every tick, its name resolved once with
+//! `sysctlnametomib` ([`Mib`]) and then read by number, which skips the
+//! name lookup.
 
 use std::ffi::{CStr, c_int, c_uint, c_void};
 use std::io;
@@ -40,29 +42,40 @@ impl Mib {
 
     /// Read the sysctl into `buf`; the number of bytes written.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut oid = self.oid;
-        let mut len: libc::size_t = buf.len();
-        // `len` is at most CTL_MAXNAME (checked in `resolve`).
-        let namelen = self.len as c_uint;
-        // SAFETY: `oid` holds `namelen` valid components (a copy: sysctl's
-        // prototype takes a mutable pointer but does not keep it); `buf` is
-        // writable for `len` bytes and `len` is a valid in/out pointer; no
-        // new value is set (null, 0).
-        let rc = unsafe {
-            libc::sysctl(
-                oid.as_mut_ptr(),
-                namelen,
-                buf.as_mut_ptr().cast::<c_void>(),
-                &mut len,
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(len.min(buf.len()))
+        read_by_number(&self.oid[..self.len], buf)
     }
+}
+
+/// Read the sysctl numbered `oid` (at most [`CTL_MAXNAME`] components)
+/// into `buf`; the number of bytes written, at most `buf.len()`.
+pub fn read_by_number(oid: &[c_int], buf: &mut [u8]) -> io::Result<usize> {
+    if oid.is_empty() || oid.len() > CTL_MAXNAME {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // sysctl's prototype takes a mutable pointer to the number (it does
+    // not write through it): hand it a copy.
+    let mut number = [0 as c_int; CTL_MAXNAME];
+    number[..oid.len()].copy_from_slice(oid);
+    // At most CTL_MAXNAME (checked above).
+    let namelen = oid.len() as c_uint;
+    let mut len: libc::size_t = buf.len();
+    // SAFETY: `number` holds `namelen` valid components; `buf` is writable
+    // for `len` bytes and `len` is a valid in/out pointer that the kernel
+    // sets to the number of bytes written; no new value is set (null, 0).
+    let rc = unsafe {
+        libc::sysctl(
+            number.as_mut_ptr(),
+            namelen,
+            buf.as_mut_ptr().cast::<c_void>(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(len.min(buf.len()))
 }
 
 /// Read a sysctl by name into `buf`; the number of bytes written.
