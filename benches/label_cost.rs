@@ -30,7 +30,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
-use common::{Row, env_usize, quantile, time_interleaved};
+use common::{Row, env_usize, print_against_floor, time_interleaved};
 use headroom::config::LabelsConfig;
 use headroom::model::build::{process, snapshot};
 use headroom::model::{ProcessSample, SharedStr, Snapshot};
@@ -176,25 +176,7 @@ fn main() {
         "label_cost: {n_processes} processes in {n_cgroups} pod cgroups, {n_pods} pods in the kubelet's directories, {iters} rounds"
     );
     println!();
-    println!(
-        "| {:<8} | {:<44} | {:>10} | {:>10} | {:>9} |",
-        "row", "what", "median µs", "p90 µs", "÷ floor"
-    );
-    println!(
-        "|{:-<10}|{:-<46}|{:->12}|{:->12}|{:->11}|",
-        "", "", "", "", ""
-    );
-    let floor = rows[0].median();
-    for row in &rows {
-        println!(
-            "| {:<8} | {:<44} | {:>10.1} | {:>10.1} | {:>8.3}× |",
-            row.name,
-            row.what,
-            row.median(),
-            quantile(&row.micros, 0.9),
-            row.median() / floor
-        );
-    }
+    print_against_floor(&rows, 44);
     println!();
     println!(
         "per distinct cgroup at first sight: {:.2} µs; per process in steady state: {:.3} µs",

@@ -128,3 +128,33 @@ pub fn time_interleaved(rows: &mut [Row], iters: usize, batch: usize) {
         }
     }
 }
+
+/// Print `rows` as a table of median and p90 CPU µs per call, each row's
+/// median divided by the first row's (the floor), the "what" column
+/// `what_width` characters wide.
+pub fn print_against_floor(rows: &[Row], what_width: usize) {
+    println!(
+        "| {:<8} | {:<what_width$} | {:>10} | {:>10} | {:>9} |",
+        "row", "what", "median µs", "p90 µs", "÷ floor"
+    );
+    println!(
+        "|{:-<10}|{:-<w$}|{:->12}|{:->12}|{:->11}|",
+        "",
+        "",
+        "",
+        "",
+        "",
+        w = what_width + 2
+    );
+    let floor = rows[0].median();
+    for row in rows {
+        println!(
+            "| {:<8} | {:<what_width$} | {:>10.1} | {:>10.1} | {:>8.3}× |",
+            row.name,
+            row.what,
+            row.median(),
+            quantile(&row.micros, 0.9),
+            row.median() / floor
+        );
+    }
+}
