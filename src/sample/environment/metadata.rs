@@ -66,6 +66,12 @@ pub struct Metadata {
 /// about 40, with its extras).
 pub const MAX_REQUIREMENTS: usize = 128;
 
+/// The longest header value kept: a version (`2.11.0+cu130`), a
+/// `Requires-Python` or one `Requires-Dist` take a few dozen bytes. A
+/// longer value, which only a file made to be long would hold, is not
+/// kept, so what the evidence quotes of the owner's files stays short.
+pub const MAX_VALUE: usize = 256;
+
 /// Parse the headers of a `METADATA` file: `Key: value` lines up to the
 /// first empty line (after which comes the description); a line that
 /// starts with white space continues the header before it and is not
@@ -89,6 +95,9 @@ pub fn parse_metadata(text: &str, complete: bool) -> Metadata {
             continue;
         };
         let value = value.trim();
+        if value.len() > MAX_VALUE {
+            continue;
+        }
         match key.trim().to_ascii_lowercase().as_str() {
             "name" if m.name.is_none() => m.name = Some(value.to_owned()),
             "version" if m.version.is_none() => m.version = Some(value.to_owned()),
@@ -433,6 +442,22 @@ pub(crate) mod tests {
         ] {
             assert_eq!(normalize(n), "friendly-bard", "{n}");
         }
+    }
+
+    #[test]
+    fn a_header_value_past_the_cap_is_not_kept() {
+        let long = "9".repeat(MAX_VALUE + 1);
+        let text = format!(
+            "Metadata-Version: 2.1\nName: tensorflow\nVersion: {long}\nRequires-Dist: keras ({long})\nRequires-Python: >=3.9\n\n"
+        );
+        let m = parse_metadata(&text, true);
+        assert_eq!(m.name.as_deref(), Some("tensorflow"));
+        assert_eq!(m.version, None);
+        assert!(m.requires_dist.is_empty());
+        assert_eq!(m.requires_python.as_deref(), Some(">=3.9"));
+        let at_cap = "9".repeat(MAX_VALUE);
+        let m = parse_metadata(&format!("Name: tensorflow\nVersion: {at_cap}\n"), true);
+        assert_eq!(m.version.as_deref(), Some(at_cap.as_str()));
     }
 
     #[test]
