@@ -16,10 +16,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use crate::model::{ProcessId, Snapshot, Timestamp};
+use crate::model::{ProcessId, SharedStr, Snapshot, Timestamp};
 
+mod room;
 mod series;
 mod trend;
+pub use room::RoomSeries;
 pub use series::{ProcessPoint, ProcessTrack, SystemPoint};
 pub use trend::{
     GROWTH_WINDOW, MAX_GROWTH_POINTS, MIN_GROWTH_POINTS, exhaustion_headroom,
@@ -38,6 +40,11 @@ pub struct History {
     processes: HashMap<ProcessId, ProcessTrack>,
     /// The totals of jobs with workers, by their root's identity.
     jobs: HashMap<ProcessId, ProcessTrack>,
+    /// The machine's room: available memory plus free swap.
+    machine_room: RoomSeries,
+    /// Each limited memory cgroup's room (under its limit, plus the swap it
+    /// may still use), by the ceiling's path.
+    ceiling_rooms: HashMap<SharedStr, RoomSeries>,
 }
 
 impl History {
@@ -62,6 +69,14 @@ impl History {
     pub fn record(&mut self, snap: &Snapshot) {
         let now = snap.taken_at;
         self.system.push_back(SystemPoint::of(snap));
+        self.machine_room.push(now, exhaustion_headroom(snap));
+        let free_swap = snap.swap.total.saturating_sub(snap.swap.used);
+        for c in &snap.ceilings {
+            self.ceiling_rooms
+                .entry(c.path.clone())
+                .or_default()
+                .push(now, c.headroom(free_swap));
+        }
 
         let mut largest: Vec<(u64, ProcessId)> =
             snap.processes.iter().map(|p| (p.footprint, p.id)).collect();
@@ -115,6 +130,9 @@ impl History {
         while self.system.front().is_some_and(|p| expired(p.at)) {
             self.system.pop_front();
         }
+        self.machine_room.prune(now, window);
+        self.ceiling_rooms
+            .retain(|_, series| series.prune(now, window));
         for tracks in [&mut self.processes, &mut self.jobs] {
             tracks.retain(|_, track| {
                 while track.points.front().is_some_and(|p| expired(p.at)) {
@@ -159,6 +177,16 @@ impl History {
             return None;
         }
         theil_sen_slope(&trend::thin(&points, MAX_GROWTH_POINTS))
+    }
+
+    /// The machine's room (available memory plus free swap) over time.
+    pub fn machine_room(&self) -> &RoomSeries {
+        &self.machine_room
+    }
+
+    /// A limited memory cgroup's room over time, by its ceiling's path.
+    pub fn ceiling_room(&self, path: &str) -> Option<&RoomSeries> {
+        self.ceiling_rooms.get(path)
     }
 
     /// The system series, oldest first.

@@ -36,7 +36,10 @@ pub use http::{HttpConfig, parse_listen};
 pub use jupyter::JupyterConfig;
 pub use labels::LabelsConfig;
 pub use postmortem::PostmortemConfig;
-pub use rules::{Limits, Matcher, Per, Protect, Rule, Scope, Select, Step, SystemCondition};
+pub use rules::{
+    Limits, Matcher, Per, Protect, Rule, SIGNAL_TAKES_EFFECT, Scope, Select, Step, SystemCondition,
+    Target,
+};
 pub use units::{
     ByteSize, HumanDuration, Rate, SizeLimit, UnitError, format_duration, parse_duration,
     parse_rate, parse_size, parse_size_limit,

@@ -56,6 +56,7 @@ pub(crate) struct RawRule {
     pub(crate) growth: Option<Spanned<Rate>>,
     pub(crate) time_to_exhaustion: Option<Spanned<HumanDuration>>,
     pub(crate) window: Option<Spanned<HumanDuration>>,
+    pub(crate) lead: Option<Spanned<HumanDuration>>,
     pub(crate) when: Option<RawWhen>,
     pub(crate) select: Option<Spanned<String>>,
     pub(crate) scope: Option<Spanned<String>>,
@@ -103,6 +104,7 @@ pub(crate) struct RawStep {
     pub(crate) timeout: Option<Spanned<HumanDuration>>,
     pub(crate) require_handler: Option<bool>,
     pub(crate) process_group: Option<bool>,
+    pub(crate) to: Option<Spanned<String>>,
 }
 
 /// `[protect]`: processes never signalled.

@@ -24,6 +24,14 @@ use crate::model::{PressureLevel, ProcessSample, WorkloadKind};
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(60);
 /// Default window over which growth is measured for `time_to_exhaustion`.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+
+/// How long a signal takes to stop a process's growth, at most, as measured
+/// (`BENCHMARKS.md`, "Time from a signal to the end of growth"): a Python
+/// loop that appends arrays stops within a few milliseconds of SIGINT, but
+/// one allocation of a large array in C (`np.ones`, a tensor) runs to its
+/// end before the interpreter raises KeyboardInterrupt. Part of a rule's
+/// default [`Rule::lead`].
+pub const SIGNAL_TAKES_EFFECT: Duration = Duration::from_millis(300);
 /// Default hysteresis: a limit clears when the value falls 10% below it.
 pub const DEFAULT_HYSTERESIS: f64 = 0.10;
 /// Default time a hook may run before it is killed.
@@ -366,6 +374,17 @@ pub struct Limits {
     pub time_to_exhaustion: Option<Duration>,
 }
 
+impl Rule {
+    /// How long before predicted exhaustion the rule's signals go out: its
+    /// `lead`, else one sample at `fast_interval` (the daemon's interval
+    /// near a limit: how late it may see the moment) plus
+    /// [`SIGNAL_TAKES_EFFECT`].
+    pub fn lead_or(&self, fast_interval: Duration) -> Duration {
+        self.lead
+            .unwrap_or_else(|| fast_interval.saturating_add(SIGNAL_TAKES_EFFECT))
+    }
+}
+
 impl Limits {
     pub fn is_empty(&self) -> bool {
         self.footprint.is_none()
@@ -381,6 +400,32 @@ pub struct Step {
     pub action: Action,
     /// Delay after the previous step (zero for the first).
     pub after: Duration,
+    /// Whom a signal step is sent to: the process the rule judged, or the
+    /// workers of the job it stands for.
+    pub to: Target,
+}
+
+/// Whom a signal step is sent to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Target {
+    /// The process the rule judged (a job's root, for a job).
+    #[default]
+    Process,
+    /// The workers of the job the process stands for, each checked on its
+    /// own (its identity, owner and protection), and not the root: a
+    /// kernel's DataLoader workers, whose end makes the loader raise in the
+    /// kernel while the kernel and its variables stay. A step with no
+    /// workers to reach is skipped.
+    Workers,
+}
+
+impl Target {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Target::Process => "process",
+            Target::Workers => "workers",
+        }
+    }
 }
 
 impl Serialize for Step {
@@ -396,6 +441,9 @@ impl Serialize for Step {
                 m.serialize_entry("signal", signal.as_str())?;
                 m.serialize_entry("require_handler", require_handler)?;
                 m.serialize_entry("process_group", process_group)?;
+                if self.to != Target::Process {
+                    m.serialize_entry("to", self.to.as_str())?;
+                }
             }
             Action::Hook {
                 command,
@@ -427,6 +475,15 @@ pub struct Rule {
     /// Window over which growth is measured for `time_to_exhaustion`.
     #[serde(with = "units::duration")]
     pub window: Duration,
+    /// How long before predicted exhaustion a signal or hook step goes out,
+    /// when the rule holds by `time_to_exhaustion` alone: the time the
+    /// action needs to take effect plus a margin. `None`: the daemon's
+    /// `fast_interval` plus [`SIGNAL_TAKES_EFFECT`].
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_duration"
+    )]
+    pub lead: Option<Duration>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<SystemCondition>,
     /// Set only for rules gated by `when` (default largest there).
@@ -720,6 +777,20 @@ fn validate_rule(
         }
         None => DEFAULT_WINDOW,
     };
+    let lead = match raw.lead {
+        Some(l) => {
+            let d = l.get_ref().0;
+            if d < Duration::from_millis(50) || d > Duration::from_secs(60) {
+                return Err(source.error_at(
+                    l.span(),
+                    &key("lead"),
+                    "the lead is how long before predicted exhaustion a signal goes out, from                      \"50ms\" to \"1m\", e.g. \"1s\"",
+                ));
+            }
+            Some(d)
+        }
+        None => None,
+    };
     let actions = validate_steps(raw.actions, &key("actions"), span, source)?;
     let hysteresis = match raw.hysteresis {
         None => DEFAULT_HYSTERESIS,
@@ -739,6 +810,7 @@ fn validate_rule(
         matcher,
         limits,
         window,
+        lead,
         when,
         select,
         scope,
@@ -921,6 +993,7 @@ fn validate_steps(
                 ));
             }
         };
+        let mut to = Target::Process;
         let action = if let Some(sig) = step.signal {
             let Some(signal) = SignalName::parse(sig.get_ref()) else {
                 return Err(source.error_at(
@@ -945,10 +1018,33 @@ fn validate_steps(
                     "timeout applies to hooks only; remove it from this signal step",
                 ));
             }
+            let process_group = step.process_group.unwrap_or(false);
+            if let Some(t) = &step.to {
+                to = match t.get_ref().as_str() {
+                    "process" => Target::Process,
+                    "workers" if process_group => {
+                        return Err(source.error_at(
+                            t.span(),
+                            &format!("{k}.to"),
+                            "to = \"workers\" signals each worker on its own; remove \
+                             process_group = true",
+                        ));
+                    }
+                    "workers" => Target::Workers,
+                    _ => {
+                        return Err(source.error_at(
+                            t.span(),
+                            &format!("{k}.to"),
+                            "expected \"process\" (the process the rule judged, a job's root) \
+                             or \"workers\" (the workers of its job)",
+                        ));
+                    }
+                };
+            }
             Action::Signal {
                 signal,
                 require_handler,
-                process_group: step.process_group.unwrap_or(false),
+                process_group,
             }
         } else if let Some(hook) = step.hook {
             let hook_span = hook.span();
@@ -982,7 +1078,16 @@ fn validate_steps(
         } else {
             Action::Notify
         };
-        steps.push(Step { action, after });
+        if !matches!(action, Action::Signal { .. })
+            && let Some(t) = &step.to
+        {
+            return Err(source.error_at(
+                t.span(),
+                &format!("{k}.to"),
+                "to applies to signal steps only",
+            ));
+        }
+        steps.push(Step { action, after, to });
     }
     Ok(steps)
 }

@@ -173,7 +173,7 @@ pub fn theil_sen_slope(points: &[(f64, f64)]) -> Option<f64> {
 }
 
 /// The median of the pairwise slopes, from two points on.
-fn pairwise_median(points: &[(f64, f64)]) -> Option<f64> {
+pub(super) fn pairwise_median(points: &[(f64, f64)]) -> Option<f64> {
     let mut slopes = Vec::with_capacity(points.len() * points.len().saturating_sub(1) / 2);
     for (i, &(x1, y1)) in points.iter().enumerate() {
         for &(x2, y2) in &points[i + 1..] {

@@ -152,9 +152,15 @@ impl<'a> RuleRun<'a> {
         let p: &'c ProcessSample = &c.p;
         let (out_of_reach, note) = self.reach(p);
         let check = (!self.rule.limits.is_empty()).then(|| {
-            let machine = c.job.and_then(|_| {
-                self.history
-                    .machine_growth(self.now, self.rule.window, limits::MIN_GROWTH_POINTS)
+            let outlook = self.rule.limits.time_to_exhaustion.map(|_| {
+                super::exhaustion::outlook(
+                    self.history,
+                    self.snap,
+                    p,
+                    self.rule.window,
+                    self.now,
+                    limits::MIN_GROWTH_POINTS,
+                )
             });
             limits::check(
                 self.rule,
@@ -164,7 +170,8 @@ impl<'a> RuleRun<'a> {
                 self.now,
                 limits::Scale {
                     job: c.job,
-                    machine,
+                    outlook,
+                    lead: self.rule.lead_or(self.config.daemon.fast_interval),
                 },
             )
         });
@@ -176,6 +183,12 @@ impl<'a> RuleRun<'a> {
             note,
             check,
         }
+    }
+
+    /// The rule may act on `p`: its owner is in reach, and it is not
+    /// protected.
+    pub fn may_act_on(&self, p: &ProcessSample) -> bool {
+        self.reach(p).0.is_none()
     }
 
     /// Whether the rule may act on `p`: why not, or a note on a listed

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::config::{Limits, Per, Rate, Rule, SizeLimit, SystemCondition};
+use super::exhaustion::{self, Blame, Due, Outlook};
 use crate::history::{ProcessTrack, exhaustion_headroom_for, time_to_exhaustion};
 use crate::model::{Ceiling, Job, ProcessSample, Snapshot, Timestamp, printable};
 use crate::report::{format_bytes, format_bytes_against};
@@ -47,6 +48,12 @@ pub struct LimitCheck {
     pub within_reach: bool,
     /// When the footprint limit is predicted to be crossed, from now.
     pub predicted_crossing: Option<Duration>,
+    /// Why a signal or hook waits though the rule holds: every limit that
+    /// holds is a prediction (`time_to_exhaustion`) that is not due yet
+    /// ([`exhaustion::Outlook::due`]). `None` where the rule acts at once.
+    pub signal_waits: Option<String>,
+    /// When a waiting signal would be due at the recent pace, from now.
+    pub due_in: Option<Duration>,
     /// Each limit on its own.
     pub readings: Vec<Reading>,
 }
@@ -77,14 +84,18 @@ fn no_growth(window: Duration) -> String {
 }
 
 /// What a process stands for when its limits are checked: itself, or a
-/// job (its figures the job's totals), with the machine's own growth.
+/// job (its figures the job's totals), with the memory it can run out of.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Scale<'a> {
     /// The job the process is the root of and stands for.
     pub job: Option<&'a Job>,
-    /// How fast the machine's memory is being taken over the rule's window,
-    /// bytes per second (known for jobs only).
-    pub machine: Option<f64>,
+    /// The memory it can run out of and how fast that is being taken
+    /// (from the history); `None`: the room from the snapshot alone, its
+    /// fall not known.
+    pub outlook: Option<Outlook<'a>>,
+    /// How long before predicted exhaustion a signal goes out
+    /// ([`Rule::lead_or`]).
+    pub lead: Duration,
 }
 
 impl Scale<'_> {
@@ -100,19 +111,6 @@ impl Scale<'_> {
                 job.basis
             ),
             None => String::new(),
-        }
-    }
-
-    /// The growth a job's time to exhaustion is computed from: its own, or
-    /// the machine's where that is faster and the job's own accounts for at
-    /// least half of it (what the machine adds beyond is most likely the
-    /// job's copy-on-write growth that no proportional-share read has seen
-    /// yet). Never later than the machine's own trend says, for a job that
-    /// is what grows.
-    fn exhaustion_growth(&self, own: f64) -> (f64, bool) {
-        match (self.job, self.machine) {
-            (Some(_), Some(m)) if own > 0.0 && m > own && own >= m / 2.0 => (m, true),
-            _ => (own, false),
         }
     }
 }
@@ -178,6 +176,10 @@ struct LimitFinding {
     within_reach: bool,
     /// When the limit is predicted to be crossed, from now.
     predicted_crossing: Option<Duration>,
+    /// The limit holds, but a signal for it waits: why.
+    signal_waits: Option<String>,
+    /// When that signal would be due, from now.
+    due_in: Option<Duration>,
 }
 
 impl LimitFinding {
@@ -197,6 +199,8 @@ impl LimitFinding {
             past_clearing_margin: false,
             within_reach: false,
             predicted_crossing: None,
+            signal_waits: None,
+            due_in: None,
         }
     }
 }
@@ -212,13 +216,27 @@ impl LimitCheck {
         let mut cleared = true;
         let mut within_reach = false;
         let mut predicted_crossing = None;
+        let mut waits: Vec<String> = Vec::new();
+        let mut acts_now = false;
+        let mut due_in: Option<Duration> = None;
         for f in findings {
             limit_words.push(f.limit);
+            if f.exceeded.is_some() {
+                match f.signal_waits {
+                    Some(why) => waits.push(why),
+                    None => acts_now = true,
+                }
+            }
+            if let Some(d) = f.due_in {
+                due_in = Some(due_in.map_or(d, |e| e.min(d)));
+            }
             exceeded.extend(f.exceeded);
             readings.push(f.reading);
             cleared &= !f.past_clearing_margin;
             within_reach |= f.within_reach;
-            predicted_crossing = predicted_crossing.or(f.predicted_crossing);
+            if let Some(d) = f.predicted_crossing {
+                predicted_crossing = Some(predicted_crossing.map_or(d, |e: Duration| e.min(d)));
+            }
         }
         LimitCheck {
             exceeded: (!exceeded.is_empty()).then(|| exceeded.join("; ")),
@@ -226,6 +244,8 @@ impl LimitCheck {
             cleared,
             within_reach,
             predicted_crossing,
+            signal_waits: (!acts_now && !waits.is_empty()).then(|| waits.join("; ")),
+            due_in,
             readings,
         }
     }
@@ -260,6 +280,8 @@ fn check_size(
         past_clearing_margin: used as f64 >= bytes as f64 * (1.0 - s.rule.hysteresis),
         within_reach: used as f64 >= bytes as f64 * REACH_SHARE,
         predicted_crossing: None,
+        signal_waits: None,
+        due_in: None,
     }
 }
 
@@ -362,14 +384,18 @@ fn check_growth(s: &LimitSubject<'_>, rate: Rate) -> LimitFinding {
         past_clearing_margin: g >= limit * (1.0 - s.rule.hysteresis),
         within_reach: g >= limit * 0.5,
         predicted_crossing: None,
+        signal_waits: None,
+        due_in: None,
     }
 }
 
 /// `time_to_exhaustion`: the memory left to the process (under its memory
-/// cgroup's limit where that is tighter than the machine) over its growth
-/// across the rule's window, or over the machine's for a job whose own
-/// growth accounts for at least half of it ([`Scale::exhaustion_growth`]);
-/// within reach at twice the limit.
+/// cgroup's limit where that is tighter than the machine) over the pace at
+/// which that memory falls across the rule's window, for a process whose own
+/// growth takes the blame for it ([`exhaustion::blame`]); within reach at
+/// twice the limit. It holds within the limit, and a signal for it waits
+/// until it is due ([`exhaustion::Outlook::due`]); a leak fast enough to be
+/// due before the window has its points holds at once.
 fn check_time_to_exhaustion(s: &LimitSubject<'_>, limit: Duration) -> LimitFinding {
     let prefix = &s.prefix;
     let window = s.rule.window;
@@ -379,42 +405,116 @@ fn check_time_to_exhaustion(s: &LimitSubject<'_>, limit: Duration) -> LimitFindi
     );
     let threshold = format!("<= {}", humantime::format_duration(limit));
     let what = "time to exhaustion";
+    let outlook = s.scale.outlook.unwrap_or_else(|| {
+        let (room, ceiling) = exhaustion_headroom_for(s.snap, s.p);
+        Outlook {
+            room,
+            ceiling,
+            capacity: ceiling.map_or(
+                s.snap.system.total.saturating_add(s.snap.swap.total),
+                Ceiling::limit,
+            ),
+            falls: None,
+            recently: None,
+        }
+    });
+    let recent = exhaustion::own_recent(s.track, s.p, s.now);
+    let due = outlook.due(limit, s.scale.lead, recent);
+    let left_under = match outlook.ceiling {
+        Some(c) => format!("left under the {}", ceiling_words(c)),
+        None => "available plus free swap".to_string(),
+    };
+    let headroom = outlook.room;
     let Some(own) = s
         .track
         .and_then(|t| t.growth(s.now, window, MIN_GROWTH_POINTS))
     else {
-        return LimitFinding::cannot_hold(words, what, no_growth(window), threshold);
+        // Too little history for the window: only a leak that is due
+        // already (fast, near its end, and this process's doing) holds.
+        if let (Due::Now(why), Some(g)) = (&due, recent)
+            && matches!(exhaustion::blame(g, outlook.recently), Blame::Takes { .. })
+        {
+            let value = format!("{prefix}growing {}/s: {why}", format_bytes(g as u64));
+            return LimitFinding {
+                limit: words,
+                exceeded: Some(value.clone()),
+                reading: Reading {
+                    what,
+                    value,
+                    threshold,
+                    holds: true,
+                },
+                past_clearing_margin: true,
+                within_reach: true,
+                predicted_crossing: None,
+                signal_waits: None,
+                due_in: None,
+            };
+        }
+        let mut finding = LimitFinding::cannot_hold(words, what, no_growth(window), threshold);
+        // Sample again when it would be due at the recent pace.
+        if let Due::Waits {
+            in_time: Some(d), ..
+        } = due
+            && d <= REACH_TIME
+        {
+            finding.within_reach = true;
+            finding.predicted_crossing = Some(d);
+        }
+        return finding;
     };
-    let (g, machine_paced) = s.scale.exhaustion_growth(own);
-    let (headroom, ceiling) = exhaustion_headroom_for(s.snap, s.p);
-    let Some(tte) = time_to_exhaustion(headroom, g) else {
-        let value = format!(
-            "never: not growing ({}{}/s over {})",
-            if g < 0.0 { "-" } else { "" },
-            format_bytes(g.abs() as u64),
-            humantime::format_duration(window)
-        );
-        return LimitFinding::cannot_hold(words, what, value, threshold);
+    let whose = match outlook.ceiling {
+        Some(_) => "the cgroup's room",
+        None => "the machine's room",
     };
-    let left_under = match ceiling {
-        Some(c) => format!("left under the {}", ceiling_words(c)),
-        None => "available plus free swap".to_string(),
+    let pace = match exhaustion::blame(own, outlook.falls) {
+        Blame::Takes { pace } => pace,
+        Blame::NotGrowing { pace } => {
+            let value = format!(
+                "never: not growing ({}{}/s over {})",
+                if pace < 0.0 { "-" } else { "" },
+                format_bytes(pace.abs() as u64),
+                humantime::format_duration(window)
+            );
+            return LimitFinding::cannot_hold(words, what, value, threshold);
+        }
+        Blame::Bystander { own, fall } => {
+            let value = format!(
+                "not this process's doing: {whose} falls {}/s over {}, and {prefix}growing \
+                 {}/s, under {}% of that",
+                format_bytes(fall as u64),
+                humantime::format_duration(window),
+                format_bytes(own as u64),
+                (exhaustion::BLAME_SHARE * 100.0).round()
+            );
+            return LimitFinding::cannot_hold(words, what, value, threshold);
+        }
     };
-    let pace = if machine_paced {
+    let Some(tte) = time_to_exhaustion(headroom, pace) else {
+        return LimitFinding::cannot_hold(words, what, "never".to_string(), threshold);
+    };
+    let pace_words = if (pace - own).abs() > own * 0.05 {
         format!(
-            " (the machine's pace; the job's own is {}/s)",
-            format_bytes(own.max(0.0) as u64)
+            " ({whose} falls {}/s)",
+            format_bytes(pace.max(0.0) as u64)
         )
     } else {
         String::new()
     };
-    let within = tte <= limit;
+    let due_now = matches!(due, Due::Now(_));
+    let within = tte <= limit || due_now;
+    let (signal_waits, due_in, due_words) = match (&due, within) {
+        (Due::Now(why), _) => (None, None, format!("; due now: {why}")),
+        (Due::Waits { why, in_time }, true) => (Some(why.clone()), *in_time, String::new()),
+        (Due::Waits { .. }, false) => (None, None, String::new()),
+    };
     LimitFinding {
         limit: words,
         exceeded: within.then(|| {
             format!(
-                "{prefix}growing {}/s{pace}, {} {left_under}: exhausted in {:.1}s (limit {})",
-                format_bytes(g as u64),
+                "{prefix}growing {}/s{pace_words}, {} {left_under}: exhausted in {:.1}s (limit \
+                 {}){due_words}",
+                format_bytes(own as u64),
                 format_bytes(headroom),
                 tte.as_secs_f64(),
                 humantime::format_duration(limit)
@@ -423,18 +523,21 @@ fn check_time_to_exhaustion(s: &LimitSubject<'_>, limit: Duration) -> LimitFindi
         reading: Reading {
             what,
             value: format!(
-                "{:.1}s ({prefix}growing {}/s{pace} over {}, {} {left_under})",
+                "{:.1}s ({prefix}growing {}/s{pace_words} over {}, {} {left_under})",
                 tte.as_secs_f64(),
-                format_bytes(g as u64),
+                format_bytes(own as u64),
                 humantime::format_duration(window),
                 format_bytes(headroom)
             ),
             threshold,
             holds: within,
         },
-        past_clearing_margin: tte.as_secs_f64() <= limit.as_secs_f64() * (1.0 + s.rule.hysteresis),
+        past_clearing_margin: due_now
+            || tte.as_secs_f64() <= limit.as_secs_f64() * (1.0 + s.rule.hysteresis),
         within_reach: tte <= limit * 2,
         predicted_crossing: None,
+        signal_waits,
+        due_in,
     }
 }
 
@@ -937,45 +1040,89 @@ mod tests {
         assert!(c.cleared && !c.within_reach);
     }
 
-    #[test]
-    fn a_jobs_time_to_exhaustion_takes_the_machines_pace_only_while_its_own_is_half_of_it() {
+    /// An outlook on a 16 GiB machine with 8 GiB left whose room falls at
+    /// `falls` MiB/s over the window and `recently` MiB/s of late.
+    fn machine_outlook(falls: u64, recently: u64) -> Outlook<'static> {
+        Outlook {
+            room: 8 * GIB,
+            ceiling: None,
+            capacity: 16 * GIB,
+            falls: Some((falls * MIB) as f64),
+            recently: Some((recently * MIB) as f64),
+        }
+    }
+
+    fn read_tte(limit: &str, own: &ProcessTrack, outlook: Outlook<'static>) -> LimitCheck {
         let snap = half_free()
             .process(process(5).name("python3").job(5))
             .process(process(6).name("python3").job(5))
             .job_of(5, crate::model::Basis::Rss)
             .build();
+        let snap: &'static Snapshot = Box::leak(Box::new(snap));
+        check(
+            &rule(&format!("time_to_exhaustion = \"{limit}\"")),
+            &snap.processes[0],
+            Some(own),
+            snap,
+            Timestamp(10_000),
+            Scale {
+                job: Some(&snap.jobs[0]),
+                outlook: Some(outlook),
+                lead: Duration::from_millis(550),
+            },
+        )
+    }
+
+    #[test]
+    fn a_jobs_time_to_exhaustion_runs_at_the_pace_its_room_falls() {
+        // The job grows 100 MiB/s by its own figures; the machine loses
+        // 150 MiB/s (pages its workers copy on access show there first).
         let own = series(GIB, 100 * MIB as i64);
-        let read = |machine_mib: u64| {
-            check(
-                &rule("time_to_exhaustion = \"1m\""),
-                &snap.processes[0],
-                Some(&own),
-                &snap,
-                Timestamp(10_000),
-                Scale {
-                    job: Some(&snap.jobs[0]),
-                    machine: Some((machine_mib * MIB) as f64),
-                },
-            )
-        };
-        let paced = read(150);
+        let paced = read_tte("1m", &own, machine_outlook(150, 150));
         assert_eq!(
             paced.exceeded.as_deref(),
             Some(
-                "job of 2 (5 + 1 worker, counted by rss): growing 150 MiB/s (the machine's \
-                 pace; the job's own is 100 MiB/s), 8.0 GiB available plus free swap: \
-                 exhausted in 54.6s (limit 1m)"
+                "job of 2 (5 + 1 worker, counted by rss): growing 100 MiB/s (the machine's room \
+                 falls 150 MiB/s), 8.0 GiB available plus free swap: exhausted in 54.6s (limit \
+                 1m)"
             )
         );
-        let own_pace = read(250);
-        assert_eq!(own_pace.exceeded, None);
-        assert_eq!(
-            own_pace.readings[0].value,
-            "81.9s (job of 2 (5 + 1 worker, counted by rss): growing 100 MiB/s over 10s, \
-             8.0 GiB available plus free swap)"
+        // It holds, so the status speaks; the signal waits for the lead.
+        let waits = paced.signal_waits.as_deref().unwrap();
+        assert!(
+            waits.starts_with("a signal waits until exhaustion is nearer than the lead (550ms)"),
+            "{waits}"
         );
-        // Past its clearing margin (66s), yet within twice the limit.
-        assert!(own_pace.cleared && own_pace.within_reach);
+        assert_eq!(paced.due_in.map(|d| d.as_millis()), Some(54_063));
+    }
+
+    #[test]
+    fn a_process_beside_a_faster_fall_takes_no_blame() {
+        let own = series(GIB, 10 * MIB as i64);
+        let c = read_tte("1m", &own, machine_outlook(400, 400));
+        assert_eq!(c.exceeded, None);
+        assert_eq!(
+            c.readings[0].value,
+            "not this process's doing: the machine's room falls 400 MiB/s over 10s, and job of 2 \
+             (5 + 1 worker, counted by rss): growing 10.0 MiB/s, under 25% of that"
+        );
+    }
+
+    #[test]
+    fn a_leak_about_to_exhaust_the_room_is_due_at_once() {
+        let own = series(GIB, 2 * GIB as i64);
+        let mut o = machine_outlook(2048, 2048);
+        o.room = GIB;
+        let c = read_tte("30s", &own, o);
+        assert_eq!(c.signal_waits, None);
+        let why = c.exceeded.unwrap();
+        assert!(
+            why.ends_with(
+                "due now: 1.0 GiB left, falling 2.0 GiB/s over the last 2s: exhausted in 0.5s, \
+                 within the lead (550ms)"
+            ),
+            "{why}"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@
 
 pub mod assess;
 pub mod decision;
+pub mod exhaustion;
 pub mod explain;
 pub mod limits;
 pub mod protection;
@@ -81,6 +82,12 @@ pub struct PolicyState {
     /// When the rule last took a step on the process: no new ladder
     /// within the rule's `cooldown` of it.
     last_acted: HashMap<Key, Timestamp>,
+    /// When the rule last sent the process a notification: a ladder that
+    /// starts again within the rule's `cooldown` of it starts past its
+    /// leading notifications. A notification alone starts no cooldown, so
+    /// an early warning for a load that ended never holds back the signal
+    /// for a leak that follows.
+    last_noticed: HashMap<Key, Timestamp>,
     /// Gated rules: the last victim, and when; per rule, or per rule and
     /// cgroup for a rule whose condition is read per cgroup.
     last_victim: HashMap<(String, Option<SharedStr>), Victim>,
@@ -111,6 +118,11 @@ pub struct RuleStatus {
     /// none (out of reach, or every step taken).
     #[serde(default)]
     pub next_step: Option<usize>,
+    /// Why the next step, a signal or hook, waits though the rule holds:
+    /// exhaustion is predicted, but not yet nearer than the rule's lead.
+    /// Notifications before it have gone out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<String>,
 }
 
 /// The outcome of one evaluation.
@@ -190,6 +202,7 @@ pub fn evaluate(
             .is_some_and(|cooldown| now < at.plus(*cooldown))
     };
     state.last_acted.retain(|(rule, _), at| running(rule, *at));
+    state.last_noticed.retain(|(rule, _), at| running(rule, *at));
     state
         .last_victim
         .retain(|(rule, _), victim| running(rule, victim.at));
@@ -202,6 +215,12 @@ struct Holding<'a> {
     track: Option<&'a ProcessTrack>,
     why: String,
     limit: String,
+    /// Why a signal or hook step waits (see [`limits::LimitCheck::signal_waits`]).
+    waits: Option<String>,
+    /// When it would be due, from now.
+    due_in: Option<Duration>,
+    /// The job the process stands for, for steps sent to its workers.
+    job: Option<&'a crate::model::Job>,
 }
 
 /// One rule over the whole snapshot: which processes it holds for, which
@@ -331,6 +350,9 @@ fn condition_holders<'a>(
             track: victim.track,
             why: with_note(victim, condition.detail.clone()),
             limit: condition.detail,
+            waits: None,
+            due_in: None,
+            job: victim.job,
         };
         return (vec![holding], Vec::new());
     }
@@ -407,6 +429,7 @@ fn limit_holders<'a>(
                 }
             },
             not_acting,
+            waits: None,
         });
         match &check.exceeded {
             Some(why) if gated_holds => {
@@ -421,6 +444,9 @@ fn limit_holders<'a>(
                         track: a.track,
                         why: with_note(a, why),
                         limit: check.limit.clone(),
+                        waits: check.signal_waits.clone(),
+                        due_in: check.due_in,
+                        job: a.job,
                     }),
                 }
             }
@@ -494,6 +520,7 @@ fn hold_without_acting(
         detail: format!("{detail}; not acting: {}", na.reason),
         not_acting: Some(na.reason.clone()),
         next_step: None,
+        waits: None,
     });
     if state.not_acting.insert(key(run, p), na.hold) != Some(na.hold) {
         out.events.push(EventKind::LimitHeldNotActing {
@@ -569,7 +596,15 @@ fn in_cooldown(run: &RuleRun<'_>, state: &PolicyState, p: &ProcessSample) -> Opt
 /// Take `held` one step along its ladder: start it (or say why not),
 /// take the step that is due, or wait.
 fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, held: Holding<'_>) {
-    let Holding { p, why, limit, .. } = held;
+    let Holding {
+        p,
+        why,
+        limit,
+        waits,
+        due_in,
+        job,
+        ..
+    } = held;
     let rule = run.rule;
     let key = key(run, p);
     let word = if rule.limits.is_empty() {
@@ -588,10 +623,23 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
             process: ProcessRef::of(p),
             detail: why.clone(),
         });
+        // Told already, within the cooldown: the warning is not repeated.
+        let noticed = state
+            .last_noticed
+            .get(&key)
+            .is_some_and(|at| run.now < at.plus(rule.cooldown));
+        let next_step = if noticed {
+            rule.actions
+                .iter()
+                .position(|s| !matches!(s.action, Action::Notify))
+                .unwrap_or(rule.actions.len())
+        } else {
+            0
+        };
         state.ladders.insert(
             key.clone(),
             Ladder {
-                next_step: 0,
+                next_step,
                 last_step_at: None,
                 process: ProcessRef::of(p),
             },
@@ -628,6 +676,7 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
         detail,
         not_acting,
         next_step,
+        waits: None,
     };
     let dry = |word: &str| match dry_run {
         Some(_) => format!("{word}, dry run"),
@@ -668,7 +717,30 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
         ));
         return;
     }
-    let decision = Decision {
+    // Warn early, act just in time: a signal or hook for a prediction waits
+    // until it is due; a notification speaks at once.
+    if let Some(wait) = waits.filter(|_| !matches!(step.action, Action::Notify)) {
+        if let Some(d) = due_in {
+            out.check_at(d);
+        }
+        let taken = ladder.next_step;
+        let word = if taken == 0 {
+            "crossed".to_string()
+        } else {
+            format!("step {taken}/{}", rule.actions.len())
+        };
+        let mut s = status(dry(&word), why, dry_run.clone(), Some(taken));
+        s.waits = Some(wait);
+        out.set_status(s);
+        return;
+    }
+    // A step sent to a job's workers: each worker it may reach, checked
+    // as the rule checks any process; none to reach skips the step.
+    let targets: Vec<ProcessRef> = match step.to {
+        crate::config::Target::Process => vec![ProcessRef::of(p)],
+        crate::config::Target::Workers => workers_in_reach(run, job),
+    };
+    let first = Decision {
         rule: rule.name.clone(),
         process: ProcessRef::of(p),
         step: ladder.next_step,
@@ -679,13 +751,34 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
         reason: why.clone(),
         reach: Reach::of_rule(rule, &run.config.protect, run.ctx.self_uid),
     };
+    let decisions: Vec<Decision> = targets
+        .into_iter()
+        .map(|process| {
+            let mut d = first.clone();
+            if process.pid != p.id.pid {
+                d.reason = format!(
+                    "{} (worker of the job of {} (pid {}))",
+                    first.reason,
+                    crate::report::printable(&p.name),
+                    p.id.pid
+                );
+            }
+            d.process = process;
+            d
+        })
+        .collect();
+    let decision = first;
     ladder.next_step += 1;
     ladder.last_step_at = Some(run.now);
     let next = rule.actions.get(ladder.next_step);
     if let Some(next) = next {
         out.check_at(next.after);
     }
-    state.last_acted.insert(key, run.now);
+    if matches!(decision.action, Action::Notify) {
+        state.last_noticed.insert(key, run.now);
+    } else {
+        state.last_acted.insert(key, run.now);
+    }
     if decision.step == 0 && rule.when.is_some() {
         state.last_victim.insert(
             run.victim_key(),
@@ -705,7 +798,23 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
         dry_run,
         next.map(|_| decision.step + 1),
     ));
-    out.decisions.push(decision);
+    out.decisions.extend(decisions);
+}
+
+/// The workers of `job` (every member but its root) that the rule may act
+/// on: alive in the snapshot, its owner within the rule's reach, not
+/// protected.
+fn workers_in_reach(run: &RuleRun<'_>, job: Option<&crate::model::Job>) -> Vec<ProcessRef> {
+    let Some(job) = job else {
+        return Vec::new();
+    };
+    job.members
+        .iter()
+        .filter(|pid| **pid != job.pid())
+        .filter_map(|pid| run.snap.process(*pid))
+        .filter(|w| run.may_act_on(w))
+        .map(ProcessRef::of)
+        .collect()
 }
 
 /// Pick one process by the rule's `select`, each candidate with its series

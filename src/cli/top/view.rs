@@ -982,6 +982,7 @@ pub mod tests {
             state: state.into(),
             detail: detail.into(),
             not_acting: None,
+            waits: None,
             next_step: Some(0),
         };
         let mut figures = HashMap::new();
