@@ -131,7 +131,10 @@ mod tests {
     #[test]
     fn the_window_rate_needs_half_the_window_the_recent_one_two_points() {
         let s = series(&[(0, 1000 * MIB), (500, 900 * MIB)]);
-        assert_eq!(s.consumption(Timestamp(500), Duration::from_secs(10), 3), None);
+        assert_eq!(
+            s.consumption(Timestamp(500), Duration::from_secs(10), 3),
+            None
+        );
         let recent = s
             .recent_consumption(Timestamp(500), Duration::from_secs(3))
             .unwrap();
@@ -146,7 +149,9 @@ mod tests {
     #[test]
     fn a_load_that_stopped_stops_the_recent_rate_within_its_window() {
         // 200 MiB/s for 5 s, then flat for 3 s, sampled every 250 ms.
-        let mut points: Vec<(u64, u64)> = (0..=20).map(|i| (i * 250, 4096 * MIB - i * 50 * MIB)).collect();
+        let mut points: Vec<(u64, u64)> = (0..=20)
+            .map(|i| (i * 250, 4096 * MIB - i * 50 * MIB))
+            .collect();
         points.extend((21..=32).map(|i| (i * 250, 3096 * MIB)));
         let s = series(&points);
         let now = Timestamp(8000);

@@ -87,6 +87,58 @@ pub fn outlook<'s>(
     }
 }
 
+/// Whether a signal is still due after a step taken at `step_at`: the
+/// fall and the process's growth counted only from the moment that step had
+/// time to take effect (`step_at` + [`crate::config::SIGNAL_TAKES_EFFECT`]),
+/// so that the next step goes only if the memory keeps running out despite
+/// it. Until a few points lie past that moment, it waits.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the same inputs as outlook and due"
+)]
+pub fn due_after_step(
+    history: &History,
+    snap: &Snapshot,
+    p: &ProcessSample,
+    track: Option<&ProcessTrack>,
+    step_at: Timestamp,
+    now: Timestamp,
+    limit: Duration,
+    lead: Duration,
+) -> Due {
+    let since = step_at.plus(crate::config::SIGNAL_TAKES_EFFECT);
+    if now <= since {
+        return Due::Waits {
+            why: "the last step is still taking effect".to_string(),
+            in_time: Some(since.since(now)),
+        };
+    }
+    let window = now.since(since);
+    let (room, ceiling) = exhaustion_headroom_for(snap, p);
+    let series = match ceiling {
+        Some(c) => history.ceiling_room(&c.path),
+        None => Some(history.machine_room()),
+    };
+    let outlook = Outlook {
+        room,
+        ceiling,
+        capacity: match ceiling {
+            Some(c) => c.limit(),
+            None => snap.system.total.saturating_add(snap.swap.total),
+        },
+        falls: None,
+        recently: series.and_then(|s| s.recent_consumption(now, window)),
+    };
+    let own = track.and_then(|t| t.trend(now, window, None));
+    match outlook.due(limit, lead, own) {
+        Due::Now(why) => Due::Now(format!("{why}, still after the last step")),
+        Due::Waits { why, in_time } => Due::Waits {
+            why: format!("since the last step took effect: {why}"),
+            in_time,
+        },
+    }
+}
+
 /// How a process's growth stands against the fall of its room.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Blame {
@@ -119,7 +171,10 @@ pub enum Due {
     /// Now, and why.
     Now(String),
     /// Not yet: why it waits, and when it would be due at the recent pace.
-    Waits { why: String, in_time: Option<Duration> },
+    Waits {
+        why: String,
+        in_time: Option<Duration>,
+    },
 }
 
 impl Outlook<'_> {
@@ -134,7 +189,7 @@ impl Outlook<'_> {
             return waits(
                 format!(
                     "a signal waits until exhaustion is nearer than the lead ({lead_words}); \
-                     the room is not falling now"
+                     the room is not falling now (or too few samples say how fast it falls)"
                 ),
                 None,
             );
@@ -272,7 +327,10 @@ mod tests {
                 fall: 400.0 * mib
             }
         );
-        assert_eq!(blame(-1.0, Some(400.0 * mib)), Blame::NotGrowing { pace: -1.0 });
+        assert_eq!(
+            blame(-1.0, Some(400.0 * mib)),
+            Blame::NotGrowing { pace: -1.0 }
+        );
         assert_eq!(
             blame(10.0 * mib, Some(-5.0)),
             Blame::NotGrowing { pace: -5.0 }

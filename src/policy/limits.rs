@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::config::{Limits, Per, Rate, Rule, SizeLimit, SystemCondition};
 use super::exhaustion::{self, Blame, Due, Outlook};
+use crate::config::{Limits, Per, Rate, Rule, SizeLimit, SystemCondition};
 use crate::history::{ProcessTrack, exhaustion_headroom_for, time_to_exhaustion};
 use crate::model::{Ceiling, Job, ProcessSample, Snapshot, Timestamp, printable};
 use crate::report::{format_bytes, format_bytes_against};
@@ -54,6 +54,10 @@ pub struct LimitCheck {
     pub signal_waits: Option<String>,
     /// When a waiting signal would be due at the recent pace, from now.
     pub due_in: Option<Duration>,
+    /// Every limit that holds is a prediction (`time_to_exhaustion`): a
+    /// later step goes only while exhaustion is still due after the one
+    /// before it ([`exhaustion::due_after_step`]).
+    pub by_prediction: bool,
     /// Each limit on its own.
     pub readings: Vec<Reading>,
 }
@@ -180,6 +184,8 @@ struct LimitFinding {
     signal_waits: Option<String>,
     /// When that signal would be due, from now.
     due_in: Option<Duration>,
+    /// The limit is a prediction of exhaustion (`time_to_exhaustion`).
+    predicted_exhaustion: bool,
 }
 
 impl LimitFinding {
@@ -201,6 +207,7 @@ impl LimitFinding {
             predicted_crossing: None,
             signal_waits: None,
             due_in: None,
+            predicted_exhaustion: false,
         }
     }
 }
@@ -218,13 +225,18 @@ impl LimitCheck {
         let mut predicted_crossing = None;
         let mut waits: Vec<String> = Vec::new();
         let mut acts_now = false;
+        let mut predicted = false;
         let mut due_in: Option<Duration> = None;
         for f in findings {
             limit_words.push(f.limit);
             if f.exceeded.is_some() {
-                match f.signal_waits {
-                    Some(why) => waits.push(why),
-                    None => acts_now = true,
+                match (f.signal_waits, f.predicted_exhaustion) {
+                    (Some(why), _) => {
+                        waits.push(why);
+                        predicted = true;
+                    }
+                    (None, true) => predicted = true,
+                    (None, false) => acts_now = true,
                 }
             }
             if let Some(d) = f.due_in {
@@ -245,6 +257,7 @@ impl LimitCheck {
             within_reach,
             predicted_crossing,
             signal_waits: (!acts_now && !waits.is_empty()).then(|| waits.join("; ")),
+            by_prediction: !acts_now && predicted,
             due_in,
             readings,
         }
@@ -282,6 +295,7 @@ fn check_size(
         predicted_crossing: None,
         signal_waits: None,
         due_in: None,
+        predicted_exhaustion: false,
     }
 }
 
@@ -386,6 +400,7 @@ fn check_growth(s: &LimitSubject<'_>, rate: Rate) -> LimitFinding {
         predicted_crossing: None,
         signal_waits: None,
         due_in: None,
+        predicted_exhaustion: false,
     }
 }
 
@@ -449,6 +464,7 @@ fn check_time_to_exhaustion(s: &LimitSubject<'_>, limit: Duration) -> LimitFindi
                 predicted_crossing: None,
                 signal_waits: None,
                 due_in: None,
+                predicted_exhaustion: true,
             };
         }
         let mut finding = LimitFinding::cannot_hold(words, what, no_growth(window), threshold);
@@ -494,10 +510,7 @@ fn check_time_to_exhaustion(s: &LimitSubject<'_>, limit: Duration) -> LimitFindi
         return LimitFinding::cannot_hold(words, what, "never".to_string(), threshold);
     };
     let pace_words = if (pace - own).abs() > own * 0.05 {
-        format!(
-            " ({whose} falls {}/s)",
-            format_bytes(pace.max(0.0) as u64)
-        )
+        format!(" ({whose} falls {}/s)", format_bytes(pace.max(0.0) as u64))
     } else {
         String::new()
     };
@@ -538,6 +551,7 @@ fn check_time_to_exhaustion(s: &LimitSubject<'_>, limit: Duration) -> LimitFindi
         predicted_crossing: None,
         signal_waits,
         due_in,
+        predicted_exhaustion: true,
     }
 }
 

@@ -202,7 +202,9 @@ pub fn evaluate(
             .is_some_and(|cooldown| now < at.plus(*cooldown))
     };
     state.last_acted.retain(|(rule, _), at| running(rule, *at));
-    state.last_noticed.retain(|(rule, _), at| running(rule, *at));
+    state
+        .last_noticed
+        .retain(|(rule, _), at| running(rule, *at));
     state
         .last_victim
         .retain(|(rule, _), victim| running(rule, victim.at));
@@ -221,6 +223,9 @@ struct Holding<'a> {
     due_in: Option<Duration>,
     /// The job the process stands for, for steps sent to its workers.
     job: Option<&'a crate::model::Job>,
+    /// It holds by a prediction of exhaustion alone: a step after a signal
+    /// goes only while exhaustion is still due after it.
+    by_prediction: bool,
 }
 
 /// One rule over the whole snapshot: which processes it holds for, which
@@ -353,6 +358,7 @@ fn condition_holders<'a>(
             waits: None,
             due_in: None,
             job: victim.job,
+            by_prediction: false,
         };
         return (vec![holding], Vec::new());
     }
@@ -447,6 +453,7 @@ fn limit_holders<'a>(
                         waits: check.signal_waits.clone(),
                         due_in: check.due_in,
                         job: a.job,
+                        by_prediction: check.by_prediction,
                     }),
                 }
             }
@@ -598,12 +605,13 @@ fn in_cooldown(run: &RuleRun<'_>, state: &PolicyState, p: &ProcessSample) -> Opt
 fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, held: Holding<'_>) {
     let Holding {
         p,
+        track,
         why,
         limit,
         waits,
         due_in,
         job,
-        ..
+        by_prediction,
     } = held;
     let rule = run.rule;
     let key = key(run, p);
@@ -718,8 +726,42 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
         return;
     }
     // Warn early, act just in time: a signal or hook for a prediction waits
-    // until it is due; a notification speaks at once.
-    if let Some(wait) = waits.filter(|_| !matches!(step.action, Action::Notify)) {
+    // until it is due; a notification speaks at once. After a signal or
+    // hook, the next one goes only if the memory keeps running out once
+    // that one had time to take effect.
+    let acts = !matches!(step.action, Action::Notify);
+    let after_signal = ladder
+        .next_step
+        .checked_sub(1)
+        .and_then(|i| rule.actions.get(i))
+        .is_some_and(|s| !matches!(s.action, Action::Notify));
+    let waits = match (waits, ladder.last_step_at) {
+        (Some(w), _) => Some(w),
+        (None, Some(last)) if acts && by_prediction && after_signal => {
+            let lead = rule.lead_or(run.config.daemon.fast_interval);
+            let limit = rule.limits.time_to_exhaustion.unwrap_or_default();
+            match exhaustion::due_after_step(
+                run.history,
+                run.snap,
+                p,
+                track,
+                last,
+                run.now,
+                limit,
+                lead,
+            ) {
+                exhaustion::Due::Now(_) => None,
+                exhaustion::Due::Waits { why, in_time } => {
+                    if let Some(d) = in_time {
+                        out.check_at(d);
+                    }
+                    Some(why)
+                }
+            }
+        }
+        _ => None,
+    };
+    if let Some(wait) = waits.filter(|_| acts) {
         if let Some(d) = due_in {
             out.check_at(d);
         }

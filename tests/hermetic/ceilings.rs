@@ -73,12 +73,26 @@ fn time_to_exhaustion_is_predicted_against_the_cgroups_limit() {
     );
     let mut history = History::new(Duration::from_secs(900));
     let mut state = PolicyState::default();
-    // Growing 100 MiB/s from 200 MiB: 1.8 GiB of room is 18 s away.
+    // Growing 100 MiB/s from 200 MiB: 1.8 GiB of room is 18 s away. The
+    // rule holds as soon as that is within 30 s, and its signal waits until
+    // the room is nearly gone.
     let mut acted_at = None;
-    for i in 0..12u64 {
+    let mut waited = false;
+    for i in 0..20u64 {
         let s = lab(1_000 + i * 1_000, 200 * MIB + i * 100 * MIB);
         history.record(&s);
         let ev = evaluate(&c, &mut state, &history, &s, ROOT, s.taken_at);
+        if let Some(status) = ev.statuses.iter().find(|st| st.waits.is_some()) {
+            assert_eq!(status.state, "crossed");
+            assert!(
+                status
+                    .detail
+                    .contains("left under the memory cgroup /lab's limit"),
+                "{}",
+                status.detail
+            );
+            waited = true;
+        }
         if let Some(d) = ev.decisions.first() {
             assert!(
                 d.reason
@@ -92,8 +106,14 @@ fn time_to_exhaustion_is_predicted_against_the_cgroups_limit() {
     }
     let i = acted_at.expect("the rule acts before the cgroup's limit");
     assert!(
-        200 * MIB + i * 100 * MIB < 2 * GIB,
-        "acted while under the limit"
+        waited,
+        "the rule held and said its signal waits before it acted"
+    );
+    let at = 200 * MIB + i * 100 * MIB;
+    assert!(at < 2 * GIB, "acted while under the limit");
+    assert!(
+        at > 2 * GIB - 2 * GIB / 20 - 100 * MIB,
+        "acted only with the last 5% of the limit left, not 30 s ahead: {at}"
     );
     // The machine alone (22.5 GiB available) is 200 s away at this pace.
     let s = lab(20_000, 600 * MIB);

@@ -293,7 +293,7 @@ const INVALID: &[(&str, &str)] = &[
     ),
     (
         "rule_unknown_key.toml",
-        r#"4:1: rule[0] ("nb").limit: unknown key "limit"; expected one of: name, match, footprint, gpu_memory, growth, time_to_exhaustion, window, when, select, scope, actions, cooldown, hysteresis, dry_run, other_users, root"#,
+        r#"4:1: rule[0] ("nb").limit: unknown key "limit"; expected one of: name, match, footprint, gpu_memory, growth, time_to_exhaustion, window, lead, when, select, scope, actions, cooldown, hysteresis, dry_run, other_users, root"#,
     ),
     (
         "rule_unknown_signal.toml",

@@ -102,39 +102,88 @@ fn notebook(ms: u64, workers: u32, each: u64) -> Snapshot {
     s.build()
 }
 
-#[test]
-fn the_default_notebook_rule_interrupts_the_kernel_when_its_workers_together_run_the_machine_out() {
+/// A DataLoader under the embedded default: 8 workers copying their
+/// kernel's pages at 50 MiB/s each (400 MiB/s together) from 12 GiB
+/// available, sampled every 250 ms. The copying stops 100 ms after the
+/// first `stop_on` signal the rule sends. Returns the run and the time of
+/// each decision.
+fn dataloader(stop_on: SignalName) -> (Run, Vec<(u64, Decision)>) {
     let mut run = Run::new(default_rules());
-    // 8 workers at 88 MiB/s each: each far below every per-process limit,
-    // together 704 MiB/s against 20 GiB.
-    for t in 0..12u64 {
-        run.feed(notebook(t * 1000, 8, (t + 1) * 88 * MIB));
-        if !run.decisions.is_empty() {
-            break;
+    let mut timed = Vec::new();
+    let mut stopped: Option<u64> = None;
+    for tick in 0..160u64 {
+        let ms = tick * 250;
+        let copying_ms = stopped.unwrap_or(ms);
+        let each = GIB + 50 * MIB * copying_ms / 1000;
+        let seen = run.decisions.len();
+        run.feed(notebook(ms, 8, each));
+        timed.extend(run.decisions[seen..].iter().map(|d| (ms, d.clone())));
+        if stopped.is_none() && !signals(&timed, stop_on).is_empty() {
+            stopped = Some(ms + 100);
         }
+        let available = (20 * GIB).saturating_sub(8 * each);
+        assert!(available > 0, "the machine ran out at {ms} ms: {timed:?}");
     }
-    let sigint: Vec<&Decision> = run
-        .decisions
+    (run, timed)
+}
+
+fn signals(timed: &[(u64, Decision)], signal: SignalName) -> Vec<(u64, u32)> {
+    timed
         .iter()
-        .filter(|d| {
-            matches!(
-                d.action,
-                Action::Signal {
-                    signal: SignalName::Int,
-                    ..
-                }
-            )
-        })
-        .collect();
-    assert_eq!(sigint.len(), 1, "{:?}", run.decisions);
-    let d = sigint[0];
-    assert_eq!(d.rule, "notebook-runaway");
-    assert_eq!(d.process.pid, 100, "the kernel, not a worker: {d:?}");
+        .filter(|(_, d)| matches!(d.action, Action::Signal { signal: s, .. } if s == signal))
+        .map(|(ms, d)| (*ms, d.process.pid))
+        .collect()
+}
+
+#[test]
+fn the_default_notebook_rule_warns_early_interrupts_just_in_time_then_stops_the_workers() {
+    // The copying goes on whatever the kernel does (the workers outlive the
+    // interrupted iterator) until the workers end.
+    let (run, timed) = dataloader(SignalName::Term);
+    // The user is told first, while most of the memory is still there.
+    let (notified_at, notice) = timed.first().expect("a notification").clone();
+    assert!(matches!(notice.action, Action::Notify), "{notice:?}");
+    assert_eq!(notice.process.pid, 100, "the kernel, not a worker");
     assert!(
-        d.reason
+        notice
+            .reason
             .contains("job of 9 (100 + 8 workers, counted by pss)"),
         "{}",
-        d.reason
+        notice.reason
+    );
+    // The kernel's SIGINT waits until the room is nearly gone: 5% of the
+    // machine (1.2 GiB) at 400 MiB/s is 3 s before it runs out at 30.7 s.
+    let sigint = signals(&timed, SignalName::Int);
+    assert_eq!(sigint.len(), 1, "{timed:?}");
+    let (interrupted_at, pid) = sigint[0];
+    assert_eq!(pid, 100);
+    assert!(
+        interrupted_at >= notified_at + 10_000,
+        "SIGINT at {interrupted_at} ms, notice at {notified_at} ms"
+    );
+    assert!(
+        (27_000..28_000).contains(&interrupted_at),
+        "{interrupted_at}"
+    );
+    // The memory keeps running out: a second later each worker gets
+    // SIGTERM, the kernel does not.
+    let sigterm = signals(&timed, SignalName::Term);
+    let mut pids: Vec<u32> = sigterm.iter().map(|(_, pid)| *pid).collect();
+    pids.sort_unstable();
+    assert_eq!(pids, (200..208).collect::<Vec<u32>>(), "{timed:?}");
+    assert!(
+        sigterm
+            .iter()
+            .all(|(ms, _)| (interrupted_at + 1_000..interrupted_at + 1_600).contains(ms)),
+        "{sigterm:?} after SIGINT at {interrupted_at}"
+    );
+    let worker_term = &timed.iter().find(|(_, d)| d.process.pid == 200).unwrap().1;
+    assert!(
+        worker_term
+            .reason
+            .contains("(worker of the job of python3 (pid 100))"),
+        "{}",
+        worker_term.reason
     );
     // Nothing is said about the workers on their own.
     assert!(
@@ -155,6 +204,26 @@ fn the_default_notebook_rule_interrupts_the_kernel_when_its_workers_together_run
     let (pid, detail) = crossed.expect("a crossing is journaled");
     assert_eq!(pid, 100);
     assert!(detail.contains("exhausted in"), "{detail}");
+}
+
+#[test]
+fn an_interrupt_that_stops_the_copying_leaves_the_workers_alone() {
+    // The copying stops 100 ms after the kernel's SIGINT.
+    let (run, timed) = dataloader(SignalName::Int);
+    assert_eq!(signals(&timed, SignalName::Int).len(), 1, "{timed:?}");
+    assert!(
+        signals(&timed, SignalName::Term).is_empty(),
+        "the memory stopped running out, yet: {timed:?}"
+    );
+    // The status says why the next step waits.
+    let status = run
+        .statuses
+        .iter()
+        .find(|s| s.rule == "notebook-runaway" && s.pid == 100)
+        .expect("the kernel's status");
+    if let Some(w) = &status.waits {
+        assert!(w.contains("since the last step took effect"), "{w}");
+    }
 }
 
 #[test]

@@ -537,22 +537,46 @@ fn dry_run_is_carried_in_the_decision() {
 }
 
 #[test]
-fn time_to_exhaustion_uses_available_memory_plus_free_swap() {
+fn time_to_exhaustion_holds_early_and_signals_just_in_time() {
     let cfg = config(
         "[[rule]]\nname = \"tte\"\ntime_to_exhaustion = \"30s\"\nwindow = \"5s\"\nactions = [{ signal = \"SIGINT\" }]\n",
     );
     let mut run = Run::new(cfg, USER_DAEMON);
     // Growing 1 GiB/s with 40 GiB available: exhausted in 40 s, then less.
-    for t in 0..16 {
+    for t in 0..40 {
         let mut s = at(t, vec![anas_kernel(10, t * GIB)]);
         s.system.available = (40 - t) * GIB;
         run.feed(t as usize, &s);
+        if t == 10 {
+            // 30 GiB left at 1 GiB/s: the limit holds and says so, the
+            // signal waits (the 5 s window needs points spanning 2.5 s).
+            let status = run.status("tte", 10);
+            assert_eq!(status.state, "crossed");
+            assert!(
+                status.detail.contains("exhausted in 30.0s"),
+                "{}",
+                status.detail
+            );
+            let waits = status.waits.as_deref().unwrap_or_default();
+            assert!(
+                waits
+                    .starts_with("a signal waits until exhaustion is nearer than the lead (550ms)"),
+                "{waits}"
+            );
+            assert!(run.decisions.is_empty());
+        }
     }
     let (at, d) = &run.decisions[0];
-    // At t, 40 − t GiB are left at 1 GiB/s: ≤ 30 s from t = 10 on (and the
-    // 5 s window needs points spanning at least 2.5 s).
-    assert_eq!(*at, 10, "{}", d.reason);
-    assert!(d.reason.contains("exhausted in"), "{}", d.reason);
+    // Under 5% of 64 GiB (3.2 GiB) is left from t = 37 on, and at 1 GiB/s
+    // that is within the 30 s limit.
+    assert_eq!(*at, 37, "{}", d.reason);
+    assert!(
+        d.reason
+            .contains("3.0 GiB available plus free swap: exhausted in 3.0s"),
+        "{}",
+        d.reason
+    );
+    assert!(d.reason.contains("due now:"), "{}", d.reason);
 }
 
 // ---------------------------------------------------------------------------
@@ -896,22 +920,24 @@ fn the_default_rules_act_on_users_and_roots_notebooks_alike() {
         // half-RAM rule tells about it.
         let mut run = Run::new(default.clone(), ctx);
         run.feed(0, &at(0, vec![owned(10, uid, 55 * GIB)]));
-        let acted: Vec<(&str, String)> = run
+        run.feed(1, &at(1, vec![owned(10, uid, 55 * GIB)]));
+        let acted: Vec<(usize, &str, String)> = run
             .decisions
             .iter()
-            .map(|(_, d)| (d.rule.as_str(), d.action.label()))
+            .map(|(i, d)| (*i, d.rule.as_str(), d.action.label()))
             .collect();
         assert_eq!(
             acted,
             vec![
-                ("ml-process-over-half-ram", "notify".to_string()),
-                ("notebook-runaway", "SIGINT".to_string())
+                (0, "ml-process-over-half-ram", "notify".to_string()),
+                (0, "notebook-runaway", "notify".to_string()),
+                (1, "notebook-runaway", "SIGINT".to_string())
             ],
             "{setup}"
         );
         assert!(
             matches!(
-                run.decisions[1].1.action,
+                run.decisions[2].1.action,
                 Action::Signal {
                     require_handler: true,
                     ..
