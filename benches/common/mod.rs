@@ -40,6 +40,22 @@ pub fn cpu_time() -> Duration {
     )
 }
 
+/// CPU time consumed by the calling thread so far, user + system.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec that outlives the call;
+    // CLOCK_THREAD_CPUTIME_ID is supported on Linux and macOS.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
+}
+
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of the CPU
 /// times in `/proc/PID/stat`.
 pub fn clock_ticks_per_second() -> Option<u64> {

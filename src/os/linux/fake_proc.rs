@@ -92,14 +92,69 @@ impl FakeProc {
         tree
     }
 
+    /// A child of `ppid` forked without exec (`PF_FORKNOEXEC`), with
+    /// `minflt` minor faults so far.
+    pub(crate) fn child_of(&self, pid: u32, ppid: u32, name: &str, resident: u64, anon_kb: u64) {
+        self.process(pid, name, resident, anon_kb);
+        self.stat_full(pid, name, FLAGS | PF_FORKNOEXEC, ppid, 128);
+    }
+
+    /// `pid`'s minor faults so far (`stat` field 10), the rest unchanged.
+    pub(crate) fn faults(&self, pid: u32, minflt: u64) {
+        let name = std::fs::read_to_string(self.0.path().join(format!("{pid}/stat")))
+            .ok()
+            .and_then(|t| Some(t.split_once('(')?.1.rsplit_once(')')?.0.to_string()))
+            .unwrap_or_default();
+        let ppid = u32::try_from(self.field(pid, "stat", 3)).unwrap_or(1);
+        let flags = self.flags(pid);
+        self.stat_full(pid, &name, flags, ppid, minflt);
+    }
+
+    /// `pid`'s `smaps_rollup`, with `pss_anon_kb` of proportional share;
+    /// `None` removes it (a read of it fails).
+    pub(crate) fn shares(&self, pid: u32, pss_anon_kb: Option<u64>) {
+        let path = self.0.path().join(format!("{pid}/smaps_rollup"));
+        match pss_anon_kb {
+            Some(kb) => std::fs::write(
+                path,
+                format!("Rss: {kb} kB\nPss: {kb} kB\nPss_Anon: {kb} kB\nPss_File: 0 kB\nPss_Shmem: 0 kB\nSwapPss: 0 kB\n"),
+            )
+            .unwrap(),
+            None => {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    /// The machine's `AnonPages` in `meminfo`, kB.
+    pub(crate) fn anon_pages(&self, kb: u64) {
+        let path = self.0.path().join("meminfo");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("AnonPages:") {
+                    format!("AnonPages:      {kb} kB\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(path, text).unwrap();
+    }
+
     pub(crate) fn sampler(&self) -> LinuxSampler {
         LinuxSampler::new(self.0.path()).with_passwd("/nonexistent/passwd")
     }
 
     fn stat(&self, pid: u32, name: &str, flags: u32) {
+        self.stat_full(pid, name, flags, 1, 128);
+    }
+
+    fn stat_full(&self, pid: u32, name: &str, flags: u32, ppid: u32, minflt: u64) {
         std::fs::write(
             self.0.path().join(format!("{pid}/stat")),
-            format!("{pid} ({name}) S 1 6438 3887 0 -1 {flags} 128 0 0 0 0 0 0 0 20 0 1 0 30134 2990080 402 0\n"),
+            format!("{pid} ({name}) S {ppid} 6438 3887 0 -1 {flags} {minflt} 0 0 0 0 0 0 0 20 0 1 0 30134 2990080 402 0\n"),
         )
         .unwrap();
     }

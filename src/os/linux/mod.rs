@@ -11,6 +11,8 @@ mod cgroup_paths;
 #[cfg(target_os = "linux")]
 pub mod container_view;
 #[cfg(target_os = "linux")]
+mod copy_estimate;
+#[cfg(target_os = "linux")]
 pub mod doctor;
 #[cfg(target_os = "linux")]
 pub mod exit_records;

@@ -24,8 +24,11 @@
 //!   first seen (else a job would seem to double, and a job limit fire, at
 //!   the fork);
 //! - between reads a member's figure is its share plus the change in its
-//!   `RssAnon + RssShmem + VmSwap`; pages turned private by a write show
-//!   only at the next read.
+//!   `RssAnon + RssShmem + VmSwap`, plus the pages it is found to have
+//!   turned private by a write since (`copy_estimate.rs`: its minor faults,
+//!   as far as the machine's anonymous memory grew without any process's
+//!   figure showing it), never more than its own figure; the next read
+//!   replaces the estimate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -258,6 +261,9 @@ struct Reply {
     pss: Option<procfs::Pss>,
     /// Its RssAnon + RssShmem + VmSwap from `status`, read just after.
     own: Option<u64>,
+    /// Its minor faults from `stat`, read just after: the copies counted
+    /// from then on are those the share does not hold.
+    minflt: Option<u64>,
     took: Duration,
 }
 
@@ -308,11 +314,18 @@ fn read_one(reader: &mut ProcReader, pid: u32) -> Reply {
         .ok()
         .and_then(procfs::parse_status)
         .map(|st| st.footprint());
+    let minflt = reader
+        .read_pid(pid, "stat")
+        .ok()
+        .and_then(|data| procfs::parse_stat(data).map(|st| (st.start_ticks, st.minflt)))
+        .filter(|(again, _)| Some(*again) == start)
+        .map(|(_, minflt)| minflt);
     Reply {
         pid,
         start,
         pss,
         own,
+        minflt,
         took,
     }
 }
@@ -496,6 +509,8 @@ impl ProcessTracker {
                         tick,
                         took: r.took,
                     });
+                    // The share holds every copy made until the read.
+                    t.copies.read_at(r.minflt);
                 }
                 // Gone, reused, refused, or a kernel without Pss_Anon: its
                 // own figure stands, and the read is counted as failed.

@@ -149,6 +149,16 @@ impl LinuxSampler {
         let mut errors = CollectorErrors::default();
         let system = self.io.read_system(&mut errors)?;
         self.tracker.sample(&mut self.io, light, &mut errors);
+        // Pages copied on access since the shares were read: the machine's
+        // anonymous memory (and swap) against the processes' own figures.
+        let machine_anon = system
+            .memory
+            .app
+            .unwrap_or(0)
+            .saturating_add(system.swap.used);
+        let page = self.io.page_size;
+        self.tracker
+            .follow_copies(&mut self.io, page, machine_anon, light.is_none());
         let mut processes = self.tracker.build_processes(self.io.page_size);
         let unowned = self.unowned_tick(light.is_none(), &mut processes, system.memory.shmem);
         // Memory the machine gives out that no process's figure shows
@@ -163,9 +173,14 @@ impl LinuxSampler {
             .saturating_sub(system.memory.available)
             .saturating_add(system.swap.used)
             .saturating_sub(shmem);
-        let counted = processes.iter().fold(0u64, |sum, p| {
-            sum.saturating_add(p.footprint.saturating_sub(p.held_open))
-        });
+        // Copies estimated since the last reads are not counted here: only
+        // a read confirms them, and it should come soon.
+        let counted = processes
+            .iter()
+            .fold(0u64, |sum, p| {
+                sum.saturating_add(p.footprint.saturating_sub(p.held_open))
+            })
+            .saturating_sub(self.tracker.copies_unread());
         self.tracker
             .pss_budget
             .note_machine(Instant::now(), taken, counted);

@@ -30,6 +30,7 @@ use crate::model::{
 use crate::os::linux::parse::procfs::{self, Statm, Status};
 use crate::workload::{self, EarlierProgram, ProcessFacts};
 
+use super::copy_estimate::{CopyLedger, CopyWatch};
 use super::library_rescan::{LibraryScan, ScanBudget};
 use super::library_worker::LibraryWorker;
 use super::process_reads::Io;
@@ -77,6 +78,8 @@ pub(super) struct ProcessTracker {
     pub(super) last_pid: Option<u32>,
     /// What proportional-share reads may cost, and what they did.
     pub(super) pss_budget: PssBudget,
+    /// The machine's side of the copy-on-access estimate.
+    pub(super) copy_ledger: CopyLedger,
     /// The thread that makes them, once a family has been due.
     pub(super) pss_worker: Option<PssWorker>,
     /// What library scans (`maps`) may cost, and what they did.
@@ -165,6 +168,9 @@ pub(super) struct TrackedProcess {
     /// is read, it counts only what it added since (its parent's share
     /// holds the pages they share), not every shared page again.
     pub(super) fork_baseline: Option<u64>,
+    /// The pages it is estimated to have copied on access since its share
+    /// was last read (`copy_estimate.rs`).
+    pub(super) copies: CopyWatch,
     /// What it ran before, if it has changed program (or name) since it was
     /// first read: kept in its evidence through every classification.
     pub(super) earlier: Option<EarlierProgram>,
@@ -226,6 +232,7 @@ impl ProcessTracker {
             listed_kernel_threads: 0,
             last_pid: None,
             pss_budget: PssBudget::default(),
+            copy_ledger: CopyLedger::default(),
             pss_worker: None,
             library_budget: ScanBudget::default(),
             library_worker: None,
@@ -596,13 +603,18 @@ impl ProcessTracker {
             let last_swap = t.status.and_then(|s| s.vm_swap);
             let (own, resident, detail) = t.own_footprint(tick, page);
             // A process that shares pages counts its proportional share.
+            // A process that shares pages counts its proportional share,
+            // plus what it is estimated to have copied on access since that
+            // was read, never more than its own figure.
+            let copied = |shown: u64| shown.saturating_add(t.copies.since_read).min(own);
             let (footprint, basis) = match (t.pss.filter(|_| t.shares), t.fork_baseline) {
-                (Some(read), _) => (read.now(own), crate::model::Basis::Pss),
+                (Some(read), _) => (copied(read.now(own)), crate::model::Basis::Pss),
                 // A new forked child, its share not read yet: what it added
                 // since it appeared; the pages it shares are its parent's.
-                (None, Some(baseline)) if pending.binary_search(pid).is_ok() => {
-                    (own.saturating_sub(baseline), crate::model::Basis::Pss)
-                }
+                (None, Some(baseline)) if pending.binary_search(pid).is_ok() => (
+                    copied(own.saturating_sub(baseline)),
+                    crate::model::Basis::Pss,
+                ),
                 _ => (own, crate::model::Basis::Rss),
             };
             t.peak = t.peak.max(footprint);

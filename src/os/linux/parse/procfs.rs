@@ -364,6 +364,11 @@ pub struct Stat<'a> {
     pub ppid: u32,
     /// Field 9: `PF_*` flags.
     pub flags: u64,
+    /// Field 10: minor faults, the faults served without I/O. A write to a
+    /// page shared copy-on-write since a fork is one (`do_wp_page` in
+    /// `mm/memory.c` copies it and counts `PGFAULT`/`min_flt`), so is the
+    /// first touch of a new anonymous page or of a page-cache page.
+    pub minflt: u64,
     /// Field 22: start time in clock ticks since boot.
     pub start_ticks: u64,
 }
@@ -456,7 +461,8 @@ pub fn parse_stat(data: &[u8]) -> Option<Stat<'_>> {
     };
     let ppid = parse_pid(f.next()?)?;
     let flags = parse_u64(f.nth(4)?)?; // skip pgrp session tty_nr tpgid
-    let start_ticks = parse_u64(f.nth(12)?)?; // skip fields 10..=21
+    let minflt = parse_u64(f.next()?)?;
+    let start_ticks = parse_u64(f.nth(11)?)?; // skip fields 11..=21
     // vsize (23) must follow, so a file cut inside the start time is not
     // taken for a smaller start time.
     f.next()?;
@@ -466,6 +472,7 @@ pub fn parse_stat(data: &[u8]) -> Option<Stat<'_>> {
         state,
         ppid,
         flags,
+        minflt,
         start_ticks,
     })
 }
@@ -1348,6 +1355,7 @@ mod tests {
         assert_eq!(s.state, b'S');
         assert_eq!(s.ppid, 1);
         assert_eq!(s.start_ticks, 30133);
+        assert_eq!(s.minflt, 15673, "field 10");
         assert!(!s.is_kernel_thread());
     }
 
