@@ -579,6 +579,20 @@ fn unowned(
         "Bytes in SysV shared memory segments no process is attached to (ipcrm -m ID frees one).",
         u.sysv_orphan_bytes as f64,
     )?;
+    if let Some(bytes) = u.unexplained_shmem {
+        single(
+            reg,
+            "headroom_unowned_unexplained_shmem_bytes",
+            "Shared memory (Shmem) that neither a process's mapping nor the last scan of memory no process owns accounts for, this sample: the most that may be owned by no process beyond the scan's figures.",
+            bytes as f64,
+        )?;
+    }
+    single(
+        reg,
+        "headroom_unowned_scan_complete",
+        "1 if the last scan of memory no process owns saw everything it looks at, 0 if it stopped short (entries, depth, descriptors, mounts): then what it missed is unknown.",
+        if u.cut_short.is_some() { 0.0 } else { 1.0 },
+    )?;
     let files = gauge(
         reg,
         "headroom_tmpfs_file_bytes",
@@ -1084,6 +1098,8 @@ mod tests {
                     creator_pid: 5,
                     last_pid: 5,
                 }],
+                cut_short: None,
+                unexplained_shmem: None,
             })
             .build()
     }
@@ -1096,6 +1112,7 @@ mod tests {
             Some("headroom_unowned_tmpfs_bytes 10737418240")
         );
         assert!(text.contains("headroom_unowned_sysv_orphan_bytes 1048576"));
+        assert!(text.contains("headroom_unowned_scan_complete 1"), "{text}");
         assert!(text.contains(
             r#"headroom_tmpfs_file_bytes{held="nobody",path="/dev/shm/blob",user="u1001"} 5368709120"#
         ));

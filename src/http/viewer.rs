@@ -372,6 +372,12 @@ pub fn redact_unowned(u: &Unowned) -> Unowned {
                 ..f.clone()
             })
             .collect(),
+        // Where it stopped short may speak of another user's process (its
+        // descriptors): that it did is all a viewer learns.
+        cut_short: u
+            .cut_short
+            .as_ref()
+            .map(|_| "it stopped short of what it looks at".to_owned()),
         ..u.clone()
     }
 }
@@ -487,6 +493,8 @@ mod tests {
                 file("/dev/shm/private-dir/x"),
             ],
             sysv_segments: Vec::new(),
+            cut_short: None,
+            unexplained_shmem: None,
         };
         let r = redact_unowned(&u);
         let paths: Vec<&str> = r.tmpfs_files.iter().map(|f| f.path.as_str()).collect();

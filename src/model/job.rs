@@ -186,6 +186,18 @@ pub struct Unowned {
     /// SysV segments, largest first, capped.
     #[serde(default)]
     pub sysv_segments: Vec<SysvSegment>,
+    /// Why the last scan is not the whole story, if it stopped short of
+    /// what it looks at (entries or levels of a tmpfs walk, a process's
+    /// descriptors, mounts): what it did not see is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
+    /// Shared memory (`Shmem`) this sample that neither the processes'
+    /// mapped shared pages nor the last scan's figures (what is held open,
+    /// what no process owns) account for, bytes: an upper bound, read every
+    /// tick, on memory no process owns beyond [`Unowned::bytes`] (a file
+    /// made since the scan, deeper than it walks, a descriptor in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexplained_shmem: Option<u64>,
 }
 
 impl Unowned {
@@ -193,5 +205,12 @@ impl Unowned {
     /// files and orphaned SysV segments.
     pub fn bytes(&self) -> u64 {
         self.tmpfs_bytes.saturating_add(self.sysv_orphan_bytes)
+    }
+
+    /// The most that no process may own: what the scan found plus the
+    /// shared memory nothing accounts for this sample.
+    pub fn at_most(&self) -> u64 {
+        self.bytes()
+            .saturating_add(self.unexplained_shmem.unwrap_or(0))
     }
 }

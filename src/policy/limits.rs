@@ -664,10 +664,15 @@ pub fn unowned_words(snap: &Snapshot) -> String {
 }
 
 /// Why a rule gated by `available_below` must not pick a process: memory
-/// no process owns holds at least the whole shortfall, so ending any
-/// process would not bring available memory back above the threshold by
-/// freeing what is held. `None` while the condition does not hold, the
-/// figures are not known, or processes hold part of the shortfall.
+/// no process owns holds, or may hold, the whole shortfall, so ending a
+/// process might bring none of it back. It may when the last scan of that
+/// memory stopped short (what it did not see is unknown), or when the
+/// shared memory nothing accounts for this tick
+/// ([`crate::model::Unowned::unexplained_shmem`]: a file made since the
+/// scan, a descriptor it could not see) added to what it found covers the
+/// shortfall: an unknown never picks a victim. `None` while the condition
+/// does not hold, the platform has no such figures, or processes hold part
+/// of the shortfall.
 pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<String> {
     if when.per != Per::Machine {
         return None;
@@ -677,18 +682,48 @@ pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<Stri
     let short = bytes
         .checked_sub(snap.system.available)
         .filter(|s| *s > 0)?;
-    let unowned = snap.unowned.bytes();
-    if !snap.unowned.known || unowned < short {
+    let u = &snap.unowned;
+    if !u.known {
         return None;
     }
-    Some(format!(
-        "available memory is short of {} by {}, and memory no process owns holds {}; \
-         signalling a process frees none of it, so the rule picks none: remove the files \
-         (rm) or segments (ipcrm -m ID) that are no longer needed",
+    let short_words = format!(
+        "available memory is short of {} by {}",
         format_bytes(bytes),
-        format_bytes(short),
-        unowned_words(snap)
-    ))
+        format_bytes(short)
+    );
+    if let Some(why) = &u.cut_short {
+        return Some(format!(
+            "{short_words}, and the last scan of memory no process owns stopped short ({}): \
+             what holds the shortfall is not known, so the rule picks none until a scan \
+             sees it all",
+            printable(why)
+        ));
+    }
+    let unowned = u.bytes();
+    if unowned >= short {
+        return Some(format!(
+            "{short_words}, and memory no process owns holds {}; signalling a process frees \
+             none of it, so the rule picks none: remove the files (rm) or segments \
+             (ipcrm -m ID) that are no longer needed",
+            unowned_words(snap)
+        ));
+    }
+    let unexplained = u.unexplained_shmem.unwrap_or(0);
+    if u.at_most() >= short {
+        let found = if unowned > 0 {
+            format!("memory no process owns holds {}, and ", unowned_words(snap))
+        } else {
+            String::new()
+        };
+        return Some(format!(
+            "{short_words}; {found}{} of shared memory (Shmem) is neither mapped by a \
+             process nor found by the last scan (a tmpfs file made since, a descriptor it \
+             did not see): it may hold the shortfall, so the rule picks none until a scan \
+             says whose it is",
+            format_bytes(unexplained)
+        ));
+    }
+    None
 }
 
 /// Whether a rule's system condition holds, and whether it has cleared.

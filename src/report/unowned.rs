@@ -35,7 +35,14 @@ pub fn render_unowned(out: &mut String, snap: &Snapshot) {
         .collect();
     let mut holders: Vec<_> = snap.processes.iter().filter(|p| p.held_open > 0).collect();
     holders.sort_by_key(|p| std::cmp::Reverse(p.held_open));
-    if files.is_empty() && orphans.is_empty() && holders.is_empty() && u.bytes() == 0 {
+    let unexplained = u.unexplained_shmem.unwrap_or(0);
+    if files.is_empty()
+        && orphans.is_empty()
+        && holders.is_empty()
+        && u.bytes() == 0
+        && u.cut_short.is_none()
+        && unexplained < UNEXPLAINED_SHOWN_FROM
+    {
         return;
     }
     let _ = writeln!(
@@ -64,6 +71,20 @@ pub fn render_unowned(out: &mut String, snap: &Snapshot) {
             s.id
         );
     }
+    if unexplained >= UNEXPLAINED_SHOWN_FROM {
+        let _ = writeln!(
+            out,
+            "{:>10}  shared memory (Shmem) no process maps and the scan did not find",
+            format_bytes(unexplained)
+        );
+    }
+    if let Some(why) = &u.cut_short {
+        let _ = writeln!(
+            out,
+            "            the scan stopped short: {} (what it did not see is not known)",
+            printable(why)
+        );
+    }
     for p in holders.iter().take(LISTED) {
         let _ = writeln!(
             out,
@@ -74,6 +95,10 @@ pub fn render_unowned(out: &mut String, snap: &Snapshot) {
         );
     }
 }
+
+/// Shared memory nothing accounts for is shown from this much: less is
+/// pages mapped by processes whose `status` was read a while ago.
+const UNEXPLAINED_SHOWN_FROM: u64 = 64 << 20;
 
 /// A user name, else the uid, else `?`.
 fn owner(user: Option<&str>, uid: Option<u32>) -> String {
@@ -156,6 +181,8 @@ mod tests {
                     creator_pid: 5,
                     last_pid: 5,
                 }],
+                cut_short: None,
+                unexplained_shmem: None,
             },
             3 << 30,
         );
@@ -175,6 +202,36 @@ mod tests {
         assert!(!out.contains("tiny"), "files under 1 MiB are not listed");
         assert!(line("SysV segment 7 (key 0x1234abcd)").ends_with("ipcrm -m 7 frees it"));
         assert!(line("held open without a mapping by 4242 (sleep)").contains("3.0 GiB"));
+    }
+
+    #[test]
+    fn a_scan_cut_short_and_shared_memory_nothing_explains_are_said() {
+        let out = rendered(
+            Unowned {
+                known: true,
+                cut_short: Some("the walk of tmpfs stopped at 50000 entries".into()),
+                unexplained_shmem: Some(4 << 30),
+                ..Unowned::default()
+            },
+            0,
+        );
+        assert!(
+            out.contains(
+                "4.0 GiB  shared memory (Shmem) no process maps and the scan did not find"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("the scan stopped short: the walk of tmpfs stopped at 50000 entries"),
+            "{out}"
+        );
+        // A little, from stale status reads, is not worth a line.
+        let small = Unowned {
+            known: true,
+            unexplained_shmem: Some(1 << 20),
+            ..Unowned::default()
+        };
+        assert_eq!(rendered(small, 0), "");
     }
 
     #[test]

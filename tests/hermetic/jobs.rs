@@ -313,6 +313,8 @@ fn blob() -> Unowned {
             redacted: false,
         }],
         sysv_segments: Vec::new(),
+        cut_short: None,
+        unexplained_shmem: Some(0),
     }
 }
 
@@ -379,6 +381,89 @@ fn a_machine_wide_rule_picks_no_victim_when_unowned_memory_holds_the_shortfall()
     run.feed(s);
     let pids: Vec<u32> = run.decisions.iter().map(|d| d.process.pid).collect();
     assert_eq!(pids, vec![300]);
+}
+
+/// A `select = "largest"` rule short of 2 GiB, an innocent 300 MiB
+/// process the largest, and `unowned` as the sampler found it: the pids
+/// signalled and the innocent's status.
+fn shortfall_with(unowned: Unowned) -> (Vec<u32>, String) {
+    let text = "[[rule]]\nname = \"low\"\nselect = \"largest\"\nother_users = true\n\
+                actions = [{ signal = \"SIGTERM\" }]\n[rule.when]\navailable_below = \"20GiB\"\n";
+    let mut run = Run::new(config(text));
+    for t in 0..3 {
+        let s = build::snapshot(t * 1000)
+            .memory(24 * GIB, 18 * GIB)
+            .unowned(unowned.clone())
+            .process(
+                process(300)
+                    .ppid(1)
+                    .uid(1002)
+                    .user("victim")
+                    .name("python3")
+                    .footprint(300 * MIB),
+            )
+            .build();
+        run.feed(s);
+    }
+    let pids = run.decisions.iter().map(|d| d.process.pid).collect();
+    let reason = run
+        .statuses
+        .iter()
+        .find(|s| s.rule == "low")
+        .and_then(|s| s.not_acting.clone())
+        .unwrap_or_default();
+    (pids, reason)
+}
+
+#[test]
+fn a_scan_that_stopped_short_picks_no_victim() {
+    // The blob lies 9 directories deep, or behind 50,001 empty files: the
+    // walk found nothing, and said it stopped short.
+    let hidden = Unowned {
+        known: true,
+        cut_short: Some("the walk of tmpfs stopped at 50000 entries".into()),
+        unexplained_shmem: Some(0),
+        ..Unowned::default()
+    };
+    let (pids, reason) = shortfall_with(hidden);
+    assert!(pids.is_empty(), "{pids:?}");
+    assert!(
+        reason.contains(
+            "the last scan of memory no process owns stopped short (the walk of tmpfs stopped at 50000 entries)"
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn shared_memory_nothing_accounts_for_picks_no_victim_while_it_covers_the_shortfall() {
+    // A 4 GiB memfd in flight on a socket, or made after the last scan:
+    // Shmem has it, no mapping and no scan does.
+    let unseen = |bytes| Unowned {
+        known: true,
+        unexplained_shmem: Some(bytes),
+        ..Unowned::default()
+    };
+    let (pids, reason) = shortfall_with(unseen(4 * GIB));
+    assert!(pids.is_empty(), "{pids:?}");
+    assert!(
+        reason.contains("4.0 GiB of shared memory (Shmem) is neither mapped by a process"),
+        "{reason}"
+    );
+    // 1 GiB of it against the 2 GiB shortfall: processes hold the rest.
+    let (pids, _) = shortfall_with(unseen(GIB));
+    assert_eq!(pids, vec![300]);
+    // Found and unexplained together cover it.
+    let mut both = blob();
+    both.tmpfs_bytes = GIB;
+    both.tmpfs_files[0].bytes = GIB;
+    both.unexplained_shmem = Some(GIB + MIB);
+    let (pids, reason) = shortfall_with(both);
+    assert!(pids.is_empty(), "{pids:?}");
+    assert!(
+        reason.contains("memory no process owns holds 1.0 GiB"),
+        "{reason}"
+    );
 }
 
 #[test]

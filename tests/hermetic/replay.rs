@@ -133,6 +133,8 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
                 creator_pid: 77,
                 last_pid: 78,
             }],
+            cut_short: Some("the walk of tmpfs stopped at 50000 entries".into()),
+            unexplained_shmem: Some(3 * GIB),
         },
         ceilings: vec![Ceiling {
             path: "/kubepods/burstable/pod1".into(),

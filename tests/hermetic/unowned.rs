@@ -186,3 +186,51 @@ fn an_orphaned_sysv_segment_is_marked() {
     assert_eq!(seg.creator_pid, std::process::id());
     assert!(u.sysv_orphan_bytes >= BYTES);
 }
+
+/// Removes the directory tree when dropped.
+struct RemovedTree(PathBuf);
+
+impl Drop for RemovedTree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_file_deeper_than_the_walk_makes_the_scan_short_and_its_shmem_unexplained() {
+    const BYTES: u64 = 128 * MIB;
+    let top = PathBuf::from(format!(
+        "/dev/shm/headroom-test-deep-{}",
+        std::process::id()
+    ));
+    let mut dir = top.clone();
+    for level in 0..headroom::os::linux::UNOWNED_WALK_DEPTH + 1 {
+        dir.push(format!("l{level}"));
+    }
+    fs::create_dir_all(&dir).expect("make the deep directories under /dev/shm");
+    let _removed = RemovedTree(top);
+    let before = sample_until_scanned(&mut LinuxSampler::new("/proc"));
+    let mut file = fs::File::create(dir.join("blob")).expect("create the deep file");
+    let chunk = vec![0x5au8; MIB as usize];
+    for _ in 0..BYTES / MIB {
+        file.write_all(&chunk).expect("write the deep file");
+    }
+    drop(file);
+
+    let snap = sample_until_scanned(&mut LinuxSampler::new("/proc"));
+    let u = &snap.unowned;
+    let why = u.cut_short.as_deref().unwrap_or_default();
+    assert!(why.contains("deeper than the"), "{u:?}");
+    // The scan did not see it; Shmem did, and no mapping explains it.
+    assert!(u.tmpfs_files.iter().all(|f| !f.path.ends_with("/blob")));
+    let grew = u
+        .unexplained_shmem
+        .unwrap_or(0)
+        .saturating_sub(before.unowned.unexplained_shmem.unwrap_or(0));
+    assert!(
+        grew >= BYTES / 2,
+        "shared memory nothing accounts for grew {} MiB, the file holds {} MiB",
+        grew / MIB,
+        BYTES / MIB
+    );
+}

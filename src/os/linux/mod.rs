@@ -64,6 +64,10 @@ pub mod zombie;
 
 #[cfg(target_os = "linux")]
 pub use sampler::{CeilingReader, LIMITS_EVERY, LinuxSampler, TOP_EXACT, VERIFY_PERIOD};
+/// How many levels of a tmpfs mount the scan of memory no process owns
+/// walks; a deeper directory makes the scan's figures unknown.
+#[cfg(target_os = "linux")]
+pub use unowned::MAX_DEPTH as UNOWNED_WALK_DEPTH;
 
 /// The available share (percent) below which the Linux samplers report the
 /// `warn` and `critical` levels whatever PSI says

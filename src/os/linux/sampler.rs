@@ -160,7 +160,24 @@ impl LinuxSampler {
         self.tracker
             .follow_copies(&mut self.io, page, machine_anon, light.is_none());
         let mut processes = self.tracker.build_processes(self.io.page_size);
-        let unowned = self.unowned_tick(light.is_none(), &mut processes, system.memory.shmem);
+        let mapped_shmem = self.mapped_shmem();
+        let mut unowned = self.unowned_tick(
+            light.is_none(),
+            &mut processes,
+            system.memory.shmem,
+            mapped_shmem,
+        );
+        // Every tick: shared memory that neither the processes' mappings
+        // nor the last scan account for, whatever the scan has seen.
+        let held_open = processes
+            .iter()
+            .fold(0u64, |sum, p| sum.saturating_add(p.held_open));
+        unowned.unexplained_shmem = system.memory.shmem.filter(|_| unowned.known).map(|shmem| {
+            shmem
+                .saturating_sub(mapped_shmem)
+                .saturating_sub(held_open)
+                .saturating_sub(unowned.bytes())
+        });
         // Memory the machine gives out that no process's figure shows
         // (copy-on-write in a family read a while ago) hastens the next
         // proportional-share reads. Shared memory is left out of both
@@ -214,22 +231,26 @@ impl LinuxSampler {
         full: bool,
         processes: &mut [crate::model::ProcessSample],
         shmem: Option<u64>,
+        mapped_shmem: u64,
     ) -> Unowned {
         if !full {
             return self.unowned.carry(processes);
         }
-        // RssShmem of each process's last `status` read: pages mapped by
-        // several processes count in each.
+        self.unowned
+            .tick(processes, shmem, mapped_shmem, &mut self.io.users)
+    }
+
+    /// RssShmem of each process's last `status` read, added up: pages
+    /// mapped by several processes count in each, so it can only make the
+    /// shared memory nothing accounts for look smaller.
+    fn mapped_shmem(&self) -> u64 {
         let listed_at = self.tracker.listed_at;
-        let mapped_shmem = self
-            .tracker
+        self.tracker
             .tracked
             .values()
             .filter(|t| t.seen >= listed_at)
             .filter_map(|t| t.status.and_then(|s| s.rss_shmem))
-            .fold(0u64, u64::saturating_add);
-        self.unowned
-            .tick(processes, shmem, mapped_shmem, &mut self.io.users)
+            .fold(0u64, u64::saturating_add)
     }
 }
 

@@ -144,6 +144,8 @@ struct Run {
     next: usize,
     refs: HashMap<Key, Ref>,
     buf: Vec<u8>,
+    /// Where the scan stopped short of what it looks at, if it did.
+    cut_short: Option<String>,
 }
 
 impl UnownedScan {
@@ -264,6 +266,12 @@ impl Run {
                 roots.push((mount_point.clone(), *dev));
             }
         }
+        let cut_short = (roots.len() > MAX_MOUNTS).then(|| {
+            format!(
+                "{} tmpfs mounts, of which it walks {MAX_MOUNTS}",
+                roots.len()
+            )
+        });
         roots.truncate(MAX_MOUNTS);
         roots.reverse(); // popped from the end: mount order
         Self {
@@ -284,6 +292,7 @@ impl Run {
             next: 0,
             refs: HashMap::new(),
             buf: Vec::new(),
+            cut_short,
         }
     }
 
@@ -315,7 +324,13 @@ impl Run {
     fn walk_some(&mut self) -> bool {
         for _ in 0..64 {
             if self.entries >= MAX_ENTRIES {
+                if !self.stack.is_empty() || !self.roots.is_empty() {
+                    self.note_cut(format!(
+                        "the walk of tmpfs stopped at {MAX_ENTRIES} entries"
+                    ));
+                }
                 self.stack.clear();
+                self.roots.clear();
                 return true;
             }
             let Some((dir, depth, dev)) = self.stack.last_mut() else {
@@ -354,9 +369,11 @@ impl Run {
                 continue;
             }
             if st.is_dir {
-                if depth + 1 < MAX_DEPTH
-                    && let Ok(sub) = fs::read_dir(&path)
-                {
+                if depth + 1 >= MAX_DEPTH {
+                    self.note_cut(format!(
+                        "a tmpfs directory lies deeper than the {MAX_DEPTH} levels it walks"
+                    ));
+                } else if let Ok(sub) = fs::read_dir(&path) {
                     self.stack.push((sub, depth + 1, dev));
                 }
             } else if st.is_file {
@@ -412,7 +429,13 @@ impl Run {
         let dir = root.join(pid.to_string());
         let mut open: Vec<Key> = Vec::new();
         if let Ok(fds) = fs::read_dir(dir.join("fd")) {
-            for entry in fds.take(MAX_FDS) {
+            for (n, entry) in fds.enumerate() {
+                if n >= MAX_FDS {
+                    self.note_cut(format!(
+                        "a process holds more than the {MAX_FDS} descriptors it examines"
+                    ));
+                    break;
+                }
                 let Ok(entry) = entry else { continue };
                 let link = entry.path();
                 let target = match fs::read_link(&link) {
@@ -482,6 +505,13 @@ impl Run {
     }
 
     /// The result: who holds what, what nobody does, the SysV segments.
+    /// Record the first way the scan stopped short.
+    fn note_cut(&mut self, why: String) {
+        if self.cut_short.is_none() {
+            self.cut_short = Some(why);
+        }
+    }
+
     fn finish(mut self, root: &Path, users: &mut UserNames) -> Found {
         let mut held: HashMap<u32, (u64, u64)> = HashMap::new();
         let starts: HashMap<u32, u64> = self.procs.iter().map(|p| (p.pid, p.start)).collect();
@@ -501,6 +531,7 @@ impl Run {
 
         let mut unowned = Unowned {
             known: self.known,
+            cut_short: self.cut_short.take(),
             ..Unowned::default()
         };
         self.keep_largest_paths();
