@@ -107,6 +107,7 @@ impl ProcessTracker {
             Ok(statm) => {
                 let other_program = t.statm.other_program(&statm);
                 t.statm = statm;
+                t.statm_tick = self.tick;
                 // Another executable's code: it called exec since.
                 if other_program {
                     self.check_program(io, pid, true, errors);

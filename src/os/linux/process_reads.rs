@@ -118,6 +118,7 @@ impl Io {
             argv: seen.argv,
             started_at,
             statm,
+            statm_tick: tick,
             forked: stat.forked,
             cgroup,
             workload: seen.workload,
@@ -150,6 +151,8 @@ impl Io {
         }
         t.status = Some(status);
         t.status_tick = tick;
+        t.status_read_tick = tick;
+        t.status_statm = Some(t.statm);
     }
 }
 

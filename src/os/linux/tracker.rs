@@ -44,6 +44,14 @@ pub const TOP_EXACT: usize = 32;
 /// Processes not read in full every tick have their identity (start time)
 /// re-checked once in this many ticks.
 pub const VERIFY_PERIOD: u64 = 20;
+/// While a process's `statm` reads as it did at its last `status` read (the
+/// same size, resident and shared pages, through the file kept open for
+/// that identity), that `status` stands for this tick's, for up to this
+/// many ticks: its `RssAnon`, `RssShmem` and `VmSwap` move only with pages
+/// mapped, touched, swapped or freed, which move `statm` too (swapped
+/// pages freed by `madvise` aside, hence the bound). A process that sleeps
+/// costs `statm` and `stat` (its identity) a tick, not `status` as well.
+pub const STATUS_STANDS_FOR: u64 = 16;
 
 /// Open files kept back for the rest of the daemon (sockets, the journal,
 /// GPU libraries) when sizing the number of `statm` files kept open.
@@ -146,6 +154,14 @@ pub(super) struct TrackedProcess {
     /// Present for processes the classifier wants library scans of.
     pub(super) scan: Option<LibraryScan>,
     pub(super) statm: Statm,
+    /// The tick `statm` was last read.
+    pub(super) statm_tick: u64,
+    /// The tick `status` was last actually read (`status_tick` also moves
+    /// when that read stands for a later tick's).
+    pub(super) status_read_tick: u64,
+    /// `statm` as it was when `status` was last read: while it reads the
+    /// same, so does `status` (see [`STATUS_STANDS_FOR`]).
+    pub(super) status_statm: Option<Statm>,
     /// `statm`, kept open and re-read each tick, while the budget allows.
     pub(super) statm_file: Option<File>,
     /// The memory-cgroup path, shared with the other processes of its
@@ -177,6 +193,34 @@ pub(super) struct TrackedProcess {
 }
 
 impl TrackedProcess {
+    /// Whether the last `status` stands for this tick's without a read
+    /// (see [`STATUS_STANDS_FOR`]), once `stat` confirmed the identity:
+    /// `statm` was read this tick through the file kept open for this
+    /// identity, it reads as it did then, the read is recent, and this is
+    /// not the tick of the round-robin check of `pid`.
+    fn status_would_stand(&self, tick: u64, pid: u32) -> bool {
+        self.statm_file.is_some()
+            && self.statm_tick == tick
+            && self.status.is_some()
+            && tick.saturating_sub(self.status_read_tick) < STATUS_STANDS_FOR
+            && u64::from(pid) % VERIFY_PERIOD != tick % VERIFY_PERIOD
+            && self.status_statm.is_some_and(|then| {
+                then.size == self.statm.size
+                    && then.resident == self.statm.resident
+                    && then.shared == self.statm.shared
+            })
+    }
+
+    /// [`Self::status_would_stand`], and if it does, mark the last `status`
+    /// as this tick's.
+    fn status_stands(&mut self, tick: u64, pid: u32) -> bool {
+        if self.status_would_stand(tick, pid) {
+            self.status_tick = tick;
+            return true;
+        }
+        false
+    }
+
     /// Its own footprint this tick (RssAnon + RssShmem + VmSwap where
     /// `status` was read this tick, else `statm`'s resident − shared plus
     /// the last VmSwap), its resident size and how exact they are; `page`
@@ -368,6 +412,7 @@ impl ProcessTracker {
                     Ok(statm) => {
                         let other_program = t.statm.other_program(&statm);
                         t.statm = statm;
+                        t.statm_tick = tick;
                         t.seen = tick;
                         if verify_now {
                             // Processes are moved between cgroups.
@@ -443,6 +488,13 @@ impl ProcessTracker {
         }
         if !self.check_identity(io, pid, errors) {
             return; // gone, or replaced by a new identity read in full
+        }
+        if self
+            .tracked
+            .get_mut(&pid)
+            .is_some_and(|t| t.status_stands(tick, pid))
+        {
+            return;
         }
         let Some(t) = self.tracked.get_mut(&pid) else {
             return;
@@ -799,6 +851,35 @@ mod tests {
         assert_eq!(p.workload.kernel_id, None);
         assert_eq!(p.workload.kind, WorkloadKind::Python);
         assert!(change(p).is_some_and(|e| e.starts_with("exec'd from python3")));
+    }
+
+    /// `status` is read again only when `statm` moved, or once its read is
+    /// [`STATUS_STANDS_FOR`] ticks old: a Python process that sleeps is not
+    /// read in full every tick, and one that grows is.
+    #[test]
+    fn status_is_read_again_when_statm_moves_or_the_read_grows_old() {
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        let footprint = |s: &mut crate::os::linux::LinuxSampler| {
+            s.sample_light(&[]).unwrap().process(100).unwrap().footprint
+        };
+        assert_eq!(footprint(&mut sampler), 20_000 * 1024);
+        // status alone says more: the read of it stands while statm holds.
+        let d = tree.0.path().join("100/status");
+        let text = std::fs::read_to_string(&d).unwrap();
+        std::fs::write(&d, text.replace("RssAnon:\t20000", "RssAnon:\t30000")).unwrap();
+        assert_eq!(footprint(&mut sampler), 20_000 * 1024);
+        // statm moves: status is read at once.
+        tree.memory(100, 5001, 30_000);
+        assert_eq!(footprint(&mut sampler), 30_000 * 1024);
+        // A read that has stood for STATUS_STANDS_FOR ticks is made again.
+        let text = std::fs::read_to_string(&d).unwrap();
+        std::fs::write(&d, text.replace("RssAnon:\t30000", "RssAnon:\t31000")).unwrap();
+        let seen: Vec<u64> = (0..STATUS_STANDS_FOR + 1)
+            .map(|_| footprint(&mut sampler) / 1024)
+            .collect();
+        assert_eq!(seen.last(), Some(&31_000), "{seen:?}");
+        assert!(seen.contains(&30_000), "{seen:?}");
     }
 
     /// A process that renames itself (`prctl(PR_SET_NAME)`, as Ray's
