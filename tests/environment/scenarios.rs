@@ -287,6 +287,12 @@ impl Cells {
         self.stdin.flush().unwrap();
     }
 
+    /// The reply, if it comes within `within`.
+    fn try_reply(&mut self, within: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(within).ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")))
+    }
+
     fn reply(&mut self, within: Duration) -> Value {
         let line = self
             .lines
@@ -604,6 +610,43 @@ impl Scenario {
         )
     }
 
+    /// Print the lines of `headroom explain PID` that say what the default
+    /// notebook rule makes of it now, with the cgroup's usage, for the
+    /// record.
+    fn print_trend(&self, pid: u32) {
+        let usage: u64 = std::fs::read_to_string(self.cgroup.usage_file())
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        let text = self.explain(pid);
+        let rule = text.split("rule \"notebook-runaway\"").nth(1).unwrap_or("");
+        let said: Vec<&str> = rule
+            .lines()
+            .filter(|l| l.contains("time to exhaustion") || l.contains("holds:"))
+            .map(str::trim)
+            .collect();
+        println!(
+            "  +{:.1}s cgroup {} MiB: {}",
+            self.seconds(now_ms()),
+            usage / MIB,
+            said.join(" | ")
+        );
+    }
+
+    /// Print `headroom explain PID` as it is now, for the record.
+    fn print_explain(&self, pid: u32, what: &str) {
+        println!("  explain {what} ({pid}), cgroup at {} MiB:", {
+            let usage: u64 = std::fs::read_to_string(self.cgroup.usage_file())
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0);
+            usage / MIB
+        });
+        for line in self.explain(pid).lines() {
+            println!("    {line}");
+        }
+    }
+
     /// Stop measuring and print the scenario's line (and, for the record,
     /// `headroom explain` of each kernel still alive and the journal's
     /// crossings and actions); what it measured.
@@ -706,10 +749,7 @@ impl Scenario {
         }
         for (pid, role) in &self.roles {
             if alive(*pid) && !role.starts_with("worker") {
-                println!("  explain {role} ({pid}):");
-                for line in self.explain(*pid).lines() {
-                    println!("    {line}");
-                }
+                self.print_explain(*pid, role);
             }
         }
         report
@@ -1084,7 +1124,15 @@ for pid in workers:
         (kids.len() == 4).then_some(kids)
     });
     sc.name_pids(&workers, "worker");
-    let reply = cells.reply(Duration::from_secs(75));
+    // What the daemon makes of the job while the copies grow, every 2 s.
+    let deadline = Instant::now() + Duration::from_secs(75);
+    let reply = loop {
+        if let Some(reply) = cells.try_reply(Duration::from_secs(2)) {
+            break reply;
+        }
+        assert!(Instant::now() < deadline, "the cell never ended");
+        sc.print_trend(kernel.pid());
+    };
     // The copying goes on after an interrupt: give the ladder's next step
     // its time, then see who is left.
     std::thread::sleep(Duration::from_secs(5));
@@ -1158,6 +1206,9 @@ fn h4_a_tmpfs_leak_never_gets_an_innocent_kernel_signalled() {
     let (bystander, mut innocent) = sc.kernel("bystander");
     let (writer, mut cells) = sc.kernel("writer");
     innocent.ok("keep = b'\\x01' * GIB\nprint(len(keep) >> 20)");
+    // Past the default rule's 10 s window: the innocent kernel's own load
+    // is history, and only the files move.
+    std::thread::sleep(Duration::from_secs(11));
     sc.begin();
     innocent.submit("time.sleep(45)\nprint('idle')", Duration::from_secs(60));
     let usage_file = sc.cgroup.usage_file();
@@ -1181,8 +1232,25 @@ print('wrote', n * 32)
         ),
         Duration::from_secs(60),
     );
-    std::thread::sleep(Duration::from_secs(3));
-    let report = sc.finish(&cell_outcome(&reply));
+    // The daemon reports the files as memory no process owns.
+    let mount = tmpfs.0.display().to_string();
+    let unowned = support::wait_for(Duration::from_secs(20), "the files as unowned", || {
+        let (_, body) = sc.daemon.get("/api/v1/snapshot");
+        let snap: Value = serde_json::from_str(&body).ok()?;
+        let bytes: u64 = snap["unowned"]["tmpfs_files"]
+            .as_array()?
+            .iter()
+            .filter(|f| f["path"].as_str().is_some_and(|p| p.starts_with(&mount)))
+            .filter_map(|f| f["bytes"].as_u64())
+            .sum();
+        (bytes >= 3 * GIB).then_some(bytes)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let report = sc.finish(&format!(
+        "{} unowned_mib={}",
+        cell_outcome(&reply),
+        unowned / MIB
+    ));
     let innocent_reply = innocent.reply(Duration::from_secs(60));
     let to_bystander = sc.delivered_to(&report, bystander.pid());
     assert!(
