@@ -178,9 +178,9 @@ fi
 # disturb: they run after the rest, each set alone.
 # labels:: runs here: its processes hold 8 MiB each and its cgroups are
 # its own (one directory per test process in the memory hierarchy).
-say "cargo test --test environment (all but the attacks, the soak, the thrash test and the whole-machine notebook test and the cgroup ceilings)"
+say "cargo test --test environment (all but the attacks, the soak, the thrash test and the whole-machine notebook test, the cgroup ceilings and the scenario corpus)"
 env_status=0
-cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: --skip ceilings:: --skip package:: || env_status=1
+cargo test --locked --no-fail-fast --test environment -- --skip attacks:: --skip soak:: --skip thrash:: --skip whole_machine:: --skip ceilings:: --skip scenarios:: --skip package:: || env_status=1
 say "cargo test --test environment attacks::"
 cargo test --locked --no-fail-fast --test environment -- attacks:: || env_status=1
 say "cargo test --test environment soak::"
@@ -196,6 +196,13 @@ cargo test --locked --no-fail-fast --test environment -- whole_machine:: || env_
 # tests beside them slow the pace nor they take the memory others measure.
 say "cargo test --test environment ceilings::"
 cargo test --locked --no-fail-fast --test environment -- ceilings:: --test-threads=1 || env_status=1
+# The scenario corpus: real kernels' benign and harmful work in memory
+# cgroups under the embedded default rules, each measured against its pace
+# and its cgroup's limit (scripts/scenarios.sh tabulates the same run):
+# alone and one at a time, for the reasons of the ceilings above, and
+# because the default rule covers every kernel on the machine.
+say "cargo test --test environment scenarios::"
+cargo test --locked --no-fail-fast --test environment -- scenarios:: --test-threads=1 || env_status=1
 # A swap file and most of the memory locked: alone, after everything else.
 say "cargo test --test environment thrash::"
 cargo test --locked --no-fail-fast --test environment -- thrash:: || env_status=1

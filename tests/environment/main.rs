@@ -12,10 +12,12 @@
 //! memory, reaction and sampling jitter, the thrash test (`thrash::`)
 //! switches on a swap file and locks most of the memory, and the ceilings
 //! (`ceilings::`) grow hogs at a set pace toward their memory cgroups'
-//! limits and make the kernel's OOM killer act: `scripts/test.sh` runs them
+//! limits and make the kernel's OOM killer act, and the scenario corpus
+//! (`scenarios::`) runs real kernels' benign and harmful work in memory
+//! cgroups under the embedded default rules: `scripts/test.sh` runs them
 //! after the rest (`-- --skip attacks:: --skip soak:: --skip thrash:: --skip
-//! ceilings::`), each set alone, as their figures mean nothing with a
-//! browser or Prometheus busy beside them.
+//! ceilings:: --skip scenarios::`), each set alone, as their figures mean
+//! nothing with a browser or Prometheus busy beside them.
 //!
 //! A test belongs here when it needs any of:
 //! - root: a root daemon's refusals of files other users can change, and
@@ -53,6 +55,7 @@ mod package;
 mod permissions;
 mod privileges;
 mod prometheus;
+mod scenarios;
 mod service;
 mod soak;
 mod status_page_browser;
