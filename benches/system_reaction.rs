@@ -57,6 +57,14 @@
 //! trigger's stall threshold). Needs a writable memory cgroup and python3;
 //! skipped (with the reason) otherwise.
 //!
+//! **A busy machine.** `HEADROOM_BENCH_LOAD` puts a load on the machine for
+//! the whole run, comma-separated: `cpu` (4 CPU-bound `sh` loops and about
+//! 40 short-lived processes a second, `true` spawned every 25 ms), `idle=N`
+//! (N sleeping processes), `python=N` (N sleeping processes named
+//! `python3`: `sleep` through a link of that name, which any user can
+//! make, and which the sampler takes for Python work). The load's
+//! processes are started before the first run and stopped after the last.
+//!
 //! Run: `scripts/bench-earlyoom.sh` (installs earlyoom) or `cargo bench
 //! --bench system_reaction`; `EARLYOOM` names the earlyoom binary (default:
 //! found on PATH; without it only headroom runs); `HEADROOM_BENCH_ONLY` =
@@ -93,6 +101,121 @@ mod linux {
 
     const HEADROOM: &str = env!("CARGO_BIN_EXE_headroom");
     const MIB: u64 = 1 << 20;
+
+    /// The load `HEADROOM_BENCH_LOAD` asks for, running until dropped.
+    struct Load {
+        children: Vec<Child>,
+        churn: Option<(Arc<AtomicBool>, std::thread::JoinHandle<u64>)>,
+        words: Vec<String>,
+    }
+
+    impl Load {
+        fn start(spec: &str, dir: &Path) -> Result<Load, String> {
+            let mut load = Load {
+                children: Vec::new(),
+                churn: None,
+                words: Vec::new(),
+            };
+            let sleeping = |program: &Path, n: usize, load: &mut Load| -> Result<(), String> {
+                for i in 0..n {
+                    let child = Command::new(program)
+                        .arg("3600")
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .map_err(|e| format!("spawn {} #{i}: {e}", program.display()))?;
+                    load.children.push(child);
+                }
+                Ok(())
+            };
+            for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (name, count) = match part.split_once('=') {
+                    Some((n, c)) => (
+                        n,
+                        c.parse::<usize>()
+                            .map_err(|_| format!("HEADROOM_BENCH_LOAD: {part:?}: a count"))?,
+                    ),
+                    None => (part, 0),
+                };
+                match name {
+                    "cpu" => {
+                        for _ in 0..4 {
+                            let child = Command::new("sh")
+                                .args(["-c", "while :; do :; done"])
+                                .stdin(Stdio::null())
+                                .spawn()
+                                .map_err(|e| format!("spawn a CPU burner: {e}"))?;
+                            load.children.push(child);
+                        }
+                        let stop = Arc::new(AtomicBool::new(false));
+                        let stopping = Arc::clone(&stop);
+                        let thread = std::thread::spawn(move || {
+                            let mut spawned = 0u64;
+                            while !stopping.load(Ordering::Relaxed) {
+                                if let Ok(mut c) = Command::new("true").spawn() {
+                                    let _ = c.wait();
+                                    spawned += 1;
+                                }
+                                std::thread::sleep(Duration::from_millis(25));
+                            }
+                            spawned
+                        });
+                        load.churn = Some((stop, thread));
+                        load.words.push(
+                            "4 CPU-bound processes and about 40 short-lived processes a second"
+                                .into(),
+                        );
+                    }
+                    "idle" => {
+                        sleeping(Path::new("sleep"), count, &mut load)?;
+                        load.words.push(format!("{count} idle processes"));
+                    }
+                    "python" => {
+                        let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+                            .into_iter()
+                            .map(Path::new)
+                            .find(|p| p.is_file())
+                            .ok_or("no sleep in /usr/bin or /bin")?;
+                        let link = dir.join("python3");
+                        let _ = std::fs::remove_file(&link);
+                        std::os::unix::fs::symlink(sleep, &link)
+                            .map_err(|e| format!("link {}: {e}", link.display()))?;
+                        sleeping(&link, count, &mut load)?;
+                        load.words
+                            .push(format!("{count} sleeping processes named python3"));
+                    }
+                    other => return Err(format!("HEADROOM_BENCH_LOAD: unknown load {other:?}")),
+                }
+            }
+            // Let the sleepers finish exec.
+            std::thread::sleep(Duration::from_secs(2));
+            Ok(load)
+        }
+
+        fn describe(&self) -> String {
+            if self.words.is_empty() {
+                "an idle machine".into()
+            } else {
+                self.words.join(", ")
+            }
+        }
+    }
+
+    impl Drop for Load {
+        fn drop(&mut self) {
+            if let Some((stop, thread)) = self.churn.take() {
+                stop.store(true, Ordering::Relaxed);
+                let _ = thread.join();
+            }
+            for c in &mut self.children {
+                let _ = c.kill();
+            }
+            for c in &mut self.children {
+                let _ = c.wait();
+            }
+        }
+    }
 
     /// A child whose output lines arrive, with the time each was read.
     struct Proc {
@@ -1122,6 +1245,17 @@ while True:
         let earlyoom = earlyoom.unwrap_or_default();
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
 
+        let load = match Load::start(
+            &std::env::var("HEADROOM_BENCH_LOAD").unwrap_or_default(),
+            dir.path(),
+        ) {
+            Ok(load) => load,
+            Err(why) => {
+                eprintln!("system_reaction: {why}");
+                std::process::exit(2);
+            }
+        };
+        println!("load: {}", load.describe());
         let m = read_meminfo();
         println!(
             "machine: {} MiB of memory, {} MiB available, {} MiB of swap; hog rate {rate}",

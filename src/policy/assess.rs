@@ -171,7 +171,13 @@ impl<'a> RuleRun<'a> {
                 limits::Scale {
                     job: c.job,
                     outlook,
-                    lead: self.rule.lead_or(self.config.daemon.fast_interval),
+                    lead: super::exhaustion::ladder_lead(
+                        &self.rule.actions,
+                        self.rule.lead_or(self.config.daemon.fast_interval),
+                        c.job.is_some_and(|job| {
+                            super::exhaustion::workers_grow(self.history, self.snap, job, self.now)
+                        }),
+                    ),
                 },
             )
         });

@@ -236,6 +236,53 @@ impl Outlook<'_> {
     }
 }
 
+/// How long before exhaustion a rule's first signal (or hook) must go out
+/// so that its later steps still have time: `lead` for the first, then
+/// for each later one its `after` and `lead` again. A step sent to a job's
+/// workers counts only while `workers_grow`: a kernel's DataLoader workers
+/// that keep copying outlive the kernel's SIGINT, and their SIGTERM must
+/// come before the memory is gone; a kernel growing on its own needs only
+/// the first step's lead, so a fast load is not interrupted early.
+pub fn ladder_lead(steps: &[crate::config::Step], lead: Duration, workers_grow: bool) -> Duration {
+    use crate::config::Target;
+    use crate::policy::Action;
+    let acts = |s: &&crate::config::Step| !matches!(s.action, Action::Notify);
+    let mut signals = steps.iter().filter(acts);
+    if signals.next().is_none() {
+        return lead;
+    }
+    signals
+        .filter(|s| s.to != Target::Workers || workers_grow)
+        .fold(lead, |total, s| {
+            total.saturating_add(s.after).saturating_add(lead)
+        })
+}
+
+/// Whether a job's workers, not its root alone, make it grow: their recent
+/// growth added up is positive and at least a quarter of the job's.
+pub fn workers_grow(
+    history: &History,
+    snap: &Snapshot,
+    job: &crate::model::Job,
+    now: Timestamp,
+) -> bool {
+    let workers: f64 = job
+        .members
+        .iter()
+        .filter(|&&pid| pid != job.pid())
+        .filter_map(|&pid| snap.process(pid))
+        .filter_map(|p| {
+            history
+                .process(&p.id)?
+                .trend(now, RECENT_WINDOW, p.started_at)
+        })
+        .sum();
+    let total = history
+        .job(&job.root)
+        .and_then(|t| t.trend(now, RECENT_WINDOW, None));
+    workers > 0.0 && total.is_none_or(|t| workers >= t * BLAME_SHARE)
+}
+
 /// A duration to whole milliseconds, for words.
 fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -266,6 +313,57 @@ mod tests {
 
     const LEAD: Duration = Duration::from_millis(550);
     const LIMIT: Duration = Duration::from_secs(30);
+
+    fn step(
+        action: crate::policy::Action,
+        after_ms: u64,
+        to: crate::config::Target,
+    ) -> crate::config::Step {
+        crate::config::Step {
+            action,
+            after: Duration::from_millis(after_ms),
+            to,
+        }
+    }
+
+    #[test]
+    fn the_first_signal_leads_by_what_the_steps_after_it_need() {
+        use crate::config::Target;
+        use crate::policy::{Action, SignalName};
+        let int = Action::Signal {
+            signal: SignalName::Int,
+            require_handler: true,
+            process_group: false,
+        };
+        let term = Action::Signal {
+            signal: SignalName::Term,
+            require_handler: false,
+            process_group: false,
+        };
+        let lead = Duration::from_millis(550);
+        // The embedded default's ladder: notify, SIGINT, SIGTERM to the
+        // workers 1 s later.
+        let ladder = [
+            step(Action::Notify, 0, Target::Process),
+            step(int.clone(), 0, Target::Process),
+            step(term.clone(), 1000, Target::Workers),
+        ];
+        assert_eq!(
+            ladder_lead(&ladder, lead, true),
+            Duration::from_millis(2100)
+        );
+        // A kernel growing on its own: the workers' step will not be needed.
+        assert_eq!(ladder_lead(&ladder, lead, false), lead);
+        // Notifications alone, or one signal: the lead.
+        assert_eq!(ladder_lead(&ladder[..1], lead, true), lead);
+        assert_eq!(ladder_lead(&ladder[..2], lead, true), lead);
+        // Two steps to the process itself count whoever grows.
+        let own = [
+            step(int, 0, Target::Process),
+            step(term, 2000, Target::Process),
+        ];
+        assert_eq!(ladder_lead(&own, lead, false), Duration::from_millis(3100));
+    }
 
     #[test]
     fn a_load_that_leaves_a_third_of_a_container_is_never_due_at_two_gib_a_second() {
