@@ -118,7 +118,7 @@ mod linux {
             };
             let sleeping = |program: &Path, n: usize, load: &mut Load| -> Result<(), String> {
                 for i in 0..n {
-                    let child = Command::new(program)
+                    let child = dies_with_bench(Command::new(program))
                         .arg("3600")
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
@@ -141,7 +141,7 @@ mod linux {
                 match name {
                     "cpu" => {
                         for _ in 0..4 {
-                            let child = Command::new("sh")
+                            let child = dies_with_bench(Command::new("sh"))
                                 .args(["-c", "while :; do :; done"])
                                 .stdin(Stdio::null())
                                 .spawn()
@@ -200,6 +200,23 @@ mod linux {
                 self.words.join(", ")
             }
         }
+    }
+
+    /// `cmd`, set to be killed when the thread that spawns it (the bench's
+    /// main thread) ends, so that a bench killed outright leaves no load.
+    fn dies_with_bench(mut cmd: Command) -> Command {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl is async-signal-safe and touches no memory of the
+        // parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd
     }
 
     impl Drop for Load {

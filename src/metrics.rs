@@ -590,7 +590,7 @@ fn unowned(
     single(
         reg,
         "headroom_unowned_scan_complete",
-        "1 if the last scan of memory no process owns saw everything it looks at, 0 if it stopped short (entries, depth, descriptors, mounts): then what it missed is unknown.",
+        "1 if the last scan of memory no process owns saw everything it looks at, 0 if it stopped short (entries, depth, descriptors, mounts); what it missed is shared memory, which headroom_unowned_unexplained_shmem_bytes counts.",
         if u.cut_short.is_some() { 0.0 } else { 1.0 },
     )?;
     let files = gauge(

@@ -59,6 +59,11 @@ fn warn_if_others_can_replace_this_binary() {
     }
 }
 
+/// The nice value a root daemon's enforcement loop runs at: above ordinary
+/// work (0), as earlyoom's `-p` (-20) is, but below what real-time and
+/// audio services are usually given.
+pub const DAEMON_NICE: i32 = -10;
+
 /// Run the daemon in the foreground until SIGTERM or SIGINT.
 pub fn run_daemon(
     config_path: Option<PathBuf>,
@@ -154,6 +159,21 @@ pub fn run_daemon(
         Err(e) => tracing::warn!("{e}; the HTTP server keeps within the current limit"),
     }
     stay_resident();
+    // As root, the loop, its samples, probes and signals run above ordinary
+    // work (every thread started from here inherits it; the HTTP server's
+    // and the budgeted readers' threads lower themselves again).
+    if is_root && replay.is_none() {
+        match crate::os::this_process::raise_this_thread_priority(DAEMON_NICE) {
+            Ok(Some(nice)) => tracing::info!(
+                "the enforcement loop runs at nice {nice}, above ordinary work on a busy machine"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                "cannot raise the enforcement loop's CPU priority ({e}); on a busy machine a \
+                 signal may wait for the CPU"
+            ),
+        }
+    }
     // The first try at the port, before the loop starts, so that a free port
     // is served from the first sample on; a taken one is tried again later.
     let listener = config.http.enabled.then(|| {

@@ -80,6 +80,44 @@ pub fn lower_this_thread_priority(steps: i32) -> io::Result<Option<i32>> {
     }
 }
 
+/// Raise the calling thread's CPU priority to nice `nice` (negative: above
+/// the default) where the OS keeps one per thread (Linux) and it is below
+/// the current value; threads it starts afterwards inherit it. Needs root
+/// (`CAP_SYS_NICE`). Elsewhere, or already as high, nothing (`Ok(None)`).
+/// The enforcement loop runs so, as earlyoom's `-p` does, so that CPU-bound
+/// work beside it (data loaders, compilers) cannot delay a signal.
+pub fn raise_this_thread_priority(nice: i32) -> io::Result<Option<i32>> {
+    #[cfg(target_os = "linux")]
+    {
+        use crate::os::ffi::priority;
+        let current = priority::thread_nice()?;
+        if nice >= current {
+            return Ok(None);
+        }
+        priority::set_thread_nice(nice.max(-20))?;
+        Ok(Some(nice.max(-20)))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = nice;
+        Ok(None)
+    }
+}
+
+/// How far a budgeted reader's thread (proportional shares, library scans,
+/// framework environments) runs below the thread that started it: their
+/// reads are paid from a CPU budget, and wait for the user's work.
+pub const BACKGROUND_NICE: i32 = 10;
+
+/// Put the calling thread [`BACKGROUND_NICE`] steps below the thread that
+/// started it, where the OS keeps a priority per thread; a failure only
+/// leaves it where it was.
+pub fn run_in_background() {
+    if let Err(e) = lower_this_thread_priority(BACKGROUND_NICE) {
+        tracing::debug!("cannot lower a reader thread's priority: {e}");
+    }
+}
+
 /// Lower the calling thread's nice value by `steps` (capped at 19, the lowest
 /// priority). On Linux a nice value belongs to a thread, and `who = 0` with
 /// `PRIO_PROCESS` names the calling thread (setpriority(2), NOTES). Returns
@@ -117,6 +155,32 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn own_nice() -> i32 {
         crate::os::ffi::priority::thread_nice().unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn raising_a_threads_priority_takes_root_and_its_new_threads_inherit_it() {
+        let before = own_nice();
+        let (raised, inherited) = std::thread::spawn(move || {
+            let raised = raise_this_thread_priority(before - 1);
+            let inherited = std::thread::spawn(own_nice).join().unwrap();
+            (raised, inherited)
+        })
+        .join()
+        .unwrap();
+        if running_as_root() {
+            assert_eq!(raised.unwrap(), Some(before - 1));
+            assert_eq!(inherited, before - 1, "a thread started after it");
+        } else {
+            // Refused, unless RLIMIT_NICE lets this user go that high.
+            match raised {
+                Err(e) => assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}"),
+                Ok(got) => assert_eq!(got, Some(before - 1)),
+            }
+        }
+        // Not a raise: nothing to do.
+        assert_eq!(raise_this_thread_priority(before + 1).unwrap(), None);
+        assert_eq!(own_nice(), before, "the test thread itself is untouched");
     }
 
     #[cfg(target_os = "linux")]

@@ -665,12 +665,14 @@ pub fn unowned_words(snap: &Snapshot) -> String {
 
 /// Why a rule gated by `available_below` must not pick a process: memory
 /// no process owns holds, or may hold, the whole shortfall, so ending a
-/// process might bring none of it back. It may when the last scan of that
-/// memory stopped short (what it did not see is unknown), or when the
-/// shared memory nothing accounts for this tick
+/// process might bring none of it back. It may when the shared memory
+/// nothing accounts for this tick
 /// ([`crate::model::Unowned::unexplained_shmem`]: a file made since the
-/// scan, a descriptor it could not see) added to what it found covers the
-/// shortfall: an unknown never picks a victim. `None` while the condition
+/// scan, deeper than it walks or past its count, a descriptor it did not
+/// see) added to what it found covers the shortfall: an unknown never picks
+/// a victim. A scan cut short alone does not stop the rule (a process with
+/// thousands of descriptors is ordinary): whatever it missed is shared
+/// memory, and `Shmem` counts it. `None` while the condition
 /// does not hold, the platform has no such figures, or processes hold part
 /// of the shortfall.
 pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<String> {
@@ -691,14 +693,6 @@ pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<Stri
         format_bytes(bytes),
         format_bytes(short)
     );
-    if let Some(why) = &u.cut_short {
-        return Some(format!(
-            "{short_words}, and the last scan of memory no process owns stopped short ({}): \
-             what holds the shortfall is not known, so the rule picks none until a scan \
-             sees it all",
-            printable(why)
-        ));
-    }
     let unowned = u.bytes();
     if unowned >= short {
         return Some(format!(
@@ -715,11 +709,16 @@ pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<Stri
         } else {
             String::new()
         };
+        let cut = u
+            .cut_short
+            .as_deref()
+            .map(|why| format!(" (the last scan stopped short: {})", printable(why)))
+            .unwrap_or_default();
         return Some(format!(
             "{short_words}; {found}{} of shared memory (Shmem) is neither mapped by a \
-             process nor found by the last scan (a tmpfs file made since, a descriptor it \
-             did not see): it may hold the shortfall, so the rule picks none until a scan \
-             says whose it is",
+             process nor found by the last scan{cut} (a tmpfs file made since, deeper than \
+             it walks, a descriptor it did not see): it may hold the shortfall, so the rule \
+             picks none until a scan says whose it is",
             format_bytes(unexplained)
         ));
     }

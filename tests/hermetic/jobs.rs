@@ -416,23 +416,27 @@ fn shortfall_with(unowned: Unowned) -> (Vec<u32>, String) {
 }
 
 #[test]
-fn a_scan_that_stopped_short_picks_no_victim() {
+fn a_scan_that_stopped_short_picks_no_victim_while_shmem_it_missed_covers_the_shortfall() {
     // The blob lies 9 directories deep, or behind 50,001 empty files: the
-    // walk found nothing, and said it stopped short.
-    let hidden = Unowned {
+    // walk found nothing and said it stopped short; Shmem has the blob.
+    let hidden = |unexplained| Unowned {
         known: true,
         cut_short: Some("the walk of tmpfs stopped at 50000 entries".into()),
-        unexplained_shmem: Some(0),
+        unexplained_shmem: Some(unexplained),
         ..Unowned::default()
     };
-    let (pids, reason) = shortfall_with(hidden);
+    let (pids, reason) = shortfall_with(hidden(4 * GIB));
     assert!(pids.is_empty(), "{pids:?}");
     assert!(
         reason.contains(
-            "the last scan of memory no process owns stopped short (the walk of tmpfs stopped at 50000 entries)"
+            "nor found by the last scan (the last scan stopped short: the walk of tmpfs stopped at 50000 entries)"
         ),
         "{reason}"
     );
+    // Cut short with nothing unexplained (a process with thousands of
+    // descriptors, none of them shared memory): the rule acts.
+    let (pids, _) = shortfall_with(hidden(0));
+    assert_eq!(pids, vec![300]);
 }
 
 #[test]

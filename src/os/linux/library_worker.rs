@@ -117,6 +117,7 @@ impl LibraryWorker {
         std::thread::Builder::new()
             .name("headroom-maps".to_string())
             .spawn(move || {
+                crate::os::this_process::run_in_background();
                 let mut reader = ProcReader::new(root);
                 for pids in incoming {
                     let read: Vec<LibraryReply> = pids

@@ -8,8 +8,16 @@
 
 use crate::model::CollectorErrors;
 
+/// A light tick re-reads every interesting or watched process of at least
+/// this resident size, whoever runs it and however many there are (their
+/// number is bounded by the machine's memory).
+pub const LIGHT_ALWAYS_BYTES: u64 = 64 << 20;
+/// Of each user's smaller interesting or watched processes whose `statm`
+/// did not move, a light tick re-reads at most this many, in turn.
+pub const LIGHT_PER_USER: usize = 64;
+
 use super::process_reads::Io;
-use super::tracker::ProcessTracker;
+use super::tracker::{ProcessTracker, Scratch};
 use crate::os::read_failure::ReadFailure;
 
 impl ProcessTracker {
@@ -57,8 +65,7 @@ impl ProcessTracker {
             errors.kernel_threads += self.listed_kernel_threads;
         }
         s.light.clear();
-        s.light.extend(s.interesting.iter().copied());
-        s.light.extend(watched.iter().copied());
+        self.choose_light(&mut s, watched, io.page_size);
         let exact = s.light.len();
         s.light.extend(s.ranking.iter().map(|r| r.1));
         let (exact, largest) = s.light.split_at_mut(exact);
@@ -88,6 +95,51 @@ impl ProcessTracker {
         self.end_tick(io, s, listed);
     }
 
+    /// The interesting and `watched` processes this light tick re-reads in
+    /// full, into `s.light`: every one that holds [`LIGHT_ALWAYS_BYTES`] or
+    /// more, or whose `statm` moved at its last read; of the rest (small and
+    /// still), at most [`LIGHT_PER_USER`] of each user's a tick, those read
+    /// longest ago first.
+    /// A process only has to look like ML work (be named `python3`) to be
+    /// interesting, and any user can start thousands: they must not make
+    /// every tick, and with it the reaction to a crossing, thousands of
+    /// reads long. A small process that starts to grow moves its `statm`
+    /// at its next turn, at the next full tick, or when the machine's
+    /// available memory moves enough to call for one.
+    fn choose_light(&self, s: &mut Scratch, watched: &[u32], page: u64) {
+        let listed_at = self.listed_at;
+        let page = page.max(1);
+        let always_pages = LIGHT_ALWAYS_BYTES / page;
+        // Each user's small, still ones: (last statm read, pid).
+        let mut small: std::collections::BTreeMap<u32, Vec<(u64, u32)>> = Default::default();
+        let mut candidates: Vec<u32> = s.interesting.iter().chain(watched).copied().collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        for pid in candidates {
+            let Some(t) = self.tracked.get(&pid).filter(|t| t.seen >= listed_at) else {
+                // New since the listing, or not tracked: read as before.
+                s.light.push(pid);
+                continue;
+            };
+            if t.statm.resident >= always_pages || t.statm_moved {
+                s.light.push(pid);
+            } else {
+                small
+                    .entry(t.uid.unwrap_or(u32::MAX))
+                    .or_default()
+                    .push((t.statm_tick, pid));
+            }
+        }
+        // The ones read longest ago go first.
+        for mut pids in small.into_values() {
+            if pids.len() > LIGHT_PER_USER {
+                pids.select_nth_unstable(LIGHT_PER_USER - 1);
+                pids.truncate(LIGHT_PER_USER);
+            }
+            s.light.extend(pids.into_iter().map(|(_, pid)| pid));
+        }
+    }
+
     /// Re-read `statm` of a process carried into this light tick (one
     /// listed for the first time was just read in full).
     fn reread_statm(&mut self, io: &mut Io, pid: u32, errors: &mut CollectorErrors) {
@@ -106,6 +158,7 @@ impl ProcessTracker {
         match read {
             Ok(statm) => {
                 let other_program = t.statm.other_program(&statm);
+                t.statm_moved = t.statm.resident != statm.resident || t.statm.size != statm.size;
                 t.statm = statm;
                 t.statm_tick = self.tick;
                 // Another executable's code: it called exec since.
@@ -130,6 +183,51 @@ mod tests {
     use crate::model::Detail;
     use crate::model::sampling::Sampler;
     use crate::os::linux::fake_proc::FakeProc;
+
+    #[test]
+    fn a_users_many_small_python_processes_are_re_read_in_turn_and_large_ones_every_tick() {
+        // 200 small `python3` of one user (root here) and one of 1 GiB.
+        let tree = FakeProc::new();
+        for i in 0..200 {
+            tree.process(2000 + i, "python3", 1000, 4000);
+        }
+        tree.process(100, "python3", 262_144, 1 << 20);
+        let mut sampler = tree.sampler();
+        sampler.sample().unwrap();
+        // Everything grows a little; each light tick sees the large one and
+        // the next LIGHT_PER_USER small ones.
+        for i in 0..200 {
+            tree.memory(2000 + i, 1001, 4004);
+        }
+        tree.memory(100, 262_145, (1 << 20) + 4);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut ticks = 0;
+        while seen.len() < 200 {
+            let snap = sampler.sample_light(&[]).unwrap();
+            ticks += 1;
+            assert_eq!(
+                snap.process(100).unwrap().footprint,
+                ((1 << 20) + 4) * 1024,
+                "the large one, every tick"
+            );
+            let fresh: Vec<u32> = (2000..2200)
+                .filter(|&pid| snap.process(pid).unwrap().footprint == 4004 * 1024)
+                .collect();
+            // The small ones' turn, and the largest's statm (TOP_EXACT of
+            // them, whatever they run).
+            let new = fresh.iter().filter(|pid| !seen.contains(*pid)).count();
+            assert!(
+                new <= super::LIGHT_PER_USER + crate::os::linux::TOP_EXACT,
+                "{new} read in one tick"
+            );
+            seen.extend(fresh);
+            assert!(
+                ticks <= 4,
+                "every one read within 200 / 64 ticks: {}",
+                seen.len()
+            );
+        }
+    }
 
     #[test]
     fn a_light_tick_rereads_the_interesting_the_watched_and_the_largest() {

@@ -276,6 +276,7 @@ impl PssWorker {
         std::thread::Builder::new()
             .name("headroom-pss".to_string())
             .spawn(move || {
+                crate::os::this_process::run_in_background();
                 let mut reader = ProcReader::new(root);
                 for pids in incoming {
                     let read: Vec<Reply> = pids

@@ -156,6 +156,8 @@ pub(super) struct TrackedProcess {
     pub(super) statm: Statm,
     /// The tick `statm` was last read.
     pub(super) statm_tick: u64,
+    /// Its resident or total size changed at that read.
+    pub(super) statm_moved: bool,
     /// The tick `status` was last actually read (`status_tick` also moves
     /// when that read stands for a later tick's).
     pub(super) status_read_tick: u64,
@@ -411,6 +413,8 @@ impl ProcessTracker {
                 match read {
                     Ok(statm) => {
                         let other_program = t.statm.other_program(&statm);
+                        t.statm_moved =
+                            t.statm.resident != statm.resident || t.statm.size != statm.size;
                         t.statm = statm;
                         t.statm_tick = tick;
                         t.seen = tick;

@@ -283,6 +283,7 @@ fn spawn_worker() -> std::io::Result<Worker> {
     std::thread::Builder::new()
         .name("headroom-envs".to_owned())
         .spawn(move || {
+            crate::os::this_process::run_in_background();
             let mut cache = Cache::default();
             while let Ok(keys) = rx.recv() {
                 let reads = keys
@@ -634,6 +635,7 @@ fn read_now(keys: Vec<Key>) -> HashMap<Key, Arc<EnvRead>> {
     let spawned = std::thread::Builder::new()
         .name("headroom-envs".to_owned())
         .spawn(move || {
+            crate::os::this_process::run_in_background();
             let mut cache = Cache::default();
             for (dir, owner) in keys {
                 let (read, _) = cache.get(&dir, owner);
