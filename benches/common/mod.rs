@@ -26,30 +26,25 @@ impl Drop for Children {
 
 /// CPU time consumed by this process so far, all threads, user + system.
 pub fn cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec that outlives the call;
-    // CLOCK_PROCESS_CPUTIME_ID is supported on Linux and macOS.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
-    Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    )
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID, "CLOCK_PROCESS_CPUTIME_ID")
 }
 
 /// CPU time consumed by the calling thread so far, user + system.
 pub fn thread_cpu_time() -> Duration {
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID")
+}
+
+/// The CPU-time clock `id` (named `name` for the panic) read now.
+fn cpu_clock(id: libc::clockid_t, name: &str) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec that outlives the call;
-    // CLOCK_THREAD_CPUTIME_ID is supported on Linux and macOS.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    // the process and thread CPU-time clocks are supported on Linux and
+    // macOS.
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime({name}) failed");
     Duration::new(
         u64::try_from(ts.tv_sec).unwrap_or(0),
         u32::try_from(ts.tv_nsec).unwrap_or(0),
