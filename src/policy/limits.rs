@@ -675,7 +675,18 @@ pub fn unowned_words(snap: &Snapshot) -> String {
 /// memory, and `Shmem` counts it. `None` while the condition
 /// does not hold, the platform has no such figures, or processes hold part
 /// of the shortfall.
-pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<String> {
+///
+/// Nor does it stop the rule when the process it would pick holds more
+/// (`would_free`, its footprint) than all of that together: had that memory
+/// been a process's, `select` would still pick this one, so hiding it gains
+/// nobody anything, and a just-crossed shortfall of a few pages is not left
+/// to a megabyte of shared memory the counts do not match on (the kernel's
+/// own, a RssShmem counted twice).
+pub fn unowned_shortfall(
+    when: &SystemCondition,
+    snap: &Snapshot,
+    would_free: Option<u64>,
+) -> Option<String> {
     if when.per != Per::Machine {
         return None;
     }
@@ -685,7 +696,7 @@ pub fn unowned_shortfall(when: &SystemCondition, snap: &Snapshot) -> Option<Stri
         .checked_sub(snap.system.available)
         .filter(|s| *s > 0)?;
     let u = &snap.unowned;
-    if !u.known {
+    if !u.known || would_free.is_some_and(|w| w > u.at_most()) {
         return None;
     }
     let short_words = format!(
@@ -933,6 +944,46 @@ mod tests {
     /// A 16 GiB machine with half of it available.
     fn half_free() -> SnapshotBuilder {
         snapshot(0).memory(16 * GIB, 8 * GIB)
+    }
+
+    /// The decision of `unowned_shortfall` for a rule `available_below =
+    /// "8GiB"` on a 16 GiB machine with `available` left, unowned memory
+    /// found and unexplained as given, and a would-be victim of `victim`.
+    fn held_back(available: u64, found: u64, unexplained: u64, victim: u64) -> bool {
+        let text = "[[rule]]\nname = \"r\"\nactions = [{ signal = \"SIGTERM\" }]\n\
+                    [rule.when]\navailable_below = \"8GiB\"\n";
+        let rule = Config::from_toml_str(text, "t").unwrap().rules[0].clone();
+        let snap = snapshot(0)
+            .memory(16 * GIB, available)
+            .unowned(crate::model::Unowned {
+                known: true,
+                tmpfs_bytes: found,
+                unexplained_shmem: Some(unexplained),
+                ..Default::default()
+            })
+            .build();
+        unowned_shortfall(rule.when.as_ref().unwrap(), &snap, Some(victim)).is_some()
+    }
+
+    #[test]
+    fn memory_no_process_owns_holds_a_rule_back_only_when_it_outweighs_the_victim() {
+        const MIB: u64 = 1 << 20;
+        let just_crossed = 8 * GIB - 152 * 1024;
+        // A 3 GiB blob in /dev/shm and a 300 MiB victim: the blob holds the
+        // shortfall, and more than the victim could give back.
+        assert!(held_back(7 * GIB, 3 * GIB, 0, 300 * MIB));
+        // The same hidden from the scan: only Shmem says it is there.
+        assert!(held_back(7 * GIB, 0, 3 * GIB, 300 * MIB));
+        // Just crossed, with 1.5 MiB of shared memory the counts do not
+        // match on, and a 3 GiB process that made the crossing: it goes.
+        assert!(!held_back(just_crossed, 0, 3 * MIB / 2, 3 * GIB));
+        assert!(!held_back(just_crossed, 2 * MIB, 0, 3 * GIB));
+        // Both together still short of the victim: it goes.
+        assert!(!held_back(7 * GIB, GIB, GIB, 3 * GIB));
+        // Enough together to outweigh it: none.
+        assert!(held_back(7 * GIB, 2 * GIB, 2 * GIB, 3 * GIB));
+        // Not holding at all: nothing to say.
+        assert!(!held_back(9 * GIB, 3 * GIB, 3 * GIB, 0));
     }
 
     #[test]

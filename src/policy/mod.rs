@@ -307,18 +307,20 @@ fn condition_holders<'a>(
         };
         return (Vec::new(), cleared);
     }
-    // Memory no process owns holds the shortfall: no process can give it
-    // back, so none is picked; the one it would pick says why.
+    // Memory no process owns holds the shortfall, and more than the one it
+    // would pick: no process can give it back, so none is picked; the one it
+    // would pick says why.
+    let would = {
+        let procs: Vec<(&ProcessSample, Option<&ProcessTrack>)> =
+            assessed.iter().map(|a| (a.p, a.track)).collect();
+        select(run.rule.select.unwrap_or_default(), &procs, run.now)
+    };
     if let Some(reason) = run
         .rule
         .when
         .as_ref()
-        .and_then(|w| limits::unowned_shortfall(w, run.snap))
+        .and_then(|w| limits::unowned_shortfall(w, run.snap, would.map(|w| w.footprint)))
     {
-        let all: Vec<&Assessed<'_>> = assessed.iter().collect();
-        let procs: Vec<(&ProcessSample, Option<&ProcessTrack>)> =
-            all.iter().map(|a| (a.p, a.track)).collect();
-        let would = select(run.rule.select.unwrap_or_default(), &procs, run.now);
         let held: Vec<&Assessed<'_>> = assessed
             .iter()
             .filter(|a| {
