@@ -18,10 +18,9 @@
 //! waits for the hog to get a CPU on a saturated machine. Reported per
 //! run: the time from the crossing to the signal, and the hog's growth in
 //! that time (its anonymous memory at the signal less that at the
-//! crossing). A run
-//! in which the hog's growth does not account for the margin (within
-//! 512 MiB: other processes on the machine freed or took memory meanwhile)
-//! is shown and discarded. Contenders alternate until each has
+//! crossing). A run in which the hog's growth falls short of the margin
+//! by more than 512 MiB (other processes on the machine took memory
+//! meanwhile, and made the crossing with it) is shown and discarded. Contenders alternate until each has
 //! `HEADROOM_BENCH_RUNS` valid runs (default 3).
 //!
 //! **Swap.** Only with swap and `HEADROOM_BENCH_SWAP=1` (it pushes memory
@@ -856,13 +855,16 @@ mod linux {
             );
         }
         // The run measures the hog only if the hog made the crossing: its
-        // growth accounts for the margin give or take 512 MiB (other
-        // processes on the machine move available memory too).
+        // growth accounts for the margin, less 512 MiB at most (other
+        // processes on the machine take memory too). A hog that grew more
+        // than the margin still made the crossing (something gave memory
+        // back meanwhile: on this machine's idle runs, about 1.2 GiB in
+        // some of them).
         if let Threshold::AvailableBelow(_) = th {
             let by_hog = at_cross.saturating_sub(baseline);
-            if by_hog.abs_diff(margin) > 512 * MIB {
+            if by_hog + 512 * MIB < margin {
                 return Err(format!(
-                    "discarded: the hog had grown {} MiB at the crossing, not about {} MiB (other processes moved available memory)",
+                    "discarded: the hog had grown {} MiB at the crossing, not about {} MiB (other processes took memory)",
                     by_hog / MIB,
                     margin / MIB
                 ));

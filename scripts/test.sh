@@ -83,6 +83,9 @@ need_debian=(
   "/usr/bin/setfacl acl"
   # libFuzzer's C++ sources, built by the fuzz targets (scripts/fuzz.sh).
   "/usr/bin/c++ g++"
+  # A real OCI runtime for a kernel in a container with its own pid
+  # namespace (tests/environment/scenarios.rs, h6_).
+  "/usr/sbin/runc runc"
   # The native library real kernels crash in (tests/environment/crash_postmortems.rs).
   "/usr/bin/cc gcc"
   # JSON seeds of the jetsam fuzz target (scripts/fuzz-corpus.sh).

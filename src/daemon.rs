@@ -42,6 +42,7 @@ use crate::config::{Config, format_duration};
 use crate::event::{Event, EventKind};
 use crate::jupyter::Notebooks;
 use crate::model::Action;
+use crate::model::sampling::Tripwire;
 use crate::model::{PressureLevel, ProcessId, Snapshot, Timestamp};
 use crate::pipeline::Pipeline;
 use crate::policy::{Context, Decision, Evaluation, PolicyState, Reach, evaluate};
@@ -150,6 +151,9 @@ struct Stepped {
     /// The sample's pressure level; `None` when it failed.
     level: Option<PressureLevel>,
     evaluation: Evaluation,
+    /// How deep the sample read: a full one cut short for a crossing is
+    /// light.
+    depth: Depth,
 }
 
 impl Daemon {
@@ -332,7 +336,7 @@ impl Daemon {
                 if fast { quick } else { normal },
                 stepped.evaluation.next_check,
             ));
-            if depth == Depth::Light && run.cadence.full_due() {
+            if stepped.depth == Depth::Light && run.cadence.full_due() {
                 // Memory moved since the last full read: read it all now.
                 next_tick = now;
             }
@@ -428,13 +432,20 @@ impl Daemon {
         let outcome = self
             .sample_once(
                 depth,
+                run.cadence.tripwire(),
                 Arc::clone(&run.watched),
                 run.postmortems.tracked(),
                 run.retired.take(),
             )
             .await?;
         Ok(match outcome {
-            Ok((mut snap, observed)) => {
+            Ok((mut snap, observed, read)) => {
+                if read != depth {
+                    debug!(
+                        "full sample cut short: a rule's machine-wide condition crossed while                          it read the process table; the rest carried, as on a light sample"
+                    );
+                }
+                let depth = read;
                 if let Some(level) = event_level {
                     raise_to_event_level(&mut snap, level);
                 }
@@ -443,6 +454,7 @@ impl Daemon {
                 Stepped {
                     level: Some(level),
                     evaluation,
+                    depth,
                 }
             }
             Err(e) => {
@@ -450,6 +462,7 @@ impl Daemon {
                 Stepped {
                     level: None,
                     evaluation: Evaluation::default(),
+                    depth,
                 }
             }
         })
@@ -576,13 +589,18 @@ impl Daemon {
     /// list and releases the text each process shares with the sampler,
     /// work that would otherwise sit on the loop between a sample and the
     /// policy, on another CPU than the one that last touched that text.
+    ///
+    /// A full sample stops reading the process table when `trip` holds (a
+    /// rule's machine-wide condition crossed while it read) and finishes
+    /// light: the depth it was read at comes back with it.
     async fn sample_once(
         &mut self,
         depth: Depth,
+        trip: Tripwire,
         watched: Arc<[u32]>,
         tracked: HashSet<ProcessId>,
         retired: Option<Arc<Snapshot>>,
-    ) -> Result<Result<(Snapshot, Observed), SampleError>, DaemonError> {
+    ) -> Result<Result<(Snapshot, Observed, Depth), SampleError>, DaemonError> {
         let Some(mut sampler) = self.sampler.take() else {
             return Err(DaemonError::SamplerCrashed("no sampler".into()));
         };
@@ -590,16 +608,17 @@ impl Daemon {
         let joined = tokio::task::spawn_blocking(move || {
             drop(retired);
             let sampled = match depth {
-                Depth::Full => sampler.sample(),
-                Depth::Light => sampler.sample_light(&watched),
+                Depth::Full => sampler.sample_unless(&watched, &trip),
+                Depth::Light => sampler.sample_light(&watched).map(|snap| (snap, false)),
             };
-            let result = sampled.map(|snap| {
+            let result = sampled.map(|(snap, full)| {
+                let depth = if full { Depth::Full } else { Depth::Light };
                 let suspects = PostMortems::suspects(&tracked, &snap);
                 let observed = causes
                     .as_mut()
                     .map(|c| c.poll(&snap, &tracked, &suspects))
                     .unwrap_or_default();
-                (snap, observed)
+                (snap, observed, depth)
             });
             (sampler, causes, result)
         })

@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 use crate::config::SystemCondition;
 use crate::history::theil_sen_slope;
 use crate::model::PressureLevel;
-use crate::model::sampling::ProbeReading;
+use crate::model::sampling::{ProbeReading, TripGate, Tripwire};
 
 /// The fastest the probe runs while a condition is near.
 pub const MIN_PROBE: Duration = Duration::from_millis(20);
@@ -315,6 +315,29 @@ pub fn probe_delay(approaches: &[Approach], held: &[bool]) -> Option<Duration> {
         .min()
 }
 
+/// `gate` as figures a full sample can watch while it reads ([`TripGate`]),
+/// resolved against `now`: its available-memory threshold (with a pressure
+/// level, the lower of it and the level's floor), its swap threshold.
+/// `None` for a gate no figure there can bring about: a pressure level this
+/// OS does not derive from available memory, swap on a machine without.
+pub fn trip_gate(gate: &SystemCondition, now: &ProbeReading, floor: Floor) -> Option<TripGate> {
+    let mut available_below = gate.available_below.map(|l| l.resolve(now.total));
+    if let Some(level) = gate.pressure {
+        let at = floor(level, now.total)?;
+        available_below = Some(available_below.map_or(at, |a| a.min(at)));
+    }
+    let swap_used_above = match gate.swap_used_above {
+        Some(_) if now.swap_total == 0 => return None,
+        Some(limit) => Some(limit.resolve(now.swap_total)),
+        None => None,
+    };
+    let g = TripGate {
+        available_below,
+        swap_used_above,
+    };
+    (g.available_below.is_some() || g.swap_used_above.is_some()).then_some(g)
+}
+
 /// Whether a gate holds now that did not at the last sample.
 pub fn newly_holding(approaches: &[Approach], held: &[bool]) -> bool {
     approaches
@@ -567,6 +590,24 @@ impl Cadence {
         }
     }
 
+    /// What a full sample taken now watches for while it reads the process
+    /// table ([`crate::model::sampling::Sampler::sample_unless`]): every
+    /// gate that did not hold at the last sample, resolved against the
+    /// latest reading.
+    pub fn tripwire(&self) -> Tripwire {
+        let Some(latest) = self.readings.back() else {
+            return Tripwire::default();
+        };
+        let gates = self
+            .gates
+            .iter()
+            .zip(self.held.iter().copied().chain(std::iter::repeat(false)))
+            .filter(|(_, held)| !held)
+            .filter_map(|(g, _)| trip_gate(g, latest, self.floor))
+            .collect();
+        Tripwire { gates }
+    }
+
     /// When to probe next, from the latest reading's time; `None` if no
     /// gate approaches (the ticks suffice).
     pub fn next_probe(&self) -> Option<Instant> {
@@ -612,6 +653,56 @@ mod tests {
             available_below: Some(SizeLimit::Bytes(ByteSize(bytes))),
             ..SystemCondition::default()
         }
+    }
+
+    #[test]
+    fn a_full_sample_watches_for_the_gates_that_do_not_hold_yet() {
+        let t0 = Instant::now();
+        let swap = SystemCondition {
+            swap_used_above: Some(SizeLimit::Bytes(ByteSize(GIB))),
+            ..SystemCondition::default()
+        };
+        let warn = SystemCondition {
+            pressure: Some(PressureLevel::Warn),
+            available_below: Some(SizeLimit::Bytes(ByteSize(2 * GIB))),
+            ..SystemCondition::default()
+        };
+        let gates = vec![available_below(4 * GIB), swap, warn];
+        let mut c = Cadence::new(gates.clone(), linux_floor);
+        assert!(
+            c.tripwire().is_empty(),
+            "nothing read yet: nothing to resolve"
+        );
+        c.sampled(reading(t0, 0, 8 * GIB), Depth::Full);
+        // No swap on this machine: the swap gate cannot trip; the pressure
+        // gate trips at the lower of its threshold and warn's floor
+        // (16 GiB / 10 here).
+        let w = c.tripwire();
+        assert_eq!(
+            w.gates,
+            vec![
+                TripGate {
+                    available_below: Some(4 * GIB),
+                    swap_used_above: None
+                },
+                TripGate {
+                    available_below: Some(16 * GIB / 10),
+                    swap_used_above: None
+                },
+            ]
+        );
+        assert!(!w.tripped(5 * GIB, 0));
+        assert!(w.tripped(4 * GIB - 1, 0));
+        // Once the first holds, only the others are watched.
+        c.sampled(reading(t0, 1000, 3 * GIB), Depth::Light);
+        let w = c.tripwire();
+        assert_eq!(w.gates.len(), 1);
+        assert!(!w.tripped(3 * GIB, 0));
+        assert!(w.tripped(GIB, 0));
+        // A pressure level this OS does not read from memory: nothing.
+        let mut c = Cadence::new(gates, no_floor);
+        c.sampled(reading(t0, 0, 8 * GIB), Depth::Full);
+        assert_eq!(c.tripwire().gates.len(), 1);
     }
 
     fn gate_delay(gate: &SystemCondition, readings: &[ProbeReading]) -> Option<Duration> {

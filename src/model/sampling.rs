@@ -54,6 +54,22 @@ pub trait Sampler: Send {
         self.sample()
     }
 
+    /// A full snapshot, unless `trip` holds while the process table is
+    /// read: a rule's machine-wide condition crossed meanwhile, and its
+    /// victim must be picked now, not after thousands more reads. Then the
+    /// reading stops, the rest of the table is carried as on a light
+    /// snapshot (`watched` re-read), and the machine-wide figures are read
+    /// again. Returns the snapshot and whether it read every process
+    /// afresh. Samplers that cannot stop take a full sample.
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        let _ = (watched, trip);
+        self.sample().map(|snap| (snap, true))
+    }
+
     /// The sources inside this sampler that report how they stand (cgroup
     /// limits, proportional shares, NVML, labels), the innermost first,
     /// for the snapshot's collector list and `headroom doctor`
@@ -77,8 +93,54 @@ impl Sampler for Box<dyn Sampler> {
         (**self).sample_light(watched)
     }
 
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        (**self).sample_unless(watched, trip)
+    }
+
     fn collectors(&self) -> Vec<&dyn Collector> {
         (**self).collectors()
+    }
+}
+
+/// The machine-wide figures at which a full sample stops reading the
+/// process table ([`Sampler::sample_unless`]): one [`TripGate`] per rule
+/// condition that does not hold yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tripwire {
+    pub gates: Vec<TripGate>,
+}
+
+/// One condition of a [`Tripwire`], resolved to bytes: it holds when every
+/// figure it names is past its threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TripGate {
+    /// Holds while available memory is below this.
+    pub available_below: Option<u64>,
+    /// Holds while swap used is above this.
+    pub swap_used_above: Option<u64>,
+}
+
+impl TripGate {
+    fn holds(&self, available: u64, swap_used: u64) -> bool {
+        (self.available_below.is_some() || self.swap_used_above.is_some())
+            && self.available_below.is_none_or(|t| available < t)
+            && self.swap_used_above.is_none_or(|t| swap_used > t)
+    }
+}
+
+impl Tripwire {
+    /// Whether there is anything to watch for.
+    pub fn is_empty(&self) -> bool {
+        self.gates.is_empty()
+    }
+
+    /// Whether any gate holds at these figures.
+    pub fn tripped(&self, available: u64, swap_used: u64) -> bool {
+        self.gates.iter().any(|g| g.holds(available, swap_used))
     }
 }
 
@@ -133,4 +195,40 @@ pub trait Probe: Send {
     /// (Linux PSI) are not read and the level comes from the available
     /// share alone: no rule asks about pressure.
     fn read(&mut self, pressure: bool) -> Result<ProbeReading, SampleError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tripwire_trips_when_every_figure_of_a_gate_is_past_its_threshold() {
+        let both = TripGate {
+            available_below: Some(100),
+            swap_used_above: Some(50),
+        };
+        let w = Tripwire { gates: vec![both] };
+        assert!(!w.tripped(99, 50), "swap not past yet");
+        assert!(!w.tripped(100, 51), "available not below yet");
+        assert!(w.tripped(99, 51));
+        // Either of two gates.
+        let w = Tripwire {
+            gates: vec![
+                both,
+                TripGate {
+                    available_below: Some(10),
+                    swap_used_above: None,
+                },
+            ],
+        };
+        assert!(w.tripped(9, 0));
+        // A gate with no figure never trips; no gate, nothing.
+        assert!(
+            !Tripwire {
+                gates: vec![TripGate::default()]
+            }
+            .tripped(0, u64::MAX)
+        );
+        assert!(!Tripwire::default().tripped(0, u64::MAX));
+    }
 }

@@ -249,6 +249,16 @@ impl Sampler for WithJobs {
         Ok(snap)
     }
 
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &crate::model::sampling::Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        let (mut snap, full) = self.0.sample_unless(watched, trip)?;
+        assemble(&mut snap);
+        Ok((snap, full))
+    }
+
     fn collectors(&self) -> Vec<&dyn crate::model::Collector> {
         self.0.collectors()
     }

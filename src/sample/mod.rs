@@ -79,6 +79,15 @@ impl Sampler for Reporting {
         Ok(self.report(snap))
     }
 
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &crate::model::sampling::Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        let (snap, full) = self.0.sample_unless(watched, trip)?;
+        Ok((self.report(snap), full))
+    }
+
     fn collectors(&self) -> Vec<&dyn Collector> {
         self.0.collectors()
     }

@@ -7,9 +7,11 @@
 //! - benign (`b1_`…`b5_`): a fast dataset load, a faster one, saw-tooth
 //!   epochs, a forked pool that only reads what it shares, a compile peak.
 //!   No signal may reach the work; notifications are allowed.
-//! - harmful (`h1_`…`h5_`): a leak, forked workers that allocate, forked
+//! - harmful (`h1_`…`h6_`): a leak, forked workers that allocate, forked
 //!   workers that copy the pages they share on access (refcount writes),
-//!   a tmpfs leak beside an innocent kernel, two tasks filling one cgroup.
+//!   a tmpfs leak beside an innocent kernel, two tasks filling one cgroup,
+//!   the leak again in a real OCI container (Debian's `runc`: its own pid
+//!   and mount namespaces, `support::runc`).
 //!   The right process must get the default rule's signal before the
 //!   cgroup's OOM killer acts, and no innocent process may.
 //!
@@ -191,10 +193,16 @@ impl Drop for Cgroup {
     }
 }
 
-/// A real ipykernel started inside a cgroup, killed when dropped.
+/// A real ipykernel started inside a cgroup (or a container in it),
+/// killed when dropped.
 struct Kernel {
-    child: Child,
+    child: Option<Child>,
     connection: PathBuf,
+    /// Its pid on the host.
+    pid: u32,
+    /// Its pid as it sees it (in a container's pid namespace, not the host's).
+    own_pid: u32,
+    container: Option<support::runc::Container>,
 }
 
 impl Kernel {
@@ -217,27 +225,112 @@ impl Kernel {
             .stderr(log)
             .spawn()
             .expect("start ipykernel_launcher");
-        support::wait_for(
-            Duration::from_secs(60),
-            "the kernel's connection file",
-            || {
-                let text = std::fs::read_to_string(&connection).ok()?;
-                let v: Value = serde_json::from_str(&text).ok()?;
-                v["key"].is_string().then_some(())
+        wait_for_connection_file(&connection);
+        let pid = child.id();
+        Self {
+            child: Some(child),
+            connection,
+            pid,
+            own_pid: pid,
+            container: None,
+        }
+    }
+
+    /// The same kernel in a real OCI container (Debian's `runc`, see
+    /// `support::runc`): its own pid and mount namespaces, in `cgroup`,
+    /// whose limit runc sets again itself, the kernel a child of the
+    /// container's init.
+    fn start_in_container(cgroup: &Cgroup, dir: &Path, id: &str) -> Self {
+        let runc = support::runc::runc()
+            .expect("runc is missing: apt-get install runc (scripts/test.sh does)");
+        let connection = dir.join(format!("kernel-{id}-{}.json", std::process::id()));
+        let python = venv_python();
+        // The venv and the interpreter it links to, wherever they are.
+        let venv = python
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap();
+        let mut read_only = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR"))];
+        if let Ok(real) = venv.canonicalize() {
+            read_only.push(real);
+        }
+        // The interpreter's own prefix (a pyenv or /usr/local build), where
+        // it is not under /usr.
+        if let Some(prefix) = python
+            .canonicalize()
+            .ok()
+            .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
+            .filter(|p| !p.starts_with("/usr"))
+        {
+            read_only.push(prefix);
+        }
+        let bundle = dir.join(format!("bundle-{id}"));
+        let name = format!("headroom-{}-{}", id.to_lowercase(), std::process::id());
+        let container = support::runc::Container::start(
+            &runc,
+            &bundle,
+            &support::runc::Spec {
+                id: &name,
+                cgroup_path: &cgroup.path,
+                memory_limit: cgroup.limit,
+                command: vec![
+                    python.display().to_string(),
+                    "-m".into(),
+                    "ipykernel_launcher".into(),
+                    "-f".into(),
+                    connection.display().to_string(),
+                ],
+                read_only,
+                writable: vec![dir.to_path_buf()],
+                env: vec![("HOME".into(), "/tmp".into())],
+                log: dir.join(format!("kernel-{id}.log")),
             },
         );
-        Self { child, connection }
+        wait_for_connection_file(&connection);
+        let init = container
+            .init_pid()
+            .expect("runc state names the init's pid");
+        let pid = *support::runc::children(init)
+            .first()
+            .expect("the kernel runs under the container's init");
+        let own_pid = support::runc::namespace_pid(pid).expect("the kernel's NSpid");
+        assert_ne!(own_pid, pid, "the kernel has a pid namespace of its own");
+        Self {
+            child: None,
+            connection,
+            pid,
+            own_pid,
+            container: Some(container),
+        }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
     }
+}
+
+/// Wait until a kernel has written its connection file.
+fn wait_for_connection_file(connection: &Path) {
+    support::wait_for(
+        Duration::from_secs(60),
+        "the kernel's connection file",
+        || {
+            let text = std::fs::read_to_string(connection).ok()?;
+            let v: Value = serde_json::from_str(&text).ok()?;
+            v["key"].is_string().then_some(())
+        },
+    );
 }
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Killed and deleted with its processes.
+        self.container.take();
     }
 }
 
@@ -507,10 +600,30 @@ impl Scenario {
             self.dir.path(),
             &format!("{}-{role}", self.id),
         );
+        self.listed(kernel, role)
+    }
+
+    /// A kernel in a runc container in the scenario's cgroup
+    /// ([`Kernel::start_in_container`]), given the prelude, once the daemon
+    /// lists it as a Jupyter kernel.
+    fn kernel_in_container(&mut self, role: &str) -> (Kernel, Cells) {
+        let kernel = Kernel::start_in_container(
+            &self.cgroup,
+            self.dir.path(),
+            &format!("{}-{role}", self.id),
+        );
+        self.listed(kernel, role)
+    }
+
+    fn listed(&mut self, kernel: Kernel, role: &str) -> (Kernel, Cells) {
         let pid = kernel.pid();
         let mut cells = Cells::connect(&kernel);
         let printed = cells.ok(PRELUDE);
-        assert_eq!(printed.trim(), pid.to_string(), "the kernel is the child");
+        assert_eq!(
+            printed.trim(),
+            kernel.own_pid.to_string(),
+            "the kernel is the child"
+        );
         support::wait_for(
             Duration::from_secs(20),
             "the kernel listed as a Jupyter kernel",
@@ -1010,6 +1123,57 @@ fn h1_a_leak_in_a_container_is_interrupted_before_the_limit() {
         "held {held_mib} MiB at the interrupt"
     );
     // Not a SIGTERM to anyone: KeyboardInterrupt was enough.
+    assert!(
+        report.signals.iter().all(|s| s.action == "SIGINT"),
+        "{:#?}",
+        report.signals
+    );
+    println!(
+        "  SIGINT at {:.1}s, {held_mib} MiB held by the cell",
+        sc.seconds(sigint.at_ms)
+    );
+}
+
+/// H6: the leak of H1 in a real OCI container: Debian's runc, with pid and
+/// mount namespaces of its own and the 4 GiB memory limit runc sets, the
+/// kernel a child of the container's init (as under `docker run --init`).
+/// The kernel sees itself as pid 2; the daemon on the host must find it,
+/// judge it against its container's limit and interrupt the cell before
+/// the container's OOM killer acts, and the kernel survives.
+#[test]
+fn h6_a_leak_in_a_runc_container_is_interrupted_before_the_limit() {
+    let mut sc = Scenario::new("H6", Kind::Harmful, 4 * GIB);
+    let (kernel, mut cells) = sc.kernel_in_container("kernel");
+    cells.ok("model = {'note': 'survives'}");
+    sc.begin();
+    let reply = cells.run(
+        "leak = []\ngrow(200 * MIB, None, leak)",
+        Duration::from_secs(60),
+    );
+    let after = cells.ok("print(model['note'], sum(map(len, leak)) >> 20, os.getpid())");
+    cells.ok("del leak; gc.collect()");
+    std::thread::sleep(Duration::from_secs(2));
+    let report = sc.finish(&format!(
+        "{} (pid {} in its container)",
+        cell_outcome(&reply),
+        kernel.own_pid
+    ));
+    println!("  after: {after}");
+    report.assert_no_oom();
+    assert_eq!(reply["ename"], "KeyboardInterrupt", "{reply}");
+    let sigint = assert_interrupted_in_time(&sc, &report, kernel.pid());
+    let words: Vec<&str> = after.split_whitespace().collect();
+    assert_eq!(words[0], "survives", "{after}");
+    assert_eq!(
+        words[2],
+        kernel.own_pid.to_string(),
+        "the same kernel, by its own pid"
+    );
+    let held_mib: u64 = words[1].parse().unwrap();
+    assert!(
+        held_mib * MIB < sc.cgroup.limit,
+        "held {held_mib} MiB at the interrupt"
+    );
     assert!(
         report.signals.iter().all(|s| s.action == "SIGINT"),
         "{:#?}",

@@ -15,6 +15,7 @@ pub mod http;
 pub mod journal;
 pub mod jupyter;
 pub mod privileges;
+pub mod runc;
 pub mod source_tree;
 pub mod sys;
 

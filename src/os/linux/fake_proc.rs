@@ -128,13 +128,18 @@ impl FakeProc {
 
     /// The machine's `AnonPages` in `meminfo`, kB.
     pub(crate) fn anon_pages(&self, kb: u64) {
+        self.meminfo("AnonPages:", kb);
+    }
+
+    /// The line `key` (with its colon) of `meminfo`, kB.
+    pub(crate) fn meminfo(&self, key: &str, kb: u64) {
         let path = self.0.path().join("meminfo");
         let text = std::fs::read_to_string(&path).unwrap();
         let text: String = text
             .lines()
             .map(|l| {
-                if l.starts_with("AnonPages:") {
-                    format!("AnonPages:      {kb} kB\n")
+                if l.starts_with(key) {
+                    format!("{key}      {kb} kB\n")
                 } else {
                     format!("{l}\n")
                 }

@@ -66,6 +66,11 @@ impl ProcessTracker {
         }
         s.light.clear();
         self.choose_light(&mut s, watched, io.page_size);
+        for &pid in &s.light {
+            if let Some(t) = self.tracked.get_mut(&pid) {
+                t.light_turn = tick;
+            }
+        }
         let exact = s.light.len();
         s.light.extend(s.ranking.iter().map(|r| r.1));
         let (exact, largest) = s.light.split_at_mut(exact);
@@ -98,15 +103,15 @@ impl ProcessTracker {
     /// The interesting and `watched` processes this light tick re-reads in
     /// full, into `s.light`: every one that holds [`LIGHT_ALWAYS_BYTES`] or
     /// more, or whose `statm` moved at its last read; of the rest (small and
-    /// still), at most [`LIGHT_PER_USER`] of each user's a tick, those read
-    /// longest ago first.
+    /// still), at most [`LIGHT_PER_USER`] of each user's a tick, those whose
+    /// turn was longest ago first (a full tick chooses the same way).
     /// A process only has to look like ML work (be named `python3`) to be
     /// interesting, and any user can start thousands: they must not make
     /// every tick, and with it the reaction to a crossing, thousands of
     /// reads long. A small process that starts to grow moves its `statm`
     /// at its next turn, at the next full tick, or when the machine's
     /// available memory moves enough to call for one.
-    fn choose_light(&self, s: &mut Scratch, watched: &[u32], page: u64) {
+    pub(super) fn choose_light(&self, s: &mut Scratch, watched: &[u32], page: u64) {
         let listed_at = self.listed_at;
         let page = page.max(1);
         let always_pages = LIGHT_ALWAYS_BYTES / page;
@@ -127,7 +132,7 @@ impl ProcessTracker {
                 small
                     .entry(t.uid.unwrap_or(u32::MAX))
                     .or_default()
-                    .push((t.statm_tick, pid));
+                    .push((t.light_turn, pid));
             }
         }
         // The ones read longest ago go first.
@@ -142,7 +147,7 @@ impl ProcessTracker {
 
     /// Re-read `statm` of a process carried into this light tick (one
     /// listed for the first time was just read in full).
-    fn reread_statm(&mut self, io: &mut Io, pid: u32, errors: &mut CollectorErrors) {
+    pub(super) fn reread_statm(&mut self, io: &mut Io, pid: u32, errors: &mut CollectorErrors) {
         let listed_at = self.listed_at;
         let Some(t) = self
             .tracked

@@ -45,14 +45,14 @@ use super::ffi::sysconf as sys;
 use super::{ceilings, cgroup_paths, proc_reader, process_reads, tracker, unowned};
 use std::time::Instant;
 
-use crate::model::sampling::{SampleError, Sampler};
+use crate::model::sampling::{SampleError, Sampler, Tripwire};
 use crate::model::{CollectorErrors, Snapshot, Timestamp, Unowned};
 use crate::os::user_names::UserNames;
 
 pub use ceilings::{CeilingReader, LIMITS_EVERY};
 use proc_reader::ProcReader;
 use process_reads::Io;
-use tracker::ProcessTracker;
+use tracker::{ProcessTracker, TickDepth};
 pub use tracker::{TOP_EXACT, VERIFY_PERIOD};
 use unowned::UnownedScan;
 
@@ -139,16 +139,27 @@ impl LinuxSampler {
         self.unowned.scan_now(&ids, &mut self.io.users);
     }
 
-    /// One tick: full, or light with the `watched` pids re-read (the first
-    /// tick is full whatever is asked).
-    fn take(&mut self, light: Option<&[u32]>) -> Result<Snapshot, SampleError> {
+    /// One tick at `depth`, with the `watched` pids re-read (the first tick
+    /// is full whatever is asked); and whether it read every process.
+    fn take(
+        &mut self,
+        depth: TickDepth<'_>,
+        watched: &[u32],
+    ) -> Result<(Snapshot, bool), SampleError> {
         let started = Instant::now();
         let taken_at = Timestamp::now();
         self.tracker.tick += 1;
         self.io.users.start_sample();
         let mut errors = CollectorErrors::default();
-        let system = self.io.read_system(&mut errors)?;
-        self.tracker.sample(&mut self.io, light, &mut errors);
+        let mut system = self.io.read_system(&mut errors)?;
+        let full = self
+            .tracker
+            .sample(&mut self.io, depth, watched, &mut errors);
+        if !full && matches!(depth, TickDepth::FullUnless(_)) {
+            // Cut short by a crossing: the figures that crossed, not the
+            // ones read before it.
+            system = self.io.read_system(&mut errors)?;
+        }
         // Pages copied on access since the shares were read: the machine's
         // anonymous memory (and swap) against the processes' own figures.
         let machine_anon = system
@@ -158,15 +169,11 @@ impl LinuxSampler {
             .saturating_add(system.swap.used);
         let page = self.io.page_size;
         self.tracker
-            .follow_copies(&mut self.io, page, machine_anon, light.is_none());
+            .follow_copies(&mut self.io, page, machine_anon, full);
         let mut processes = self.tracker.build_processes(self.io.page_size);
         let mapped_shmem = self.mapped_shmem();
-        let mut unowned = self.unowned_tick(
-            light.is_none(),
-            &mut processes,
-            system.memory.shmem,
-            mapped_shmem,
-        );
+        let mut unowned =
+            self.unowned_tick(full, &mut processes, system.memory.shmem, mapped_shmem);
         // Every tick: shared memory that neither the processes' mappings
         // nor the last scan account for, whatever the scan has seen.
         let held_open = processes
@@ -202,23 +209,26 @@ impl LinuxSampler {
             .pss_budget
             .note_machine(Instant::now(), taken, counted);
         let ceilings = self.ceilings.read(&processes, system.memory.total);
-        Ok(Snapshot {
-            taken_at,
-            source: self.name().to_owned(),
-            replayed: false,
-            sample_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            system: system.memory,
-            swap: system.swap,
-            pressure: system.pressure,
-            gpus: Vec::new(),
-            processes,
-            jobs: Vec::new(),
-            unowned,
-            ceilings,
-            errors,
-            collectors: Vec::new(),
-            notes: Vec::new(),
-        })
+        Ok((
+            Snapshot {
+                taken_at,
+                source: self.name().to_owned(),
+                replayed: false,
+                sample_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                system: system.memory,
+                swap: system.swap,
+                pressure: system.pressure,
+                gpus: Vec::new(),
+                processes,
+                jobs: Vec::new(),
+                unowned,
+                ceilings,
+                errors,
+                collectors: Vec::new(),
+                notes: Vec::new(),
+            },
+            full,
+        ))
     }
 }
 
@@ -260,11 +270,19 @@ impl Sampler for LinuxSampler {
     }
 
     fn sample(&mut self) -> Result<Snapshot, SampleError> {
-        self.take(None)
+        self.take(TickDepth::Full, &[]).map(|(snap, _)| snap)
     }
 
     fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
-        self.take(Some(watched))
+        self.take(TickDepth::Light, watched).map(|(snap, _)| snap)
+    }
+
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        self.take(TickDepth::FullUnless(trip), watched)
     }
 
     /// The proportional-share reads and the library scans once they have

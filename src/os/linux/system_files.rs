@@ -5,7 +5,7 @@
 
 use std::io;
 
-use crate::model::sampling::SampleError;
+use crate::model::sampling::{SampleError, Tripwire};
 use crate::model::{CollectorErrors, Pressure, Swap, SystemMemory};
 use crate::os::linux::parse::procfs;
 
@@ -19,6 +19,22 @@ pub(super) struct SystemFigures {
 }
 
 impl Io {
+    /// Whether `trip` holds at the available memory and swap used that
+    /// `meminfo` shows now; an unreadable `meminfo` trips nothing (the
+    /// tick's own read reports it).
+    pub(super) fn tripped(&mut self, trip: &Tripwire) -> bool {
+        match self.reader.read_root("meminfo").map(procfs::parse_meminfo) {
+            Ok(Ok(m)) => {
+                let swap_used = m
+                    .swap_total
+                    .unwrap_or(0)
+                    .saturating_sub(m.swap_free.unwrap_or(0));
+                trip.tripped(m.available, swap_used)
+            }
+            _ => false,
+        }
+    }
+
     /// Read the machine-wide files; the boot time too on the first call.
     /// Only `meminfo` failing fails; the others count as unreadable.
     pub(super) fn read_system(

@@ -22,6 +22,9 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::time::{Duration, Instant};
+
+use crate::model::sampling::Tripwire;
 
 use crate::model::{
     Argv, CollectorErrors, Detail, ProcessId, ProcessSample, SharedStr, Timestamp, Workload,
@@ -40,6 +43,49 @@ use crate::os::read_failure::ReadFailure;
 /// Beyond the ML processes, this many of the largest processes (by `statm`
 /// resident size) are read in full every tick.
 pub const TOP_EXACT: usize = 32;
+
+/// A full tick that may be cut short looks at the machine's figures at most
+/// this often…
+pub const TRIP_CHECK_EVERY: Duration = Duration::from_millis(5);
+/// …and asks the clock whether it is time once in this many processes.
+pub const TRIP_CHECK_PIDS: usize = 32;
+
+/// How much of the process table a tick reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum TickDepth<'a> {
+    /// Every process afresh.
+    Full,
+    /// Every process afresh, unless the tripwire trips meanwhile.
+    FullUnless(&'a Tripwire),
+    /// The processes that matter afresh, the rest carried.
+    Light,
+}
+
+/// A full tick's tripwire and when it last looked.
+pub(super) struct TripCheck<'a> {
+    wire: &'a Tripwire,
+    /// `None` until the first look, which comes before the first process.
+    last: Option<Instant>,
+}
+
+impl<'a> TripCheck<'a> {
+    fn new(wire: &'a Tripwire) -> Self {
+        Self { wire, last: None }
+    }
+
+    /// Whether the wire holds, looking at most every [`TRIP_CHECK_EVERY`].
+    fn tripped(&mut self, io: &mut Io) -> bool {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|last| now.saturating_duration_since(last) < TRIP_CHECK_EVERY)
+        {
+            return false;
+        }
+        self.last = Some(now);
+        io.tripped(self.wire)
+    }
+}
 
 /// Processes not read in full every tick have their identity (start time)
 /// re-checked once in this many ticks.
@@ -120,7 +166,9 @@ impl Scratch {
         self.ranking.push((t.statm.resident, pid));
         if is_interesting(&t.workload) {
             self.interesting.push(pid);
-        } else if verify_now {
+        }
+        // An interesting one given exact detail this tick is skipped there.
+        if verify_now {
             self.verify.push(pid);
         }
         if t.scan
@@ -158,6 +206,9 @@ pub(super) struct TrackedProcess {
     pub(super) statm_tick: u64,
     /// Its resident or total size changed at that read.
     pub(super) statm_moved: bool,
+    /// The tick it last had its turn among its user's small, still
+    /// interesting processes (`light_tick.rs`, `choose_light`).
+    pub(super) light_turn: u64,
     /// The tick `status` was last actually read (`status_tick` also moves
     /// when that read stands for a later tick's).
     pub(super) status_read_tick: u64,
@@ -285,21 +336,44 @@ impl ProcessTracker {
         }
     }
 
-    /// Read this tick's processes: in full, or light with the `watched`
-    /// pids re-read (the first tick is full whatever is asked).
+    /// Read this tick's processes as `depth` asks, with the `watched` pids
+    /// re-read (the first tick is full whatever is asked). Returns whether
+    /// every process was read afresh: a full tick cut short by its
+    /// tripwire finishes light.
     pub(super) fn sample(
         &mut self,
         io: &mut Io,
-        light: Option<&[u32]>,
+        depth: TickDepth<'_>,
+        watched: &[u32],
         errors: &mut CollectorErrors,
-    ) {
-        match light {
-            Some(watched) if self.listed_at > 0 => self.sample_light(io, watched, errors),
-            _ => self.sample_full(io, errors),
+    ) -> bool {
+        match depth {
+            TickDepth::Light if self.listed_at > 0 => {
+                self.sample_light(io, watched, errors);
+                false
+            }
+            // The first tick has nothing to carry: it reads everything.
+            TickDepth::FullUnless(trip) if self.listed_at > 0 && !trip.is_empty() => {
+                let mut check = TripCheck::new(trip);
+                self.sample_full(io, watched, Some(&mut check), errors)
+            }
+            _ => self.sample_full(io, watched, None, errors),
         }
     }
 
-    fn sample_full(&mut self, io: &mut Io, errors: &mut CollectorErrors) {
+    /// A full tick: every listed pid's `statm` (and a new one read in full),
+    /// exact detail for the largest and for the interesting and `watched`
+    /// ones a light tick would re-read ([`Self::choose_light`]), the
+    /// round-robin identity checks, library scans and proportional shares.
+    /// With a `trip` check that fires while the table is read, the rest of
+    /// it is carried and the tick finishes light: returns false.
+    fn sample_full(
+        &mut self,
+        io: &mut Io,
+        watched: &[u32],
+        mut trip: Option<&mut TripCheck<'_>>,
+        errors: &mut CollectorErrors,
+    ) -> bool {
         let tick = self.tick;
         self.last_pid = io.read_last_pid();
         self.listed_at = tick;
@@ -315,25 +389,62 @@ impl ProcessTracker {
 
         // Every listed pid: statm, and the full first-sight read if new.
         let pids = std::mem::take(&mut s.pids);
-        for &pid in &pids {
-            self.observe(io, pid, &mut s, errors);
+        let mut tripped = false;
+        for (i, &pid) in pids.iter().enumerate() {
+            if !tripped && i % TRIP_CHECK_PIDS == 0 && trip.as_mut().is_some_and(|t| t.tripped(io))
+            {
+                tripped = true;
+            }
+            if tripped {
+                self.carry(io, pid, &mut s, errors);
+            } else {
+                self.observe(io, pid, &mut s, errors);
+            }
         }
         s.pids = pids;
         self.listed_kernel_threads = errors.kernel_threads;
 
-        // Exact detail for the largest and the interesting processes.
+        // Exact detail for the largest, and for the interesting and watched
+        // ones as a light tick chooses them: every large or moving one, each
+        // user's small, still ones in turn (their identity is checked in
+        // the round-robin below).
         if s.ranking.len() > TOP_EXACT {
             s.ranking
                 .select_nth_unstable_by(TOP_EXACT - 1, |a, b| b.0.cmp(&a.0));
             s.ranking.truncate(TOP_EXACT);
         }
-        for pid in s
-            .ranking
-            .iter()
-            .map(|r| r.1)
-            .chain(s.interesting.iter().copied())
-        {
+        s.light.clear();
+        self.choose_light(&mut s, watched, io.page_size);
+        let chosen = s.light.len();
+        s.light.extend(s.ranking.iter().map(|r| r.1));
+        let exact = std::mem::take(&mut s.light);
+        for (i, &pid) in exact.iter().enumerate() {
+            if !tripped && i % TRIP_CHECK_PIDS == 0 && trip.as_mut().is_some_and(|t| t.tripped(io))
+            {
+                tripped = true;
+            }
+            // Carried past a trip: its statm first, as on a light tick.
+            if self.tracked.get(&pid).is_some_and(|t| t.statm_tick != tick) {
+                self.reread_statm(io, pid, errors);
+            }
+            if i < chosen {
+                if let Some(t) = self.tracked.get_mut(&pid) {
+                    t.light_turn = tick;
+                }
+            } else if tripped {
+                // One of the largest, once tripped: its statm is enough.
+                continue;
+            }
             self.refresh_exact(io, pid, errors);
+        }
+        s.light = exact;
+        if tripped {
+            // Cut short for a crossing: what a light tick does from here.
+            self.scan_libraries(io, &s.rescan, errors);
+            let page = io.page_size;
+            self.light_shares(io, page);
+            self.end_tick(io, s, true);
+            return false;
         }
 
         // Round-robin identity check of the others.
@@ -355,6 +466,23 @@ impl ProcessTracker {
         self.read_shares(io, page);
 
         self.end_tick(io, s, true);
+        true
+    }
+
+    /// A listed pid of a full tick cut short: carried as a light tick
+    /// carries it (filed with its last figures), or read in full if new.
+    fn carry(&mut self, io: &mut Io, pid: u32, s: &mut Scratch, errors: &mut CollectorErrors) {
+        match self.tracked.get_mut(&pid) {
+            Some(t) => {
+                t.seen = self.tick;
+                if t.kernel_thread {
+                    errors.kernel_threads += 1;
+                } else {
+                    s.note(pid, t, false);
+                }
+            }
+            None => self.observe(io, pid, s, errors),
+        }
     }
 
     /// After a listing, forget what it did not list and count the files
@@ -933,6 +1061,55 @@ mod tests {
             program_change("a\u{fffd}", false, b"a\xff", false, false),
             None
         );
+    }
+
+    #[test]
+    fn a_full_tick_cut_short_by_its_tripwire_carries_the_rest_and_reads_the_crossing() {
+        use crate::model::Snapshot;
+        use crate::model::sampling::{TripGate, Tripwire};
+        // A Python process (100), 40 sleeps (1000–1039, 100 + i pages).
+        let tree = FakeProc::busy();
+        let mut sampler = tree.sampler();
+        let page = sampler.io.page_size;
+        sampler.sample().unwrap();
+        let grow = |tree: &FakeProc| {
+            for i in 0..40 {
+                tree.memory(1000 + i, 200 + u64::from(i), 800);
+            }
+            tree.memory(100, 6000, 24_000);
+        };
+        grow(&tree);
+        // Memory falls below the wire's threshold as the tick begins.
+        tree.meminfo("MemAvailable:", 1024);
+        let wire = |below: u64| Tripwire {
+            gates: vec![TripGate {
+                available_below: Some(below),
+                swap_used_above: None,
+            }],
+        };
+        let (snap, full) = sampler.sample_unless(&[1001], &wire(2 << 20)).unwrap();
+        assert!(!full, "the wire held: the tick stops and finishes light");
+        assert_eq!(snap.system.available, 1 << 20, "the figures that crossed");
+        let p = |snap: &Snapshot, pid| snap.process(pid).unwrap().clone();
+        // The interesting one and the watched one, fresh and exact.
+        assert_eq!(
+            (p(&snap, 100).footprint, p(&snap, 100).detail),
+            (24_000 << 10, Detail::Exact)
+        );
+        assert_eq!(
+            (p(&snap, 1001).footprint, p(&snap, 1001).detail),
+            (800 << 10, Detail::Exact)
+        );
+        // The largest have their statm re-read…
+        assert_eq!(p(&snap, 1039).footprint, 239 * page);
+        // …and a small one nobody watches is carried from the last tick.
+        assert_eq!(p(&snap, 1002).footprint, 102 * page);
+        assert_eq!(snap.processes.len(), 41, "every listed process is in it");
+
+        // A wire that does not hold: every process afresh.
+        let (snap, full) = sampler.sample_unless(&[1001], &wire(512 << 10)).unwrap();
+        assert!(full);
+        assert_eq!(p(&snap, 1002).footprint, 202 * page);
     }
 
     #[test]

@@ -450,6 +450,15 @@ impl Sampler for Environments {
         Ok(self.finish(snap, false))
     }
 
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &crate::model::sampling::Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        let (snap, full) = self.inner.sample_unless(watched, trip)?;
+        Ok((self.finish(snap, full), full))
+    }
+
     fn collectors(&self) -> Vec<&dyn Collector> {
         let mut sources = self.inner.collectors();
         sources.push(self);

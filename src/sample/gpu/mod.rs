@@ -95,6 +95,15 @@ impl<S: Sampler> Sampler for WithGpu<S> {
         Ok(self.join_gpus(snap))
     }
 
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &crate::model::sampling::Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        let (snap, full) = self.inner.sample_unless(watched, trip)?;
+        Ok((self.join_gpus(snap), full))
+    }
+
     fn collectors(&self) -> Vec<&dyn Collector> {
         let mut sources = self.inner.collectors();
         sources.push(&self.health);

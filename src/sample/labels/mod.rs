@@ -261,6 +261,15 @@ impl Sampler for Labelled {
         Ok(self.finish(snap))
     }
 
+    fn sample_unless(
+        &mut self,
+        watched: &[u32],
+        trip: &crate::model::sampling::Tripwire,
+    ) -> Result<(Snapshot, bool), SampleError> {
+        let (snap, full) = self.inner.sample_unless(watched, trip)?;
+        Ok((self.finish(snap), full))
+    }
+
     fn collectors(&self) -> Vec<&dyn Collector> {
         let mut sources = self.inner.collectors();
         sources.push(self);
