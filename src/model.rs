@@ -26,7 +26,7 @@ pub use action::{Action, SignalName};
 pub use ceiling::{Ceiling, CgroupVersion};
 pub use check::{Check, CheckStatus};
 pub use collector::Collector;
-pub use job::{Basis, HIDDEN_PATH, Job, SysvSegment, TmpfsFile, Unowned};
+pub use job::{Basis, EndedRoot, HIDDEN_PATH, Job, SysvSegment, TmpfsFile, Unowned};
 pub use labels::{LabelSet, Labels, Runtime};
 pub use shared::{Argv, SharedStr};
 

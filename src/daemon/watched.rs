@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::config::{Rule, Scope};
 use crate::model::Snapshot;
+use crate::policy::assess::rule_matches;
 
 /// The pids of `snap` that a rule with a per-process limit matches, and
 /// the members of every job whose root a job-scoped one matches (the job's
@@ -32,7 +33,7 @@ pub fn watched(rules: &[Rule], snap: &Snapshot) -> Arc<[u32]> {
         .filter(|j| j.workers() > 0)
         .filter(|j| {
             snap.process(j.pid())
-                .is_some_and(|root| by_job.iter().any(|r| r.matcher.matches(root)))
+                .is_some_and(|root| by_job.iter().any(|r| rule_matches(r, snap, root)))
         })
         .map(|j| j.pid())
         .collect();
@@ -40,7 +41,7 @@ pub fn watched(rules: &[Rule], snap: &Snapshot) -> Arc<[u32]> {
         .iter()
         .filter(|p| {
             p.job.is_some_and(|root| judged_roots.contains(&root))
-                || limited.iter().any(|r| r.matcher.matches(p))
+                || limited.iter().any(|r| rule_matches(r, snap, p))
         })
         .map(|p| p.id.pid)
         .collect()

@@ -535,6 +535,7 @@ mod tests {
             footprint: 1 << 30,
             gpu_memory: None,
             basis: crate::model::Basis::Rss,
+            ended_root: None,
         };
         snap.jobs = vec![job(0, &[10, 14]), job(1, &[11, 12, 13])];
         let snap = Arc::new(snap);

@@ -79,6 +79,12 @@ impl ProcessBuilder {
     }
 
     /// The platform's start-time value of the identity (`pid@start`).
+    /// Forked and not exec'd since (`PF_FORKNOEXEC` on Linux).
+    pub fn forked(mut self, forked: bool) -> Self {
+        self.0.forked = forked;
+        self
+    }
+
     pub fn start(mut self, start: u64) -> Self {
         self.0.id.start = start;
         self
@@ -352,6 +358,7 @@ impl SnapshotBuilder {
                 .fold(0, u64::saturating_add),
             gpu_memory: gpu,
             basis,
+            ended_root: None,
         };
         self.0.jobs.push(job);
         self

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ProcessId;
+use super::{ProcessId, SharedStr, WorkloadKind};
 
 /// How a process's footprint counts the memory it shares with others.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -84,6 +84,21 @@ pub struct Job {
     /// share, else the weakest basis among the members (`rss` counts shared
     /// pages once per process that holds them).
     pub basis: Basis,
+    /// The root this job had before it ended, where it did: its workers
+    /// outlived it (re-parented, they are no one's descendants now) and
+    /// stay one job, its eldest surviving member standing as the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_root: Option<EndedRoot>,
+}
+
+/// A job's root that ended while its workers lived on: who it was, and the
+/// kind of work it was classified as, which the rules that matched it go on
+/// matching its job by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedRoot {
+    pub id: ProcessId,
+    pub name: SharedStr,
+    pub kind: WorkloadKind,
 }
 
 impl Job {
@@ -95,6 +110,18 @@ impl Job {
     /// How many members are not the root.
     pub fn workers(&self) -> usize {
         self.members.len().saturating_sub(1)
+    }
+
+    /// The members a step sent to the job's workers reaches: all but the
+    /// root, and the root too where the real root ended (the one standing
+    /// for it is a worker like the others).
+    pub fn worker_pids(&self) -> impl Iterator<Item = u32> + '_ {
+        let root = self.pid();
+        let orphaned = self.ended_root.is_some();
+        self.members
+            .iter()
+            .copied()
+            .filter(move |pid| orphaned || *pid != root)
     }
 }
 

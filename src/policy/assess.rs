@@ -93,6 +93,27 @@ pub(super) struct Assessed<'a> {
     pub check: Option<LimitCheck>,
 }
 
+/// Whether `rule` matches `p` of `snap`: by what it is, or, where `p`
+/// stands for the ended root of an orphaned job
+/// ([`crate::model::Job::ended_root`]), by what that root was (its kind;
+/// the rest a forked worker shares with it: name, command line, user,
+/// cgroup).
+pub fn rule_matches(rule: &Rule, snap: &Snapshot, p: &ProcessSample) -> bool {
+    if rule.matcher.matches(p) {
+        return true;
+    }
+    let Some(ended) = snap
+        .job_of(p)
+        .filter(|j| j.root == p.id)
+        .and_then(|j| j.ended_root.as_ref())
+    else {
+        return false;
+    };
+    let mut as_root = p.clone();
+    as_root.workload.kind = ended.kind;
+    rule.matcher.matches(&as_root)
+}
+
 impl<'a> RuleRun<'a> {
     /// How the rule sees `p`, which it must match: a job root with workers
     /// stands for its job (scope = "job"), a worker of a job whose root the
@@ -113,7 +134,7 @@ impl<'a> RuleRun<'a> {
             let root_matches = self
                 .snap
                 .process(job.pid())
-                .is_some_and(|root| self.rule.matcher.matches(root));
+                .is_some_and(|root| self.matches(root));
             return if root_matches {
                 View::WithJob(job)
             } else {
@@ -130,13 +151,21 @@ impl<'a> RuleRun<'a> {
         }))
     }
 
+    /// Whether the rule matches `p`: by what it is, or, standing for the
+    /// ended root of an orphaned job ([`crate::model::Job::ended_root`]),
+    /// by what that root was (its kind; the rest a forked worker shares
+    /// with it: name, command line, user, cgroup).
+    pub fn matches(&self, p: &ProcessSample) -> bool {
+        rule_matches(self.rule, self.snap, p)
+    }
+
     /// Every process the rule matches, as it judges them (see
     /// [`Self::view`]), in snapshot order.
     pub fn candidates(&self) -> Vec<Candidate<'a>> {
         self.snap
             .processes
             .iter()
-            .filter(|p| self.rule.matcher.matches(p))
+            .filter(|p| self.matches(p))
             .filter_map(|p| match self.view(p) {
                 View::Judged(c) => Some(*c),
                 View::WithJob(_) => None,
@@ -375,6 +404,45 @@ mod tests {
         let config = Config::from_toml_str(text, "t").unwrap();
         let rule = config.rules[0].clone();
         (config, rule)
+    }
+
+    #[test]
+    fn a_rule_on_kernels_matches_the_job_of_an_ended_kernel_by_its_stand_in() {
+        use crate::model::build::{kernel, process, snapshot};
+        use crate::model::{EndedRoot, ProcessId, WorkloadKind};
+        let (_, r) = rule(
+            "[[rule]]\nname = \"r\"\nfootprint = \"1GiB\"\nactions = [{ notify = true }]\n\
+             [rule.match]\nworkload = [\"jupyter\"]\n",
+        );
+        let worker = |pid| kernel(pid).ppid(1).kind(WorkloadKind::Python).job(201);
+        let mut snap = snapshot(0)
+            .process(worker(200))
+            .process(worker(201))
+            .process(process(300).kind(WorkloadKind::Python))
+            .job_of(201, crate::model::Basis::Rss)
+            .build();
+        assert_eq!(snap.jobs.len(), 1);
+        assert!(
+            !rule_matches(&r, &snap, snap.process(201).unwrap()),
+            "a job with a live root: its workers are not kernels"
+        );
+        snap.jobs[0].ended_root = Some(EndedRoot {
+            id: ProcessId { pid: 100, start: 1 },
+            name: "python3".into(),
+            kind: WorkloadKind::Jupyter,
+        });
+        assert!(
+            rule_matches(&r, &snap, snap.process(201).unwrap()),
+            "the stand-in"
+        );
+        assert!(
+            !rule_matches(&r, &snap, snap.process(200).unwrap()),
+            "a worker"
+        );
+        assert!(
+            !rule_matches(&r, &snap, snap.process(300).unwrap()),
+            "no one's"
+        );
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub fn explain(
 fn verdict(run: &RuleRun<'_>, p: &ProcessSample) -> RuleVerdict {
     let rule = run.rule;
     let clauses = rule.matcher.clauses(p);
-    let matches = rule.matcher.matches(p);
+    let matches = run.matches(p);
     let (candidate, judged_with_job) = match run.view(p) {
         View::Judged(c) => (*c, None),
         // Judged with its job: its own figures are still shown.

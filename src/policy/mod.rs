@@ -852,10 +852,8 @@ fn workers_in_reach(run: &RuleRun<'_>, job: Option<&crate::model::Job>) -> Vec<P
     let Some(job) = job else {
         return Vec::new();
     };
-    job.members
-        .iter()
-        .filter(|pid| **pid != job.pid())
-        .filter_map(|pid| run.snap.process(*pid))
+    job.worker_pids()
+        .filter_map(|pid| run.snap.process(pid))
         .filter(|w| run.may_act_on(w))
         .map(ProcessRef::of)
         .collect()

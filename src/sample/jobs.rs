@@ -19,13 +19,20 @@
 //!   the sampler read it ([`Basis::Pss`] on Linux), so shared pages count
 //!   once.
 //!
-//! It is a pure function of the snapshot, run on every sample by every
-//! sampler ([`with_jobs`]), and idempotent: a replayed snapshot that
-//! already has its jobs gets the same ones again.
+//! [`assemble`] is a pure function of the snapshot, and idempotent: a
+//! replayed snapshot that already has its jobs gets the same ones again.
+//! Every sampler's snapshots go through [`Lineage::assemble`]
+//! ([`with_jobs`]), which remembers the last snapshot's jobs: when a root
+//! ends (the OOM killer took the kernel, a user killed it) its workers are
+//! re-parented and no one's descendants, yet they hold the job's memory
+//! (a `DataLoader`'s workers and their copies). They stay one job, the
+//! ended root named in it, its eldest surviving member standing as the
+//! root; the rules that matched the root match the job by the root's kind,
+//! and a step for the job's workers reaches every member.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use crate::model::{Basis, Job, ProcessSample, Snapshot, WorkloadKind};
+use crate::model::{Basis, EndedRoot, Job, ProcessId, ProcessSample, Snapshot, WorkloadKind};
 
 use super::{SampleError, Sampler};
 
@@ -133,17 +140,7 @@ fn is_root_kind(p: &ProcessSample) -> bool {
 /// `jupyter kernel 4821`, `pytorch process 77`: the root as a worker's
 /// evidence names it.
 fn describe_root(p: &ProcessSample) -> String {
-    let what = match p.workload.kind {
-        WorkloadKind::Jupyter => "jupyter kernel",
-        WorkloadKind::LlmServer => "model server",
-        WorkloadKind::Pytorch => "pytorch process",
-        WorkloadKind::Tensorflow => "tensorflow process",
-        WorkloadKind::Jax => "jax process",
-        WorkloadKind::Mlx => "mlx process",
-        WorkloadKind::Python => "python process",
-        WorkloadKind::Other => "process",
-    };
-    format!("{what} {}", p.id.pid)
+    format!("{} {}", describe_kind(p.workload.kind), p.id.pid)
 }
 
 /// The prefix of a worker's evidence line (public: it quotes pids and
@@ -214,6 +211,7 @@ fn total(procs: &[ProcessSample], root: usize, list: &[usize]) -> Job {
         footprint,
         gpu_memory: gpu,
         basis,
+        ended_root: None,
     }
 }
 
@@ -229,8 +227,188 @@ fn weaker(a: Basis, b: Basis, shared: bool) -> Basis {
     }
 }
 
-/// A sampler whose snapshots carry their jobs.
-pub struct WithJobs(Box<dyn Sampler>);
+/// What the last snapshot's jobs were, so that the workers of a root that
+/// ends stay its job ([`Lineage::adopt`]): each member's root, and each
+/// root's name and kind (an ended root's as it was last seen). Entries
+/// exist only for members of the last snapshot's jobs.
+#[derive(Debug, Default)]
+pub struct Lineage {
+    /// Each member (the stand-in root of an orphaned job included) and the
+    /// root of its job: the ended root for an orphaned job.
+    root_of: HashMap<ProcessId, ProcessId>,
+    roots: HashMap<ProcessId, EndedRoot>,
+}
+
+impl Lineage {
+    /// [`assemble`], then the workers of a root that has ended since the
+    /// last snapshot (or before) kept together as its job; then remember
+    /// this snapshot's jobs for the next.
+    pub fn assemble(&mut self, snap: &mut Snapshot) {
+        assemble(snap);
+        self.adopt(snap);
+        self.remember(snap);
+    }
+
+    /// The processes that were members of a job whose root is gone (no
+    /// process with its pid and start time), and that no live job holds
+    /// now (re-parented to init or a subreaper, they are no ML process's
+    /// descendants), become one job again: its eldest member stands as the
+    /// root, with the ended root named ([`Job::ended_root`]). Jobs that
+    /// such a member rooted on its own are merged into it.
+    fn adopt(&self, snap: &mut Snapshot) {
+        if self.root_of.is_empty() {
+            return;
+        }
+        // A zombie (no memory at all: it has no address space left) has
+        // ended: its children were re-parented as it exited, and its parent
+        // may take a while to reap it.
+        let present: HashSet<ProcessId> = snap
+            .processes
+            .iter()
+            .filter(|p| p.resident > 0 || p.footprint > 0)
+            .map(|p| p.id)
+            .collect();
+        // Ended root → its members now (as indices into processes).
+        let mut orphans: HashMap<ProcessId, Vec<usize>> = HashMap::new();
+        for (i, p) in snap.processes.iter().enumerate() {
+            let Some(root) = self.root_of.get(&p.id) else {
+                continue;
+            };
+            if present.contains(root) || !self.roots.contains_key(root) {
+                continue;
+            }
+            // A worker of another live job now: that job holds it.
+            let own_or_none = p.job.is_none_or(|r| r == p.id.pid);
+            if own_or_none {
+                orphans.entry(*root).or_default().push(i);
+            }
+        }
+        if orphans.is_empty() {
+            return;
+        }
+        let index: HashMap<u32, usize> = snap
+            .processes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.id.pid, i))
+            .collect();
+        for (ended, mut list) in orphans {
+            // The members of jobs an orphan rooted on its own come along.
+            let rooted: Vec<u32> = list.iter().map(|&i| snap.processes[i].id.pid).collect();
+            let mut merged: Vec<usize> = Vec::new();
+            snap.jobs.retain(|j| {
+                if rooted.contains(&j.pid()) {
+                    merged.extend(j.members.iter().filter_map(|m| index.get(m).copied()));
+                    false
+                } else {
+                    true
+                }
+            });
+            list.extend(merged);
+            list.sort_unstable();
+            list.dedup();
+            let procs = &snap.processes;
+            let Some(&heir) = list
+                .iter()
+                .min_by_key(|&&i| (procs[i].id.start, procs[i].id.pid))
+            else {
+                continue;
+            };
+            list.sort_by_key(|&i| (i != heir, procs[i].id.pid));
+            let facts = self.roots[&ended].clone();
+            let heir_pid = procs[heir].id.pid;
+            let words = format!(
+                "{} {}, which ended",
+                describe_kind(facts.kind),
+                facts.id.pid
+            );
+            for &i in &list {
+                let p = &mut snap.processes[i];
+                p.job = Some(heir_pid);
+                mark_orphan(p, &words, i == heir);
+            }
+            let mut job = total(&snap.processes, heir, &list);
+            job.ended_root = Some(facts);
+            snap.jobs.push(job);
+        }
+        snap.jobs
+            .sort_by(|a, b| b.footprint.cmp(&a.footprint).then(a.root.cmp(&b.root)));
+    }
+
+    /// This snapshot's jobs, for the next snapshot's [`Self::adopt`].
+    fn remember(&mut self, snap: &Snapshot) {
+        let mut root_of = HashMap::new();
+        let mut roots = HashMap::new();
+        for job in &snap.jobs {
+            let root = match &job.ended_root {
+                Some(ended) => {
+                    roots.insert(ended.id, ended.clone());
+                    ended.id
+                }
+                None => {
+                    if job.workers() == 0 {
+                        continue;
+                    }
+                    let Some(p) = snap.process(job.pid()) else {
+                        continue;
+                    };
+                    roots.insert(
+                        p.id,
+                        EndedRoot {
+                            id: p.id,
+                            name: p.name.clone(),
+                            kind: p.workload.kind,
+                        },
+                    );
+                    job.root
+                }
+            };
+            for pid in &job.members {
+                if let Some(p) = snap.process(*pid).filter(|p| p.id != root) {
+                    root_of.insert(p.id, root);
+                }
+            }
+        }
+        self.root_of = root_of;
+        self.roots = roots;
+    }
+}
+
+/// `jupyter kernel`, `pytorch process`: a root's kind as a worker's
+/// evidence names it.
+fn describe_kind(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::Jupyter => "jupyter kernel",
+        WorkloadKind::LlmServer => "model server",
+        WorkloadKind::Pytorch => "pytorch process",
+        WorkloadKind::Tensorflow => "tensorflow process",
+        WorkloadKind::Jax => "jax process",
+        WorkloadKind::Mlx => "mlx process",
+        WorkloadKind::Python => "python process",
+        WorkloadKind::Other => "process",
+    }
+}
+
+/// Mark `p` a member of the job of an ended root (`root_words`), standing
+/// for it (`heir`) or not.
+fn mark_orphan(p: &mut ProcessSample, root_words: &str, heir: bool) {
+    let w = &mut p.workload;
+    w.evidence.retain(|e| !e.starts_with(WORKER_EVIDENCE));
+    let how = if heir {
+        "its eldest surviving member, standing for it"
+    } else {
+        "re-parented when it ended"
+    };
+    w.evidence
+        .push(format!("{WORKER_EVIDENCE}{root_words}: {how}"));
+    if w.kind == WorkloadKind::Jupyter {
+        not_a_kernel(w);
+    }
+}
+
+/// A sampler whose snapshots carry their jobs, the workers of an ended root
+/// kept together ([`Lineage`]).
+pub struct WithJobs(Box<dyn Sampler>, Lineage);
 
 impl Sampler for WithJobs {
     fn name(&self) -> &'static str {
@@ -239,13 +417,13 @@ impl Sampler for WithJobs {
 
     fn sample(&mut self) -> Result<Snapshot, SampleError> {
         let mut snap = self.0.sample()?;
-        assemble(&mut snap);
+        self.1.assemble(&mut snap);
         Ok(snap)
     }
 
     fn sample_light(&mut self, watched: &[u32]) -> Result<Snapshot, SampleError> {
         let mut snap = self.0.sample_light(watched)?;
-        assemble(&mut snap);
+        self.1.assemble(&mut snap);
         Ok(snap)
     }
 
@@ -255,7 +433,7 @@ impl Sampler for WithJobs {
         trip: &crate::model::sampling::Tripwire,
     ) -> Result<(Snapshot, bool), SampleError> {
         let (mut snap, full) = self.0.sample_unless(watched, trip)?;
-        assemble(&mut snap);
+        self.1.assemble(&mut snap);
         Ok((snap, full))
     }
 
@@ -266,7 +444,7 @@ impl Sampler for WithJobs {
 
 /// `sampler`, its snapshots carrying their jobs.
 pub fn with_jobs(sampler: Box<dyn Sampler>) -> Box<dyn Sampler> {
-    Box::new(WithJobs(sampler))
+    Box::new(WithJobs(sampler, Lineage::default()))
 }
 
 #[cfg(test)]
@@ -302,6 +480,118 @@ mod tests {
             );
         }
         s.build()
+    }
+
+    /// `notebook_with_workers(3)`'s workers, forked (as samplers read
+    /// them), after their kernel ended: re-parented to init, 201 the
+    /// eldest; `extra` more processes.
+    fn orphans_of_the_kernel(extra: Vec<crate::model::build::ProcessBuilder>) -> Snapshot {
+        let mut s = snapshot(1000).process(
+            process(50)
+                .ppid(1)
+                .name("jupyter-lab")
+                .kind(WorkloadKind::Python),
+        );
+        for (pid, start) in [(200, 5), (201, 3), (202, 5)] {
+            s = s.process(
+                kernel(pid)
+                    .ppid(1)
+                    .start(start)
+                    .forked(true)
+                    .kernel_id("abc")
+                    .frameworks([Framework::Pytorch])
+                    .footprint(90 * MIB)
+                    .basis(Basis::Pss),
+            );
+        }
+        for p in extra {
+            s = s.process(p);
+        }
+        s.build()
+    }
+
+    #[test]
+    fn the_workers_of_a_kernel_that_ended_stay_its_job_under_their_eldest() {
+        let mut lineage = Lineage::default();
+        let mut before = notebook_with_workers(3);
+        for p in before.processes.iter_mut().filter(|p| p.id.pid >= 200) {
+            p.forked = true;
+            p.id.start = if p.id.pid == 201 { 3 } else { 5 };
+        }
+        lineage.assemble(&mut before);
+        assert_eq!(before.job(100).unwrap().workers(), 3);
+
+        // The kernel is gone (the OOM killer, kill -9); its workers are
+        // init's children now, and a new process took its pid.
+        let reused = process(100).ppid(1).start(99).name("bash");
+        let mut after = orphans_of_the_kernel(vec![reused]);
+        lineage.assemble(&mut after);
+        let jobs: Vec<&Job> = after.jobs.iter().filter(|j| j.workers() > 0).collect();
+        assert_eq!(jobs.len(), 1, "one job, not three: {:#?}", after.jobs);
+        let job = jobs[0];
+        assert_eq!(job.pid(), 201, "the eldest stands as the root");
+        assert_eq!(job.members, vec![201, 200, 202]);
+        assert_eq!(job.footprint, 270 * MIB);
+        let ended = job.ended_root.as_ref().expect("the ended root named");
+        assert_eq!(
+            (ended.id.pid, ended.id.start, ended.kind),
+            (100, 1, WorkloadKind::Jupyter)
+        );
+        // Every member, the one standing for the kernel too, is a worker.
+        assert_eq!(job.worker_pids().collect::<Vec<_>>(), vec![201, 200, 202]);
+        for pid in [200, 201, 202] {
+            let p = after.process(pid).unwrap();
+            assert_eq!(p.job, Some(201));
+            assert_eq!(p.workload.kind, WorkloadKind::Pytorch, "not a kernel");
+            assert!(
+                p.workload
+                    .evidence
+                    .iter()
+                    .any(|e| e.contains("jupyter kernel 100, which ended")),
+                "{:?}",
+                p.workload.evidence
+            );
+        }
+        assert_eq!(
+            after.process(100).unwrap().job,
+            None,
+            "the new pid 100 is no member"
+        );
+
+        // It stays so on the next samples; when the eldest ends, the next
+        // one stands for the kernel.
+        let mut again = orphans_of_the_kernel(Vec::new());
+        lineage.assemble(&mut again);
+        assert_eq!(again.jobs.iter().filter(|j| j.workers() > 0).count(), 1);
+        assert_eq!(again.job(201).unwrap().members.len(), 3);
+        let mut later = orphans_of_the_kernel(Vec::new());
+        later.processes.retain(|p| p.id.pid != 201);
+        lineage.assemble(&mut later);
+        let job = later.job(200).expect("200 stands for it now");
+        assert_eq!(job.members, vec![200, 202]);
+        assert_eq!(job.ended_root.as_ref().unwrap().id.pid, 100);
+    }
+
+    #[test]
+    fn workers_of_a_live_kernel_are_not_adopted_and_a_lone_process_is_no_orphan() {
+        let mut lineage = Lineage::default();
+        let mut s = notebook_with_workers(2);
+        lineage.assemble(&mut s);
+        let mut again = notebook_with_workers(2);
+        lineage.assemble(&mut again);
+        let job = again.job(100).unwrap();
+        assert_eq!(job.ended_root, None);
+        assert_eq!(job.members, vec![100, 200, 201]);
+        // A root without workers leaves nothing to adopt when it ends.
+        let mut alone = snapshot(0)
+            .process(kernel(300).ppid(1).footprint(MIB))
+            .build();
+        lineage.assemble(&mut alone);
+        let mut gone = snapshot(1000)
+            .process(process(301).ppid(1).kind(WorkloadKind::Python))
+            .build();
+        lineage.assemble(&mut gone);
+        assert!(gone.jobs.iter().all(|j| j.ended_root.is_none()));
     }
 
     #[test]

@@ -7,11 +7,12 @@
 //! - benign (`b1_`…`b5_`): a fast dataset load, a faster one, saw-tooth
 //!   epochs, a forked pool that only reads what it shares, a compile peak.
 //!   No signal may reach the work; notifications are allowed.
-//! - harmful (`h1_`…`h6_`): a leak, forked workers that allocate, forked
+//! - harmful (`h1_`…`h7_`): a leak, forked workers that allocate, forked
 //!   workers that copy the pages they share on access (refcount writes),
 //!   a tmpfs leak beside an innocent kernel, two tasks filling one cgroup,
 //!   the leak again in a real OCI container (Debian's `runc`: its own pid
-//!   and mount namespaces, `support::runc`).
+//!   and mount namespaces, `support::runc`), workers that outlive their
+//!   killed kernel.
 //!   The right process must get the default rule's signal before the
 //!   cgroup's OOM killer acts, and no innocent process may.
 //!
@@ -1323,6 +1324,74 @@ for pid in workers:
         );
     }
     assert!(left.is_empty(), "workers left copying: {left:?}");
+}
+
+/// H7: workers that outlive their kernel. A kernel forks 4 workers that
+/// each allocate 60 MiB/s (240 MiB/s together) inside a 4 GiB container,
+/// and the kernel is then killed (SIGKILL, as the OOM killer or a user's
+/// `kill -9` ends it); its workers are re-parented to init and go on. They
+/// must stay the kernel's job: the default rule acts on them (SIGINT to the
+/// eldest, standing for the kernel, then SIGTERM to every member) before
+/// the container's OOM killer.
+#[test]
+fn h7_workers_that_outlive_their_kernel_stay_its_job_and_are_stopped_before_the_limit() {
+    let mut sc = Scenario::new("H7", Kind::Harmful, 4 * GIB);
+    let (kernel, mut cells) = sc.kernel("kernel");
+    sc.begin();
+    // Each worker leaves by itself on KeyboardInterrupt (as a DataLoader's
+    // worker loop does) and never returns into the kernel's code.
+    let reply = cells.run(
+        r#"pids = []
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            blocks = []
+            grow(60 * MIB, None, blocks)
+        finally:
+            os._exit(0)
+    pids.append(pid)
+print(*pids)
+"#,
+        Duration::from_secs(20),
+    );
+    let workers: Vec<u32> = reply["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(workers.len(), 4, "{reply}");
+    sc.name_pids(&workers, "worker");
+    std::thread::sleep(Duration::from_secs(1));
+    kill(kernel.pid(), "KILL");
+    drop(cells);
+    // The workers run on until something stops them (or 60 s).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while workers.iter().any(|w| alive(*w)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let left: Vec<u32> = workers.iter().copied().filter(|w| alive(*w)).collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let report = sc.finish(&format!("kernel killed, workers_left={}", left.len()));
+    report.assert_no_oom();
+    let to_workers: Vec<Sent> = workers
+        .iter()
+        .flat_map(|w| sc.delivered_to(&report, *w))
+        .collect();
+    assert!(
+        !to_workers.is_empty(),
+        "no signal reached the orphaned workers: {:#?}",
+        report.signals
+    );
+    for s in &to_workers {
+        assert_eq!(s.rule, "notebook-runaway", "{s:?}");
+        assert!(
+            sc.usage_at(s.at_ms) < sc.cgroup.limit,
+            "signalled at the limit: {s:?}"
+        );
+    }
+    assert!(left.is_empty(), "workers left allocating: {left:?}");
 }
 
 /// A private tmpfs mounted for one scenario, unmounted when dropped (its

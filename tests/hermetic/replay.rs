@@ -109,6 +109,7 @@ fn every_field(ms: u64, footprint: u64) -> Snapshot {
             footprint,
             gpu_memory: Some(9 * GIB),
             basis: Basis::Pss,
+            ended_root: None,
         }],
         unowned: Unowned {
             known: true,
