@@ -64,6 +64,9 @@ struct Ladder {
     /// When the last step was taken.
     last_step_at: Option<Timestamp>,
     process: ProcessRef,
+    /// A step other than a notification was taken; the process the last
+    /// one went to.
+    acted_on: Option<ProcessId>,
 }
 
 /// A gated rule's last victim: no new one within `cooldown` of it.
@@ -94,6 +97,16 @@ pub struct PolicyState {
     /// Crossings journaled as held without acting, and why: one event per
     /// crossing and [`Hold`], until the limit clears.
     not_acting: HashMap<Key, Hold>,
+    /// Ladders of an orphaned job (keyed by its ended root, see
+    /// `ladder_id`) that cleared after a signal or hook step with steps
+    /// left, until the cooldown after that step ends. The step ended the
+    /// member standing for the job, which gave its memory back for a few
+    /// seconds, not what runs out: if the rule holds again meanwhile, for
+    /// another member standing for the job, the ladder goes on at its next
+    /// step instead of waiting out the cooldown. (A process that freed
+    /// memory on a step and grows again, a kernel whose cell is run again
+    /// after its SIGINT, waits out the cooldown as before.)
+    paused: HashMap<Key, Ladder>,
 }
 
 /// A rule's view of one process, for the API and status page.
@@ -192,7 +205,17 @@ pub fn evaluate(
 
     // What belongs to processes that have gone, and cooldowns that are over.
     if !state.ladders.is_empty() || !state.not_acting.is_empty() {
-        let present: HashSet<ProcessId> = snap.processes.iter().map(|p| p.id).collect();
+        // An orphaned job's ladder is its ended root's (see `ladder_id`).
+        let present: HashSet<ProcessId> = snap
+            .processes
+            .iter()
+            .map(|p| p.id)
+            .chain(
+                snap.jobs
+                    .iter()
+                    .filter_map(|j| j.ended_root.as_ref().map(|e| e.id)),
+            )
+            .collect();
         state.ladders.retain(|(_, id), _| present.contains(id));
         state.not_acting.retain(|(_, id), _| present.contains(id));
     }
@@ -202,6 +225,9 @@ pub fn evaluate(
             .is_some_and(|cooldown| now < at.plus(*cooldown))
     };
     state.last_acted.retain(|(rule, _), at| running(rule, *at));
+    state
+        .paused
+        .retain(|(rule, _), l| l.last_step_at.is_some_and(|at| running(rule, at)));
     state
         .last_noticed
         .retain(|(rule, _), at| running(rule, *at));
@@ -542,15 +568,44 @@ fn hold_without_acting(
 }
 
 fn key(run: &RuleRun<'_>, p: &ProcessSample) -> Key {
-    (run.rule.name.clone(), p.id)
+    (run.rule.name.clone(), ladder_id(run.snap, p.id))
+}
+
+/// Whose ladder, cooldown and hold a process carries: its own, or where it
+/// stands for the ended root of an orphaned job, that root's, so that the
+/// rule's steps go on when the member standing for it ends (a SIGINT ends
+/// a worker) and another takes its place.
+fn ladder_id(snap: &Snapshot, id: ProcessId) -> ProcessId {
+    snap.job(id.pid)
+        .filter(|j| j.root == id)
+        .and_then(|j| j.ended_root.as_ref())
+        .map_or(id, |ended| ended.id)
 }
 
 /// Forget the ladders and held crossings whose limit fell back below the
 /// margin, and say so.
 fn clear(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, ids: Vec<ProcessId>) {
     for id in ids {
-        let key = (run.rule.name.clone(), id);
+        // The ended root of an orphaned job, still listed as a zombie: its
+        // ladder is its orphans' now, and theirs to clear.
+        if run
+            .snap
+            .jobs
+            .iter()
+            .any(|j| j.root != id && j.ended_root.as_ref().is_some_and(|e| e.id == id))
+        {
+            continue;
+        }
+        let key = (run.rule.name.clone(), ladder_id(run.snap, id));
         let ladder = state.ladders.remove(&key);
+        if let Some(l) = ladder.as_ref().filter(|l| {
+            key.1 != id
+                && l.last_step_at.is_some()
+                && l.next_step < run.rule.actions.len()
+                && l.acted_on.is_some()
+        }) {
+            state.paused.insert(key.clone(), l.clone());
+        }
         let held = state.not_acting.remove(&key).is_some();
         if ladder.is_none() && !held {
             continue;
@@ -622,6 +677,30 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
     } else {
         "crossed"
     };
+    // An orphaned job held again within the cooldown of a step that ended
+    // the member standing for it: on from where it stopped.
+    if !state.ladders.contains_key(&key)
+        && let Some(paused) = state.paused.remove(&key).filter(|l| {
+            l.last_step_at
+                .is_some_and(|last| run.now < last.plus(rule.cooldown))
+                && l.acted_on.is_some_and(|on| on != p.id)
+        })
+    {
+        out.events.push(EventKind::LimitCrossed {
+            rule: rule.name.clone(),
+            process: ProcessRef::of(p),
+            detail: format!(
+                "{why} (again, {} after step {} of {}, which did not stop it: the ladder goes on \
+                 at step {})",
+                assess::seconds(run.now.since(paused.last_step_at.unwrap_or(run.now))),
+                paused.next_step,
+                rule.actions.len(),
+                paused.next_step + 1
+            ),
+        });
+        state.not_acting.remove(&key);
+        state.ladders.insert(key.clone(), paused);
+    }
     if !state.ladders.contains_key(&key) {
         if let Some(na) = in_cooldown(run, state, p) {
             hold_without_acting(run, state, out, p, word, &why, &na);
@@ -652,6 +731,7 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
                 next_step,
                 last_step_at: None,
                 process: ProcessRef::of(p),
+                acted_on: None,
             },
         );
     }
@@ -821,6 +901,7 @@ fn advance(run: &RuleRun<'_>, state: &mut PolicyState, out: &mut Evaluation, hel
     if matches!(decision.action, Action::Notify) {
         state.last_noticed.insert(key, run.now);
     } else {
+        ladder.acted_on = Some(p.id);
         state.last_acted.insert(key, run.now);
     }
     if decision.step == 0 && rule.when.is_some() {

@@ -847,7 +847,7 @@ impl Scenario {
                 Some("limit-crossed" | "action" | "skipped" | "limit-held-not-acting")
             ) {
                 println!(
-                    "  journal +{:.1}s {} {} {} pid={} ({}): {}",
+                    "  journal +{:.1}s {} {} {} pid={} ({}): {}{}",
                     secs(e["at"].as_u64().unwrap_or(0)),
                     e["event"].as_str().unwrap_or_default(),
                     e["rule"].as_str().unwrap_or_default(),
@@ -857,6 +857,12 @@ impl Scenario {
                     e["detail"]
                         .as_str()
                         .or(e["reason"].as_str())
+                        .unwrap_or_default(),
+                    // Why it held back, where it did.
+                    e["detail"]
+                        .as_str()
+                        .and(e["reason"].as_str())
+                        .map(|r| format!("; not acting: {r}"))
                         .unwrap_or_default()
                 );
             }

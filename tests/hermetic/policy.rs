@@ -953,3 +953,71 @@ fn the_default_rules_act_on_users_and_roots_notebooks_alike() {
         assert_eq!(run.decisions[0].1.rule, "pressure-warning", "{setup}");
     }
 }
+
+/// An orphaned job at `at_secs`: its kernel (pid 100) ended, its members
+/// (pid, GiB) re-parented to init, the first standing as the job's root.
+fn orphaned_job(at_secs: u64, members: &[(u32, u64)]) -> Snapshot {
+    let procs: Vec<ProcessSample> = members
+        .iter()
+        .map(|&(pid, gib)| {
+            build::kernel(pid)
+                .ppid(1)
+                .start(u64::from(pid))
+                .uid(1000)
+                .user("ana")
+                .kind(WorkloadKind::Pytorch)
+                .footprint(gib * GIB)
+                .resident(gib * GIB)
+                .job(members[0].0)
+                .build()
+        })
+        .collect();
+    let mut snap = build::snapshot(1_000_000 + at_secs * 1000)
+        .memory(64 * GIB, 32 * GIB)
+        .processes(procs)
+        .job_of(members[0].0, Basis::Rss)
+        .build();
+    snap.jobs[0].ended_root = Some(EndedRoot {
+        id: ProcessId { pid: 100, start: 1 },
+        name: "python3".into(),
+        kind: WorkloadKind::Jupyter,
+    });
+    snap
+}
+
+#[test]
+fn an_orphaned_jobs_ladder_goes_on_when_its_step_ends_the_member_standing_for_it() {
+    let mut run = Run::new(
+        config(
+            "[[rule]]\nname = \"nb\"\nfootprint = \"8GiB\"\ncooldown = \"60s\"\n\
+             actions = [{ signal = \"SIGINT\" }, { signal = \"SIGTERM\", to = \"workers\", after = \"1s\" }]\n\
+             [rule.match]\nworkload = [\"jupyter\"]\n",
+        ),
+        USER_DAEMON,
+    );
+    // The job (9 GiB) matches as the kernel it was: SIGINT to the eldest.
+    run.feed(0, &orphaned_job(0, &[(201, 3), (200, 3), (202, 3)]));
+    // It ends and gives its 3 GiB back: the job is under the limit...
+    run.feed(1, &orphaned_job(1, &[(200, 3), (202, 3)]));
+    // ...and over it again a second later: the ladder goes on, the cooldown
+    // notwithstanding, and every member left gets the workers' SIGTERM.
+    run.feed(2, &orphaned_job(2, &[(200, 5), (202, 4)]));
+    let sent: Vec<(usize, u32, SignalName)> = run
+        .decisions
+        .iter()
+        .filter_map(|(i, d)| match d.action {
+            Action::Signal { signal, .. } => Some((*i, d.process.pid, signal)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        vec![
+            (0, 201, SignalName::Int),
+            (2, 200, SignalName::Term),
+            (2, 202, SignalName::Term)
+        ],
+        "{:#?}",
+        run.events
+    );
+}
