@@ -442,7 +442,8 @@ impl Daemon {
             Ok((mut snap, observed, read)) => {
                 if read != depth {
                     debug!(
-                        "full sample cut short: a rule's machine-wide condition crossed while                          it read the process table; the rest carried, as on a light sample"
+                        "full sample cut short: a rule's machine-wide condition crossed while \
+                         it read the process table; the rest carried, as on a light sample"
                     );
                 }
                 let depth = read;

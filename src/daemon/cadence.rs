@@ -43,7 +43,9 @@
 //!   rest carried). A sample
 //!   for a crossing is light when a full read is at most [`FULL_EVERY`]
 //!   intervals old: the victim is picked at once, from fresh figures for
-//!   the largest processes.
+//!   the largest processes. A full read watches for the gates that do not
+//!   hold yet ([`Cadence::tripwire`]): one that comes to hold while it reads
+//!   cuts it short, and it finishes light.
 //! - **Tick cadence.** The normal interval while calm, the fast one under
 //!   pressure, after a kernel pressure event or with a limit within reach,
 //!   and never later than the policy's predicted crossing.

@@ -228,7 +228,7 @@ fn weaker(a: Basis, b: Basis, shared: bool) -> Basis {
 }
 
 /// What the last snapshot's jobs were, so that the workers of a root that
-/// ends stay its job ([`Lineage::adopt`]): each member's root, and each
+/// ends stay its job (see [`Lineage::assemble`]): each member's root, and each
 /// root's name and kind (an ended root's as it was last seen). Entries
 /// exist only for members of the last snapshot's jobs.
 #[derive(Debug, Default)]

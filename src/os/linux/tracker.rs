@@ -4,11 +4,19 @@
 //! A full tick reads `statm` of every listed process (kept open where the
 //! budget allows: [`default_held_budget`]), reads a new pid in full
 //! ([`Io::first_sight`]), gives exact detail to the [`TOP_EXACT`] largest
-//! and the interesting processes, re-checks the identity of those in this
-//! tick's round-robin slot ([`VERIFY_PERIOD`]) and re-scans the libraries
+//! and to the interesting and watched processes a light tick would re-read
+//! (every large or moving one, each user's small, still ones in turn:
+//! looking like ML work costs a user a bounded share of the tick), re-checks
+//! the identity of those in this tick's round-robin slot ([`VERIFY_PERIOD`])
+//! and re-scans the libraries
 //! of Python processes that may have imported a framework since
 //! ([`super::library_rescan`], read by a thread of their own). The light
-//! tick is in [`super::light_tick`]; both end in [`ProcessTracker::end_tick`] and
+//! tick is in [`super::light_tick`]. A full tick given a tripwire
+//! ([`TickDepth::FullUnless`]) looks at the machine's figures every
+//! [`TRIP_CHECK_EVERY`] while it reads; once a rule's machine-wide
+//! condition holds, it carries the rest of the table and finishes as a light
+//! tick, so that a crossing waits for no read of thousands of processes.
+//! Both end in [`ProcessTracker::end_tick`] and
 //! become samples in [`ProcessTracker::build_processes`]. The module doc of
 //! [`super`] explains why.
 //!
