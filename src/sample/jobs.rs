@@ -573,6 +573,33 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_left_a_zombie_has_ended_for_its_workers() {
+        let mut lineage = Lineage::default();
+        let mut before = notebook_with_workers(3);
+        for p in before.processes.iter_mut().filter(|p| p.id.pid >= 200) {
+            p.forked = true;
+            p.id.start = if p.id.pid == 201 { 3 } else { 5 };
+        }
+        lineage.assemble(&mut before);
+        // Killed, not reaped yet: listed with its identity and no memory.
+        let zombie = kernel(100)
+            .ppid(50)
+            .kernel_id("abc")
+            .footprint(0)
+            .resident(0);
+        let mut after = orphans_of_the_kernel(vec![zombie]);
+        lineage.assemble(&mut after);
+        let job = after.job(201).expect("the orphans' job");
+        assert_eq!(job.members, vec![201, 200, 202]);
+        assert_eq!(job.ended_root.as_ref().unwrap().id.pid, 100);
+        assert_eq!(
+            after.process(100).unwrap().job,
+            Some(100),
+            "the zombie is alone"
+        );
+    }
+
+    #[test]
     fn workers_of_a_live_kernel_are_not_adopted_and_a_lone_process_is_no_orphan() {
         let mut lineage = Lineage::default();
         let mut s = notebook_with_workers(2);
