@@ -259,22 +259,27 @@ impl Lineage {
         if self.root_of.is_empty() {
             return;
         }
-        // A zombie (no memory at all: it has no address space left) has
-        // ended: its children were re-parented as it exited, and its parent
-        // may take a while to reap it.
-        let present: HashSet<ProcessId> = snap
+        // The remembered roots still alive. A zombie (no memory at all: it
+        // has no address space left) has ended: its children were
+        // re-parented as it exited, and its parent may take a while to reap
+        // it.
+        let alive: HashSet<ProcessId> = snap
             .processes
             .iter()
+            .filter(|p| self.roots.contains_key(&p.id))
             .filter(|p| p.resident > 0 || p.footprint > 0)
             .map(|p| p.id)
             .collect();
+        if alive.len() == self.roots.len() {
+            return;
+        }
         // Ended root → its members now (as indices into processes).
         let mut orphans: HashMap<ProcessId, Vec<usize>> = HashMap::new();
         for (i, p) in snap.processes.iter().enumerate() {
             let Some(root) = self.root_of.get(&p.id) else {
                 continue;
             };
-            if present.contains(root) || !self.roots.contains_key(root) {
+            if alive.contains(root) || !self.roots.contains_key(root) {
                 continue;
             }
             // A worker of another live job now: that job holds it.
@@ -510,14 +515,21 @@ mod tests {
         s.build()
     }
 
-    #[test]
-    fn the_workers_of_a_kernel_that_ended_stay_its_job_under_their_eldest() {
-        let mut lineage = Lineage::default();
-        let mut before = notebook_with_workers(3);
-        for p in before.processes.iter_mut().filter(|p| p.id.pid >= 200) {
+    /// `notebook_with_workers(3)` as a sampler reads it: the workers forked,
+    /// 201 the eldest (the start times of [`orphans_of_the_kernel`]).
+    fn forked_notebook() -> Snapshot {
+        let mut s = notebook_with_workers(3);
+        for p in s.processes.iter_mut().filter(|p| p.id.pid >= 200) {
             p.forked = true;
             p.id.start = if p.id.pid == 201 { 3 } else { 5 };
         }
+        s
+    }
+
+    #[test]
+    fn the_workers_of_a_kernel_that_ended_stay_its_job_under_their_eldest() {
+        let mut lineage = Lineage::default();
+        let mut before = forked_notebook();
         lineage.assemble(&mut before);
         assert_eq!(before.job(100).unwrap().workers(), 3);
 
@@ -575,11 +587,7 @@ mod tests {
     #[test]
     fn a_kernel_left_a_zombie_has_ended_for_its_workers() {
         let mut lineage = Lineage::default();
-        let mut before = notebook_with_workers(3);
-        for p in before.processes.iter_mut().filter(|p| p.id.pid >= 200) {
-            p.forked = true;
-            p.id.start = if p.id.pid == 201 { 3 } else { 5 };
-        }
+        let mut before = forked_notebook();
         lineage.assemble(&mut before);
         // Killed, not reaped yet: listed with its identity and no memory.
         let zombie = kernel(100)
